@@ -1,0 +1,1217 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Descriptor-driven configuration: parse (libinih) -> check each value ->
+ * environment overrides -> required keys -> cross-field validation -> apply.
+ * Control path only; allocation and stdio are fine here.
+ */
+
+#include "cfg.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* libinih's compiled line limit (INI_MAX_LINE in Debian's build). Longer
+ * lines would be split silently, so the reader refuses them. */
+#define CFG_LINE_MAX 200
+#define CFG_MAX_HEADERS 256
+
+enum cfg_src { SRC_UNSET = 0, SRC_FILE, SRC_ENV };
+
+struct cfg_slot {
+	uint32_t line;
+	uint8_t src;
+};
+
+struct cfg_header {
+	char name[64];
+	uint32_t line;
+	bool unknown_reported;
+};
+
+struct cfg_ctx {
+	const struct cfg_schema *schema;
+	const char *path;
+	uint8_t *stage;
+	struct cfg_errors *errs;
+	struct cfg_slot *slots;
+	unsigned *slot_base; /* first slot of each section */
+	/* reader state */
+	FILE *fp;
+	char *linebuf;
+	size_t linecap;
+	uint32_t next_line, cur_line;
+	struct cfg_header headers[CFG_MAX_HEADERS];
+	unsigned n_headers;
+};
+
+static void cfg_err_add(struct cfg_errors *errs, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void cfg_err_add(struct cfg_errors *errs, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (errs->n < CFG_MAX_ERRORS) {
+		va_start(ap, fmt);
+		vsnprintf(errs->msg[errs->n], CFG_MSG_LEN, fmt, ap);
+		va_end(ap);
+	}
+	errs->n++;
+}
+
+void cfg_errors_print(const struct cfg_errors *errs, FILE *f)
+{
+	unsigned i, kept = errs->n < CFG_MAX_ERRORS ? errs->n : CFG_MAX_ERRORS;
+
+	for (i = 0; i < kept; i++)
+		fprintf(f, "%s\n", errs->msg[i]);
+	if (errs->n > kept)
+		fprintf(f, "(%u more errors not shown)\n", errs->n - kept);
+}
+
+unsigned cfg_cores_count(const struct cfg_cores *c)
+{
+	unsigned i, n = 0;
+
+	for (i = 0; i < CFG_MAX_CPUS / 64; i++)
+		n += (unsigned)__builtin_popcountll(c->mask[i]);
+	return n;
+}
+
+/* ---- value parsing ---------------------------------------------------- */
+
+struct cfg_unit {
+	const char *sfx;
+	uint64_t mult;
+};
+
+static const struct cfg_unit units_size[] = {
+	{"", 1}, {"K", 1ull << 10}, {"M", 1ull << 20}, {"G", 1ull << 30}, {"T", 1ull << 40}, {NULL, 0},
+};
+static const struct cfg_unit units_rate[] = {
+	{"M", 1}, {"G", 1000}, {"T", 1000000}, {NULL, 0},
+};
+static const struct cfg_unit units_dur[] = {
+	{"us", 1}, {"ms", 1000}, {"s", 1000000}, {NULL, 0},
+};
+static const struct cfg_unit units_none[] = {
+	{"", 1}, {NULL, 0},
+};
+
+/*
+ * "12", "1.5G", "250ms": a decimal with up to 9 fraction digits and a unit
+ * suffix. The scaled value must be a whole number of the stored unit.
+ * Returns NULL or a static description of what is wrong.
+ */
+static const char *parse_scaled(const char *s, const struct cfg_unit *units, bool frac_ok,
+				uint64_t *out)
+{
+	uint64_t mant = 0, div = 1, v;
+	const struct cfg_unit *u;
+	const char *p = s;
+	bool digits = false;
+
+	if (*p == '-')
+		return "must not be negative";
+	for (; isdigit((unsigned char)*p); p++, digits = true)
+		if (__builtin_mul_overflow(mant, 10, &mant) ||
+		    __builtin_add_overflow(mant, (uint64_t)(*p - '0'), &mant))
+			return "is too large";
+	if (*p == '.' && frac_ok) {
+		for (p++; isdigit((unsigned char)*p); p++, digits = true) {
+			if (div >= 1000000000ull)
+				return "has too many decimals";
+			if (__builtin_mul_overflow(mant, 10, &mant) ||
+			    __builtin_add_overflow(mant, (uint64_t)(*p - '0'), &mant))
+				return "is too large";
+			div *= 10;
+		}
+	}
+	if (!digits)
+		return "is not a number";
+	for (u = units; u->sfx; u++)
+		if (strcmp(p, u->sfx) == 0)
+			break;
+	if (!u->sfx) {
+		if (*p == '\0' && mant == 0) /* a bare 0 needs no unit */
+			u = units;
+		else
+			return units == units_none ? "is not a whole number" : "has an unknown unit";
+	}
+	if (__builtin_mul_overflow(mant, u->mult, &v))
+		return "is too large";
+	if (v % div)
+		return "is not a whole number of the unit it is kept in";
+	*out = v / div;
+	return NULL;
+}
+
+static const char *const units_hint_size = " (use a number with K, M, G or T)";
+static const char *const units_hint_rate = " (bits/s: use M, G or T, e.g. 100G)";
+static const char *const units_hint_dur = " (use us, ms or s, e.g. 250ms)";
+
+static const char *parse_bool(const char *s, bool *out)
+{
+	static const char *const yes[] = {"true", "yes", "on", "1"};
+	static const char *const no[] = {"false", "no", "off", "0"};
+	unsigned i;
+
+	for (i = 0; i < 4; i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*out = true;
+			return NULL;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*out = false;
+			return NULL;
+		}
+	}
+	return "is not a boolean (true/false, yes/no, on/off, 1/0)";
+}
+
+static const char *parse_ipv4(const char *s, uint32_t *be)
+{
+	struct in_addr a;
+
+	if (inet_pton(AF_INET, s, &a) != 1)
+		return "is not an IPv4 address (a.b.c.d)";
+	if (a.s_addr == 0)
+		return "must not be 0.0.0.0";
+	*be = a.s_addr;
+	return NULL;
+}
+
+static const char *parse_hostport(const char *s, struct cfg_hostport *hp)
+{
+	char ip[INET_ADDRSTRLEN];
+	const char *colon = strrchr(s, ':');
+	uint64_t port;
+	size_t n;
+
+	if (!colon)
+		return "is not address:port";
+	n = (size_t)(colon - s);
+	if (n == 0 || n >= sizeof(ip))
+		return "is not address:port";
+	memcpy(ip, s, n);
+	ip[n] = '\0';
+	if (parse_ipv4(ip, &hp->ip_be))
+		return "has a malformed IPv4 address";
+	if (parse_scaled(colon + 1, units_none, false, &port) || port == 0 || port > 65535)
+		return "has a port outside 1..65535";
+	hp->port = (uint16_t)port;
+	return NULL;
+}
+
+static const char *parse_mac(const char *s, struct cfg_mac *m)
+{
+	unsigned i;
+
+	if (strlen(s) != 17)
+		return "is not a MAC address (aa:bb:cc:dd:ee:ff)";
+	for (i = 0; i < 6; i++) {
+		const char *p = s + 3 * i;
+
+		if (!isxdigit((unsigned char)p[0]) || !isxdigit((unsigned char)p[1]) ||
+		    (i < 5 && p[2] != ':'))
+			return "is not a MAC address (aa:bb:cc:dd:ee:ff)";
+		m->b[i] = (uint8_t)strtoul((char[3]){p[0], p[1], 0}, NULL, 16);
+	}
+	m->set = true;
+	return NULL;
+}
+
+static const char *parse_cores(const char *s, struct cfg_cores *c)
+{
+	const char *p = s;
+
+	memset(c, 0, sizeof(*c));
+	if (strcmp(s, "auto") == 0) {
+		c->autosel = true;
+		return NULL;
+	}
+	for (;;) {
+		char *end;
+		unsigned long lo, hi, i;
+
+		if (!isdigit((unsigned char)*p))
+			return "is not 'auto' or a core list such as 0-3,8";
+		lo = strtoul(p, &end, 10);
+		hi = lo;
+		if (*end == '-') {
+			p = end + 1;
+			if (!isdigit((unsigned char)*p))
+				return "has a range with no end";
+			hi = strtoul(p, &end, 10);
+		}
+		if (hi < lo)
+			return "has a range that goes backwards";
+		if (hi >= CFG_MAX_CPUS)
+			return "names a CPU beyond 1023";
+		for (i = lo; i <= hi; i++)
+			c->mask[i / 64] |= 1ull << (i % 64);
+		if (*end == '\0')
+			return NULL;
+		if (*end != ',')
+			return "is not 'auto' or a core list such as 0-3,8";
+		p = end + 1;
+	}
+}
+
+static void store_uint(void *dst, size_t size, uint64_t v)
+{
+	if (size == sizeof(uint32_t)) {
+		uint32_t w = (uint32_t)v;
+		memcpy(dst, &w, sizeof(w));
+	} else {
+		memcpy(dst, &v, sizeof(v));
+	}
+}
+
+static uint64_t load_uint(const void *src, size_t size)
+{
+	if (size == sizeof(uint32_t)) {
+		uint32_t w;
+		memcpy(&w, src, sizeof(w));
+		return w;
+	}
+	uint64_t v;
+	memcpy(&v, src, sizeof(v));
+	return v;
+}
+
+/*
+ * Parse @val for @k into @dst. Returns 0, or -1 with @why (and @hint) set.
+ * @dst is written only on success.
+ */
+static int parse_value(const struct cfg_key *k, const char *val, void *dst, char *why,
+		       size_t whylen)
+{
+	const char *err = NULL, *hint = "";
+	uint64_t v = 0;
+
+	switch (k->type) {
+	case CFG_UINT:
+	case CFG_SIZE:
+	case CFG_RATE:
+	case CFG_DURATION:
+		if ((k->flags & CFG_AUTO) && strcmp(val, "auto") == 0) {
+			store_uint(dst, k->size, 0);
+			return 0;
+		}
+		if (k->type == CFG_UINT) {
+			err = parse_scaled(val, units_none, false, &v);
+		} else if (k->type == CFG_SIZE) {
+			err = parse_scaled(val, units_size, true, &v);
+			hint = units_hint_size;
+		} else if (k->type == CFG_RATE) {
+			err = parse_scaled(val, units_rate, true, &v);
+			hint = units_hint_rate;
+		} else {
+			err = parse_scaled(val, units_dur, true, &v);
+			hint = units_hint_dur;
+		}
+		if (err)
+			break;
+		if (v < k->min || v > k->max) {
+			char lo[32], hi[32];
+
+			if (k->type == CFG_SIZE) {
+				cfg_fmt_size(lo, sizeof(lo), k->min);
+				cfg_fmt_size(hi, sizeof(hi), k->max);
+			} else if (k->type == CFG_RATE) {
+				cfg_fmt_rate(lo, sizeof(lo), k->min);
+				cfg_fmt_rate(hi, sizeof(hi), k->max);
+			} else {
+				snprintf(lo, sizeof(lo), "%llu%s", (unsigned long long)k->min,
+					 k->type == CFG_DURATION ? "us" : "");
+				snprintf(hi, sizeof(hi), "%llu%s", (unsigned long long)k->max,
+					 k->type == CFG_DURATION ? "us" : "");
+			}
+			snprintf(why, whylen, "'%s' is out of range %s..%s", val, lo, hi);
+			return -1;
+		}
+		if ((k->flags & CFG_POW2) && (v & (v - 1))) {
+			snprintf(why, whylen, "'%s' is not a power of two", val);
+			return -1;
+		}
+		store_uint(dst, k->size, v);
+		return 0;
+	case CFG_BOOL: {
+		bool b;
+
+		err = parse_bool(val, &b);
+		if (!err)
+			memcpy(dst, &b, sizeof(b));
+		break;
+	}
+	case CFG_ENUM: {
+		unsigned i;
+
+		for (i = 0; k->enums[i]; i++)
+			if (strcmp(val, k->enums[i]) == 0) {
+				memcpy(dst, &i, sizeof(i));
+				return 0;
+			}
+		int n = snprintf(why, whylen, "'%s' is not one of:", val);
+		for (i = 0; k->enums[i] && n > 0 && (size_t)n < whylen; i++)
+			n += snprintf(why + n, whylen - (size_t)n, " %s", k->enums[i]);
+		return -1;
+	}
+	case CFG_IPV4: {
+		struct cfg_ipv4 a;
+
+		err = parse_ipv4(val, &a.be);
+		if (!err)
+			memcpy(dst, &a, sizeof(a));
+		break;
+	}
+	case CFG_HOSTPORT: {
+		struct cfg_hostport hp = {0};
+
+		err = parse_hostport(val, &hp);
+		if (!err)
+			memcpy(dst, &hp, sizeof(hp));
+		break;
+	}
+	case CFG_MAC: {
+		struct cfg_mac m = {0};
+
+		err = parse_mac(val, &m);
+		if (!err)
+			memcpy(dst, &m, sizeof(m));
+		break;
+	}
+	case CFG_STR: {
+		size_t i, n = strlen(val);
+
+		if (n == 0) {
+			err = "is empty";
+			break;
+		}
+		if (n >= k->size) {
+			snprintf(why, whylen, "'%.40s...' is longer than %zu characters", val,
+				 k->size - 1);
+			return -1;
+		}
+		for (i = 0; i < n; i++)
+			if (!isgraph((unsigned char)val[i])) {
+				err = "contains a space or a control character";
+				break;
+			}
+		if (!err) {
+			memset(dst, 0, k->size);
+			memcpy(dst, val, n);
+		}
+		break;
+	}
+	case CFG_CORES: {
+		struct cfg_cores *c = malloc(sizeof(*c));
+
+		if (!c) {
+			err = "cannot be parsed: out of memory";
+			break;
+		}
+		err = parse_cores(val, c);
+		if (!err)
+			memcpy(dst, c, sizeof(*c));
+		free(c);
+		break;
+	}
+	}
+	if (err) {
+		snprintf(why, whylen, "'%s' %s%s", val, err, hint);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- schema lookup ---------------------------------------------------- */
+
+static unsigned sec_slots(const struct cfg_section *s)
+{
+	switch (s->kind) {
+	case CFG_SEC_MANY:
+		return s->max * s->n_keys;
+	case CFG_SEC_INDEXED:
+		return s->max;
+	case CFG_SEC_ONE:
+		break;
+	}
+	return s->n_keys;
+}
+
+static unsigned *sec_count(const struct cfg_section *s, void *cfg)
+{
+	return (unsigned *)((uint8_t *)cfg + s->count_off);
+}
+
+static unsigned sec_n(const struct cfg_section *s, const void *cfg)
+{
+	unsigned n;
+
+	memcpy(&n, (const uint8_t *)cfg + s->count_off, sizeof(n));
+	return n;
+}
+
+static uint8_t *sec_elem(const struct cfg_section *s, const void *cfg, unsigned inst)
+{
+	return (uint8_t *)cfg + s->off + (size_t)inst * s->elem_size;
+}
+
+static int key_index(const struct cfg_section *s, const char *name)
+{
+	unsigned i;
+
+	for (i = 0; i < s->n_keys; i++)
+		if (strcmp(s->keys[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+static const struct cfg_section *sec_find(const struct cfg_schema *sc, const char *name)
+{
+	unsigned i;
+
+	for (i = 0; i < sc->n_sections; i++)
+		if (strcmp(sc->sections[i].name, name) == 0)
+			return &sc->sections[i];
+	return NULL;
+}
+
+static unsigned edit_distance(const char *a, const char *b)
+{
+	unsigned la = (unsigned)strlen(a), lb = (unsigned)strlen(b), i, j;
+	unsigned row[64];
+
+	if (la >= 63 || lb >= 63)
+		return 99;
+	for (j = 0; j <= lb; j++)
+		row[j] = j;
+	for (i = 1; i <= la; i++) {
+		unsigned prev = row[0];
+
+		row[0] = i;
+		for (j = 1; j <= lb; j++) {
+			unsigned cur = row[j];
+			unsigned sub = prev + (a[i - 1] != b[j - 1]);
+			unsigned del = row[j] + 1, ins = row[j - 1] + 1;
+
+			row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+			prev = cur;
+		}
+	}
+	return row[lb];
+}
+
+static const char *suggest_key(const struct cfg_section *s, const char *name)
+{
+	const char *best = NULL;
+	unsigned i, bestd = 3;
+
+	for (i = 0; i < s->n_keys; i++) {
+		unsigned d = edit_distance(name, s->keys[i].name);
+
+		if (d < bestd) {
+			bestd = d;
+			best = s->keys[i].name;
+		}
+	}
+	return best;
+}
+
+/* ---- parsing ---------------------------------------------------------- */
+
+static void ctx_err(struct cfg_ctx *ctx, uint32_t line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void ctx_err(struct cfg_ctx *ctx, uint32_t line, const char *fmt, ...)
+{
+	char msg[CFG_MSG_LEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (line)
+		cfg_err_add(ctx->errs, "%s:%u: %s", ctx->path, line, msg);
+	else
+		cfg_err_add(ctx->errs, "%s: %s", ctx->path, msg);
+}
+
+static struct cfg_header *header_find(struct cfg_ctx *ctx, const char *name)
+{
+	unsigned i;
+
+	for (i = 0; i < ctx->n_headers; i++)
+		if (strcmp(ctx->headers[i].name, name) == 0)
+			return &ctx->headers[i];
+	return NULL;
+}
+
+static void apply_defaults(struct cfg_ctx *ctx, const struct cfg_section *s, uint8_t *base)
+{
+	char why[CFG_MSG_LEN];
+	unsigned i;
+
+	for (i = 0; i < s->n_keys; i++) {
+		const struct cfg_key *k = &s->keys[i];
+
+		if (k->def && parse_value(k, k->def, base + k->off, why, sizeof(why)))
+			cfg_err_add(ctx->errs, "%s: schema bug: default of [%s] %s: %s",
+				    ctx->schema->what, s->name, k->name, why);
+	}
+}
+
+/*
+ * libinih reader: one physical line per call, so that ctx->cur_line is the
+ * line the next handler call belongs to. Lines inih would misread (too long
+ * to fit its buffer, indented continuations) are reported and handed to it
+ * as blank lines so its own line count stays in step with ours.
+ */
+static char *cfg_reader(char *str, int num, void *stream)
+{
+	struct cfg_ctx *ctx = stream;
+	ssize_t n = getline(&ctx->linebuf, &ctx->linecap, ctx->fp);
+	const char *p;
+
+	if (n < 0)
+		return NULL;
+	ctx->cur_line = ++ctx->next_line;
+	for (p = ctx->linebuf; *p == ' ' || *p == '\t'; p++)
+		;
+	if ((size_t)n + 1 > (size_t)num || (size_t)n + 1 > CFG_LINE_MAX) {
+		ctx_err(ctx, ctx->cur_line, "line is longer than %d characters", CFG_LINE_MAX - 2);
+		goto blank;
+	}
+	if (p != ctx->linebuf && *p && *p != '\n' && *p != '\r' && *p != ';' && *p != '#') {
+		ctx_err(ctx, ctx->cur_line,
+			"indented line: continuation lines are not supported, start keys at column 1");
+		goto blank;
+	}
+	if (*p == '[') {
+		const char *end = strchr(p, ']');
+		char name[64];
+		size_t len;
+
+		if (end) {
+			for (p++; *p == ' ' || *p == '\t'; p++)
+				;
+			len = (size_t)(end - p);
+			while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+				len--;
+			if (len >= sizeof(name)) {
+				ctx_err(ctx, ctx->cur_line, "section name is too long");
+				goto blank;
+			}
+			memcpy(name, p, len);
+			name[len] = '\0';
+			const struct cfg_header *h = header_find(ctx, name);
+			if (h) {
+				ctx_err(ctx, ctx->cur_line, "section [%s] repeated (first at line %u)",
+					name, h->line);
+			} else if (ctx->n_headers < CFG_MAX_HEADERS) {
+				struct cfg_header *nh = &ctx->headers[ctx->n_headers++];
+
+				memcpy(nh->name, name, len + 1);
+				nh->line = ctx->cur_line;
+				nh->unknown_reported = false;
+			}
+		}
+	}
+	memcpy(str, ctx->linebuf, (size_t)n + 1);
+	return str;
+blank:
+	str[0] = '\n';
+	str[1] = '\0';
+	return str;
+}
+
+static bool valid_iname(const char *s)
+{
+	size_t n = strlen(s), i;
+
+	if (n == 0 || n >= CFG_INAME_LEN)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '-' && s[i] != '.')
+			return false;
+	return true;
+}
+
+/* Find (or create) the section instance a [header] names. */
+static const struct cfg_section *resolve_section(struct cfg_ctx *ctx, const char *header,
+						 unsigned *inst)
+{
+	const struct cfg_schema *sc = ctx->schema;
+	unsigned i;
+
+	*inst = 0;
+	for (i = 0; i < sc->n_sections; i++) {
+		const struct cfg_section *s = &sc->sections[i];
+		size_t n = strlen(s->name);
+
+		if (s->kind != CFG_SEC_MANY) {
+			if (strcmp(header, s->name) == 0)
+				return s;
+			continue;
+		}
+		if (strncmp(header, s->name, n) != 0 || (header[n] != ' ' && header[n] != '\0'))
+			continue;
+		const char *iname = header + n;
+		while (*iname == ' ')
+			iname++;
+		struct cfg_header *h = header_find(ctx, header);
+		if (!valid_iname(iname)) {
+			if (h && !h->unknown_reported) {
+				h->unknown_reported = true;
+				ctx_err(ctx, h->line,
+					"[%s] needs a name of 1..%d letters, digits, '_', '-' or '.', "
+					"as in [%s eth0]",
+					header, CFG_INAME_LEN - 1, s->name);
+			}
+			return NULL;
+		}
+		unsigned *cnt = sec_count(s, ctx->stage);
+		for (*inst = 0; *inst < *cnt; (*inst)++)
+			if (strcmp((char *)sec_elem(s, ctx->stage, *inst) + s->iname_off, iname) == 0)
+				return s;
+		if (*cnt >= s->max) {
+			if (h && !h->unknown_reported) {
+				h->unknown_reported = true;
+				ctx_err(ctx, h->line, "too many [%s ...] sections (at most %u)", s->name,
+					s->max);
+			}
+			return NULL;
+		}
+		uint8_t *e = sec_elem(s, ctx->stage, *cnt);
+		memcpy(e + s->iname_off, iname, strlen(iname) + 1);
+		apply_defaults(ctx, s, e);
+		*inst = (*cnt)++;
+		return s;
+	}
+	struct cfg_header *h = header_find(ctx, header);
+	if (!h || !h->unknown_reported) {
+		if (h)
+			h->unknown_reported = true;
+		ctx_err(ctx, h ? h->line : ctx->cur_line, "unknown section [%s] in %s configuration",
+			header, sc->what);
+	}
+	return NULL;
+}
+
+static int cfg_handler(void *user, const char *section, const char *name, const char *value)
+{
+	struct cfg_ctx *ctx = user;
+	const struct cfg_section *s;
+	const struct cfg_key *k;
+	char why[CFG_MSG_LEN];
+	unsigned inst, slot;
+	uint8_t *dst;
+
+	if (section[0] == '\0') {
+		ctx_err(ctx, ctx->cur_line, "key '%s' is outside any [section]", name);
+		return 1;
+	}
+	s = resolve_section(ctx, section, &inst);
+	if (!s)
+		return 1;
+	if (s->kind == CFG_SEC_INDEXED) {
+		uint64_t idx;
+
+		if (parse_scaled(name, units_none, false, &idx) || idx >= s->max) {
+			ctx_err(ctx, ctx->cur_line, "[%s] key '%s' must be a number 0..%u", s->name,
+				name, s->max - 1);
+			return 1;
+		}
+		k = &s->keys[0];
+		slot = ctx->slot_base[s - ctx->schema->sections] + (unsigned)idx;
+		dst = sec_elem(s, ctx->stage, (unsigned)idx) + k->off;
+	} else {
+		int ki = key_index(s, name);
+
+		if (ki < 0) {
+			const char *hint = suggest_key(s, name);
+
+			ctx_err(ctx, ctx->cur_line, "unknown key '%s' in [%s]%s%s%s", name, section,
+				hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
+			return 1;
+		}
+		k = &s->keys[ki];
+		slot = ctx->slot_base[s - ctx->schema->sections] + inst * s->n_keys + (unsigned)ki;
+		dst = (s->kind == CFG_SEC_ONE ? ctx->stage : sec_elem(s, ctx->stage, inst)) + k->off;
+	}
+	if (ctx->slots[slot].src != SRC_UNSET) {
+		ctx_err(ctx, ctx->cur_line, "key '%s' in [%s] repeated (first set at line %u)", name,
+			section, ctx->slots[slot].line);
+		return 1;
+	}
+	ctx->slots[slot].src = SRC_FILE;
+	ctx->slots[slot].line = ctx->cur_line;
+	if (parse_value(k, value, dst, why, sizeof(why)))
+		ctx_err(ctx, ctx->cur_line, "[%s] %s: %s", section, name, why);
+	return 1;
+}
+
+/* ---- environment overrides -------------------------------------------- */
+
+static void env_name(char *buf, size_t len, const char *prefix, const char *sec, const char *key)
+{
+	size_t i;
+
+	snprintf(buf, len, "%s%s_%s", prefix, sec, key);
+	for (i = 0; buf[i]; i++)
+		buf[i] = buf[i] == '-' ? '_' : (char)toupper((unsigned char)buf[i]);
+}
+
+static void apply_env(struct cfg_ctx *ctx, char *const *envp)
+{
+	const struct cfg_schema *sc = ctx->schema;
+	size_t plen = strlen(sc->env_prefix);
+	char name[128], why[CFG_MSG_LEN];
+
+	for (; *envp; envp++) {
+		const char *eq = strchr(*envp, '=');
+		size_t nlen;
+		bool matched = false;
+		unsigned si, ki;
+
+		if (!eq || strncmp(*envp, sc->env_prefix, plen) != 0)
+			continue;
+		nlen = (size_t)(eq - *envp);
+		if (nlen >= sizeof(name))
+			nlen = sizeof(name) - 1;
+		memcpy(name, *envp, nlen);
+		name[nlen] = '\0';
+		for (ki = 0; sc->env_ignore && sc->env_ignore[ki]; ki++)
+			if (strcmp(name, sc->env_ignore[ki]) == 0)
+				matched = true;
+		for (si = 0; si < sc->n_sections && !matched; si++) {
+			const struct cfg_section *s = &sc->sections[si];
+			char want[128];
+
+			if (s->kind == CFG_SEC_MANY)
+				continue;
+			if (s->kind == CFG_SEC_INDEXED) {
+				uint64_t idx;
+
+				env_name(want, sizeof(want), sc->env_prefix, s->name, "");
+				if (strncmp(name, want, strlen(want)) != 0 ||
+				    parse_scaled(name + strlen(want), units_none, false, &idx))
+					continue;
+				matched = true;
+				if (idx >= s->max) {
+					cfg_err_add(ctx->errs, "env %s: index must be 0..%u", name,
+						    s->max - 1);
+					continue;
+				}
+				if (parse_value(&s->keys[0], eq + 1,
+						sec_elem(s, ctx->stage, (unsigned)idx) + s->keys[0].off,
+						why, sizeof(why)))
+					cfg_err_add(ctx->errs, "env %s: %s", name, why);
+				else
+					ctx->slots[ctx->slot_base[si] + idx].src = SRC_ENV;
+				continue;
+			}
+			for (ki = 0; ki < s->n_keys; ki++) {
+				env_name(want, sizeof(want), sc->env_prefix, s->name, s->keys[ki].name);
+				if (strcmp(name, want) != 0)
+					continue;
+				matched = true;
+				if (parse_value(&s->keys[ki], eq + 1,
+						ctx->stage + s->keys[ki].off, why, sizeof(why)))
+					cfg_err_add(ctx->errs, "env %s: %s", name, why);
+				else
+					ctx->slots[ctx->slot_base[si] + ki].src = SRC_ENV;
+			}
+		}
+		if (!matched)
+			cfg_err_add(ctx->errs,
+				    "env %s: not a %s configuration key (overrides are named "
+				    "%sSECTION_KEY)",
+				    name, sc->what, sc->env_prefix);
+	}
+}
+
+/* ---- public ----------------------------------------------------------- */
+
+static int slot_of(const struct cfg_ctx *ctx, const char *section, unsigned inst, const char *key)
+{
+	const struct cfg_section *s = sec_find(ctx->schema, section);
+	unsigned base;
+	int ki;
+
+	if (!s)
+		return -1;
+	base = ctx->slot_base[s - ctx->schema->sections];
+	if (s->kind == CFG_SEC_INDEXED)
+		return inst < s->max ? (int)(base + inst) : -1;
+	if (!key || (ki = key_index(s, key)) < 0)
+		return -1;
+	if (s->kind == CFG_SEC_MANY && inst >= s->max)
+		return -1;
+	return (int)(base + inst * s->n_keys + (unsigned)ki);
+}
+
+bool cfg_is_set(const struct cfg_ctx *ctx, const char *section, unsigned inst, const char *key)
+{
+	int slot = slot_of(ctx, section, inst, key);
+
+	return slot >= 0 && ctx->slots[slot].src != SRC_UNSET;
+}
+
+void cfg_error_at(struct cfg_ctx *ctx, const char *section, unsigned inst, const char *key,
+		  const char *fmt, ...)
+{
+	const struct cfg_section *s = sec_find(ctx->schema, section);
+	char msg[CFG_MSG_LEN], hname[96];
+	int slot = slot_of(ctx, section, inst, key);
+	uint32_t line = 0;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (slot >= 0 && ctx->slots[slot].src == SRC_ENV) {
+		char en[128];
+
+		if (s && s->kind == CFG_SEC_INDEXED) {
+			char idx[16];
+			snprintf(idx, sizeof(idx), "%u", inst);
+			env_name(en, sizeof(en), ctx->schema->env_prefix, section, idx);
+		} else {
+			env_name(en, sizeof(en), ctx->schema->env_prefix, section, key ? key : "");
+		}
+		cfg_err_add(ctx->errs, "env %s: %s", en, msg);
+		return;
+	}
+	if (slot >= 0)
+		line = ctx->slots[slot].line;
+	if (!line && s) {
+		const struct cfg_header *h;
+
+		if (s->kind == CFG_SEC_MANY && inst < sec_n(s, ctx->stage))
+			snprintf(hname, sizeof(hname), "%s %s", section,
+				 (char *)sec_elem(s, ctx->stage, inst) + s->iname_off);
+		else
+			snprintf(hname, sizeof(hname), "%s", section);
+		h = header_find(ctx, hname);
+		line = h ? h->line : 0;
+	}
+	if (!line)
+		line = ctx->next_line ? ctx->next_line : 1; /* the end of the file */
+	ctx_err(ctx, line, "%s", msg);
+}
+
+static void check_required(struct cfg_ctx *ctx)
+{
+	const struct cfg_schema *sc = ctx->schema;
+	unsigned si, ki, inst;
+
+	for (si = 0; si < sc->n_sections; si++) {
+		const struct cfg_section *s = &sc->sections[si];
+		unsigned n = s->kind == CFG_SEC_MANY ? sec_n(s, ctx->stage) : 1;
+
+		if (s->kind == CFG_SEC_MANY && n == 0 && (s->flags & CFG_REQUIRED)) {
+			cfg_error_at(ctx, s->name, 0, NULL,
+				     "missing section [%s NAME]: at least one is required",
+				     s->name);
+			continue;
+		}
+		if (s->kind == CFG_SEC_INDEXED)
+			continue;
+		if (s->kind == CFG_SEC_ONE && (s->flags & CFG_REQUIRED) && !header_find(ctx, s->name)) {
+			cfg_error_at(ctx, s->name, 0, NULL, "missing required section [%s]", s->name);
+			continue;
+		}
+		for (inst = 0; inst < n; inst++)
+			for (ki = 0; ki < s->n_keys; ki++) {
+				const struct cfg_key *k = &s->keys[ki];
+				int slot = slot_of(ctx, s->name, inst, k->name);
+
+				if ((k->flags & CFG_REQUIRED) && ctx->slots[slot].src == SRC_UNSET)
+					cfg_error_at(ctx, s->name, inst, NULL,
+						     "missing required key '%s' in [%s%s%s]",
+						     k->name, s->name,
+						     s->kind == CFG_SEC_MANY ? " " : "",
+						     s->kind == CFG_SEC_MANY
+							     ? (char *)sec_elem(s, ctx->stage, inst) +
+								       s->iname_off
+							     : "");
+			}
+	}
+}
+
+int cfg_load(const struct cfg_schema *sc, const char *path, char *const *envp, void *out,
+	     struct cfg_errors *errs)
+{
+	struct cfg_ctx *ctx;
+	unsigned si, nslots = 0;
+	int rc = -EINVAL, perr;
+
+	memset(errs, 0, sizeof(*errs));
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx) {
+		cfg_err_add(errs, "%s: out of memory", path);
+		return -ENOMEM;
+	}
+	ctx->schema = sc;
+	ctx->path = path;
+	ctx->errs = errs;
+	ctx->stage = calloc(1, sc->size);
+	ctx->slot_base = calloc(sc->n_sections, sizeof(*ctx->slot_base));
+	for (si = 0; si < sc->n_sections; si++) {
+		if (ctx->slot_base)
+			ctx->slot_base[si] = nslots;
+		nslots += sec_slots(&sc->sections[si]);
+	}
+	ctx->slots = calloc(nslots ? nslots : 1, sizeof(*ctx->slots));
+	if (!ctx->stage || !ctx->slot_base || !ctx->slots) {
+		cfg_err_add(errs, "%s: out of memory", path);
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (si = 0; si < sc->n_sections; si++)
+		if (sc->sections[si].kind == CFG_SEC_ONE)
+			apply_defaults(ctx, &sc->sections[si], ctx->stage);
+
+	ctx->fp = fopen(path, "r");
+	if (!ctx->fp) {
+		rc = -errno;
+		cfg_err_add(errs, "%s: cannot open: %s", path, strerror(errno));
+		goto out;
+	}
+	perr = ini_parse_stream(cfg_reader, ctx, cfg_handler, ctx);
+	if (perr > 0)
+		ctx_err(ctx, (uint32_t)perr, "syntax error: expected [section] or key = value");
+	else if (perr < 0)
+		ctx_err(ctx, 0, "cannot parse: out of memory");
+	if (ferror(ctx->fp)) {
+		rc = -EIO;
+		ctx_err(ctx, 0, "read error");
+	}
+
+	if (envp && sc->env_prefix)
+		apply_env(ctx, envp);
+	check_required(ctx);
+	if (errs->n == 0 && sc->validate)
+		sc->validate(ctx, ctx->stage);
+	if (errs->n == 0) {
+		memcpy(out, ctx->stage, sc->size);
+		rc = 0;
+	}
+out:
+	if (ctx->fp)
+		fclose(ctx->fp);
+	free(ctx->linebuf);
+	free(ctx->slots);
+	free(ctx->slot_base);
+	free(ctx->stage);
+	free(ctx);
+	return rc;
+}
+
+/* ---- printing --------------------------------------------------------- */
+
+void cfg_fmt_size(char *buf, size_t len, uint64_t v)
+{
+	static const char sfx[] = "KMGT";
+	int i = -1;
+
+	while (v && i < 3 && (v & 1023) == 0) {
+		v >>= 10;
+		i++;
+	}
+	if (i < 0)
+		snprintf(buf, len, "%llu", (unsigned long long)v);
+	else
+		snprintf(buf, len, "%llu%c", (unsigned long long)v, sfx[i]);
+}
+
+void cfg_fmt_rate(char *buf, size_t len, uint64_t mbps)
+{
+	if (mbps && mbps % 1000000 == 0)
+		snprintf(buf, len, "%lluT", (unsigned long long)(mbps / 1000000));
+	else if (mbps && mbps % 1000 == 0)
+		snprintf(buf, len, "%lluG", (unsigned long long)(mbps / 1000));
+	else
+		snprintf(buf, len, "%lluM", (unsigned long long)mbps);
+}
+
+void cfg_fmt_ipv4(char *buf, size_t len, uint32_t be)
+{
+	struct in_addr a = {.s_addr = be};
+
+	if (!inet_ntop(AF_INET, &a, buf, (socklen_t)len))
+		snprintf(buf, len, "?");
+}
+
+static void fmt_cores(char *buf, size_t len, const struct cfg_cores *c)
+{
+	size_t n = 0;
+	unsigned i = 0;
+
+	if (c->autosel) {
+		snprintf(buf, len, "auto");
+		return;
+	}
+	buf[0] = '\0';
+	while (i < CFG_MAX_CPUS && n + 24 < len) {
+		unsigned j;
+
+		if (!cfg_cores_has(c, i)) {
+			i++;
+			continue;
+		}
+		for (j = i; j + 1 < CFG_MAX_CPUS && cfg_cores_has(c, j + 1); j++)
+			;
+		n += (size_t)snprintf(buf + n, len - n, "%s%u", n ? "," : "", i);
+		if (j > i)
+			n += (size_t)snprintf(buf + n, len - n, "-%u", j);
+		i = j + 1;
+	}
+}
+
+/* Format a field; returns false when the value is unset and has no text. */
+static bool fmt_value(const struct cfg_key *k, const void *src, char *buf, size_t len)
+{
+	uint64_t v;
+
+	switch (k->type) {
+	case CFG_UINT:
+	case CFG_SIZE:
+	case CFG_RATE:
+	case CFG_DURATION:
+		v = load_uint(src, k->size);
+		if (v == 0 && (k->flags & CFG_AUTO))
+			snprintf(buf, len, "auto");
+		else if (k->type == CFG_SIZE)
+			cfg_fmt_size(buf, len, v);
+		else if (k->type == CFG_RATE)
+			cfg_fmt_rate(buf, len, v);
+		else if (k->type == CFG_DURATION)
+			snprintf(buf, len, "%llu%s",
+				 (unsigned long long)(v % 1000 ? v : v % 1000000 ? v / 1000 : v / 1000000),
+				 v % 1000 ? "us" : v % 1000000 ? "ms" : "s");
+		else
+			snprintf(buf, len, "%llu", (unsigned long long)v);
+		return true;
+	case CFG_BOOL: {
+		bool b;
+		memcpy(&b, src, sizeof(b));
+		snprintf(buf, len, "%s", b ? "true" : "false");
+		return true;
+	}
+	case CFG_ENUM: {
+		unsigned e;
+		memcpy(&e, src, sizeof(e));
+		snprintf(buf, len, "%s", k->enums[e]);
+		return true;
+	}
+	case CFG_IPV4: {
+		struct cfg_ipv4 a;
+		memcpy(&a, src, sizeof(a));
+		if (!a.be)
+			return false;
+		cfg_fmt_ipv4(buf, len, a.be);
+		return true;
+	}
+	case CFG_HOSTPORT: {
+		struct cfg_hostport hp;
+		char ip[INET_ADDRSTRLEN];
+		memcpy(&hp, src, sizeof(hp));
+		if (!hp.port)
+			return false;
+		cfg_fmt_ipv4(ip, sizeof(ip), hp.ip_be);
+		snprintf(buf, len, "%s:%u", ip, hp.port);
+		return true;
+	}
+	case CFG_MAC: {
+		const struct cfg_mac *m = src;
+		if (!m->set)
+			return false;
+		snprintf(buf, len, "%02x:%02x:%02x:%02x:%02x:%02x", m->b[0], m->b[1], m->b[2],
+			 m->b[3], m->b[4], m->b[5]);
+		return true;
+	}
+	case CFG_STR:
+		if (!((const char *)src)[0])
+			return false;
+		snprintf(buf, len, "%s", (const char *)src);
+		return true;
+	case CFG_CORES:
+		fmt_cores(buf, len, src);
+		return true;
+	}
+	return false;
+}
+
+static void print_keys(const struct cfg_section *s, const uint8_t *base, FILE *f)
+{
+	char buf[512], dbuf[512];
+	unsigned ki;
+
+	for (ki = 0; ki < s->n_keys; ki++) {
+		const struct cfg_key *k = &s->keys[ki];
+		bool isdef = false;
+
+		if (!fmt_value(k, base + k->off, buf, sizeof(buf))) {
+			fprintf(f, "; %s is not set\n", k->name);
+			continue;
+		}
+		if (k->def) {
+			uint8_t tmp[sizeof(struct cfg_cores)] = {0};
+			char why[CFG_MSG_LEN];
+
+			if (k->size <= sizeof(tmp) && !parse_value(k, k->def, tmp, why, sizeof(why)) &&
+			    fmt_value(k, tmp, dbuf, sizeof(dbuf)))
+				isdef = strcmp(buf, dbuf) == 0;
+		}
+		fprintf(f, "%s = %s%s\n", k->name, buf, isdef ? " ; default" : "");
+	}
+}
+
+void cfg_print(const struct cfg_schema *sc, const void *cfg, FILE *f)
+{
+	unsigned si, inst;
+	char buf[512];
+
+	fprintf(f, "; effective %s configuration\n", sc->what);
+	for (si = 0; si < sc->n_sections; si++) {
+		const struct cfg_section *s = &sc->sections[si];
+
+		switch (s->kind) {
+		case CFG_SEC_ONE:
+			fprintf(f, "\n[%s]\n", s->name);
+			print_keys(s, cfg, f);
+			break;
+		case CFG_SEC_MANY:
+			for (inst = 0; inst < sec_n(s, cfg); inst++) {
+				const uint8_t *e = sec_elem(s, cfg, inst);
+
+				fprintf(f, "\n[%s %s]\n", s->name, (const char *)e + s->iname_off);
+				print_keys(s, e, f);
+			}
+			break;
+		case CFG_SEC_INDEXED: {
+			bool any = false;
+
+			for (inst = 0; inst < s->max; inst++) {
+				if (!fmt_value(&s->keys[0], sec_elem(s, cfg, inst) + s->keys[0].off,
+					       buf, sizeof(buf)))
+					continue;
+				if (!any)
+					fprintf(f, "\n[%s]\n", s->name);
+				any = true;
+				fprintf(f, "%u = %s\n", inst, buf);
+			}
+			break;
+		}
+		}
+	}
+}

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The worker (libpbox) configuration: schema in cfg_worker.c. */
+#ifndef PBOX_CFG_WORKER_H
+#define PBOX_CFG_WORKER_H
+
+#include "cfg.h"
+
+#define WRK_MAX_WORKERS 1024
+
+enum wrk_transport { WRK_TRANSPORT_UDP, WRK_TRANSPORT_DPDK };
+
+struct wrk_cfg {
+	struct {
+		uint32_t rank;
+		uint32_t world_size;
+	} worker;
+	struct {
+		uint32_t id;
+		uint64_t token;
+	} job;
+	struct {
+		struct cfg_hostport control; /* unset: no box (k = 0) */
+	} box;
+	struct {
+		struct cfg_ipv4 address;
+		uint32_t port;
+		uint64_t bandwidth_mbps;
+		uint32_t mtu;
+	} data;
+	struct {
+		uint64_t partition_size;
+		uint64_t chunk_size;
+		uint64_t credit_bytes;
+		uint64_t retransmit_us;
+		uint64_t deadline_us;
+	} tuning;
+	struct {
+		unsigned kind;
+		char dpdk_port[160];
+		char dpdk_lcores[64];
+		bool gso;
+	} transport;
+	struct {
+		unsigned level;
+	} log;
+	/* The SS_GPU endpoint of every rank ([peers] N = ip:port); the own
+	 * entry is filled from [data] when not given. */
+	struct cfg_hostport peers[WRK_MAX_WORKERS];
+};
+
+extern const struct cfg_schema wrk_cfg_schema;
+
+/* Load, apply PBOX_* overrides from @envp (may be NULL), validate. */
+int wrk_cfg_load(const char *path, char *const *envp, struct wrk_cfg *out,
+		 struct cfg_errors *errs);
+
+#endif /* PBOX_CFG_WORKER_H */
