@@ -32,7 +32,7 @@ NUMA_LIBS   := $(shell $(PKGCONF) --libs numa 2>/dev/null || echo -lnuma)
 CHECK_CFLAGS:= $(shell $(PKGCONF) --cflags check)
 CHECK_LIBS  := $(shell $(PKGCONF) --libs check)
 
-INCLUDES := -Iconfig -Inuma -Iappliance -Inic -Iworker/include
+INCLUDES := -Iconfig -Inuma -Iappliance -Inic -Iworker/include -Iperf/sum
 
 # Per-object flags for the run-time dispatched kernels.
 SIMD_FLAGS_avx2   := -mavx2 -mfma -mf16c
@@ -123,7 +123,7 @@ format:
 	clang-format -i $(C_SOURCES)
 
 unit: all
-	cd $(BUILD) && PBOX_BUILD=$(CURDIR)/$(BUILD) PBOX_SRC=$(CURDIR) ./tests/unit_tests
+	cd $(BUILD) && TEST_BUILD_DIR=$(CURDIR)/$(BUILD) TEST_SRC_DIR=$(CURDIR) ./tests/unit_tests
 
 test: lint all
 	@$(MAKE) --no-print-directory unit

@@ -27,10 +27,11 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: pboxd --check-config FILE\n"
-		   "       pboxd --plan FILE\n"
-		   "  --check-config FILE  validate FILE and print the effective configuration\n"
-		   "  --plan FILE          validate FILE and print this machine's placement plan\n");
+	fprintf(f,
+	        "usage: pboxd --check-config FILE\n"
+	        "       pboxd --plan FILE\n"
+	        "  --check-config FILE  validate FILE and print the effective configuration\n"
+	        "  --plan FILE          validate FILE and print this machine's placement plan\n");
 }
 
 static int load(const char *path, struct box_cfg *cfg)
@@ -48,7 +49,7 @@ static int load(const char *path, struct box_cfg *cfg)
  * layer probes devices, PCI ports are assumed to steer flows (max_queues
  * auto = unlimited) and virtual devices to have one queue. */
 static int plan_input(const struct box_cfg *cfg, const struct numa_topo *topo,
-		      struct numa_plan_in *in)
+                      struct numa_plan_in *in)
 {
 	unsigned i;
 
@@ -61,7 +62,7 @@ static int plan_input(const struct box_cfg *cfg, const struct numa_topo *topo,
 	in->tx_desc = cfg->data.tx_desc;
 	in->burst = BOX_BURST;
 	in->mbuf_bytes = MBUF_STRUCT + MBUF_HEADROOM + MEMPOOL_OBJ_HDR +
-			 ((cfg->data.mtu + 18 + 63) / 64) * 64;
+	                 ((cfg->data.mtu + 18 + 63) / 64) * 64;
 	for (i = 0; i < cfg->n_ports; i++) {
 		const struct box_port_cfg *p = &cfg->port[i];
 		struct numa_port_in *pi = &in->port[i];
@@ -74,8 +75,9 @@ static int plan_input(const struct box_cfg *cfg, const struct numa_topo *topo,
 			int node = numa_pci_node("/sys", p->pci);
 
 			if (node == -ENOENT) {
-				fprintf(stderr, "pboxd: [port %s] pci: no device %s on this machine\n",
-					p->name, p->pci);
+				fprintf(stderr,
+				        "pboxd: [port %s] pci: no device %s on this machine\n",
+				        p->name, p->pci);
 				return -1;
 			}
 			pi->node = node;
@@ -119,10 +121,10 @@ out:
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"check-config", required_argument, NULL, 'c'},
-		{"plan", required_argument, NULL, 'p'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	        {"check-config", required_argument, NULL, 'c'},
+	        {"plan", required_argument, NULL, 'p'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
 	};
 	const char *check = NULL, *plan = NULL;
 	struct box_cfg *cfg;

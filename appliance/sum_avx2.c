@@ -11,10 +11,10 @@
 #include <immintrin.h>
 #include <stdbool.h>
 
-#define LD(p, i)     _mm256_loadu_ps((const float *)((const char *)(p) + 4 * (i)))
-#define ST(p, i, v)  _mm256_storeu_ps((float *)((char *)(p) + 4 * (i)), (v))
-#define LDH(p, i)    _mm_loadu_si128((const __m128i *)((const char *)(p) + 2 * (i)))
-#define STH(p, i, v) _mm_storeu_si128((__m128i *)((char *)(p) + 2 * (i)), (v))
+#define LD(p, i)     _mm256_loadu_ps(sum__cat((p), 4 * (i)))
+#define ST(p, i, v)  _mm256_storeu_ps(sum__at((p), 4 * (i)), (v))
+#define LDH(p, i)    _mm_loadu_si128(sum__cat((p), 2 * (i)))
+#define STH(p, i, v) _mm_storeu_si128(sum__at((p), 2 * (i)), (v))
 
 static inline __m256 widen_f16(__m128i h)
 {
@@ -66,9 +66,8 @@ static void add_f32(void *restrict acc, const void *restrict x, size_t n)
  * every call, so each kernel compiles to its own straight loop. Returns how
  * many elements it did (a multiple of 8).
  */
-static inline __attribute__((always_inline)) size_t widen_loop(void *restrict acc,
-								const void *restrict x, size_t n,
-								bool bf16, bool add)
+static inline __attribute__((always_inline)) size_t
+widen_loop(void *restrict acc, const void *restrict x, size_t n, bool bf16, bool add)
 {
 	size_t i = 0;
 
@@ -135,9 +134,9 @@ static void store_bf16(void *restrict out, const void *restrict acc, size_t n)
 }
 
 const struct sum_ops sum_ops_avx2 = {
-	.name = "avx2",
-	.isa = SUM_ISA_AVX2,
-	.add = {add_f32, add_f16, add_bf16},
-	.load = {copy_f32, load_f16, load_bf16},
-	.store = {copy_f32, store_f16, store_bf16},
+        .name = "avx2",
+        .isa = SUM_ISA_AVX2,
+        .add = {add_f32, add_f16, add_bf16},
+        .load = {copy_f32, load_f16, load_bf16},
+        .store = {copy_f32, store_f16, store_bf16},
 };

@@ -12,8 +12,10 @@
 #include <immintrin.h>
 #include <stdbool.h>
 
-#define P32(p, i) ((float *)((char *)(p) + 4 * (i)))
-#define P16(p, i) ((void *)((char *)(p) + 2 * (i)))
+#define P32(p, i) sum__at((p), 4 * (i))
+#define C32(p, i) sum__cat((p), 4 * (i))
+#define P16(p, i) sum__at((p), 2 * (i))
+#define C16(p, i) sum__cat((p), 2 * (i))
 
 static inline __mmask16 tail_mask(size_t left)
 {
@@ -39,7 +41,8 @@ static inline __m256i narrow(__m512 v, bool bf16)
 	const __mmask16 nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000));
 	const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
 
-	return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, _mm512_srli_epi32(rnd, 16), quiet));
+	return _mm512_cvtepi32_epi16(
+	        _mm512_mask_blend_epi32(nan, _mm512_srli_epi32(rnd, 16), quiet));
 }
 
 static void add_f32(void *restrict acc, const void *restrict x, size_t n)
@@ -47,13 +50,13 @@ static void add_f32(void *restrict acc, const void *restrict x, size_t n)
 	size_t i = 0;
 
 	for (; i + 64 <= n; i += 64) {
-		__m512 a0 = _mm512_add_ps(_mm512_loadu_ps(P32(acc, i)), _mm512_loadu_ps(P32(x, i)));
+		__m512 a0 = _mm512_add_ps(_mm512_loadu_ps(P32(acc, i)), _mm512_loadu_ps(C32(x, i)));
 		__m512 a1 = _mm512_add_ps(_mm512_loadu_ps(P32(acc, i + 16)),
-					  _mm512_loadu_ps(P32(x, i + 16)));
+		                          _mm512_loadu_ps(C32(x, i + 16)));
 		__m512 a2 = _mm512_add_ps(_mm512_loadu_ps(P32(acc, i + 32)),
-					  _mm512_loadu_ps(P32(x, i + 32)));
+		                          _mm512_loadu_ps(C32(x, i + 32)));
 		__m512 a3 = _mm512_add_ps(_mm512_loadu_ps(P32(acc, i + 48)),
-					  _mm512_loadu_ps(P32(x, i + 48)));
+		                          _mm512_loadu_ps(C32(x, i + 48)));
 		_mm512_storeu_ps(P32(acc, i), a0);
 		_mm512_storeu_ps(P32(acc, i + 16), a1);
 		_mm512_storeu_ps(P32(acc, i + 32), a2);
@@ -61,26 +64,25 @@ static void add_f32(void *restrict acc, const void *restrict x, size_t n)
 	}
 	for (; i + 16 <= n; i += 16)
 		_mm512_storeu_ps(P32(acc, i), _mm512_add_ps(_mm512_loadu_ps(P32(acc, i)),
-							    _mm512_loadu_ps(P32(x, i))));
+		                                            _mm512_loadu_ps(C32(x, i))));
 	if (i < n) {
 		__mmask16 m = tail_mask(n - i);
 		__m512 a = _mm512_maskz_loadu_ps(m, P32(acc, i));
 
 		_mm512_mask_storeu_ps(P32(acc, i), m,
-				      _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, P32(x, i))));
+		                      _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, C32(x, i))));
 	}
 }
 
 /* The four widening kernels; @bf16 and @add are constants at every call. */
-static inline __attribute__((always_inline)) void widen_loop(void *restrict acc,
-							      const void *restrict x, size_t n,
-							      bool bf16, bool add)
+static inline __attribute__((always_inline)) void
+widen_loop(void *restrict acc, const void *restrict x, size_t n, bool bf16, bool add)
 {
 	size_t i = 0;
 
 	for (; i + 32 <= n; i += 32) {
-		__m512 w0 = widen(_mm256_loadu_si256(P16(x, i)), bf16);
-		__m512 w1 = widen(_mm256_loadu_si256(P16(x, i + 16)), bf16);
+		__m512 w0 = widen(_mm256_loadu_si256(C16(x, i)), bf16);
+		__m512 w1 = widen(_mm256_loadu_si256(C16(x, i + 16)), bf16);
 
 		if (add) {
 			w0 = _mm512_add_ps(_mm512_loadu_ps(P32(acc, i)), w0);
@@ -91,7 +93,7 @@ static inline __attribute__((always_inline)) void widen_loop(void *restrict acc,
 	}
 	for (; i < n; i += 16) {
 		__mmask16 m = n - i >= 16 ? (__mmask16)0xffff : tail_mask(n - i);
-		__m512 w = widen(_mm256_maskz_loadu_epi16(m, P16(x, i)), bf16);
+		__m512 w = widen(_mm256_maskz_loadu_epi16(m, C16(x, i)), bf16);
 
 		if (add)
 			w = _mm512_add_ps(_mm512_maskz_loadu_ps(m, P32(acc, i)), w);
@@ -99,19 +101,18 @@ static inline __attribute__((always_inline)) void widen_loop(void *restrict acc,
 	}
 }
 
-static inline __attribute__((always_inline)) void narrow_loop(void *restrict out,
-							       const void *restrict acc, size_t n,
-							       bool bf16)
+static inline __attribute__((always_inline)) void
+narrow_loop(void *restrict out, const void *restrict acc, size_t n, bool bf16)
 {
 	size_t i = 0;
 
 	for (; i + 16 <= n; i += 16)
-		_mm256_storeu_si256(P16(out, i), narrow(_mm512_loadu_ps(P32(acc, i)), bf16));
+		_mm256_storeu_si256(P16(out, i), narrow(_mm512_loadu_ps(C32(acc, i)), bf16));
 	if (i < n) {
 		__mmask16 m = tail_mask(n - i);
 
 		_mm256_mask_storeu_epi16(P16(out, i), m,
-					 narrow(_mm512_maskz_loadu_ps(m, P32(acc, i)), bf16));
+		                         narrow(_mm512_maskz_loadu_ps(m, C32(acc, i)), bf16));
 	}
 }
 
@@ -151,9 +152,9 @@ static void store_bf16(void *restrict out, const void *restrict acc, size_t n)
 }
 
 const struct sum_ops sum_ops_avx512 = {
-	.name = "avx512",
-	.isa = SUM_ISA_AVX512,
-	.add = {add_f32, add_f16, add_bf16},
-	.load = {copy_f32, load_f16, load_bf16},
-	.store = {copy_f32, store_f16, store_bf16},
+        .name = "avx512",
+        .isa = SUM_ISA_AVX512,
+        .add = {add_f32, add_f16, add_bf16},
+        .load = {copy_f32, load_f16, load_bf16},
+        .store = {copy_f32, store_f16, store_bf16},
 };

@@ -87,6 +87,17 @@ static inline uint16_t sum__f32_bits_to_bf16(uint32_t f)
 	return (uint16_t)((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);
 }
 
+/* Byte offset into a buffer, as void * so intrinsics take it uncast. */
+static inline void *sum__at(void *p, size_t off)
+{
+	return (char *)p + off;
+}
+
+static inline const void *sum__cat(const void *p, size_t off)
+{
+	return (const char *)p + off;
+}
+
 /* Unaligned element access. */
 static inline float sum__ld_f32(const void *p, size_t i)
 {
@@ -128,16 +139,16 @@ static inline void sum__add_f16_tail(void *acc, const void *x, size_t from, size
 {
 	for (size_t i = from; i < n; i++)
 		sum__st_f32(acc, i,
-			    sum__ld_f32(acc, i) +
-				    sum__bits_f32(sum__f16_to_f32_bits(sum__ld_u16(x, i))));
+		            sum__ld_f32(acc, i) +
+		                    sum__bits_f32(sum__f16_to_f32_bits(sum__ld_u16(x, i))));
 }
 
 static inline void sum__add_bf16_tail(void *acc, const void *x, size_t from, size_t n)
 {
 	for (size_t i = from; i < n; i++)
 		sum__st_f32(acc, i,
-			    sum__ld_f32(acc, i) +
-				    sum__bits_f32(sum__bf16_to_f32_bits(sum__ld_u16(x, i))));
+		            sum__ld_f32(acc, i) +
+		                    sum__bits_f32(sum__bf16_to_f32_bits(sum__ld_u16(x, i))));
 }
 
 static inline void sum__load_f16_tail(void *acc, const void *x, size_t from, size_t n)

@@ -17,7 +17,7 @@
 
 /* libinih's compiled line limit (INI_MAX_LINE in Debian's build). Longer
  * lines would be split silently, so the reader refuses them. */
-#define CFG_LINE_MAX 200
+#define CFG_LINE_MAX    200
 #define CFG_MAX_HEADERS 256
 
 enum cfg_src { SRC_UNSET = 0, SRC_FILE, SRC_ENV };
@@ -50,13 +50,13 @@ struct cfg_ctx {
 };
 
 static void cfg_err_add(struct cfg_errors *errs, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+        __attribute__((format(printf, 2, 3)));
 
 static void cfg_err_add(struct cfg_errors *errs, const char *fmt, ...)
 {
-	va_list ap;
-
 	if (errs->n < CFG_MAX_ERRORS) {
+		va_list ap;
+
 		va_start(ap, fmt);
 		vsnprintf(errs->msg[errs->n], CFG_MSG_LEN, fmt, ap);
 		va_end(ap);
@@ -66,12 +66,10 @@ static void cfg_err_add(struct cfg_errors *errs, const char *fmt, ...)
 
 void cfg_errors_print(const struct cfg_errors *errs, FILE *f)
 {
-	unsigned i, kept = errs->n < CFG_MAX_ERRORS ? errs->n : CFG_MAX_ERRORS;
-
-	for (i = 0; i < kept; i++)
+	for (unsigned i = 0; i < errs->n && i < CFG_MAX_ERRORS; i++)
 		fprintf(f, "%s\n", errs->msg[i]);
-	if (errs->n > kept)
-		fprintf(f, "(%u more errors not shown)\n", errs->n - kept);
+	if (errs->n > CFG_MAX_ERRORS)
+		fprintf(f, "(%u more errors not shown)\n", errs->n - CFG_MAX_ERRORS);
 }
 
 unsigned cfg_cores_count(const struct cfg_cores *c)
@@ -91,16 +89,24 @@ struct cfg_unit {
 };
 
 static const struct cfg_unit units_size[] = {
-	{"", 1}, {"K", 1ull << 10}, {"M", 1ull << 20}, {"G", 1ull << 30}, {"T", 1ull << 40}, {NULL, 0},
+        {"", 1},           {"K", 1ull << 10}, {"M", 1ull << 20},
+        {"G", 1ull << 30}, {"T", 1ull << 40}, {NULL, 0},
 };
 static const struct cfg_unit units_rate[] = {
-	{"M", 1}, {"G", 1000}, {"T", 1000000}, {NULL, 0},
+        {"M", 1},
+        {"G", 1000},
+        {"T", 1000000},
+        {NULL, 0},
 };
 static const struct cfg_unit units_dur[] = {
-	{"us", 1}, {"ms", 1000}, {"s", 1000000}, {NULL, 0},
+        {"us", 1},
+        {"ms", 1000},
+        {"s", 1000000},
+        {NULL, 0},
 };
 static const struct cfg_unit units_none[] = {
-	{"", 1}, {NULL, 0},
+        {"", 1},
+        {NULL, 0},
 };
 
 /*
@@ -109,7 +115,7 @@ static const struct cfg_unit units_none[] = {
  * Returns NULL or a static description of what is wrong.
  */
 static const char *parse_scaled(const char *s, const struct cfg_unit *units, bool frac_ok,
-				uint64_t *out)
+                                uint64_t *out)
 {
 	uint64_t mant = 0, div = 1, v;
 	const struct cfg_unit *u;
@@ -123,7 +129,9 @@ static const char *parse_scaled(const char *s, const struct cfg_unit *units, boo
 		    __builtin_add_overflow(mant, (uint64_t)(*p - '0'), &mant))
 			return "is too large";
 	if (*p == '.' && frac_ok) {
-		for (p++; isdigit((unsigned char)*p); p++, digits = true) {
+		if (!digits || !isdigit((unsigned char)p[1]))
+			return "is not a number";
+		for (p++; isdigit((unsigned char)*p); p++) {
 			if (div >= 1000000000ull)
 				return "has too many decimals";
 			if (__builtin_mul_overflow(mant, 10, &mant) ||
@@ -141,7 +149,8 @@ static const char *parse_scaled(const char *s, const struct cfg_unit *units, boo
 		if (*p == '\0' && mant == 0) /* a bare 0 needs no unit */
 			u = units;
 		else
-			return units == units_none ? "is not a whole number" : "has an unknown unit";
+			return units == units_none ? "is not a whole number"
+			                           : "has an unknown unit";
 	}
 	if (__builtin_mul_overflow(mant, u->mult, &v))
 		return "is too large";
@@ -151,9 +160,17 @@ static const char *parse_scaled(const char *s, const struct cfg_unit *units, boo
 	return NULL;
 }
 
-static const char *const units_hint_size = " (use a number with K, M, G or T)";
-static const char *const units_hint_rate = " (bits/s: use M, G or T, e.g. 100G)";
-static const char *const units_hint_dur = " (use us, ms or s, e.g. 250ms)";
+/* How each numeric type is written. */
+static const struct num_kind {
+	const struct cfg_unit *units;
+	bool frac;
+	const char *hint;
+} num_kinds[] = {
+        [CFG_UINT] = {units_none, false, ""},
+        [CFG_SIZE] = {units_size, true, " (use a number with K, M, G or T)"},
+        [CFG_RATE] = {units_rate, true, " (bits/s: use M, G or T, e.g. 100G)"},
+        [CFG_DURATION] = {units_dur, true, " (use us, ms or s, e.g. 250ms)"},
+};
 
 static const char *parse_bool(const char *s, bool *out)
 {
@@ -285,63 +302,65 @@ static uint64_t load_uint(const void *src, size_t size)
 	return v;
 }
 
+static void fmt_bound(const struct cfg_key *k, uint64_t v, char *buf, size_t len)
+{
+	if (k->type == CFG_SIZE)
+		cfg_fmt_size(buf, len, v);
+	else if (k->type == CFG_RATE)
+		cfg_fmt_rate(buf, len, v);
+	else
+		snprintf(buf, len, "%llu%s", (unsigned long long)v,
+		         k->type == CFG_DURATION ? "us" : "");
+}
+
+/* The numeric types: units, bounds, powers of two, "auto". */
+static int parse_number(const struct cfg_key *k, const char *val, void *dst, char *why,
+                        size_t whylen)
+{
+	const struct num_kind *nk = &num_kinds[k->type];
+	const char *err;
+	uint64_t v = 0;
+
+	if ((k->flags & CFG_AUTO) && strcmp(val, "auto") == 0) {
+		store_uint(dst, k->size, 0);
+		return 0;
+	}
+	err = parse_scaled(val, nk->units, nk->frac, &v);
+	if (err) {
+		snprintf(why, whylen, "'%s' %s%s", val, err, nk->hint);
+		return -1;
+	}
+	if (v < k->min || v > k->max) {
+		char lo[32], hi[32];
+
+		fmt_bound(k, k->min, lo, sizeof(lo));
+		fmt_bound(k, k->max, hi, sizeof(hi));
+		snprintf(why, whylen, "'%s' is out of range %s..%s", val, lo, hi);
+		return -1;
+	}
+	if ((k->flags & CFG_POW2) && (v & (v - 1))) {
+		snprintf(why, whylen, "'%s' is not a power of two", val);
+		return -1;
+	}
+	store_uint(dst, k->size, v);
+	return 0;
+}
+
 /*
- * Parse @val for @k into @dst. Returns 0, or -1 with @why (and @hint) set.
+ * Parse @val for @k into @dst. Returns 0, or -1 with @why set.
  * @dst is written only on success.
  */
 static int parse_value(const struct cfg_key *k, const char *val, void *dst, char *why,
-		       size_t whylen)
+                       size_t whylen)
 {
-	const char *err = NULL, *hint = "";
-	uint64_t v = 0;
+	const char *err = NULL;
 
 	switch (k->type) {
 	case CFG_UINT:
 	case CFG_SIZE:
 	case CFG_RATE:
 	case CFG_DURATION:
-		if ((k->flags & CFG_AUTO) && strcmp(val, "auto") == 0) {
-			store_uint(dst, k->size, 0);
-			return 0;
-		}
-		if (k->type == CFG_UINT) {
-			err = parse_scaled(val, units_none, false, &v);
-		} else if (k->type == CFG_SIZE) {
-			err = parse_scaled(val, units_size, true, &v);
-			hint = units_hint_size;
-		} else if (k->type == CFG_RATE) {
-			err = parse_scaled(val, units_rate, true, &v);
-			hint = units_hint_rate;
-		} else {
-			err = parse_scaled(val, units_dur, true, &v);
-			hint = units_hint_dur;
-		}
-		if (err)
-			break;
-		if (v < k->min || v > k->max) {
-			char lo[32], hi[32];
-
-			if (k->type == CFG_SIZE) {
-				cfg_fmt_size(lo, sizeof(lo), k->min);
-				cfg_fmt_size(hi, sizeof(hi), k->max);
-			} else if (k->type == CFG_RATE) {
-				cfg_fmt_rate(lo, sizeof(lo), k->min);
-				cfg_fmt_rate(hi, sizeof(hi), k->max);
-			} else {
-				snprintf(lo, sizeof(lo), "%llu%s", (unsigned long long)k->min,
-					 k->type == CFG_DURATION ? "us" : "");
-				snprintf(hi, sizeof(hi), "%llu%s", (unsigned long long)k->max,
-					 k->type == CFG_DURATION ? "us" : "");
-			}
-			snprintf(why, whylen, "'%s' is out of range %s..%s", val, lo, hi);
-			return -1;
-		}
-		if ((k->flags & CFG_POW2) && (v & (v - 1))) {
-			snprintf(why, whylen, "'%s' is not a power of two", val);
-			return -1;
-		}
-		store_uint(dst, k->size, v);
-		return 0;
+		return parse_number(k, val, dst, why, whylen);
 	case CFG_BOOL: {
 		bool b;
 
@@ -396,7 +415,7 @@ static int parse_value(const struct cfg_key *k, const char *val, void *dst, char
 		}
 		if (n >= k->size) {
 			snprintf(why, whylen, "'%.40s...' is longer than %zu characters", val,
-				 k->size - 1);
+			         k->size - 1);
 			return -1;
 		}
 		for (i = 0; i < n; i++)
@@ -425,7 +444,7 @@ static int parse_value(const struct cfg_key *k, const char *val, void *dst, char
 	}
 	}
 	if (err) {
-		snprintf(why, whylen, "'%s' %s%s", val, err, hint);
+		snprintf(why, whylen, "'%s' %s", val, err);
 		return -1;
 	}
 	return 0;
@@ -528,7 +547,7 @@ static const char *suggest_key(const struct cfg_section *s, const char *name)
 /* ---- parsing ---------------------------------------------------------- */
 
 static void ctx_err(struct cfg_ctx *ctx, uint32_t line, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 
 static void ctx_err(struct cfg_ctx *ctx, uint32_t line, const char *fmt, ...)
 {
@@ -564,7 +583,7 @@ static void apply_defaults(struct cfg_ctx *ctx, const struct cfg_section *s, uin
 
 		if (k->def && parse_value(k, k->def, base + k->off, why, sizeof(why)))
 			cfg_err_add(ctx->errs, "%s: schema bug: default of [%s] %s: %s",
-				    ctx->schema->what, s->name, k->name, why);
+			            ctx->schema->what, s->name, k->name, why);
 	}
 }
 
@@ -591,7 +610,8 @@ static char *cfg_reader(char *str, int num, void *stream)
 	}
 	if (p != ctx->linebuf && *p && *p != '\n' && *p != '\r' && *p != ';' && *p != '#') {
 		ctx_err(ctx, ctx->cur_line,
-			"indented line: continuation lines are not supported, start keys at column 1");
+		        "indented line: continuation lines are not supported, start keys at column "
+		        "1");
 		goto blank;
 	}
 	if (*p == '[') {
@@ -613,8 +633,8 @@ static char *cfg_reader(char *str, int num, void *stream)
 			name[len] = '\0';
 			const struct cfg_header *h = header_find(ctx, name);
 			if (h) {
-				ctx_err(ctx, ctx->cur_line, "section [%s] repeated (first at line %u)",
-					name, h->line);
+				ctx_err(ctx, ctx->cur_line,
+				        "section [%s] repeated (first at line %u)", name, h->line);
 			} else if (ctx->n_headers < CFG_MAX_HEADERS) {
 				struct cfg_header *nh = &ctx->headers[ctx->n_headers++];
 
@@ -646,7 +666,7 @@ static bool valid_iname(const char *s)
 
 /* Find (or create) the section instance a [header] names. */
 static const struct cfg_section *resolve_section(struct cfg_ctx *ctx, const char *header,
-						 unsigned *inst)
+                                                 unsigned *inst)
 {
 	const struct cfg_schema *sc = ctx->schema;
 	unsigned i;
@@ -671,21 +691,23 @@ static const struct cfg_section *resolve_section(struct cfg_ctx *ctx, const char
 			if (h && !h->unknown_reported) {
 				h->unknown_reported = true;
 				ctx_err(ctx, h->line,
-					"[%s] needs a name of 1..%d letters, digits, '_', '-' or '.', "
-					"as in [%s eth0]",
-					header, CFG_INAME_LEN - 1, s->name);
+				        "[%s] needs a name of 1..%d letters, digits, '_', '-' or "
+				        "'.', "
+				        "as in [%s eth0]",
+				        header, CFG_INAME_LEN - 1, s->name);
 			}
 			return NULL;
 		}
 		unsigned *cnt = sec_count(s, ctx->stage);
 		for (*inst = 0; *inst < *cnt; (*inst)++)
-			if (strcmp((char *)sec_elem(s, ctx->stage, *inst) + s->iname_off, iname) == 0)
+			if (strcmp((char *)sec_elem(s, ctx->stage, *inst) + s->iname_off, iname) ==
+			    0)
 				return s;
 		if (*cnt >= s->max) {
 			if (h && !h->unknown_reported) {
 				h->unknown_reported = true;
-				ctx_err(ctx, h->line, "too many [%s ...] sections (at most %u)", s->name,
-					s->max);
+				ctx_err(ctx, h->line, "too many [%s ...] sections (at most %u)",
+				        s->name, s->max);
 			}
 			return NULL;
 		}
@@ -699,8 +721,8 @@ static const struct cfg_section *resolve_section(struct cfg_ctx *ctx, const char
 	if (!h || !h->unknown_reported) {
 		if (h)
 			h->unknown_reported = true;
-		ctx_err(ctx, h ? h->line : ctx->cur_line, "unknown section [%s] in %s configuration",
-			header, sc->what);
+		ctx_err(ctx, h ? h->line : ctx->cur_line,
+		        "unknown section [%s] in %s configuration", header, sc->what);
 	}
 	return NULL;
 }
@@ -726,7 +748,7 @@ static int cfg_handler(void *user, const char *section, const char *name, const 
 
 		if (parse_scaled(name, units_none, false, &idx) || idx >= s->max) {
 			ctx_err(ctx, ctx->cur_line, "[%s] key '%s' must be a number 0..%u", s->name,
-				name, s->max - 1);
+			        name, s->max - 1);
 			return 1;
 		}
 		k = &s->keys[0];
@@ -739,16 +761,18 @@ static int cfg_handler(void *user, const char *section, const char *name, const 
 			const char *hint = suggest_key(s, name);
 
 			ctx_err(ctx, ctx->cur_line, "unknown key '%s' in [%s]%s%s%s", name, section,
-				hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
+			        hint ? " (did you mean '" : "", hint ? hint : "",
+			        hint ? "'?)" : "");
 			return 1;
 		}
 		k = &s->keys[ki];
 		slot = ctx->slot_base[s - ctx->schema->sections] + inst * s->n_keys + (unsigned)ki;
-		dst = (s->kind == CFG_SEC_ONE ? ctx->stage : sec_elem(s, ctx->stage, inst)) + k->off;
+		dst = (s->kind == CFG_SEC_ONE ? ctx->stage : sec_elem(s, ctx->stage, inst)) +
+		      k->off;
 	}
 	if (ctx->slots[slot].src != SRC_UNSET) {
-		ctx_err(ctx, ctx->cur_line, "key '%s' in [%s] repeated (first set at line %u)", name,
-			section, ctx->slots[slot].line);
+		ctx_err(ctx, ctx->cur_line, "key '%s' in [%s] repeated (first set at line %u)",
+		        name, section, ctx->slots[slot].line);
 		return 1;
 	}
 	ctx->slots[slot].src = SRC_FILE;
@@ -807,24 +831,26 @@ static void apply_env(struct cfg_ctx *ctx, char *const *envp)
 				matched = true;
 				if (idx >= s->max) {
 					cfg_err_add(ctx->errs, "env %s: index must be 0..%u", name,
-						    s->max - 1);
+					            s->max - 1);
 					continue;
 				}
 				if (parse_value(&s->keys[0], eq + 1,
-						sec_elem(s, ctx->stage, (unsigned)idx) + s->keys[0].off,
-						why, sizeof(why)))
+				                sec_elem(s, ctx->stage, (unsigned)idx) +
+				                        s->keys[0].off,
+				                why, sizeof(why)))
 					cfg_err_add(ctx->errs, "env %s: %s", name, why);
 				else
 					ctx->slots[ctx->slot_base[si] + idx].src = SRC_ENV;
 				continue;
 			}
 			for (ki = 0; ki < s->n_keys; ki++) {
-				env_name(want, sizeof(want), sc->env_prefix, s->name, s->keys[ki].name);
+				env_name(want, sizeof(want), sc->env_prefix, s->name,
+				         s->keys[ki].name);
 				if (strcmp(name, want) != 0)
 					continue;
 				matched = true;
-				if (parse_value(&s->keys[ki], eq + 1,
-						ctx->stage + s->keys[ki].off, why, sizeof(why)))
+				if (parse_value(&s->keys[ki], eq + 1, ctx->stage + s->keys[ki].off,
+				                why, sizeof(why)))
 					cfg_err_add(ctx->errs, "env %s: %s", name, why);
 				else
 					ctx->slots[ctx->slot_base[si] + ki].src = SRC_ENV;
@@ -832,9 +858,9 @@ static void apply_env(struct cfg_ctx *ctx, char *const *envp)
 		}
 		if (!matched)
 			cfg_err_add(ctx->errs,
-				    "env %s: not a %s configuration key (overrides are named "
-				    "%sSECTION_KEY)",
-				    name, sc->what, sc->env_prefix);
+			            "env %s: not a %s configuration key (overrides are named "
+			            "%sSECTION_KEY)",
+			            name, sc->what, sc->env_prefix);
 	}
 }
 
@@ -866,10 +892,10 @@ bool cfg_is_set(const struct cfg_ctx *ctx, const char *section, unsigned inst, c
 }
 
 void cfg_error_at(struct cfg_ctx *ctx, const char *section, unsigned inst, const char *key,
-		  const char *fmt, ...)
+                  const char *fmt, ...)
 {
 	const struct cfg_section *s = sec_find(ctx->schema, section);
-	char msg[CFG_MSG_LEN], hname[96];
+	char msg[CFG_MSG_LEN];
 	int slot = slot_of(ctx, section, inst, key);
 	uint32_t line = 0;
 	va_list ap;
@@ -894,10 +920,11 @@ void cfg_error_at(struct cfg_ctx *ctx, const char *section, unsigned inst, const
 		line = ctx->slots[slot].line;
 	if (!line && s) {
 		const struct cfg_header *h;
+		char hname[96];
 
 		if (s->kind == CFG_SEC_MANY && inst < sec_n(s, ctx->stage))
 			snprintf(hname, sizeof(hname), "%s %s", section,
-				 (char *)sec_elem(s, ctx->stage, inst) + s->iname_off);
+			         (char *)sec_elem(s, ctx->stage, inst) + s->iname_off);
 		else
 			snprintf(hname, sizeof(hname), "%s", section);
 		h = header_find(ctx, hname);
@@ -919,14 +946,16 @@ static void check_required(struct cfg_ctx *ctx)
 
 		if (s->kind == CFG_SEC_MANY && n == 0 && (s->flags & CFG_REQUIRED)) {
 			cfg_error_at(ctx, s->name, 0, NULL,
-				     "missing section [%s NAME]: at least one is required",
-				     s->name);
+			             "missing section [%s NAME]: at least one is required",
+			             s->name);
 			continue;
 		}
 		if (s->kind == CFG_SEC_INDEXED)
 			continue;
-		if (s->kind == CFG_SEC_ONE && (s->flags & CFG_REQUIRED) && !header_find(ctx, s->name)) {
-			cfg_error_at(ctx, s->name, 0, NULL, "missing required section [%s]", s->name);
+		if (s->kind == CFG_SEC_ONE && (s->flags & CFG_REQUIRED) &&
+		    !header_find(ctx, s->name)) {
+			cfg_error_at(ctx, s->name, 0, NULL, "missing required section [%s]",
+			             s->name);
 			continue;
 		}
 		for (inst = 0; inst < n; inst++)
@@ -935,20 +964,20 @@ static void check_required(struct cfg_ctx *ctx)
 				int slot = slot_of(ctx, s->name, inst, k->name);
 
 				if ((k->flags & CFG_REQUIRED) && ctx->slots[slot].src == SRC_UNSET)
-					cfg_error_at(ctx, s->name, inst, NULL,
-						     "missing required key '%s' in [%s%s%s]",
-						     k->name, s->name,
-						     s->kind == CFG_SEC_MANY ? " " : "",
-						     s->kind == CFG_SEC_MANY
-							     ? (char *)sec_elem(s, ctx->stage, inst) +
-								       s->iname_off
-							     : "");
+					cfg_error_at(
+					        ctx, s->name, inst, NULL,
+					        "missing required key '%s' in [%s%s%s]", k->name,
+					        s->name, s->kind == CFG_SEC_MANY ? " " : "",
+					        s->kind == CFG_SEC_MANY
+					                ? (char *)sec_elem(s, ctx->stage, inst) +
+					                          s->iname_off
+					                : "");
 			}
 	}
 }
 
 int cfg_load(const struct cfg_schema *sc, const char *path, char *const *envp, void *out,
-	     struct cfg_errors *errs)
+             struct cfg_errors *errs)
 {
 	struct cfg_ctx *ctx;
 	unsigned si, nslots = 0;
@@ -1096,8 +1125,12 @@ static bool fmt_value(const struct cfg_key *k, const void *src, char *buf, size_
 			cfg_fmt_rate(buf, len, v);
 		else if (k->type == CFG_DURATION)
 			snprintf(buf, len, "%llu%s",
-				 (unsigned long long)(v % 1000 ? v : v % 1000000 ? v / 1000 : v / 1000000),
-				 v % 1000 ? "us" : v % 1000000 ? "ms" : "s");
+			         (unsigned long long)(v % 1000      ? v
+			                              : v % 1000000 ? v / 1000
+			                                            : v / 1000000),
+			         v % 1000      ? "us"
+			         : v % 1000000 ? "ms"
+			                       : "s");
 		else
 			snprintf(buf, len, "%llu", (unsigned long long)v);
 		return true;
@@ -1136,7 +1169,7 @@ static bool fmt_value(const struct cfg_key *k, const void *src, char *buf, size_
 		if (!m->set)
 			return false;
 		snprintf(buf, len, "%02x:%02x:%02x:%02x:%02x:%02x", m->b[0], m->b[1], m->b[2],
-			 m->b[3], m->b[4], m->b[5]);
+		         m->b[3], m->b[4], m->b[5]);
 		return true;
 	}
 	case CFG_STR:
@@ -1168,7 +1201,8 @@ static void print_keys(const struct cfg_section *s, const uint8_t *base, FILE *f
 			uint8_t tmp[sizeof(struct cfg_cores)] = {0};
 			char why[CFG_MSG_LEN];
 
-			if (k->size <= sizeof(tmp) && !parse_value(k, k->def, tmp, why, sizeof(why)) &&
+			if (k->size <= sizeof(tmp) &&
+			    !parse_value(k, k->def, tmp, why, sizeof(why)) &&
 			    fmt_value(k, tmp, dbuf, sizeof(dbuf)))
 				isdef = strcmp(buf, dbuf) == 0;
 		}
@@ -1203,7 +1237,7 @@ void cfg_print(const struct cfg_schema *sc, const void *cfg, FILE *f)
 
 			for (inst = 0; inst < s->max; inst++) {
 				if (!fmt_value(&s->keys[0], sec_elem(s, cfg, inst) + s->keys[0].off,
-					       buf, sizeof(buf)))
+				               buf, sizeof(buf)))
 					continue;
 				if (!any)
 					fprintf(f, "\n[%s]\n", s->name);

@@ -72,24 +72,24 @@ struct cfg_key {
 	const char *name;
 	enum cfg_type type;
 	unsigned flags;
-	uint64_t min, max; /* numbers, in the stored unit */
-	const char *def;   /* default as text; NULL = none (zero/unset) */
-	size_t off;        /* ONE: offset in the config; MANY/INDEXED: in the element */
-	size_t size;       /* sizeof the field */
+	uint64_t min, max;        /* numbers, in the stored unit */
+	const char *def;          /* default as text; NULL = none (zero/unset) */
+	size_t off;               /* ONE: offset in the config; MANY/INDEXED: in the element */
+	size_t size;              /* sizeof the field */
 	const char *const *enums; /* CFG_ENUM: NULL-terminated */
 	const char *help;
 };
 
 /* A key descriptor for field @fld of struct type @st. */
-#define CFG_KEY(st, fld, nm, ty, fl, lo, hi, d, h)                                              \
-	{                                                                                       \
-		.name = (nm), .type = (ty), .flags = (fl), .min = (lo), .max = (hi), .def = (d), \
-		.off = offsetof(st, fld), .size = sizeof(((st *)0)->fld), .help = (h)            \
+#define CFG_KEY(st, fld, nm, ty, fl, lo, hi, d, h)                                                 \
+	{                                                                                          \
+		.name = (nm), .type = (ty), .flags = (fl), .min = (lo), .max = (hi), .def = (d),   \
+		.off = offsetof(st, fld), .size = sizeof(((st *)0)->fld), .help = (h)              \
 	}
-#define CFG_KEY_ENUM(st, fld, nm, names, d, h)                                                  \
-	{                                                                                       \
-		.name = (nm), .type = CFG_ENUM, .def = (d), .off = offsetof(st, fld),           \
-		.size = sizeof(((st *)0)->fld), .enums = (names), .help = (h)                    \
+#define CFG_KEY_ENUM(st, fld, nm, names, d, h)                                                     \
+	{                                                                                          \
+		.name = (nm), .type = CFG_ENUM, .def = (d), .off = offsetof(st, fld),              \
+		.size = sizeof(((st *)0)->fld), .enums = (names), .help = (h)                      \
 	}
 #define CFG_NKEYS(a) ((unsigned)(sizeof(a) / sizeof((a)[0])))
 
@@ -106,7 +106,7 @@ struct cfg_section {
 	const struct cfg_key *keys;
 	unsigned n_keys;
 	size_t off;       /* MANY/INDEXED: element 0 of the array (ONE: unused, its
-			     keys hold offsets into the whole config struct) */
+	                     keys hold offsets into the whole config struct) */
 	size_t elem_size; /* MANY/INDEXED: array stride */
 	unsigned max;     /* MANY/INDEXED: array capacity */
 	size_t count_off; /* MANY: unsigned instance count */
@@ -117,15 +117,15 @@ struct cfg_section {
 #define CFG_INAME_LEN 32
 
 struct cfg_errors {
-	unsigned n;       /* errors recorded (may exceed CFG_MAX_ERRORS) */
+	unsigned n; /* errors recorded (may exceed CFG_MAX_ERRORS) */
 	char msg[CFG_MAX_ERRORS][CFG_MSG_LEN];
 };
 
 struct cfg_ctx;
 
 struct cfg_schema {
-	const char *what;       /* "pboxd", "worker": for messages */
-	const char *env_prefix; /* "PBOX_" to enable overrides, or NULL */
+	const char *what;              /* "pboxd", "worker": for messages */
+	const char *env_prefix;        /* "PBOX_" to enable overrides, or NULL */
 	const char *const *env_ignore; /* PBOX_* names that are not config keys */
 	const struct cfg_section *sections;
 	unsigned n_sections;
@@ -141,7 +141,7 @@ struct cfg_schema {
  * be read (also described in @errs).
  */
 int cfg_load(const struct cfg_schema *schema, const char *path, char *const *envp, void *out,
-	     struct cfg_errors *errs);
+             struct cfg_errors *errs);
 
 /* Print every key with its effective value and where it came from. The
  * output parses back to the same configuration. */
@@ -154,7 +154,7 @@ void cfg_errors_print(const struct cfg_errors *errs, FILE *f);
  * section's line, or the file's end when it was never set). @inst is the
  * instance index of a MANY/INDEXED section, else 0. @key may be NULL. */
 void cfg_error_at(struct cfg_ctx *ctx, const char *section, unsigned inst, const char *key,
-		  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Whether a key was given in the file or the environment (not defaulted). */
 bool cfg_is_set(const struct cfg_ctx *ctx, const char *section, unsigned inst, const char *key);

@@ -51,7 +51,6 @@ struct wrk_cfg {
 extern const struct cfg_schema wrk_cfg_schema;
 
 /* Load, apply PBOX_* overrides from @envp (may be NULL), validate. */
-int wrk_cfg_load(const char *path, char *const *envp, struct wrk_cfg *out,
-		 struct cfg_errors *errs);
+int wrk_cfg_load(const char *path, char *const *envp, struct wrk_cfg *out, struct cfg_errors *errs);
 
 #endif /* PBOX_CFG_WORKER_H */

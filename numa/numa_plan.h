@@ -30,11 +30,11 @@
 #include "cfg.h"
 #include "numa_topo.h"
 
-#define NUMA_MAX_PORTS      32
-#define NUMA_MAX_CORES      256
-#define NUMA_MAX_WARNINGS   8
-#define NUMA_MSG_LEN        192
-#define NUMA_MEMPOOL_CACHE  256 /* per-core mbuf cache of each pool */
+#define NUMA_MAX_PORTS     32
+#define NUMA_MAX_CORES     256
+#define NUMA_MAX_WARNINGS  8
+#define NUMA_MSG_LEN       192
+#define NUMA_MEMPOOL_CACHE 256 /* per-core mbuf cache of each pool */
 
 struct numa_port_in {
 	char name[CFG_INAME_LEN];
@@ -69,8 +69,8 @@ struct numa_core_plan {
 
 struct numa_node_plan {
 	unsigned n_cores, n_queues;
-	uint64_t mbps;        /* bandwidth served by this node's cores */
-	uint64_t pool_mbufs;  /* 0 when the node serves no port */
+	uint64_t mbps;       /* bandwidth served by this node's cores */
+	uint64_t pool_mbufs; /* 0 when the node serves no port */
 	uint64_t pool_bytes;
 	uint64_t state_bytes; /* share of the budget for job state */
 };

@@ -18,17 +18,18 @@ extern char **environ;
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: pbox-worker --check-config FILE\n"
-		   "  --check-config FILE  validate FILE (with PBOX_SECTION_KEY overrides from the\n"
-		   "                       environment) and print the effective configuration\n");
+	fprintf(f,
+	        "usage: pbox-worker --check-config FILE\n"
+	        "  --check-config FILE  validate FILE (with PBOX_SECTION_KEY overrides from the\n"
+	        "                       environment) and print the effective configuration\n");
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"check-config", required_argument, NULL, 'c'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	        {"check-config", required_argument, NULL, 'c'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
 	};
 	const char *check = NULL;
 	struct cfg_errors errs;
@@ -63,7 +64,7 @@ int main(int argc, char **argv)
 	} else {
 		cfg_errors_print(&errs, stderr);
 		fprintf(stderr, "pbox-worker: %s: %u error%s\n", check, errs.n,
-			errs.n == 1 ? "" : "s");
+		        errs.n == 1 ? "" : "s");
 	}
 	free(cfg);
 	return rc == 0 ? 0 : 1;

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The unit-test runner: every suite, XML for CI in unit_tests.xml, exit
+ * status non-zero unless everything passed. Tests fork (Check's default), so
+ * a crash fails one test, not the run.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include "test.h"
+
+const char *test_src_dir(void)
+{
+	const char *d = getenv("TEST_SRC_DIR");
+
+	return d && *d ? d : ".";
+}
+
+const char *test_build_dir(void)
+{
+	const char *d = getenv("TEST_BUILD_DIR");
+
+	return d && *d ? d : "build";
+}
+
+int test_run(const char *cmd, char *out, size_t len)
+{
+	FILE *p = popen(cmd, "r");
+	size_t n = 0, r;
+	int st;
+
+	if (!p)
+		return -1;
+	while (len > 1 && (r = fread(out + n, 1, len - 1 - n, p)) > 0)
+		n += r;
+	if (len)
+		out[n] = '\0';
+	/* drain what did not fit, so the child never blocks on a full pipe */
+	while (fgetc(p) != EOF)
+		;
+	st = pclose(p);
+	return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static Suite *(*const suites[])(void) = {cfg_suite, cli_suite, numa_suite, sum_suite};
+
+int main(void)
+{
+	SRunner *sr = srunner_create(NULL);
+	int failed;
+
+	for (size_t i = 0; i < sizeof(suites) / sizeof(suites[0]); i++)
+		srunner_add_suite(sr, suites[i]());
+	srunner_set_xml(sr, "unit_tests.xml");
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
