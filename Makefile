@@ -67,7 +67,7 @@ CUDA_OBJS := $(if $(filter 1,$(WITH_CUDA)),$(patsubst %.cu,$(BUILD)/obj/%.o,$(CU
 BINS := $(BUILD)/bin/pboxd $(BUILD)/bin/pbox-worker $(BUILD)/tests/unit_tests \
         $(BUILD)/perf/perf_sum
 
-.PHONY: all test unit lint format perf-sum demo clean
+.PHONY: all test unit lint docs check-docs format perf-sum demo clean
 all: $(BINS)
 
 $(BUILD)/lib/libpboxcore.a: $(CORE_OBJS) $(CUDA_OBJS)
@@ -122,10 +122,18 @@ lint:
 format:
 	clang-format -i $(C_SOURCES)
 
+docs: all
+	config/gen-reference.sh $(BUILD) > config/REFERENCE.md
+
+check-docs: all
+	@config/gen-reference.sh $(BUILD) | diff -u config/REFERENCE.md - >/dev/null || \
+		{ echo "config/REFERENCE.md is out of date: run make docs"; exit 1; }
+	@echo "docs: config/REFERENCE.md matches the schemas"
+
 unit: all
 	cd $(BUILD) && TEST_BUILD_DIR=$(CURDIR)/$(BUILD) TEST_SRC_DIR=$(CURDIR) ./tests/unit_tests
 
-test: lint all
+test: lint check-docs all
 	@$(MAKE) --no-print-directory unit
 
 perf-sum: $(BUILD)/perf/perf_sum

@@ -6,6 +6,7 @@
  *                               error as file:line: message (exit 1)
  *   pboxd --plan FILE           also discover this machine and print where
  *                               each port queue, core and pool would go
+ *   pboxd --config-reference    every key, as config/REFERENCE.md holds them
  *
  * Exit status: 0 success, 1 bad configuration or plan, 2 bad usage.
  */
@@ -20,18 +21,18 @@
 #include "numa_topo.h"
 #include "sum.h"
 
-#define BOX_BURST       32
-#define MBUF_STRUCT     128 /* struct rte_mbuf */
-#define MBUF_HEADROOM   128 /* RTE_PKTMBUF_HEADROOM */
+#define BOX_BURST	32
+#define MBUF_STRUCT	128 /* struct rte_mbuf */
+#define MBUF_HEADROOM	128 /* RTE_PKTMBUF_HEADROOM */
 #define MEMPOOL_OBJ_HDR 64
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-	        "usage: pboxd --check-config FILE\n"
-	        "       pboxd --plan FILE\n"
-	        "  --check-config FILE  validate FILE and print the effective configuration\n"
-	        "  --plan FILE          validate FILE and print this machine's placement plan\n");
+	fprintf(f, "usage: pboxd --check-config FILE\n"
+		   "       pboxd --plan FILE\n"
+		   "  --check-config FILE  validate FILE and print the effective configuration\n"
+		   "  --plan FILE          validate FILE and print this machine's placement plan\n"
+		   "  --config-reference   print every configuration key (Markdown)\n");
 }
 
 static int load(const char *path, struct box_cfg *cfg)
@@ -49,7 +50,7 @@ static int load(const char *path, struct box_cfg *cfg)
  * layer probes devices, PCI ports are assumed to steer flows (max_queues
  * auto = unlimited) and virtual devices to have one queue. */
 static int plan_input(const struct box_cfg *cfg, const struct numa_topo *topo,
-                      struct numa_plan_in *in)
+		      struct numa_plan_in *in)
 {
 	unsigned i;
 
@@ -62,7 +63,7 @@ static int plan_input(const struct box_cfg *cfg, const struct numa_topo *topo,
 	in->tx_desc = cfg->data.tx_desc;
 	in->burst = BOX_BURST;
 	in->mbuf_bytes = MBUF_STRUCT + MBUF_HEADROOM + MEMPOOL_OBJ_HDR +
-	                 ((cfg->data.mtu + 18 + 63) / 64) * 64;
+			 ((cfg->data.mtu + 18 + 63) / 64) * 64;
 	for (i = 0; i < cfg->n_ports; i++) {
 		const struct box_port_cfg *p = &cfg->port[i];
 		struct numa_port_in *pi = &in->port[i];
@@ -76,8 +77,8 @@ static int plan_input(const struct box_cfg *cfg, const struct numa_topo *topo,
 
 			if (node == -ENOENT) {
 				fprintf(stderr,
-				        "pboxd: [port %s] pci: no device %s on this machine\n",
-				        p->name, p->pci);
+					"pboxd: [port %s] pci: no device %s on this machine\n",
+					p->name, p->pci);
 				return -1;
 			}
 			pi->node = node;
@@ -121,10 +122,11 @@ out:
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	        {"check-config", required_argument, NULL, 'c'},
-	        {"plan", required_argument, NULL, 'p'},
-	        {"help", no_argument, NULL, 'h'},
-	        {NULL, 0, NULL, 0},
+		{"check-config", required_argument, NULL, 'c'},
+		{"plan", required_argument, NULL, 'p'},
+		{"config-reference", no_argument, NULL, 'r'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	const char *check = NULL, *plan = NULL;
 	struct box_cfg *cfg;
@@ -138,6 +140,9 @@ int main(int argc, char **argv)
 		case 'p':
 			plan = optarg;
 			break;
+		case 'r':
+			cfg_print_reference(&box_cfg_schema, stdout);
+			return 0;
 		case 'h':
 			usage(stdout);
 			return 0;

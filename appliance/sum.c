@@ -45,7 +45,7 @@ bool sum_isa_supported(enum sum_isa isa)
 const struct sum_ops *sum_ops_isa(enum sum_isa isa)
 {
 	static const struct sum_ops *const table[SUM_ISA_COUNT] = {&sum_ops_scalar, &sum_ops_avx2,
-	                                                           &sum_ops_avx512};
+								   &sum_ops_avx512};
 
 	if ((unsigned)isa >= SUM_ISA_COUNT || !sum_isa_supported(isa))
 		return NULL;
@@ -84,7 +84,7 @@ static void choose_once(void)
 
 	if (sum_isa_choose(cap, &isa) < 0)
 		fprintf(stderr, "pbox: PBOX_SIMD=%s is not one of scalar, avx2, avx512; ignored\n",
-		        cap);
+			cap);
 	chosen = sum_ops_isa(isa);
 }
 

@@ -134,9 +134,9 @@ static void store_bf16(void *restrict out, const void *restrict acc, size_t n)
 }
 
 const struct sum_ops sum_ops_avx2 = {
-        .name = "avx2",
-        .isa = SUM_ISA_AVX2,
-        .add = {add_f32, add_f16, add_bf16},
-        .load = {copy_f32, load_f16, load_bf16},
-        .store = {copy_f32, store_f16, store_bf16},
+	.name = "avx2",
+	.isa = SUM_ISA_AVX2,
+	.add = {add_f32, add_f16, add_bf16},
+	.load = {copy_f32, load_f16, load_bf16},
+	.store = {copy_f32, store_f16, store_bf16},
 };

@@ -42,7 +42,7 @@ static inline __m256i narrow(__m512 v, bool bf16)
 	const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
 
 	return _mm512_cvtepi32_epi16(
-	        _mm512_mask_blend_epi32(nan, _mm512_srli_epi32(rnd, 16), quiet));
+		_mm512_mask_blend_epi32(nan, _mm512_srli_epi32(rnd, 16), quiet));
 }
 
 static void add_f32(void *restrict acc, const void *restrict x, size_t n)
@@ -52,11 +52,11 @@ static void add_f32(void *restrict acc, const void *restrict x, size_t n)
 	for (; i + 64 <= n; i += 64) {
 		__m512 a0 = _mm512_add_ps(_mm512_loadu_ps(P32(acc, i)), _mm512_loadu_ps(C32(x, i)));
 		__m512 a1 = _mm512_add_ps(_mm512_loadu_ps(P32(acc, i + 16)),
-		                          _mm512_loadu_ps(C32(x, i + 16)));
+					  _mm512_loadu_ps(C32(x, i + 16)));
 		__m512 a2 = _mm512_add_ps(_mm512_loadu_ps(P32(acc, i + 32)),
-		                          _mm512_loadu_ps(C32(x, i + 32)));
+					  _mm512_loadu_ps(C32(x, i + 32)));
 		__m512 a3 = _mm512_add_ps(_mm512_loadu_ps(P32(acc, i + 48)),
-		                          _mm512_loadu_ps(C32(x, i + 48)));
+					  _mm512_loadu_ps(C32(x, i + 48)));
 		_mm512_storeu_ps(P32(acc, i), a0);
 		_mm512_storeu_ps(P32(acc, i + 16), a1);
 		_mm512_storeu_ps(P32(acc, i + 32), a2);
@@ -64,13 +64,13 @@ static void add_f32(void *restrict acc, const void *restrict x, size_t n)
 	}
 	for (; i + 16 <= n; i += 16)
 		_mm512_storeu_ps(P32(acc, i), _mm512_add_ps(_mm512_loadu_ps(P32(acc, i)),
-		                                            _mm512_loadu_ps(C32(x, i))));
+							    _mm512_loadu_ps(C32(x, i))));
 	if (i < n) {
 		__mmask16 m = tail_mask(n - i);
 		__m512 a = _mm512_maskz_loadu_ps(m, P32(acc, i));
 
 		_mm512_mask_storeu_ps(P32(acc, i), m,
-		                      _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, C32(x, i))));
+				      _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, C32(x, i))));
 	}
 }
 
@@ -112,7 +112,7 @@ narrow_loop(void *restrict out, const void *restrict acc, size_t n, bool bf16)
 		__mmask16 m = tail_mask(n - i);
 
 		_mm256_mask_storeu_epi16(P16(out, i), m,
-		                         narrow(_mm512_maskz_loadu_ps(m, C32(acc, i)), bf16));
+					 narrow(_mm512_maskz_loadu_ps(m, C32(acc, i)), bf16));
 	}
 }
 
@@ -152,9 +152,9 @@ static void store_bf16(void *restrict out, const void *restrict acc, size_t n)
 }
 
 const struct sum_ops sum_ops_avx512 = {
-        .name = "avx512",
-        .isa = SUM_ISA_AVX512,
-        .add = {add_f32, add_f16, add_bf16},
-        .load = {copy_f32, load_f16, load_bf16},
-        .store = {copy_f32, store_f16, store_bf16},
+	.name = "avx512",
+	.isa = SUM_ISA_AVX512,
+	.add = {add_f32, add_f16, add_bf16},
+	.load = {copy_f32, load_f16, load_bf16},
+	.store = {copy_f32, store_f16, store_bf16},
 };

@@ -139,16 +139,16 @@ static inline void sum__add_f16_tail(void *acc, const void *x, size_t from, size
 {
 	for (size_t i = from; i < n; i++)
 		sum__st_f32(acc, i,
-		            sum__ld_f32(acc, i) +
-		                    sum__bits_f32(sum__f16_to_f32_bits(sum__ld_u16(x, i))));
+			    sum__ld_f32(acc, i) +
+				    sum__bits_f32(sum__f16_to_f32_bits(sum__ld_u16(x, i))));
 }
 
 static inline void sum__add_bf16_tail(void *acc, const void *x, size_t from, size_t n)
 {
 	for (size_t i = from; i < n; i++)
 		sum__st_f32(acc, i,
-		            sum__ld_f32(acc, i) +
-		                    sum__bits_f32(sum__bf16_to_f32_bits(sum__ld_u16(x, i))));
+			    sum__ld_f32(acc, i) +
+				    sum__bits_f32(sum__bf16_to_f32_bits(sum__ld_u16(x, i))));
 }
 
 static inline void sum__load_f16_tail(void *acc, const void *x, size_t from, size_t n)

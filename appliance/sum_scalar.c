@@ -45,11 +45,11 @@ static void store_bf16(void *restrict out, const void *restrict acc, size_t n)
 }
 
 const struct sum_ops sum_ops_scalar = {
-        .name = "scalar",
-        .isa = SUM_ISA_SCALAR,
-        .add = {add_f32, add_f16, add_bf16},
-        .load = {copy_f32, load_f16, load_bf16},
-        .store = {copy_f32, store_f16, store_bf16},
+	.name = "scalar",
+	.isa = SUM_ISA_SCALAR,
+	.add = {add_f32, add_f16, add_bf16},
+	.load = {copy_f32, load_f16, load_bf16},
+	.store = {copy_f32, store_f16, store_bf16},
 };
 
 float sum_f16_to_f32(uint16_t h)

@@ -17,7 +17,7 @@
 
 /* libinih's compiled line limit (INI_MAX_LINE in Debian's build). Longer
  * lines would be split silently, so the reader refuses them. */
-#define CFG_LINE_MAX    200
+#define CFG_LINE_MAX	200
 #define CFG_MAX_HEADERS 256
 
 enum cfg_src { SRC_UNSET = 0, SRC_FILE, SRC_ENV };
@@ -50,7 +50,7 @@ struct cfg_ctx {
 };
 
 static void cfg_err_add(struct cfg_errors *errs, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
+	__attribute__((format(printf, 2, 3)));
 
 static void cfg_err_add(struct cfg_errors *errs, const char *fmt, ...)
 {
@@ -89,24 +89,24 @@ struct cfg_unit {
 };
 
 static const struct cfg_unit units_size[] = {
-        {"", 1},           {"K", 1ull << 10}, {"M", 1ull << 20},
-        {"G", 1ull << 30}, {"T", 1ull << 40}, {NULL, 0},
+	{"", 1},	   {"K", 1ull << 10}, {"M", 1ull << 20},
+	{"G", 1ull << 30}, {"T", 1ull << 40}, {NULL, 0},
 };
 static const struct cfg_unit units_rate[] = {
-        {"M", 1},
-        {"G", 1000},
-        {"T", 1000000},
-        {NULL, 0},
+	{"M", 1},
+	{"G", 1000},
+	{"T", 1000000},
+	{NULL, 0},
 };
 static const struct cfg_unit units_dur[] = {
-        {"us", 1},
-        {"ms", 1000},
-        {"s", 1000000},
-        {NULL, 0},
+	{"us", 1},
+	{"ms", 1000},
+	{"s", 1000000},
+	{NULL, 0},
 };
 static const struct cfg_unit units_none[] = {
-        {"", 1},
-        {NULL, 0},
+	{"", 1},
+	{NULL, 0},
 };
 
 /*
@@ -115,7 +115,7 @@ static const struct cfg_unit units_none[] = {
  * Returns NULL or a static description of what is wrong.
  */
 static const char *parse_scaled(const char *s, const struct cfg_unit *units, bool frac_ok,
-                                uint64_t *out)
+				uint64_t *out)
 {
 	uint64_t mant = 0, div = 1, v;
 	const struct cfg_unit *u;
@@ -150,7 +150,7 @@ static const char *parse_scaled(const char *s, const struct cfg_unit *units, boo
 			u = units;
 		else
 			return units == units_none ? "is not a whole number"
-			                           : "has an unknown unit";
+						   : "has an unknown unit";
 	}
 	if (__builtin_mul_overflow(mant, u->mult, &v))
 		return "is too large";
@@ -166,10 +166,10 @@ static const struct num_kind {
 	bool frac;
 	const char *hint;
 } num_kinds[] = {
-        [CFG_UINT] = {units_none, false, ""},
-        [CFG_SIZE] = {units_size, true, " (use a number with K, M, G or T)"},
-        [CFG_RATE] = {units_rate, true, " (bits/s: use M, G or T, e.g. 100G)"},
-        [CFG_DURATION] = {units_dur, true, " (use us, ms or s, e.g. 250ms)"},
+	[CFG_UINT] = {units_none, false, ""},
+	[CFG_SIZE] = {units_size, true, " (use a number with K, M, G or T)"},
+	[CFG_RATE] = {units_rate, true, " (bits/s: use M, G or T, e.g. 100G)"},
+	[CFG_DURATION] = {units_dur, true, " (use us, ms or s, e.g. 250ms)"},
 };
 
 static const char *parse_bool(const char *s, bool *out)
@@ -310,12 +310,12 @@ static void fmt_bound(const struct cfg_key *k, uint64_t v, char *buf, size_t len
 		cfg_fmt_rate(buf, len, v);
 	else
 		snprintf(buf, len, "%llu%s", (unsigned long long)v,
-		         k->type == CFG_DURATION ? "us" : "");
+			 k->type == CFG_DURATION ? "us" : "");
 }
 
 /* The numeric types: units, bounds, powers of two, "auto". */
 static int parse_number(const struct cfg_key *k, const char *val, void *dst, char *why,
-                        size_t whylen)
+			size_t whylen)
 {
 	const struct num_kind *nk = &num_kinds[k->type];
 	const char *err;
@@ -351,7 +351,7 @@ static int parse_number(const struct cfg_key *k, const char *val, void *dst, cha
  * @dst is written only on success.
  */
 static int parse_value(const struct cfg_key *k, const char *val, void *dst, char *why,
-                       size_t whylen)
+		       size_t whylen)
 {
 	const char *err = NULL;
 
@@ -415,7 +415,7 @@ static int parse_value(const struct cfg_key *k, const char *val, void *dst, char
 		}
 		if (n >= k->size) {
 			snprintf(why, whylen, "'%.40s...' is longer than %zu characters", val,
-			         k->size - 1);
+				 k->size - 1);
 			return -1;
 		}
 		for (i = 0; i < n; i++)
@@ -547,7 +547,7 @@ static const char *suggest_key(const struct cfg_section *s, const char *name)
 /* ---- parsing ---------------------------------------------------------- */
 
 static void ctx_err(struct cfg_ctx *ctx, uint32_t line, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+	__attribute__((format(printf, 3, 4)));
 
 static void ctx_err(struct cfg_ctx *ctx, uint32_t line, const char *fmt, ...)
 {
@@ -583,7 +583,7 @@ static void apply_defaults(struct cfg_ctx *ctx, const struct cfg_section *s, uin
 
 		if (k->def && parse_value(k, k->def, base + k->off, why, sizeof(why)))
 			cfg_err_add(ctx->errs, "%s: schema bug: default of [%s] %s: %s",
-			            ctx->schema->what, s->name, k->name, why);
+				    ctx->schema->what, s->name, k->name, why);
 	}
 }
 
@@ -610,8 +610,8 @@ static char *cfg_reader(char *str, int num, void *stream)
 	}
 	if (p != ctx->linebuf && *p && *p != '\n' && *p != '\r' && *p != ';' && *p != '#') {
 		ctx_err(ctx, ctx->cur_line,
-		        "indented line: continuation lines are not supported, start keys at column "
-		        "1");
+			"indented line: continuation lines are not supported, start keys at column "
+			"1");
 		goto blank;
 	}
 	if (*p == '[') {
@@ -634,7 +634,7 @@ static char *cfg_reader(char *str, int num, void *stream)
 			const struct cfg_header *h = header_find(ctx, name);
 			if (h) {
 				ctx_err(ctx, ctx->cur_line,
-				        "section [%s] repeated (first at line %u)", name, h->line);
+					"section [%s] repeated (first at line %u)", name, h->line);
 			} else if (ctx->n_headers < CFG_MAX_HEADERS) {
 				struct cfg_header *nh = &ctx->headers[ctx->n_headers++];
 
@@ -666,7 +666,7 @@ static bool valid_iname(const char *s)
 
 /* Find (or create) the section instance a [header] names. */
 static const struct cfg_section *resolve_section(struct cfg_ctx *ctx, const char *header,
-                                                 unsigned *inst)
+						 unsigned *inst)
 {
 	const struct cfg_schema *sc = ctx->schema;
 	unsigned i;
@@ -691,10 +691,10 @@ static const struct cfg_section *resolve_section(struct cfg_ctx *ctx, const char
 			if (h && !h->unknown_reported) {
 				h->unknown_reported = true;
 				ctx_err(ctx, h->line,
-				        "[%s] needs a name of 1..%d letters, digits, '_', '-' or "
-				        "'.', "
-				        "as in [%s eth0]",
-				        header, CFG_INAME_LEN - 1, s->name);
+					"[%s] needs a name of 1..%d letters, digits, '_', '-' or "
+					"'.', "
+					"as in [%s eth0]",
+					header, CFG_INAME_LEN - 1, s->name);
 			}
 			return NULL;
 		}
@@ -707,7 +707,7 @@ static const struct cfg_section *resolve_section(struct cfg_ctx *ctx, const char
 			if (h && !h->unknown_reported) {
 				h->unknown_reported = true;
 				ctx_err(ctx, h->line, "too many [%s ...] sections (at most %u)",
-				        s->name, s->max);
+					s->name, s->max);
 			}
 			return NULL;
 		}
@@ -722,7 +722,7 @@ static const struct cfg_section *resolve_section(struct cfg_ctx *ctx, const char
 		if (h)
 			h->unknown_reported = true;
 		ctx_err(ctx, h ? h->line : ctx->cur_line,
-		        "unknown section [%s] in %s configuration", header, sc->what);
+			"unknown section [%s] in %s configuration", header, sc->what);
 	}
 	return NULL;
 }
@@ -748,7 +748,7 @@ static int cfg_handler(void *user, const char *section, const char *name, const 
 
 		if (parse_scaled(name, units_none, false, &idx) || idx >= s->max) {
 			ctx_err(ctx, ctx->cur_line, "[%s] key '%s' must be a number 0..%u", s->name,
-			        name, s->max - 1);
+				name, s->max - 1);
 			return 1;
 		}
 		k = &s->keys[0];
@@ -761,8 +761,8 @@ static int cfg_handler(void *user, const char *section, const char *name, const 
 			const char *hint = suggest_key(s, name);
 
 			ctx_err(ctx, ctx->cur_line, "unknown key '%s' in [%s]%s%s%s", name, section,
-			        hint ? " (did you mean '" : "", hint ? hint : "",
-			        hint ? "'?)" : "");
+				hint ? " (did you mean '" : "", hint ? hint : "",
+				hint ? "'?)" : "");
 			return 1;
 		}
 		k = &s->keys[ki];
@@ -772,7 +772,7 @@ static int cfg_handler(void *user, const char *section, const char *name, const 
 	}
 	if (ctx->slots[slot].src != SRC_UNSET) {
 		ctx_err(ctx, ctx->cur_line, "key '%s' in [%s] repeated (first set at line %u)",
-		        name, section, ctx->slots[slot].line);
+			name, section, ctx->slots[slot].line);
 		return 1;
 	}
 	ctx->slots[slot].src = SRC_FILE;
@@ -831,13 +831,13 @@ static void apply_env(struct cfg_ctx *ctx, char *const *envp)
 				matched = true;
 				if (idx >= s->max) {
 					cfg_err_add(ctx->errs, "env %s: index must be 0..%u", name,
-					            s->max - 1);
+						    s->max - 1);
 					continue;
 				}
 				if (parse_value(&s->keys[0], eq + 1,
-				                sec_elem(s, ctx->stage, (unsigned)idx) +
-				                        s->keys[0].off,
-				                why, sizeof(why)))
+						sec_elem(s, ctx->stage, (unsigned)idx) +
+							s->keys[0].off,
+						why, sizeof(why)))
 					cfg_err_add(ctx->errs, "env %s: %s", name, why);
 				else
 					ctx->slots[ctx->slot_base[si] + idx].src = SRC_ENV;
@@ -845,12 +845,12 @@ static void apply_env(struct cfg_ctx *ctx, char *const *envp)
 			}
 			for (ki = 0; ki < s->n_keys; ki++) {
 				env_name(want, sizeof(want), sc->env_prefix, s->name,
-				         s->keys[ki].name);
+					 s->keys[ki].name);
 				if (strcmp(name, want) != 0)
 					continue;
 				matched = true;
 				if (parse_value(&s->keys[ki], eq + 1, ctx->stage + s->keys[ki].off,
-				                why, sizeof(why)))
+						why, sizeof(why)))
 					cfg_err_add(ctx->errs, "env %s: %s", name, why);
 				else
 					ctx->slots[ctx->slot_base[si] + ki].src = SRC_ENV;
@@ -858,9 +858,9 @@ static void apply_env(struct cfg_ctx *ctx, char *const *envp)
 		}
 		if (!matched)
 			cfg_err_add(ctx->errs,
-			            "env %s: not a %s configuration key (overrides are named "
-			            "%sSECTION_KEY)",
-			            name, sc->what, sc->env_prefix);
+				    "env %s: not a %s configuration key (overrides are named "
+				    "%sSECTION_KEY)",
+				    name, sc->what, sc->env_prefix);
 	}
 }
 
@@ -892,7 +892,7 @@ bool cfg_is_set(const struct cfg_ctx *ctx, const char *section, unsigned inst, c
 }
 
 void cfg_error_at(struct cfg_ctx *ctx, const char *section, unsigned inst, const char *key,
-                  const char *fmt, ...)
+		  const char *fmt, ...)
 {
 	const struct cfg_section *s = sec_find(ctx->schema, section);
 	char msg[CFG_MSG_LEN];
@@ -924,7 +924,7 @@ void cfg_error_at(struct cfg_ctx *ctx, const char *section, unsigned inst, const
 
 		if (s->kind == CFG_SEC_MANY && inst < sec_n(s, ctx->stage))
 			snprintf(hname, sizeof(hname), "%s %s", section,
-			         (char *)sec_elem(s, ctx->stage, inst) + s->iname_off);
+				 (char *)sec_elem(s, ctx->stage, inst) + s->iname_off);
 		else
 			snprintf(hname, sizeof(hname), "%s", section);
 		h = header_find(ctx, hname);
@@ -946,8 +946,8 @@ static void check_required(struct cfg_ctx *ctx)
 
 		if (s->kind == CFG_SEC_MANY && n == 0 && (s->flags & CFG_REQUIRED)) {
 			cfg_error_at(ctx, s->name, 0, NULL,
-			             "missing section [%s NAME]: at least one is required",
-			             s->name);
+				     "missing section [%s NAME]: at least one is required",
+				     s->name);
 			continue;
 		}
 		if (s->kind == CFG_SEC_INDEXED)
@@ -955,7 +955,7 @@ static void check_required(struct cfg_ctx *ctx)
 		if (s->kind == CFG_SEC_ONE && (s->flags & CFG_REQUIRED) &&
 		    !header_find(ctx, s->name)) {
 			cfg_error_at(ctx, s->name, 0, NULL, "missing required section [%s]",
-			             s->name);
+				     s->name);
 			continue;
 		}
 		for (inst = 0; inst < n; inst++)
@@ -965,19 +965,19 @@ static void check_required(struct cfg_ctx *ctx)
 
 				if ((k->flags & CFG_REQUIRED) && ctx->slots[slot].src == SRC_UNSET)
 					cfg_error_at(
-					        ctx, s->name, inst, NULL,
-					        "missing required key '%s' in [%s%s%s]", k->name,
-					        s->name, s->kind == CFG_SEC_MANY ? " " : "",
-					        s->kind == CFG_SEC_MANY
-					                ? (char *)sec_elem(s, ctx->stage, inst) +
-					                          s->iname_off
-					                : "");
+						ctx, s->name, inst, NULL,
+						"missing required key '%s' in [%s%s%s]", k->name,
+						s->name, s->kind == CFG_SEC_MANY ? " " : "",
+						s->kind == CFG_SEC_MANY
+							? (char *)sec_elem(s, ctx->stage, inst) +
+								  s->iname_off
+							: "");
 			}
 	}
 }
 
 int cfg_load(const struct cfg_schema *sc, const char *path, char *const *envp, void *out,
-             struct cfg_errors *errs)
+	     struct cfg_errors *errs)
 {
 	struct cfg_ctx *ctx;
 	unsigned si, nslots = 0;
@@ -1125,12 +1125,12 @@ static bool fmt_value(const struct cfg_key *k, const void *src, char *buf, size_
 			cfg_fmt_rate(buf, len, v);
 		else if (k->type == CFG_DURATION)
 			snprintf(buf, len, "%llu%s",
-			         (unsigned long long)(v % 1000      ? v
-			                              : v % 1000000 ? v / 1000
-			                                            : v / 1000000),
-			         v % 1000      ? "us"
-			         : v % 1000000 ? "ms"
-			                       : "s");
+				 (unsigned long long)(v % 1000	    ? v
+						      : v % 1000000 ? v / 1000
+								    : v / 1000000),
+				 v % 1000      ? "us"
+				 : v % 1000000 ? "ms"
+					       : "s");
 		else
 			snprintf(buf, len, "%llu", (unsigned long long)v);
 		return true;
@@ -1169,7 +1169,7 @@ static bool fmt_value(const struct cfg_key *k, const void *src, char *buf, size_
 		if (!m->set)
 			return false;
 		snprintf(buf, len, "%02x:%02x:%02x:%02x:%02x:%02x", m->b[0], m->b[1], m->b[2],
-		         m->b[3], m->b[4], m->b[5]);
+			 m->b[3], m->b[4], m->b[5]);
 		return true;
 	}
 	case CFG_STR:
@@ -1237,7 +1237,7 @@ void cfg_print(const struct cfg_schema *sc, const void *cfg, FILE *f)
 
 			for (inst = 0; inst < s->max; inst++) {
 				if (!fmt_value(&s->keys[0], sec_elem(s, cfg, inst) + s->keys[0].off,
-				               buf, sizeof(buf)))
+					       buf, sizeof(buf)))
 					continue;
 				if (!any)
 					fprintf(f, "\n[%s]\n", s->name);
@@ -1247,5 +1247,72 @@ void cfg_print(const struct cfg_schema *sc, const void *cfg, FILE *f)
 			break;
 		}
 		}
+	}
+}
+
+/* ---- reference -------------------------------------------------------- */
+
+static const char *type_name(const struct cfg_key *k)
+{
+	static const char *const names[] = {
+		[CFG_UINT] = "integer",
+		[CFG_SIZE] = "size (K, M, G, T)",
+		[CFG_RATE] = "rate (M, G, T bits/s)",
+		[CFG_DURATION] = "duration (us, ms, s)",
+		[CFG_BOOL] = "boolean",
+		[CFG_ENUM] = "one of",
+		[CFG_IPV4] = "IPv4 address",
+		[CFG_HOSTPORT] = "address:port",
+		[CFG_MAC] = "MAC address",
+		[CFG_STR] = "string",
+		[CFG_CORES] = "core list or auto",
+	};
+	return names[k->type];
+}
+
+static void print_ref_keys(const struct cfg_section *s, FILE *f)
+{
+	fprintf(f, "| key | type | default | range | meaning |\n|---|---|---|---|---|\n");
+	for (unsigned ki = 0; ki < s->n_keys; ki++) {
+		const struct cfg_key *k = &s->keys[ki];
+		char lo[32] = "", hi[32] = "";
+
+		fprintf(f, "| `%s` | %s", s->kind == CFG_SEC_INDEXED ? "0..N-1" : k->name,
+			type_name(k));
+		for (unsigned e = 0; k->type == CFG_ENUM && k->enums[e]; e++)
+			fprintf(f, "%s`%s`", e ? ", " : " ", k->enums[e]);
+		if (k->flags & CFG_POW2)
+			fprintf(f, ", power of two");
+		fprintf(f, " | %s | ",
+			(k->flags & CFG_REQUIRED) ? "**required**"
+			: k->def		  ? k->def
+						  : "unset");
+		if (k->type <= CFG_DURATION && k->max) {
+			fmt_bound(k, k->min, lo, sizeof(lo));
+			fmt_bound(k, k->max, hi, sizeof(hi));
+			fprintf(f, "%s..%s", lo, hi);
+		}
+		fprintf(f, " | %s |\n", k->help ? k->help : "");
+	}
+}
+
+void cfg_print_reference(const struct cfg_schema *sc, FILE *f)
+{
+	fprintf(f, "## %s configuration\n", sc->what);
+	if (sc->env_prefix)
+		fprintf(f,
+			"\nEvery key can be overridden from the environment as "
+			"`%sSECTION_KEY` (for example `%sTUNING_CHUNK_SIZE=64K`; "
+			"`%sPEERS_3=198.18.1.13:9700` for an indexed section).\n",
+			sc->env_prefix, sc->env_prefix, sc->env_prefix);
+	for (unsigned si = 0; si < sc->n_sections; si++) {
+		const struct cfg_section *s = &sc->sections[si];
+
+		fprintf(f, "\n### [%s%s]%s\n\n", s->name, s->kind == CFG_SEC_MANY ? " NAME" : "",
+			(s->flags & CFG_REQUIRED) ? " (required)" : "");
+		if (s->help)
+			fprintf(f, "%c%s.%s\n\n", toupper((unsigned char)s->help[0]), s->help + 1,
+				s->kind == CFG_SEC_MANY ? " Repeat the section for each one." : "");
+		print_ref_keys(s, f);
 	}
 }

@@ -55,7 +55,7 @@ struct cfg_ipv4 {
 
 struct cfg_hostport {
 	uint32_t ip_be; /* network byte order */
-	uint16_t port;  /* host byte order; 0 = unset */
+	uint16_t port;	/* host byte order; 0 = unset */
 };
 
 struct cfg_mac {
@@ -72,10 +72,10 @@ struct cfg_key {
 	const char *name;
 	enum cfg_type type;
 	unsigned flags;
-	uint64_t min, max;        /* numbers, in the stored unit */
-	const char *def;          /* default as text; NULL = none (zero/unset) */
-	size_t off;               /* ONE: offset in the config; MANY/INDEXED: in the element */
-	size_t size;              /* sizeof the field */
+	uint64_t min, max;	  /* numbers, in the stored unit */
+	const char *def;	  /* default as text; NULL = none (zero/unset) */
+	size_t off;		  /* ONE: offset in the config; MANY/INDEXED: in the element */
+	size_t size;		  /* sizeof the field */
 	const char *const *enums; /* CFG_ENUM: NULL-terminated */
 	const char *help;
 };
@@ -94,8 +94,8 @@ struct cfg_key {
 #define CFG_NKEYS(a) ((unsigned)(sizeof(a) / sizeof((a)[0])))
 
 enum cfg_sec_kind {
-	CFG_SEC_ONE,     /* [name] */
-	CFG_SEC_MANY,    /* [name INSTANCE], up to max instances */
+	CFG_SEC_ONE,	 /* [name] */
+	CFG_SEC_MANY,	 /* [name INSTANCE], up to max instances */
 	CFG_SEC_INDEXED, /* [name] whose keys are 0..max-1, all of keys[0]'s type */
 };
 
@@ -105,10 +105,10 @@ struct cfg_section {
 	unsigned flags; /* CFG_REQUIRED: the section (or one instance) must exist */
 	const struct cfg_key *keys;
 	unsigned n_keys;
-	size_t off;       /* MANY/INDEXED: element 0 of the array (ONE: unused, its
-	                     keys hold offsets into the whole config struct) */
+	size_t off;	  /* MANY/INDEXED: element 0 of the array (ONE: unused, its
+			     keys hold offsets into the whole config struct) */
 	size_t elem_size; /* MANY/INDEXED: array stride */
-	unsigned max;     /* MANY/INDEXED: array capacity */
+	unsigned max;	  /* MANY/INDEXED: array capacity */
 	size_t count_off; /* MANY: unsigned instance count */
 	size_t iname_off; /* MANY: char[CFG_INAME_LEN] instance name in the element */
 	const char *help;
@@ -124,8 +124,8 @@ struct cfg_errors {
 struct cfg_ctx;
 
 struct cfg_schema {
-	const char *what;              /* "pboxd", "worker": for messages */
-	const char *env_prefix;        /* "PBOX_" to enable overrides, or NULL */
+	const char *what;	       /* "pboxd", "worker": for messages */
+	const char *env_prefix;	       /* "PBOX_" to enable overrides, or NULL */
 	const char *const *env_ignore; /* PBOX_* names that are not config keys */
 	const struct cfg_section *sections;
 	unsigned n_sections;
@@ -141,11 +141,14 @@ struct cfg_schema {
  * be read (also described in @errs).
  */
 int cfg_load(const struct cfg_schema *schema, const char *path, char *const *envp, void *out,
-             struct cfg_errors *errs);
+	     struct cfg_errors *errs);
 
 /* Print every key with its effective value and where it came from. The
  * output parses back to the same configuration. */
 void cfg_print(const struct cfg_schema *schema, const void *cfg, FILE *f);
+
+/* Print the schema as a Markdown key reference (config/REFERENCE.md). */
+void cfg_print_reference(const struct cfg_schema *schema, FILE *f);
 
 /* Print all errors, one per line, and a count of those not kept. */
 void cfg_errors_print(const struct cfg_errors *errs, FILE *f);
@@ -154,7 +157,7 @@ void cfg_errors_print(const struct cfg_errors *errs, FILE *f);
  * section's line, or the file's end when it was never set). @inst is the
  * instance index of a MANY/INDEXED section, else 0. @key may be NULL. */
 void cfg_error_at(struct cfg_ctx *ctx, const char *section, unsigned inst, const char *key,
-                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+		  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Whether a key was given in the file or the environment (not defaulted). */
 bool cfg_is_set(const struct cfg_ctx *ctx, const char *section, unsigned inst, const char *key);

@@ -5,7 +5,7 @@
 
 #include "cfg.h"
 
-#define BOX_MAX_PORTS   32
+#define BOX_MAX_PORTS	32
 #define BOX_MAX_WORKERS 1024 /* the contributor bitmap of a fragment */
 /*
  * Bytes of a data frame's IP MTU spent before the payload: IPv4 (20) + UDP
@@ -17,7 +17,7 @@ enum box_poll_mode { BOX_POLL_BUSY, BOX_POLL_ADAPTIVE };
 
 struct box_port_cfg {
 	char name[CFG_INAME_LEN];
-	char pci[32];   /* PCI address, or */
+	char pci[32];	/* PCI address, or */
 	char vdev[160]; /* a DPDK vdev string */
 	struct cfg_ipv4 ip;
 	struct cfg_mac gateway_mac; /* optional: send results here instead of to the sender */

@@ -15,160 +15,161 @@ static const char *const transports[] = {"udp", "dpdk", NULL};
 static const char *const env_ignore[] = {"PBOX_SIMD", "PBOX_CONFIG", NULL};
 
 static const struct cfg_key worker_keys[] = {
-        CFG_KEY(W, worker.rank, "rank", CFG_UINT, CFG_REQUIRED, 0, WRK_MAX_WORKERS - 1, NULL,
-                "this worker's rank, 0..world_size-1"),
-        CFG_KEY(W, worker.world_size, "world_size", CFG_UINT, CFG_REQUIRED, 1, WRK_MAX_WORKERS,
-                NULL, "number of workers in the job"),
+	CFG_KEY(W, worker.rank, "rank", CFG_UINT, CFG_REQUIRED, 0, WRK_MAX_WORKERS - 1, NULL,
+		"this worker's rank, 0..world_size-1"),
+	CFG_KEY(W, worker.world_size, "world_size", CFG_UINT, CFG_REQUIRED, 1, WRK_MAX_WORKERS,
+		NULL, "number of workers in the job"),
 };
 
 static const struct cfg_key job_keys[] = {
-        CFG_KEY(W, job.id, "id", CFG_UINT, 0, 1, UINT32_MAX, "1", "job id at the box"),
-        CFG_KEY(W, job.token, "token", CFG_UINT, 0, 0, UINT64_MAX, "0",
-                "shared secret checked on every packet"),
+	CFG_KEY(W, job.id, "id", CFG_UINT, 0, 1, UINT32_MAX, "1", "job id at the box"),
+	CFG_KEY(W, job.token, "token", CFG_UINT, 0, 0, UINT64_MAX, "0",
+		"shared secret checked on every packet"),
 };
 
 static const struct cfg_key box_keys[] = {
-        CFG_KEY(W, box.control, "control", CFG_HOSTPORT, 0, 0, 0, NULL,
-                "the box's management address:port; unset: no box"),
+	CFG_KEY(W, box.control, "control", CFG_HOSTPORT, 0, 0, 0, NULL,
+		"the box's management address:port; unset: no box"),
 };
 
 static const struct cfg_key data_keys[] = {
-        CFG_KEY(W, data.address, "address", CFG_IPV4, CFG_REQUIRED, 0, 0, NULL,
-                "this worker's data address"),
-        CFG_KEY(W, data.port, "port", CFG_UINT, 0, 1024, 65535, "9700",
-                "UDP port of this worker's SS_GPU"),
-        CFG_KEY(W, data.bandwidth_mbps, "bandwidth", CFG_RATE, 0, 1, 10000000, "100G",
-                "this worker's line rate, the B of the layout"),
-        CFG_KEY(W, data.mtu, "mtu", CFG_UINT, 0, 576, 9216, "9000", "IP MTU of the data link"),
+	CFG_KEY(W, data.address, "address", CFG_IPV4, CFG_REQUIRED, 0, 0, NULL,
+		"this worker's data address"),
+	CFG_KEY(W, data.port, "port", CFG_UINT, 0, 1024, 65535, "9700",
+		"UDP port of this worker's SS_GPU"),
+	CFG_KEY(W, data.bandwidth_mbps, "bandwidth", CFG_RATE, 0, 1, 10000000, "100G",
+		"this worker's line rate, the B of the layout"),
+	CFG_KEY(W, data.mtu, "mtu", CFG_UINT, 0, 576, 9216, "9000", "IP MTU of the data link"),
 };
 
 static const struct cfg_key tuning_keys[] = {
-        CFG_KEY(W, tuning.partition_size, "partition_size", CFG_SIZE, 0, 32 * KB, 1024 * MB, "4M",
-                "unit of scheduling"),
-        CFG_KEY(W, tuning.chunk_size, "chunk_size", CFG_SIZE, CFG_POW2, 1 * KB, 1 * MB, "32K",
-                "unit of ownership; must match the box"),
-        CFG_KEY(W, tuning.credit_bytes, "credit_bytes", CFG_SIZE, 0, 1 * KB, 1ull << 40, "16M",
-                "bytes in flight at once (ByteScheduler's credit)"),
-        CFG_KEY(W, tuning.retransmit_us, "retransmit_timeout", CFG_DURATION, 0, 10, 10000000, "5ms",
-                "first retransmission of an unanswered fragment"),
-        CFG_KEY(W, tuning.deadline_us, "deadline", CFG_DURATION, 0, 1000, 3600000000ull, "30s",
-                "a call fails, naming the silent summation service, after this"),
+	CFG_KEY(W, tuning.partition_size, "partition_size", CFG_SIZE, 0, 32 * KB, 1024 * MB, "4M",
+		"unit of scheduling"),
+	CFG_KEY(W, tuning.chunk_size, "chunk_size", CFG_SIZE, CFG_POW2, 1 * KB, 1 * MB, "32K",
+		"unit of ownership; must match the box"),
+	CFG_KEY(W, tuning.credit_bytes, "credit_bytes", CFG_SIZE, 0, 1 * KB, 1ull << 40, "16M",
+		"bytes in flight at once (ByteScheduler's credit)"),
+	CFG_KEY(W, tuning.retransmit_us, "retransmit_timeout", CFG_DURATION, 0, 10, 10000000, "5ms",
+		"first retransmission of an unanswered fragment"),
+	CFG_KEY(W, tuning.deadline_us, "deadline", CFG_DURATION, 0, 1000, 3600000000ull, "30s",
+		"a call fails, naming the silent summation service, after this"),
 };
 
 static const struct cfg_key transport_keys[] = {
-        CFG_KEY_ENUM(W, transport.kind, "kind", transports, "udp",
-                     "udp (kernel sockets) or dpdk (a DPDK port)"),
-        CFG_KEY(W, transport.dpdk_port, "dpdk_port", CFG_STR, 0, 0, 0, NULL,
-                "dpdk: PCI address or vdev string of the port"),
-        CFG_KEY(W, transport.dpdk_lcores, "dpdk_lcores", CFG_STR, 0, 0, 0, NULL,
-                "dpdk: EAL --lcores value"),
-        CFG_KEY(W, transport.gso, "gso", CFG_BOOL, 0, 0, 0, "true",
-                "udp: use UDP GSO/GRO where the kernel has it"),
+	CFG_KEY_ENUM(W, transport.kind, "kind", transports, "udp",
+		     "udp (kernel sockets) or dpdk (a DPDK port)"),
+	CFG_KEY(W, transport.dpdk_port, "dpdk_port", CFG_STR, 0, 0, 0, NULL,
+		"dpdk: PCI address or vdev string of the port"),
+	CFG_KEY(W, transport.dpdk_lcores, "dpdk_lcores", CFG_STR, 0, 0, 0, NULL,
+		"dpdk: EAL --lcores value"),
+	CFG_KEY(W, transport.gso, "gso", CFG_BOOL, 0, 0, 0, "true",
+		"udp: use UDP GSO/GRO where the kernel has it"),
 };
 
 static const struct cfg_key log_keys[] = {
-        CFG_KEY_ENUM(W, log.level, "level", cfg_log_levels, "warning",
-                     "error, warning, info, debug"),
+	CFG_KEY_ENUM(W, log.level, "level", cfg_log_levels, "warning",
+		     "error, warning, info, debug"),
 };
 
 static const struct cfg_key peer_keys[] = {
-        {.name = "N",
-         .type = CFG_HOSTPORT,
-         .size = sizeof(struct cfg_hostport),
-         .help = "SS_GPU endpoint address:port of rank N"},
+	{.name = "N",
+	 .type = CFG_HOSTPORT,
+	 .size = sizeof(struct cfg_hostport),
+	 .help = "SS_GPU endpoint address:port of rank N"},
 };
 
-#define SEC_ONE(nm, fl, tbl)                                                                       \
+#define SEC_ONE(nm, fl, tbl, h)                                                                    \
 	{                                                                                          \
 		.name = (nm), .kind = CFG_SEC_ONE, .flags = (fl), .keys = (tbl),                   \
-		.n_keys = CFG_NKEYS(tbl)                                                           \
+		.n_keys = CFG_NKEYS(tbl), .help = (h)                                              \
 	}
 
 static const struct cfg_section wrk_sections[] = {
-        SEC_ONE("worker", CFG_REQUIRED, worker_keys),
-        SEC_ONE("job", 0, job_keys),
-        SEC_ONE("box", 0, box_keys),
-        SEC_ONE("data", CFG_REQUIRED, data_keys),
-        SEC_ONE("tuning", 0, tuning_keys),
-        SEC_ONE("transport", 0, transport_keys),
-        SEC_ONE("log", 0, log_keys),
-        {
-                .name = "peers",
-                .kind = CFG_SEC_INDEXED,
-                .keys = peer_keys,
-                .n_keys = 1,
-                .off = offsetof(W, peers),
-                .elem_size = sizeof(struct cfg_hostport),
-                .max = WRK_MAX_WORKERS,
-                .help = "N = address:port for every other rank",
-        },
+	SEC_ONE("worker", CFG_REQUIRED, worker_keys, "who this worker is"),
+	SEC_ONE("job", 0, job_keys, "the job at the box"),
+	SEC_ONE("box", 0, box_keys,
+		"where the box is; without it the workers sum among themselves"),
+	SEC_ONE("data", CFG_REQUIRED, data_keys, "this worker's data link and SS_GPU"),
+	SEC_ONE("tuning", 0, tuning_keys, "partitioning, scheduling, loss recovery"),
+	SEC_ONE("transport", 0, transport_keys, "how packets leave the worker"),
+	SEC_ONE("log", 0, log_keys, "logging"),
+	{
+		.name = "peers",
+		.kind = CFG_SEC_INDEXED,
+		.keys = peer_keys,
+		.n_keys = 1,
+		.off = offsetof(W, peers),
+		.elem_size = sizeof(struct cfg_hostport),
+		.max = WRK_MAX_WORKERS,
+		.help = "the SS_GPU endpoint of every rank (the own one defaults to [data])",
+	},
 };
 
 static void wrk_validate(struct cfg_ctx *ctx, void *v)
 {
 	struct wrk_cfg *c = v;
 	const struct cfg_hostport self = {.ip_be = c->data.address.be,
-	                                  .port = (uint16_t)c->data.port};
+					  .port = (uint16_t)c->data.port};
 	unsigned r, q;
 
 	if (c->worker.rank >= c->worker.world_size)
 		cfg_error_at(ctx, "worker", 0, "rank",
-		             "[worker] rank: %u is not below world_size %u", c->worker.rank,
-		             c->worker.world_size);
+			     "[worker] rank: %u is not below world_size %u", c->worker.rank,
+			     c->worker.world_size);
 	for (r = c->worker.world_size; r < WRK_MAX_WORKERS; r++)
 		if (c->peers[r].port)
 			cfg_error_at(ctx, "peers", r, NULL,
-			             "[peers] %u: no such rank in a world of %u", r,
-			             c->worker.world_size);
+				     "[peers] %u: no such rank in a world of %u", r,
+				     c->worker.world_size);
 	if (c->worker.rank < c->worker.world_size) {
 		struct cfg_hostport *own = &c->peers[c->worker.rank];
 
 		if (own->port && (own->ip_be != self.ip_be || own->port != self.port))
 			cfg_error_at(ctx, "peers", c->worker.rank, NULL,
-			             "[peers] %u: this is our own rank and differs from [data] "
-			             "address:port",
-			             c->worker.rank);
+				     "[peers] %u: this is our own rank and differs from [data] "
+				     "address:port",
+				     c->worker.rank);
 		*own = self;
 	}
 	for (r = 0; r < c->worker.world_size; r++) {
 		if (!c->peers[r].port) {
 			cfg_error_at(ctx, "peers", r, NULL,
-			             "[peers] %u: missing: every rank's SS_GPU endpoint is needed",
-			             r);
+				     "[peers] %u: missing: every rank's SS_GPU endpoint is needed",
+				     r);
 			continue;
 		}
 		for (q = 0; q < r; q++)
 			if (c->peers[q].port == c->peers[r].port &&
 			    c->peers[q].ip_be == c->peers[r].ip_be)
 				cfg_error_at(ctx, "peers", r, NULL,
-				             "[peers] %u: same endpoint as rank %u", r, q);
+					     "[peers] %u: same endpoint as rank %u", r, q);
 	}
 	if (c->tuning.partition_size % c->tuning.chunk_size)
 		cfg_error_at(ctx, "tuning", 0, "partition_size",
-		             "[tuning] partition_size: not a multiple of chunk_size");
+			     "[tuning] partition_size: not a multiple of chunk_size");
 	if (c->tuning.credit_bytes < c->tuning.chunk_size)
 		cfg_error_at(ctx, "tuning", 0, "credit_bytes",
-		             "[tuning] credit_bytes: smaller than one chunk");
+			     "[tuning] credit_bytes: smaller than one chunk");
 	if (c->tuning.retransmit_us >= c->tuning.deadline_us)
 		cfg_error_at(ctx, "tuning", 0, "retransmit_timeout",
-		             "[tuning] retransmit_timeout: not below the deadline");
+			     "[tuning] retransmit_timeout: not below the deadline");
 	if (c->transport.kind == WRK_TRANSPORT_DPDK && !c->transport.dpdk_port[0])
 		cfg_error_at(ctx, "transport", 0, "kind",
-		             "[transport] kind = dpdk needs dpdk_port");
+			     "[transport] kind = dpdk needs dpdk_port");
 	if (c->box.control.port && c->box.control.ip_be == c->data.address.be &&
 	    c->box.control.port == c->data.port)
 		cfg_error_at(ctx, "box", 0, "control",
-		             "[box] control: same address:port as this worker's [data]");
+			     "[box] control: same address:port as this worker's [data]");
 }
 
 const struct cfg_schema wrk_cfg_schema = {
-        .what = "worker",
-        .env_prefix = "PBOX_",
-        .env_ignore = env_ignore,
-        .sections = wrk_sections,
-        .n_sections = CFG_NKEYS(wrk_sections),
-        .size = sizeof(struct wrk_cfg),
-        .validate = wrk_validate,
+	.what = "worker",
+	.env_prefix = "PBOX_",
+	.env_ignore = env_ignore,
+	.sections = wrk_sections,
+	.n_sections = CFG_NKEYS(wrk_sections),
+	.size = sizeof(struct wrk_cfg),
+	.validate = wrk_validate,
 };
 
 int wrk_cfg_load(const char *path, char *const *envp, struct wrk_cfg *out, struct cfg_errors *errs)

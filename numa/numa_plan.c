@@ -10,7 +10,7 @@
 #include <string.h>
 
 static int plan_fail(struct numa_plan *p, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
+	__attribute__((format(printf, 2, 3)));
 
 static int plan_fail(struct numa_plan *p, const char *fmt, ...)
 {
@@ -23,7 +23,7 @@ static int plan_fail(struct numa_plan *p, const char *fmt, ...)
 }
 
 static void plan_warn(struct numa_plan *p, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
+	__attribute__((format(printf, 2, 3)));
 
 static void plan_warn(struct numa_plan *p, const char *fmt, ...)
 {
@@ -53,19 +53,19 @@ static int pick_cores(const struct numa_plan_in *in, struct numa_plan *p)
 
 	for (c = 0; c < NUMA_MAX_CPUS; c++) {
 		bool want = in->cores.autosel ? (t->cpu_node[c] >= 0 &&
-		                                 (c != first || numa_topo_cpus(t, -1) == 1))
-		                              : cfg_cores_has(&in->cores, c);
+						 (c != first || numa_topo_cpus(t, -1) == 1))
+					      : cfg_cores_has(&in->cores, c);
 
 		if (!want)
 			continue;
 		if (t->cpu_node[c] < 0)
 			return plan_fail(p,
-			                 "[cores] list: CPU %u is not online or not in this "
-			                 "process's CPU affinity",
-			                 c);
+					 "[cores] list: CPU %u is not online or not in this "
+					 "process's CPU affinity",
+					 c);
 		if (p->n_cores == NUMA_MAX_CORES)
 			return plan_fail(p, "[cores] list: more than %d data cores",
-			                 NUMA_MAX_CORES);
+					 NUMA_MAX_CORES);
 		p->core[p->n_cores].cpu = c;
 		p->core[p->n_cores].node = (unsigned)t->cpu_node[c];
 		p->n_cores++;
@@ -75,7 +75,7 @@ static int pick_cores(const struct numa_plan_in *in, struct numa_plan *p)
 	p->control_cpu = p->core[0].cpu;
 	for (c = 0; c < NUMA_MAX_CPUS; c++)
 		if (t->cpu_node[c] >= 0 && (in->cores.autosel ? c == first && p->core[0].cpu != c
-		                                              : !cfg_cores_has(&in->cores, c))) {
+							      : !cfg_cores_has(&in->cores, c))) {
 			p->control_cpu = c;
 			p->control_shared = false;
 			break;
@@ -86,7 +86,7 @@ static int pick_cores(const struct numa_plan_in *in, struct numa_plan *p)
 /* The node index serving port @i: its own when it has data cores, else the
  * nearest that has. */
 static int serving_node(const struct numa_plan_in *in, struct numa_plan *p, unsigned i,
-                        const unsigned *cores_on)
+			const unsigned *cores_on)
 {
 	const struct numa_topo *t = in->topo;
 	const struct numa_port_in *port = &in->port[i];
@@ -95,7 +95,7 @@ static int serving_node(const struct numa_plan_in *in, struct numa_plan *p, unsi
 
 	if (own < 0)
 		return plan_fail(p, "[port %s]: NUMA node %d does not exist on this machine",
-		                 port->name, port->node);
+				 port->name, port->node);
 	if (cores_on[own])
 		return own;
 	for (n = 0; n < t->n_nodes; n++)
@@ -104,9 +104,9 @@ static int serving_node(const struct numa_plan_in *in, struct numa_plan *p, unsi
 			best = n;
 		}
 	plan_warn(p,
-	          "port %s is on node %d, which has no data core: served from node %d "
-	          "(cross-NUMA; add cores of node %d to [cores] list)",
-	          port->name, t->node_id[own], t->node_id[best], t->node_id[own]);
+		  "port %s is on node %d, which has no data core: served from node %d "
+		  "(cross-NUMA; add cores of node %d to [cores] list)",
+		  port->name, t->node_id[own], t->node_id[best], t->node_id[own]);
 	return (int)best;
 }
 
@@ -135,7 +135,7 @@ static bool core_has_port(const struct numa_core_plan *c, unsigned port)
 }
 
 static int place_endpoints(const struct numa_plan_in *in, struct numa_plan *p,
-                           const unsigned *cores_on)
+			   const unsigned *cores_on)
 {
 	struct ep_order *eps;
 	unsigned i, q, n_eps = 0, total = 0;
@@ -144,8 +144,8 @@ static int place_endpoints(const struct numa_plan_in *in, struct numa_plan *p,
 		unsigned avail = cores_on[p->port_node[i]];
 
 		p->port_queues[i] = in->port[i].max_queues && in->port[i].max_queues < avail
-		                            ? in->port[i].max_queues
-		                            : avail;
+					    ? in->port[i].max_queues
+					    : avail;
 		total += p->port_queues[i];
 	}
 	eps = calloc(total, sizeof(*eps));
@@ -205,22 +205,22 @@ static int size_memory(const struct numa_plan_in *in, struct numa_plan *p)
 			continue;
 		/* every descriptor filled, a burst in hand per queue, the caches */
 		np->pool_mbufs =
-		        (uint64_t)np->n_queues * (in->rx_desc + in->tx_desc + 2 * in->burst) +
-		        (uint64_t)np->n_cores * NUMA_MEMPOOL_CACHE * 2;
+			(uint64_t)np->n_queues * (in->rx_desc + in->tx_desc + 2 * in->burst) +
+			(uint64_t)np->n_cores * NUMA_MEMPOOL_CACHE * 2;
 		np->pool_bytes = np->pool_mbufs * in->mbuf_bytes;
 		pools += np->pool_bytes;
 	}
 	if (pools >= in->hugepage_budget)
 		return plan_fail(p,
-		                 "[memory] hugepage_budget: %llu MB is too small; the mbuf pools "
-		                 "alone need %llu MB",
-		                 (unsigned long long)(in->hugepage_budget >> 20),
-		                 (unsigned long long)((pools + (1u << 20) - 1) >> 20));
+				 "[memory] hugepage_budget: %llu MB is too small; the mbuf pools "
+				 "alone need %llu MB",
+				 (unsigned long long)(in->hugepage_budget >> 20),
+				 (unsigned long long)((pools + (1u << 20) - 1) >> 20));
 	left = in->hugepage_budget - pools;
 	for (n = 0; n < p->n_nodes; n++)
 		if (p->node[n].mbps)
 			p->node[n].state_bytes =
-			        (uint64_t)((double)left * (double)p->node[n].mbps / (double)mbps);
+				(uint64_t)((double)left * (double)p->node[n].mbps / (double)mbps);
 	return 0;
 }
 
@@ -261,9 +261,9 @@ int numa_plan_build(const struct numa_plan_in *in, struct numa_plan *p)
 		idle += p->core[i].n_eps == 0;
 	if (idle)
 		plan_warn(p,
-		          "%u of %u data cores serve no queue and will stay idle (no local port, "
-		          "or ports limited to fewer queues than cores)",
-		          idle, p->n_cores);
+			  "%u of %u data cores serve no queue and will stay idle (no local port, "
+			  "or ports limited to fewer queues than cores)",
+			  idle, p->n_cores);
 	return size_memory(in, p);
 }
 
@@ -272,12 +272,12 @@ void numa_plan_print(const struct numa_plan *p, const struct numa_plan_in *in, F
 	unsigned i, e;
 
 	fprintf(f, "placement: %u data cores, %u ports, control plane on cpu %u%s\n", p->n_cores,
-	        in->n_ports, p->control_cpu, p->control_shared ? " (shared with a data core)" : "");
+		in->n_ports, p->control_cpu, p->control_shared ? " (shared with a data core)" : "");
 	for (i = 0; i < p->n_cores; i++) {
 		const struct numa_core_plan *c = &p->core[i];
 
 		fprintf(f, "  cpu %-4u node %-2d load %8.2f Gb/s:", c->cpu,
-		        in->topo->node_id[c->node], (double)c->load_kbps / 1e6);
+			in->topo->node_id[c->node], (double)c->load_kbps / 1e6);
 		if (!c->n_eps)
 			fprintf(f, " idle");
 		for (e = 0; e < c->n_eps; e++)
@@ -290,12 +290,12 @@ void numa_plan_print(const struct numa_plan *p, const struct numa_plan_in *in, F
 		if (!n->n_queues)
 			continue;
 		fprintf(f,
-		        "  node %-2d %u cores, %u queues, %.1f Gb/s, pool %llu mbufs (%llu MB), "
-		        "state %llu MB\n",
-		        in->topo->node_id[i], n->n_cores, n->n_queues, (double)n->mbps / 1e3,
-		        (unsigned long long)n->pool_mbufs,
-		        (unsigned long long)(n->pool_bytes >> 20),
-		        (unsigned long long)(n->state_bytes >> 20));
+			"  node %-2d %u cores, %u queues, %.1f Gb/s, pool %llu mbufs (%llu MB), "
+			"state %llu MB\n",
+			in->topo->node_id[i], n->n_cores, n->n_queues, (double)n->mbps / 1e3,
+			(unsigned long long)n->pool_mbufs,
+			(unsigned long long)(n->pool_bytes >> 20),
+			(unsigned long long)(n->state_bytes >> 20));
 	}
 	for (i = 0; i < p->n_warnings; i++)
 		fprintf(f, "  warning: %s\n", p->warning[i]);

@@ -30,16 +30,16 @@
 #include "cfg.h"
 #include "numa_topo.h"
 
-#define NUMA_MAX_PORTS     32
-#define NUMA_MAX_CORES     256
+#define NUMA_MAX_PORTS	   32
+#define NUMA_MAX_CORES	   256
 #define NUMA_MAX_WARNINGS  8
-#define NUMA_MSG_LEN       192
+#define NUMA_MSG_LEN	   192
 #define NUMA_MEMPOOL_CACHE 256 /* per-core mbuf cache of each pool */
 
 struct numa_port_in {
 	char name[CFG_INAME_LEN];
-	int node;            /* OS node id, or -1 when unknown */
-	uint64_t mbps;       /* line rate */
+	int node;	     /* OS node id, or -1 when unknown */
+	uint64_t mbps;	     /* line rate */
 	unsigned max_queues; /* 0: unlimited (flow steering); 1: whole port */
 };
 
@@ -69,7 +69,7 @@ struct numa_core_plan {
 
 struct numa_node_plan {
 	unsigned n_cores, n_queues;
-	uint64_t mbps;       /* bandwidth served by this node's cores */
+	uint64_t mbps;	     /* bandwidth served by this node's cores */
 	uint64_t pool_mbufs; /* 0 when the node serves no port */
 	uint64_t pool_bytes;
 	uint64_t state_bytes; /* share of the budget for job state */

@@ -110,7 +110,7 @@ int numa_pci_node(const char *sysfs, const char *pci)
 
 	/* sysfs names devices with their domain: 0000:3b:00.0 */
 	snprintf(path, sizeof(path), "%s/bus/pci/devices/%s%s/numa_node", sysfs,
-	         strlen(pci) == 7 ? "0000:" : "", pci);
+		 strlen(pci) == 7 ? "0000:" : "", pci);
 	f = fopen(path, "r");
 	if (!f)
 		return -ENOENT;

@@ -15,10 +15,10 @@
 
 struct numa_topo {
 	unsigned n_nodes;
-	int node_id[NUMA_MAX_NODES];                  /* OS node number of each node index */
-	uint64_t node_mem[NUMA_MAX_NODES];            /* bytes, 0 when unknown */
+	int node_id[NUMA_MAX_NODES];		      /* OS node number of each node index */
+	uint64_t node_mem[NUMA_MAX_NODES];	      /* bytes, 0 when unknown */
 	uint8_t dist[NUMA_MAX_NODES][NUMA_MAX_NODES]; /* ACPI SLIT: 10 local */
-	int16_t cpu_node[NUMA_MAX_CPUS];              /* node index of each usable CPU, else -1 */
+	int16_t cpu_node[NUMA_MAX_CPUS];	      /* node index of each usable CPU, else -1 */
 };
 
 /*

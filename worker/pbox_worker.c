@@ -19,17 +19,19 @@ extern char **environ;
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: pbox-worker --check-config FILE\n"
-	        "  --check-config FILE  validate FILE (with PBOX_SECTION_KEY overrides from the\n"
-	        "                       environment) and print the effective configuration\n");
+		"usage: pbox-worker --check-config FILE\n"
+		"  --check-config FILE  validate FILE (with PBOX_SECTION_KEY overrides from the\n"
+		"                       environment) and print the effective configuration\n"
+		"  --config-reference   print every configuration key (Markdown)\n");
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	        {"check-config", required_argument, NULL, 'c'},
-	        {"help", no_argument, NULL, 'h'},
-	        {NULL, 0, NULL, 0},
+		{"check-config", required_argument, NULL, 'c'},
+		{"config-reference", no_argument, NULL, 'r'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	const char *check = NULL;
 	struct cfg_errors errs;
@@ -41,6 +43,9 @@ int main(int argc, char **argv)
 		case 'c':
 			check = optarg;
 			break;
+		case 'r':
+			cfg_print_reference(&wrk_cfg_schema, stdout);
+			return 0;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -64,7 +69,7 @@ int main(int argc, char **argv)
 	} else {
 		cfg_errors_print(&errs, stderr);
 		fprintf(stderr, "pbox-worker: %s: %u error%s\n", check, errs.n,
-		        errs.n == 1 ? "" : "s");
+			errs.n == 1 ? "" : "s");
 	}
 	free(cfg);
 	return rc == 0 ? 0 : 1;

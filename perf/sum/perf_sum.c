@@ -48,7 +48,7 @@ static void *big_alloc(size_t bytes)
 	if (posix_memalign(&p, 2u << 20, bytes))
 		return NULL;
 	madvise(p, bytes, MADV_HUGEPAGE); /* same for kernel and reference */
-	memset(p, 0, bytes);              /* fault every page in before timing */
+	memset(p, 0, bytes);		  /* fault every page in before timing */
 	return p;
 }
 
@@ -73,7 +73,7 @@ struct result {
 };
 
 static struct result measure(const struct sum_ops *o, enum sum_dtype t, size_t acc_bytes,
-                             unsigned reps, float *acc_k, void *acc_r, void *x)
+			     unsigned reps, float *acc_k, void *acc_r, void *x)
 {
 	size_t n = acc_bytes / 4;
 	double traffic = (double)n * (8.0 + (double)sum_dtype_size(t));
@@ -108,10 +108,10 @@ static struct result measure(const struct sum_ops *o, enum sum_dtype t, size_t a
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
-	        {"dram-mb", required_argument, NULL, 'm'},
-	        {"reps", required_argument, NULL, 'r'},
-	        {"help", no_argument, NULL, 'h'},
-	        {NULL, 0, NULL, 0},
+		{"dram-mb", required_argument, NULL, 'm'},
+		{"reps", required_argument, NULL, 'r'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	int c;
 
@@ -128,7 +128,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			v = strtoul(optarg, &end, 10);
 			if (errno || *end || v == 0 || v > (c == 'm' ? 65536ul : 1000ul)) {
 				fprintf(stderr, "perf_sum: bad --%s '%s'\n",
-				        c == 'm' ? "dram-mb" : "reps", optarg);
+					c == 'm' ? "dram-mb" : "reps", optarg);
 				return -1;
 			}
 			if (c == 'm')
@@ -167,7 +167,7 @@ int main(int argc, char **argv)
 	}
 	if (o.dram_mb < 256)
 		fprintf(stderr, "perf_sum: --dram-mb %zu is below 256: caches may hold it\n",
-		        o.dram_mb);
+			o.dram_mb);
 	printf("perf/sum: acc += x against a stream moving the same bytes, best of %u, "
 	       "alternating; pboxd uses %s\n",
 	       o.reps, best->name);
@@ -183,7 +183,7 @@ int main(int argc, char **argv)
 		for (int t = SUM_FP32; t < SUM_DTYPE_COUNT; t++)
 			for (int s = 0; s < 2; s++) {
 				struct result r = measure(ops, (enum sum_dtype)t, sizes[s], o.reps,
-				                          acc_k, acc_r, x);
+							  acc_k, acc_r, x);
 				char sz[16];
 
 				if (sizes[s] >= (1u << 20))

@@ -26,8 +26,8 @@ void perf_ref_avx2(void *a, const void *s, size_t a_bytes, int half)
 		__m256i *d = (__m256i *)(pa + i);
 
 		_mm256_storeu_si256(d,
-		                    _mm256_xor_si256(_mm256_loadu_si256(d), _mm256_loadu_si256(q)));
+				    _mm256_xor_si256(_mm256_loadu_si256(d), _mm256_loadu_si256(q)));
 		_mm256_storeu_si256(d + 1, _mm256_xor_si256(_mm256_loadu_si256(d + 1),
-		                                            _mm256_loadu_si256(q + 1)));
+							    _mm256_loadu_si256(q + 1)));
 	}
 }

@@ -122,14 +122,14 @@ static void bad_one(const char *path, const char *name)
 	fclose(f);
 	first[strcspn(first, "\n")] = '\0';
 	ck_assert_msg(sscanf(first, "; expect: %u: %n", &line, &off) == 1 && off > 0,
-	              "%s: first line must be '; expect: LINE: TEXT'", path);
+		      "%s: first line must be '; expect: LINE: TEXT'", path);
 	memset(out, 0xa5, sc->size);
 	ck_assert_int_eq(cfg_load(sc, path, NULL, out, &errs), -EINVAL);
 	ck_assert_uint_ge(errs.n, 1);
 	snprintf(want, sizeof(want), "%s:%u: ", path, line);
 	ck_assert_msg(strncmp(errs.msg[0], want, strlen(want)) == 0 &&
-	                      strstr(errs.msg[0], first + off) != NULL,
-	              "%s:\n  want %s...%s\n  got  %s", name, want, first + off, errs.msg[0]);
+			      strstr(errs.msg[0], first + off) != NULL,
+		      "%s:\n  want %s...%s\n  got  %s", name, want, first + off, errs.msg[0]);
 	for (size_t i = 0; i < sc->size; i++)
 		ck_assert_msg(out[i] == 0xa5, "%s: output half-applied at byte %zu", name, i);
 	free(out);
@@ -158,29 +158,29 @@ struct t_cfg {
 };
 
 static const struct cfg_key t_keys[] = {
-        CFG_KEY(struct t_cfg, size, "size", CFG_SIZE, 0, 0, UINT64_MAX, "0", NULL),
-        CFG_KEY(struct t_cfg, rate, "rate", CFG_RATE, 0, 0, UINT64_MAX, "0M", NULL),
-        CFG_KEY(struct t_cfg, dur, "dur", CFG_DURATION, 0, 0, UINT64_MAX, "0", NULL),
-        CFG_KEY(struct t_cfg, autosz, "autosz", CFG_SIZE, CFG_AUTO | CFG_POW2, 1, 1 << 20, "auto",
-                NULL),
-        CFG_KEY(struct t_cfg, n, "n", CFG_UINT, 0, 1, 100, "1", NULL),
-        CFG_KEY(struct t_cfg, b, "b", CFG_BOOL, 0, 0, 0, "false", NULL),
-        CFG_KEY(struct t_cfg, ip, "ip", CFG_IPV4, 0, 0, 0, NULL, NULL),
-        CFG_KEY(struct t_cfg, hp, "hp", CFG_HOSTPORT, 0, 0, 0, NULL, NULL),
-        CFG_KEY(struct t_cfg, mac, "mac", CFG_MAC, 0, 0, 0, NULL, NULL),
-        CFG_KEY(struct t_cfg, cores, "cores", CFG_CORES, 0, 0, 0, "auto", NULL),
-        CFG_KEY(struct t_cfg, s, "s", CFG_STR, 0, 0, 0, NULL, NULL),
+	CFG_KEY(struct t_cfg, size, "size", CFG_SIZE, 0, 0, UINT64_MAX, "0", NULL),
+	CFG_KEY(struct t_cfg, rate, "rate", CFG_RATE, 0, 0, UINT64_MAX, "0M", NULL),
+	CFG_KEY(struct t_cfg, dur, "dur", CFG_DURATION, 0, 0, UINT64_MAX, "0", NULL),
+	CFG_KEY(struct t_cfg, autosz, "autosz", CFG_SIZE, CFG_AUTO | CFG_POW2, 1, 1 << 20, "auto",
+		NULL),
+	CFG_KEY(struct t_cfg, n, "n", CFG_UINT, 0, 1, 100, "1", NULL),
+	CFG_KEY(struct t_cfg, b, "b", CFG_BOOL, 0, 0, 0, "false", NULL),
+	CFG_KEY(struct t_cfg, ip, "ip", CFG_IPV4, 0, 0, 0, NULL, NULL),
+	CFG_KEY(struct t_cfg, hp, "hp", CFG_HOSTPORT, 0, 0, 0, NULL, NULL),
+	CFG_KEY(struct t_cfg, mac, "mac", CFG_MAC, 0, 0, 0, NULL, NULL),
+	CFG_KEY(struct t_cfg, cores, "cores", CFG_CORES, 0, 0, 0, "auto", NULL),
+	CFG_KEY(struct t_cfg, s, "s", CFG_STR, 0, 0, 0, NULL, NULL),
 };
 
 static const struct cfg_section t_sections[] = {
-        {.name = "t", .kind = CFG_SEC_ONE, .keys = t_keys, .n_keys = CFG_NKEYS(t_keys)},
+	{.name = "t", .kind = CFG_SEC_ONE, .keys = t_keys, .n_keys = CFG_NKEYS(t_keys)},
 };
 
 static const struct cfg_schema t_schema = {
-        .what = "test",
-        .sections = t_sections,
-        .n_sections = 1,
-        .size = sizeof(struct t_cfg),
+	.what = "test",
+	.sections = t_sections,
+	.n_sections = 1,
+	.size = sizeof(struct t_cfg),
 };
 
 /* Load "[t]\nKEY = VALUE\n"; returns 0 or the error text in @err. */
@@ -202,46 +202,46 @@ static int load_kv(const char *key, const char *value, struct t_cfg *out, char *
 
 static const struct {
 	const char *key, *value;
-	uint64_t want;   /* for numbers; ignored when an error is expected */
+	uint64_t want;	 /* for numbers; ignored when an error is expected */
 	const char *err; /* NULL: must parse */
 } num_cases[] = {
-        {"size", "0", 0, NULL},
-        {"size", "32K", 32768, NULL},
-        {"size", "1.5M", 1572864, NULL},
-        {"size", "4G", 4ull << 30, NULL},
-        {"size", "2T", 2ull << 40, NULL},
-        {"size", "18446744073709551615", UINT64_MAX, NULL},
-        {"size", "18446744073709551616", 0, "is too large"},
-        {"size", "16777216T", 0, "is too large"},
-        {"size", "0.5", 0, "is not a whole number"},
-        {"size", "12KB", 0, "has an unknown unit"},
-        {"size", "0x10", 0, "has an unknown unit"},
-        {"size", "-1", 0, "must not be negative"},
-        {"size", "K", 0, "is not a number"},
-        {"size", "1.", 0, "is not a number"},
-        {"size", ".5K", 0, "is not a number"},
-        {"rate", "100G", 100000, NULL},
-        {"rate", "2.5G", 2500, NULL},
-        {"rate", "400M", 400, NULL},
-        {"rate", "1.6T", 1600000, NULL},
-        {"rate", "0.5M", 0, "is not a whole number"},
-        {"rate", "100", 0, "has an unknown unit"},
-        {"dur", "250ms", 250000, NULL},
-        {"dur", "1.5s", 1500000, NULL},
-        {"dur", "40us", 40, NULL},
-        {"dur", "0", 0, NULL},
-        {"dur", "5", 0, "has an unknown unit"},
-        {"dur", "2m", 0, "has an unknown unit"},
-        {"autosz", "auto", 0, NULL},
-        {"autosz", "64K", 65536, NULL},
-        {"autosz", "3K", 0, "is not a power of two"},
-        {"autosz", "2M", 0, "is out of range 1..1M"},
-        {"n", "100", 100, NULL},
-        {"n", "0", 0, "is out of range 1..100"},
-        {"n", "101", 0, "is out of range 1..100"},
-        {"n", "1e2", 0, "is not a whole number"},
-        {"n", "", 0, "is not a number"},
-        {"n", "1.5", 0, "is not a whole number"},
+	{"size", "0", 0, NULL},
+	{"size", "32K", 32768, NULL},
+	{"size", "1.5M", 1572864, NULL},
+	{"size", "4G", 4ull << 30, NULL},
+	{"size", "2T", 2ull << 40, NULL},
+	{"size", "18446744073709551615", UINT64_MAX, NULL},
+	{"size", "18446744073709551616", 0, "is too large"},
+	{"size", "16777216T", 0, "is too large"},
+	{"size", "0.5", 0, "is not a whole number"},
+	{"size", "12KB", 0, "has an unknown unit"},
+	{"size", "0x10", 0, "has an unknown unit"},
+	{"size", "-1", 0, "must not be negative"},
+	{"size", "K", 0, "is not a number"},
+	{"size", "1.", 0, "is not a number"},
+	{"size", ".5K", 0, "is not a number"},
+	{"rate", "100G", 100000, NULL},
+	{"rate", "2.5G", 2500, NULL},
+	{"rate", "400M", 400, NULL},
+	{"rate", "1.6T", 1600000, NULL},
+	{"rate", "0.5M", 0, "is not a whole number"},
+	{"rate", "100", 0, "has an unknown unit"},
+	{"dur", "250ms", 250000, NULL},
+	{"dur", "1.5s", 1500000, NULL},
+	{"dur", "40us", 40, NULL},
+	{"dur", "0", 0, NULL},
+	{"dur", "5", 0, "has an unknown unit"},
+	{"dur", "2m", 0, "has an unknown unit"},
+	{"autosz", "auto", 0, NULL},
+	{"autosz", "64K", 65536, NULL},
+	{"autosz", "3K", 0, "is not a power of two"},
+	{"autosz", "2M", 0, "is out of range 1..1M"},
+	{"n", "100", 100, NULL},
+	{"n", "0", 0, "is out of range 1..100"},
+	{"n", "101", 0, "is out of range 1..100"},
+	{"n", "1e2", 0, "is not a whole number"},
+	{"n", "", 0, "is not a number"},
+	{"n", "1.5", 0, "is not a whole number"},
 };
 
 START_TEST(numbers_units_bounds)
@@ -255,9 +255,9 @@ START_TEST(numbers_units_bounds)
 
 		if (num_cases[i].err) {
 			ck_assert_msg(rc == -EINVAL && strstr(err, num_cases[i].err),
-			              "%s = '%s': want error '%s', got rc %d '%s'",
-			              num_cases[i].key, num_cases[i].value, num_cases[i].err, rc,
-			              err);
+				      "%s = '%s': want error '%s', got rc %d '%s'",
+				      num_cases[i].key, num_cases[i].value, num_cases[i].err, rc,
+				      err);
 			ck_assert_msg(strstr(err, ":2: "), "error lacks the line: %s", err);
 			continue;
 		}
@@ -273,8 +273,8 @@ START_TEST(numbers_units_bounds)
 		else
 			got = c.n;
 		ck_assert_msg(got == num_cases[i].want, "%s = '%s': got %llu want %llu",
-		              num_cases[i].key, num_cases[i].value, (unsigned long long)got,
-		              (unsigned long long)num_cases[i].want);
+			      num_cases[i].key, num_cases[i].value, (unsigned long long)got,
+			      (unsigned long long)num_cases[i].want);
 	}
 }
 END_TEST
@@ -314,7 +314,7 @@ START_TEST(typed_values)
 	ck_assert(!c.cores.autosel);
 	ck_assert_uint_eq(cfg_cores_count(&c.cores), 6);
 	ck_assert(cfg_cores_has(&c.cores, 3) && cfg_cores_has(&c.cores, 8) &&
-	          !cfg_cores_has(&c.cores, 9) && cfg_cores_has(&c.cores, 11));
+		  !cfg_cores_has(&c.cores, 9) && cfg_cores_has(&c.cores, 11));
 	ck_assert_int_eq(load_kv("cores", "auto", &c, err, sizeof(err)), 0);
 	ck_assert(c.cores.autosel);
 	ck_assert_int_eq(load_kv("cores", "1,,2", &c, err, sizeof(err)), -EINVAL);
@@ -363,7 +363,7 @@ START_TEST(comments_and_blank_lines)
 	struct cfg_errors errs;
 	struct t_cfg c;
 	char *path = write_tmp("; leading comment\n# hash comment\n\n[t]\n"
-	                       "n = 42   ; trailing comment\r\n\t\n  ; indented comment\n");
+			       "n = 42   ; trailing comment\r\n\t\n  ; indented comment\n");
 
 	ck_assert_int_eq(cfg_load(&t_schema, path, NULL, &c, &errs), 0);
 	ck_assert_uint_eq(c.n, 42);
@@ -378,7 +378,7 @@ START_TEST(box_defaults_and_derived)
 	struct cfg_errors errs;
 	struct box_cfg *c = calloc(1, sizeof(*c));
 	char *path = write_tmp("[management]\naddress = 198.18.0.1\n"
-	                       "[port a]\nvdev = net_ring0\nip = 198.18.1.1\nbandwidth = 25G\n");
+			       "[port a]\nvdev = net_ring0\nip = 198.18.1.1\nbandwidth = 25G\n");
 
 	ck_assert_int_eq(box_cfg_load(path, c, &errs), 0);
 	ck_assert_uint_eq(c->mgmt.port, 9570);
@@ -416,9 +416,9 @@ START_TEST(box_too_many_ports)
 
 	for (unsigned i = 0; i <= BOX_MAX_PORTS; i++)
 		n += (size_t)sprintf(text + n,
-		                     "[port p%u]\nvdev = net_ring%u\nip = 198.18.%u.1\nbandwidth = "
-		                     "1G\n",
-		                     i, i, i + 1);
+				     "[port p%u]\nvdev = net_ring%u\nip = 198.18.%u.1\nbandwidth = "
+				     "1G\n",
+				     i, i, i + 1);
 	char *path = write_tmp(text);
 	ck_assert_int_eq(box_cfg_load(path, c, &errs), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(errs.msg[0], "too many [port ...] sections (at most 32)"));
@@ -431,8 +431,8 @@ END_TEST
 /* ---- the worker schema and PBOX_* overrides --------------------------- */
 
 static const char *wrk_text = "[worker]\nrank = 0\nworld_size = 2\n"
-                              "[data]\naddress = 198.18.1.10\n"
-                              "[peers]\n1 = 198.18.1.11:9700\n";
+			      "[data]\naddress = 198.18.1.10\n"
+			      "[peers]\n1 = 198.18.1.11:9700\n";
 
 static int wrk_env(char *const *env, struct wrk_cfg *c, struct cfg_errors *errs)
 {
@@ -448,12 +448,12 @@ START_TEST(worker_env_overrides)
 	struct cfg_errors errs;
 	struct wrk_cfg *c = calloc(1, sizeof(*c));
 	char *env[] = {"HOME=/root",
-	               "PBOX_TUNING_CHUNK_SIZE=64K",
-	               "PBOX_SIMD=scalar",
-	               "PBOX_PEERS_1=198.18.1.99:9800",
-	               "PBOX_TRANSPORT_KIND=dpdk",
-	               "PBOX_TRANSPORT_DPDK_PORT=net_ring0",
-	               NULL};
+		       "PBOX_TUNING_CHUNK_SIZE=64K",
+		       "PBOX_SIMD=scalar",
+		       "PBOX_PEERS_1=198.18.1.99:9800",
+		       "PBOX_TRANSPORT_KIND=dpdk",
+		       "PBOX_TRANSPORT_DPDK_PORT=net_ring0",
+		       NULL};
 
 	ck_assert_int_eq(wrk_env(env, c, &errs), 0);
 	ck_assert_uint_eq(c->tuning.chunk_size, 65536);
@@ -481,14 +481,14 @@ START_TEST(worker_env_errors_name_the_variable)
 	ck_assert_str_eq(errs.msg[0], "env PBOX_DATA_MTU: 'abc' is not a number");
 	ck_assert_int_eq(wrk_env(unknown, c, &errs), -EINVAL);
 	ck_assert_ptr_nonnull(
-	        strstr(errs.msg[0], "env PBOX_DATA_MTUU: not a worker configuration key"));
+		strstr(errs.msg[0], "env PBOX_DATA_MTUU: not a worker configuration key"));
 	ck_assert_int_eq(wrk_env(cross, c, &errs), -EINVAL);
 	ck_assert_str_eq(
-	        errs.msg[0],
-	        "env PBOX_TUNING_CREDIT_BYTES: [tuning] credit_bytes: smaller than one chunk");
+		errs.msg[0],
+		"env PBOX_TUNING_CREDIT_BYTES: [tuning] credit_bytes: smaller than one chunk");
 	ck_assert_int_eq(wrk_env(rank, c, &errs), -EINVAL);
 	ck_assert_str_eq(errs.msg[0],
-	                 "env PBOX_WORKER_RANK: [worker] rank: 7 is not below world_size 2");
+			 "env PBOX_WORKER_RANK: [worker] rank: 7 is not below world_size 2");
 	free(c);
 }
 END_TEST
@@ -498,8 +498,8 @@ START_TEST(worker_peer_conflicts)
 	struct cfg_errors errs;
 	struct wrk_cfg *c = calloc(1, sizeof(*c));
 	char *p1 = write_tmp("[worker]\nrank = 0\nworld_size = 3\n[data]\naddress = 198.18.1.10\n"
-	                     "[peers]\n0 = 198.18.1.10:9701\n1 = 198.18.1.11:9700\n"
-	                     "2 = 198.18.1.11:9700\n");
+			     "[peers]\n0 = 198.18.1.10:9701\n1 = 198.18.1.11:9700\n"
+			     "2 = 198.18.1.11:9700\n");
 
 	ck_assert_int_eq(wrk_cfg_load(p1, NULL, c, &errs), -EINVAL);
 	ck_assert_uint_eq(errs.n, 2);

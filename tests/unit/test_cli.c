@@ -13,8 +13,8 @@ static int run(const char *env, const char *prog, const char *args, const char *
 	char cmd[4096];
 
 	if ((size_t)snprintf(cmd, sizeof(cmd), "%s %s/bin/%s %s%s%s 2>&1", env, test_build_dir(),
-	                     prog, args, file ? test_src_dir() : "",
-	                     file ? file : "") >= sizeof(cmd))
+			     prog, args, file ? test_src_dir() : "",
+			     file ? file : "") >= sizeof(cmd))
 		ck_abort_msg("command too long");
 	return test_run(cmd, out, sizeof(out));
 }
@@ -22,7 +22,7 @@ static int run(const char *env, const char *prog, const char *args, const char *
 START_TEST(pboxd_check_config_good)
 {
 	ck_assert_int_eq(run("", "pboxd", "--check-config ", "/config/examples/box-emulated.ini"),
-	                 0);
+			 0);
 	ck_assert_ptr_nonnull(strstr(out, "; effective pboxd configuration"));
 	ck_assert_ptr_nonnull(strstr(out, "[port p3]\n"));
 	ck_assert_ptr_nonnull(strstr(out, "fragment_size = 1K\n"));
@@ -35,10 +35,10 @@ START_TEST(pboxd_check_config_bad)
 	char want[1024];
 
 	ck_assert_int_eq(
-	        run("", "pboxd", "--check-config ", "/config/examples/bad/box-unknown-key.ini"), 1);
+		run("", "pboxd", "--check-config ", "/config/examples/bad/box-unknown-key.ini"), 1);
 	snprintf(want, sizeof(want),
-	         "%s/config/examples/bad/box-unknown-key.ini:9: unknown key 'bandwdith'",
-	         test_src_dir());
+		 "%s/config/examples/bad/box-unknown-key.ini:9: unknown key 'bandwdith'",
+		 test_src_dir());
 	ck_assert_msg(strstr(out, want), "got: %s", out);
 	ck_assert_ptr_nonnull(strstr(out, "error"));
 }
@@ -69,13 +69,13 @@ END_TEST
 START_TEST(worker_check_config_with_env)
 {
 	ck_assert_int_eq(run("PBOX_TUNING_CREDIT_BYTES=32M", "pbox-worker", "--check-config ",
-	                     "/config/examples/worker.ini"),
-	                 0);
+			     "/config/examples/worker.ini"),
+			 0);
 	ck_assert_ptr_nonnull(strstr(out, "credit_bytes = 32M\n"));
 	ck_assert_ptr_nonnull(strstr(out, "1 = 198.18.1.11:9700\n"));
 	ck_assert_int_eq(run("PBOX_WORKER_RANK=x", "pbox-worker", "--check-config ",
-	                     "/config/examples/worker.ini"),
-	                 1);
+			     "/config/examples/worker.ini"),
+			 1);
 	ck_assert_ptr_nonnull(strstr(out, "env PBOX_WORKER_RANK: 'x' is not a number"));
 }
 END_TEST

@@ -68,10 +68,10 @@ static void check_invariants(void)
 			ck_assert_uint_eq(plan.port_node[ep->port], c->node);
 			for (unsigned f = 0; f < e; f++)
 				ck_assert_msg(c->ep[f].port != ep->port,
-				              "cpu %u holds two queues of port %u", c->cpu,
-				              ep->port);
+					      "cpu %u holds two queues of port %u", c->cpu,
+					      ep->port);
 			ck_assert_uint_eq(ep->weight_kbps, in.port[ep->port].mbps * 1000 /
-			                                           plan.port_queues[ep->port]);
+								   plan.port_queues[ep->port]);
 			load += ep->weight_kbps;
 		}
 		ck_assert_uint_eq(load, c->load_kbps);
@@ -82,7 +82,7 @@ static void check_invariants(void)
 			ck_assert_uint_le(plan.port_queues[p], in.port[p].max_queues);
 		for (unsigned q = 0; q < plan.port_queues[p]; q++)
 			ck_assert_msg(seen[p][q] == 1, "port %u queue %u placed %u times", p, q,
-			              seen[p][q]);
+				      seen[p][q]);
 	}
 	for (unsigned n = 0; n < plan.n_nodes; n++) {
 		pools += plan.node[n].pool_bytes;
@@ -113,7 +113,7 @@ static uint64_t core_load(unsigned cpu)
 static void pbox_ports(unsigned max_queues)
 {
 	static const char *const names[] = {"nic0", "nic1", "nic2", "nic3", "nic4",
-	                                    "nic5", "nic6", "nic7", "nic8", "nic9"};
+					    "nic5", "nic6", "nic7", "nic8", "nic9"};
 
 	for (unsigned i = 0; i < 10; i++)
 		add_port(names[i], i < 5 ? 0 : 1, 100, max_queues);
@@ -264,7 +264,7 @@ START_TEST(nic_on_node_without_cores)
 	ck_assert_uint_eq(plan.port_node[1], 0);
 	ck_assert_uint_eq(plan.n_warnings, 1);
 	ck_assert_ptr_nonnull(strstr(plan.warning[0], "port far is on node 1, which has no data "
-	                                              "core: served from node 0"));
+						      "core: served from node 0"));
 	ck_assert_uint_eq(plan.node[1].pool_mbufs, 0);
 
 	/* three nodes: the nearest by SLIT distance wins, not the lowest */

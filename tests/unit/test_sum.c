@@ -16,7 +16,7 @@
 #include "sum.h"
 #include "test.h"
 
-#define GUARD      64
+#define GUARD	   64
 #define GUARD_BYTE 0xcc
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -30,17 +30,17 @@ static uint32_t rnd32(void)
 }
 
 static const uint32_t f32_specials[] = {
-        0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00001, 0x7f800001,
-        0x00000001, 0x807fffff, 0x00800000, 0x7f7fffff, 0xff7fffff, 0x477ff000, 0x477fefff,
-        0x477fe000, 0x33000000, 0x33000001, 0x387fc000, 0x38800000, 0x387ff000, 0x3f808000,
-        0x3f818000, 0x3f80c000, 0x3f7fffff, 0x3a000000, 0x39ffe000, 0x337fffff, 0x7f7f8000,
+	0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00001, 0x7f800001,
+	0x00000001, 0x807fffff, 0x00800000, 0x7f7fffff, 0xff7fffff, 0x477ff000, 0x477fefff,
+	0x477fe000, 0x33000000, 0x33000001, 0x387fc000, 0x38800000, 0x387ff000, 0x3f808000,
+	0x3f818000, 0x3f80c000, 0x3f7fffff, 0x3a000000, 0x39ffe000, 0x337fffff, 0x7f7f8000,
 };
 static const uint16_t f16_specials[] = {0x0000, 0x8000, 0x0001, 0x03ff, 0x8001, 0x0400,
-                                        0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x7c01,
-                                        0xfe01, 0x3c00, 0x3c01, 0x0200};
+					0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x7c01,
+					0xfe01, 0x3c00, 0x3c01, 0x0200};
 static const uint16_t bf16_specials[] = {0x0000, 0x8000, 0x0001, 0x007f, 0x0080, 0x7f7f,
-                                         0x7f80, 0xff80, 0x7fc0, 0x7f81, 0x8001, 0x3f80,
-                                         0x3f81, 0xff7f, 0x0040, 0x80ff};
+					 0x7f80, 0xff80, 0x7fc0, 0x7f81, 0x8001, 0x3f80,
+					 0x3f81, 0xff7f, 0x0040, 0x80ff};
 
 static bool f32_is_nan(uint32_t b)
 {
@@ -89,7 +89,7 @@ static uint16_t rnd_u16(enum sum_dtype t)
 
 	if ((r & 7) == 0)
 		return t == SUM_FP16 ? f16_specials[(r >> 3) % (sizeof(f16_specials) / 2)]
-		                     : bf16_specials[(r >> 3) % (sizeof(bf16_specials) / 2)];
+				     : bf16_specials[(r >> 3) % (sizeof(bf16_specials) / 2)];
 	return (uint16_t)(r >> 8);
 }
 
@@ -123,7 +123,7 @@ static bool same(const void *a, const void *b, enum sum_dtype t, size_t n, size_
 			memcpy(&x, (const char *)a + 2 * i, 2);
 			memcpy(&y, (const char *)b + 2 * i, 2);
 			eq = x == y || (t == SUM_FP16 ? f16_is_nan(x) && f16_is_nan(y)
-			                              : bf16_is_nan(x) && bf16_is_nan(y));
+						      : bf16_is_nan(x) && bf16_is_nan(y));
 		}
 		if (!eq) {
 			*at = i;
@@ -165,7 +165,7 @@ static uint16_t oracle_f32_to_bf16(float f)
 	dlo = bits_f32(lo);
 	/* one step past the largest finite value is infinity */
 	dhi = (hi & 0x7fffffffu) == 0x7f800000u ? (d > 0 ? 1 : -1) * ldexp(1.0, 128)
-	                                        : (double)bits_f32(hi);
+						: (double)bits_f32(hi);
 	if (fabs(d - dlo) < fabs(dhi - d))
 		return (uint16_t)(lo >> 16);
 	if (fabs(d - dlo) > fabs(dhi - d))
@@ -180,7 +180,7 @@ START_TEST(f16_to_f32_exhaustive)
 		uint32_t want = f32_bits(oracle_f16_to_f32((uint16_t)h));
 
 		if (f16_is_nan((uint16_t)h) ? !f32_is_nan(got) || (got >> 31) != (h >> 15u)
-		                            : got != want)
+					    : got != want)
 			ck_abort_msg("h=%04x got %08x want %08x", h, got, want);
 	}
 }
@@ -191,7 +191,7 @@ static void check_f32_to_f16(uint32_t b)
 	uint16_t got = sum_f32_to_f16(bits_f32(b));
 
 	if (f32_is_nan(b) ? !f16_is_nan(got) || (got >> 15) != (b >> 31)
-	                  : got != oracle_f32_to_f16(bits_f32(b)))
+			  : got != oracle_f32_to_f16(bits_f32(b)))
 		ck_abort_msg("f=%08x got %04x want %04x", b, got, oracle_f32_to_f16(bits_f32(b)));
 }
 
@@ -200,7 +200,7 @@ static void check_f32_to_bf16(uint32_t b)
 	uint16_t got = sum_f32_to_bf16(bits_f32(b));
 
 	if (f32_is_nan(b) ? !bf16_is_nan(got) || (got >> 15) != (b >> 31)
-	                  : got != oracle_f32_to_bf16(bits_f32(b)))
+			  : got != oracle_f32_to_bf16(bits_f32(b)))
 		ck_abort_msg("f=%08x got %04x want %04x", b, got, oracle_f32_to_bf16(bits_f32(b)));
 }
 
@@ -237,7 +237,7 @@ START_TEST(bf16_widening_exhaustive)
 	for (uint32_t h = 0; h < 65536; h++)
 		if (f32_bits(sum_bf16_to_f32((uint16_t)h)) != h << 16)
 			ck_abort_msg("bf16 %04x widened to %08x", h,
-			             f32_bits(sum_bf16_to_f32((uint16_t)h)));
+				     f32_bits(sum_bf16_to_f32((uint16_t)h)));
 }
 END_TEST
 
@@ -270,7 +270,7 @@ static void bufs_teardown(void)
 
 /* Run one kernel of @v and of scalar on the same inputs; compare. */
 static void compare_one(const struct sum_ops *v, enum op op, enum sum_dtype t, size_t n,
-                        size_t mis_dst, size_t mis_src)
+			size_t mis_dst, size_t mis_src)
 {
 	const struct sum_ops *ref = &sum_ops_scalar;
 	enum sum_dtype dt = op == OP_STORE ? t : SUM_FP32; /* dst element type */
@@ -294,15 +294,15 @@ static void compare_one(const struct sum_ops *v, enum op op, enum sum_dtype t, s
 	/* plain ifs: every ck_assert is a message to the parent process */
 	if (!same(dr, dv, dt, n, &at))
 		ck_abort_msg("%s %s %s n=%zu mis=%zu/%zu: element %zu differs from scalar", v->name,
-		             op_names[op], sum_dtype_name(t), n, mis_dst, mis_src, at);
+			     op_names[op], sum_dtype_name(t), n, mis_dst, mis_src, at);
 	for (size_t g = 0; g < GUARD + mis_dst; g++)
 		if (B.d_var[g] != GUARD_BYTE)
 			ck_abort_msg("%s %s %s n=%zu: wrote before the buffer", v->name,
-			             op_names[op], sum_dtype_name(t), n);
+				     op_names[op], sum_dtype_name(t), n);
 	for (size_t g = 0; g < GUARD; g++)
 		if (dv[dbytes + g] != GUARD_BYTE)
 			ck_abort_msg("%s %s %s n=%zu mis=%zu: wrote %zu bytes past the end",
-			             v->name, op_names[op], sum_dtype_name(t), n, mis_dst, g + 1);
+				     v->name, op_names[op], sum_dtype_name(t), n, mis_dst, g + 1);
 }
 
 static unsigned tested_variants(const struct sum_ops **out)
@@ -316,7 +316,7 @@ static unsigned tested_variants(const struct sum_ops **out)
 			out[n++] = v;
 		else
 			fprintf(stderr, "sum: this CPU lacks %s: its kernels are not run here\n",
-			        sum_isa_name(isa));
+				sum_isa_name(isa));
 	}
 	return n;
 }
@@ -422,8 +422,8 @@ START_TEST(rounded_once_at_completion)
 			vs[v]->store[t](out, acc, N);
 			for (int i = 0; i < N; i++)
 				ck_assert_msg(out[i] == want,
-				              "%s %s: element %d is %04x, want %04x", vs[v]->name,
-				              sum_dtype_name((enum sum_dtype)t), i, out[i], want);
+					      "%s %s: element %d is %04x, want %04x", vs[v]->name,
+					      sum_dtype_name((enum sum_dtype)t), i, out[i], want);
 		}
 	}
 }
@@ -458,11 +458,11 @@ START_TEST(exact_sums_of_many_workers)
 			for (int w = 0; w < W; w++)
 				want += (float)((i * 7 + w * 3) % 17) - 8.0f;
 			float got = t == SUM_FP32   ? x32[i]
-			            : t == SUM_FP16 ? sum_f16_to_f32(out[i])
-			                            : sum_bf16_to_f32(out[i]);
+				    : t == SUM_FP16 ? sum_f16_to_f32(out[i])
+						    : sum_bf16_to_f32(out[i]);
 			ck_assert_msg(got == want, "%s %s: element %d is %g, want %g", o->name,
-			              sum_dtype_name((enum sum_dtype)t), i, (double)got,
-			              (double)want);
+				      sum_dtype_name((enum sum_dtype)t), i, (double)got,
+				      (double)want);
 		}
 	}
 }
