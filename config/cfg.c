@@ -1275,7 +1275,6 @@ static void print_ref_keys(const struct cfg_section *s, FILE *f)
 	fprintf(f, "| key | type | default | range | meaning |\n|---|---|---|---|---|\n");
 	for (unsigned ki = 0; ki < s->n_keys; ki++) {
 		const struct cfg_key *k = &s->keys[ki];
-		char lo[32] = "", hi[32] = "";
 
 		fprintf(f, "| `%s` | %s", s->kind == CFG_SEC_INDEXED ? "0..N-1" : k->name,
 			type_name(k));
@@ -1288,6 +1287,8 @@ static void print_ref_keys(const struct cfg_section *s, FILE *f)
 			: k->def		  ? k->def
 						  : "unset");
 		if (k->type <= CFG_DURATION && k->max) {
+			char lo[32], hi[32];
+
 			fmt_bound(k, k->min, lo, sizeof(lo));
 			fmt_bound(k, k->max, hi, sizeof(hi));
 			fprintf(f, "%s..%s", lo, hi);
