@@ -884,13 +884,6 @@ static int slot_of(const struct cfg_ctx *ctx, const char *section, unsigned inst
 	return (int)(base + inst * s->n_keys + (unsigned)ki);
 }
 
-bool cfg_is_set(const struct cfg_ctx *ctx, const char *section, unsigned inst, const char *key)
-{
-	int slot = slot_of(ctx, section, inst, key);
-
-	return slot >= 0 && ctx->slots[slot].src != SRC_UNSET;
-}
-
 void cfg_error_at(struct cfg_ctx *ctx, const char *section, unsigned inst, const char *key,
 		  const char *fmt, ...)
 {

@@ -159,9 +159,6 @@ void cfg_errors_print(const struct cfg_errors *errs, FILE *f);
 void cfg_error_at(struct cfg_ctx *ctx, const char *section, unsigned inst, const char *key,
 		  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-/* Whether a key was given in the file or the environment (not defaulted). */
-bool cfg_is_set(const struct cfg_ctx *ctx, const char *section, unsigned inst, const char *key);
-
 /* Core list helpers. */
 static inline bool cfg_cores_has(const struct cfg_cores *c, unsigned cpu)
 {
