@@ -6,6 +6,7 @@
 #   make demo       the main job on this machine
 #   CUDA=auto|0|1   build the worker's CUDA objects when nvcc is found (auto)
 
+SHELL   := /bin/bash
 BUILD   ?= build
 CC      ?= gcc
 CUDA    ?= auto
@@ -41,7 +42,8 @@ SIMD_FLAGS_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mf16c -mfma
 # ---- sources ---------------------------------------------------------------
 CORE_SRCS := config/cfg.c config/cfg_box.c config/cfg_worker.c \
              numa/numa_topo.c numa/numa_plan.c \
-             appliance/sum.c appliance/sum_scalar.c appliance/sum_avx2.c appliance/sum_avx512.c
+             appliance/sum.c appliance/sum_scalar.c appliance/sum_avx2.c appliance/sum_avx512.c \
+             nic/nic_wire.c
 PBOXD_SRCS  := appliance/pboxd.c
 WORKER_SRCS := worker/pbox_worker.c
 TEST_SRCS   := $(wildcard tests/unit/*.c)
@@ -67,7 +69,7 @@ CUDA_OBJS := $(if $(filter 1,$(WITH_CUDA)),$(patsubst %.cu,$(BUILD)/obj/%.o,$(CU
 BINS := $(BUILD)/bin/pboxd $(BUILD)/bin/pbox-worker $(BUILD)/tests/unit_tests \
         $(BUILD)/perf/perf_sum
 
-.PHONY: all test unit lint docs check-docs format perf-sum demo clean
+.PHONY: all test unit lint docs check-docs fuzz format perf-sum demo clean
 all: $(BINS)
 
 $(BUILD)/lib/libpboxcore.a: $(CORE_OBJS) $(CUDA_OBJS)
@@ -133,7 +135,28 @@ check-docs: all
 unit: all
 	cd $(BUILD) && TEST_BUILD_DIR=$(CURDIR)/$(BUILD) TEST_SRC_DIR=$(CURDIR) ./tests/unit_tests
 
-test: lint check-docs all
+# The wire parser under libFuzzer with ASan and UBSan, for FUZZ_SECONDS.
+FUZZ_SECONDS ?= 30
+FUZZ_CC      ?= clang
+$(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c nic/nic_wire.c nic/nic_wire.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+		$(INCLUDES) tests/fuzz/fuzz_wire.c nic/nic_wire.c -o $@
+
+$(BUILD)/fuzz/gen_seeds: tests/fuzz/gen_seeds.c $(BUILD)/lib/libpboxcore.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(INCLUDES) $< -o $@ $(BUILD)/lib/libpboxcore.a
+
+fuzz: $(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/gen_seeds
+	@rm -rf $(BUILD)/fuzz/corpus && mkdir -p $(BUILD)/fuzz/corpus
+	@$(BUILD)/fuzz/gen_seeds $(BUILD)/fuzz/corpus
+	@echo "fuzz: nic_wire_parse for $(FUZZ_SECONDS) s"
+	@$(BUILD)/fuzz/fuzz_wire -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+		-artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus 2>&1 | \
+		grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|crash-|Done' ; \
+		test $${PIPESTATUS[0]} -eq 0
+
+test: lint check-docs all fuzz
 	@$(MAKE) --no-print-directory unit
 
 perf-sum: $(BUILD)/perf/perf_sum

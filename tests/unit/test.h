@@ -10,6 +10,7 @@ Suite *cfg_suite(void);
 Suite *cli_suite(void);
 Suite *numa_suite(void);
 Suite *sum_suite(void);
+Suite *wire_suite(void);
 
 /* Source tree and build tree roots (TEST_SRC_DIR, TEST_BUILD_DIR; "." and "build"). */
 const char *test_src_dir(void);

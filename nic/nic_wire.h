@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The pbox wire format: Ethernet / IPv4 / UDP / pbox header / payload, the
+ * same for the box (DPDK) and the workers (kernel UDP or DPDK). The field
+ * table is in nic/WIRE.md. All multi-byte fields are big-endian.
+ *
+ * nic_wire_parse() validates a whole frame, every field, before anything
+ * else looks at it, and says why it refused it (one of NIC_DROP_*). What it
+ * cannot know (is the job registered, is the rank below that job's n, is the
+ * chunk in range, is the token right) the summation service checks next,
+ * also before touching state.
+ */
+#ifndef PBOX_NIC_WIRE_H
+#define PBOX_NIC_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PBOX_MAGIC        0x5042u /* "PB" */
+#define PBOX_WIRE_VERSION 1u
+
+#define NIC_ETH_LEN  14u
+#define NIC_IP4_LEN  20u /* without options; we send none */
+#define NIC_UDP_LEN  8u
+#define PBOX_HDR_LEN 32u
+#define NIC_HDRS_LEN (NIC_ETH_LEN + NIC_IP4_LEN + NIC_UDP_LEN + PBOX_HDR_LEN) /* 74 */
+
+/* IP MTU spent before the payload, which cfg_box.h budgets for. */
+#define NIC_L3_OVERHEAD (NIC_IP4_LEN + NIC_UDP_LEN + PBOX_HDR_LEN)
+
+enum pbox_op {
+	PBOX_OP_PUSH = 1,   /* worker -> SS: a contribution to a fragment's round */
+	PBOX_OP_RESULT = 2, /* SS -> worker: the sum of a round */
+	PBOX_OP_ERROR = 3,  /* SS -> worker: refused; payload is one be16 pbox_err */
+};
+
+enum pbox_err {
+	PBOX_ERR_NO_JOB = 1,    /* the job is not registered (any more) */
+	PBOX_ERR_BAD_TOKEN = 2, /* the token check does not match the job's */
+	PBOX_ERR_RANGE = 3,     /* rank, chunk or fragment outside the job */
+};
+
+#define PBOX_F_RETRANS 0x01u /* a retransmission (for counters only) */
+#define PBOX_F_KNOWN   PBOX_F_RETRANS
+
+/* Wire dtypes, the same numbers as enum sum_dtype. */
+#define PBOX_DTYPE_FP32  0u
+#define PBOX_DTYPE_FP16  1u
+#define PBOX_DTYPE_BF16  2u
+#define PBOX_DTYPE_COUNT 3u
+
+/* The pbox header in host byte order. */
+struct pbox_hdr {
+	uint8_t op, dtype, flags;
+	uint16_t rank;   /* push: the sender; result: the receiver */
+	uint32_t job;
+	uint32_t chunk;  /* index among the chunks of the receiving endpoint */
+	uint16_t frag;   /* fragment index inside the chunk */
+	uint16_t len;    /* payload bytes */
+	uint32_t round;  /* the iteration this contribution belongs to */
+	uint32_t token;  /* nic_wire_token() of the job's token */
+};
+
+/* Why a frame was refused. X-macro: the enum and the counter names. */
+#define NIC_FOREACH_DROP(_)                                                                        \
+	_(SHORT, "frame shorter than its headers")                                                 \
+	_(ETHERTYPE, "not IPv4, ARP")                                                              \
+	_(IP_HDR, "IPv4 version, header length or total length wrong")                            \
+	_(IP_CSUM, "IPv4 header checksum wrong")                                                   \
+	_(IP_FRAG, "IPv4 fragment")                                                                \
+	_(IP_DST, "IPv4 destination is not ours")                                                  \
+	_(IP_PROTO, "not UDP or ICMP")                                                             \
+	_(UDP_LEN, "UDP length does not match IPv4 length")                                        \
+	_(UDP_PORT, "UDP destination port not ours")                                               \
+	_(MAGIC, "pbox magic wrong")                                                               \
+	_(VERSION, "pbox version unsupported")                                                     \
+	_(OP, "pbox op unknown or not for us")                                                     \
+	_(DTYPE, "pbox dtype unknown")                                                             \
+	_(FLAGS, "pbox flags or reserved bits set")                                                \
+	_(LEN, "pbox payload length wrong")
+
+enum nic_drop {
+	NIC_DROP_NONE = 0,
+#define NIC__DROP_ENUM(n, s) NIC_DROP_##n,
+	NIC_FOREACH_DROP(NIC__DROP_ENUM)
+#undef NIC__DROP_ENUM
+	NIC_DROP_COUNT
+};
+
+const char *nic_drop_name(enum nic_drop d);
+
+/* What a valid frame is. */
+enum nic_kind {
+	NIC_KIND_PBOX = 1, /* a pbox datagram: see nic_pkt.hdr and payload */
+	NIC_KIND_ARP,      /* ARP: for the host-duties code */
+	NIC_KIND_ICMP,     /* ICMP to one of our addresses */
+};
+
+/* What the receiver expects; zero fields are not checked. */
+struct nic_wire_expect {
+	uint32_t ip_be;          /* our IPv4 address */
+	uint16_t port_lo, port_hi; /* our UDP destination ports, inclusive */
+	uint16_t max_payload;    /* the fragment size */
+	uint8_t accept_ops;      /* bit (1 << op) for each op we take */
+};
+
+/* A parsed frame. Offsets index into the frame given to the parser. */
+struct nic_pkt {
+	enum nic_kind kind;
+	uint8_t src_mac[6];
+	uint32_t src_ip_be, dst_ip_be;
+	uint16_t src_port, dst_port; /* host order */
+	uint16_t l3_off, l4_off;     /* IPv4 and UDP/ICMP header offsets */
+	uint16_t payload_off;        /* pbox payload */
+	struct pbox_hdr hdr;
+};
+
+/*
+ * Validate @frame (@len bytes, as received, Ethernet header first) and fill
+ * @out. Returns NIC_DROP_NONE, or the first reason it is refused. Reads
+ * nothing outside [frame, frame + len).
+ */
+enum nic_drop nic_wire_parse(const void *frame, size_t len, const struct nic_wire_expect *exp,
+			     struct nic_pkt *out);
+
+/* Addresses of one end of a datagram. */
+struct nic_addr {
+	uint8_t mac[6];
+	uint32_t ip_be;
+	uint16_t port; /* host order */
+};
+
+/*
+ * Write the Ethernet, IPv4, UDP and pbox headers of a datagram carrying
+ * @h->len payload bytes into @buf (NIC_HDRS_LEN bytes). The payload follows
+ * the headers, in the same buffer or (DPDK) in a chained segment.
+ */
+void nic_wire_write_headers(void *buf, const struct nic_addr *src, const struct nic_addr *dst,
+			    const struct pbox_hdr *h);
+
+/* Headers and payload into @buf; returns the frame length, or 0 when
+ * @cap is too small. */
+size_t nic_wire_build(void *buf, size_t cap, const struct nic_addr *src,
+		      const struct nic_addr *dst, const struct pbox_hdr *h, const void *payload);
+
+/* The pbox header alone: to and from the 32 bytes after the UDP header
+ * (kernel UDP sockets see only those). nic_wire_parse_hdr() checks what
+ * does not depend on the lower layers; returns NIC_DROP_NONE or a reason. */
+void nic_wire_put_hdr(void *p, const struct pbox_hdr *h);
+enum nic_drop nic_wire_parse_hdr(const void *p, size_t udp_payload_len,
+				 const struct nic_wire_expect *exp, struct pbox_hdr *h);
+
+/* The 32-bit token check carried in every packet, from the job's token. */
+uint32_t nic_wire_token(uint64_t token);
+
+/* The Internet checksum (RFC 1071) of @len bytes, folded, not inverted. */
+uint16_t nic_csum_fold(const void *p, size_t len, uint32_t sum);
+
+#endif /* PBOX_NIC_WIRE_H */

@@ -1,0 +1,385 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* nic/nic_wire: build, parse, and every reason a frame is refused. */
+#include <arpa/inet.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "nic_wire.h"
+#include "test.h"
+
+static const struct nic_addr worker = {
+	.mac = {0x02, 0, 0, 0, 0, 0x11}, .ip_be = 0, .port = 9700};
+static const struct nic_addr box = {.mac = {0x02, 0, 0, 0, 0, 0x01}, .ip_be = 0, .port = 9601};
+
+static struct nic_addr W, B;
+static struct nic_wire_expect exp_box;
+static uint8_t frame[2048], payload[1024];
+
+static void setup(void)
+{
+	W = worker;
+	B = box;
+	W.ip_be = htonl(0xc6120111); /* 198.18.1.17 */
+	B.ip_be = htonl(0xc6120101); /* 198.18.1.1 */
+	memset(&exp_box, 0, sizeof(exp_box));
+	exp_box.ip_be = B.ip_be;
+	exp_box.port_lo = 9600;
+	exp_box.port_hi = 9603;
+	exp_box.max_payload = 1024;
+	exp_box.accept_ops = 1u << PBOX_OP_PUSH;
+	for (unsigned i = 0; i < sizeof(payload); i++)
+		payload[i] = (uint8_t)(i * 7 + 1);
+}
+
+static struct pbox_hdr push_hdr(uint16_t len)
+{
+	struct pbox_hdr h = {.op = PBOX_OP_PUSH,
+			     .dtype = PBOX_DTYPE_FP32,
+			     .flags = PBOX_F_RETRANS,
+			     .rank = 3,
+			     .job = 0xdeadbeef,
+			     .chunk = 123456,
+			     .frag = 7,
+			     .len = len,
+			     .round = 42,
+			     .token = nic_wire_token(1234567890)};
+	return h;
+}
+
+static void assert_hdr_eq(const struct pbox_hdr *a, const struct pbox_hdr *b)
+{
+	ck_assert_uint_eq(a->op, b->op);
+	ck_assert_uint_eq(a->dtype, b->dtype);
+	ck_assert_uint_eq(a->flags, b->flags);
+	ck_assert_uint_eq(a->rank, b->rank);
+	ck_assert_uint_eq(a->job, b->job);
+	ck_assert_uint_eq(a->chunk, b->chunk);
+	ck_assert_uint_eq(a->frag, b->frag);
+	ck_assert_uint_eq(a->len, b->len);
+	ck_assert_uint_eq(a->round, b->round);
+	ck_assert_uint_eq(a->token, b->token);
+}
+
+/* A valid push of 1024 bytes; returns its length. */
+static size_t good_push(void)
+{
+	struct pbox_hdr h = push_hdr(1024);
+	size_t n = nic_wire_build(frame, sizeof(frame), &W, &B, &h, payload);
+
+	ck_assert_uint_eq(n, NIC_HDRS_LEN + 1024);
+	return n;
+}
+
+/* Recompute the IPv4 header checksum after a mutation. */
+static void fix_ip_csum(void)
+{
+	uint8_t *ip = frame + NIC_ETH_LEN;
+	size_t ihl = (size_t)(ip[0] & 15) * 4;
+
+	ip[10] = ip[11] = 0;
+	uint16_t c = (uint16_t)~nic_csum_fold(ip, ihl, 0);
+	ip[10] = (uint8_t)(c >> 8);
+	ip[11] = (uint8_t)c;
+}
+
+START_TEST(round_trip_every_op_and_dtype)
+{
+	for (uint8_t op = PBOX_OP_PUSH; op <= PBOX_OP_ERROR; op++)
+		for (uint8_t dt = 0; dt < PBOX_DTYPE_COUNT; dt++) {
+			struct pbox_hdr h = push_hdr(op == PBOX_OP_ERROR ? 2 : 1000);
+			struct nic_wire_expect e = exp_box;
+			struct nic_pkt p;
+
+			h.op = op;
+			h.dtype = dt;
+			e.accept_ops = 0; /* any */
+			size_t n = nic_wire_build(frame, sizeof(frame), &W, &B, &h, payload);
+			ck_assert_int_eq(nic_wire_parse(frame, n, &e, &p), NIC_DROP_NONE);
+			ck_assert_int_eq(p.kind, NIC_KIND_PBOX);
+			assert_hdr_eq(&p.hdr, &h);
+			ck_assert_uint_eq(p.payload_off, NIC_HDRS_LEN);
+			ck_assert_mem_eq(frame + p.payload_off, payload, h.len);
+			ck_assert_mem_eq(p.src_mac, W.mac, 6);
+			ck_assert_uint_eq(p.src_ip_be, W.ip_be);
+			ck_assert_uint_eq(p.dst_ip_be, B.ip_be);
+			ck_assert_uint_eq(p.src_port, 9700);
+			ck_assert_uint_eq(p.dst_port, 9601);
+		}
+}
+END_TEST
+
+START_TEST(layout_is_the_documented_one)
+{
+	size_t n = good_push();
+	const uint8_t *h = frame + NIC_ETH_LEN + NIC_IP4_LEN + NIC_UDP_LEN;
+	static const uint8_t want[PBOX_HDR_LEN] = {
+		0x50, 0x42, 1,    1,    0,    1,    0x00, 0x03, 0xde, 0xad, 0xbe,
+		0xef, 0x00, 0x01, 0xe2, 0x40, 0x00, 0x07, 0x04, 0x00, 0,    0,
+		0,    42,   0,    0,    0,    0,    0,    0,    0,    0};
+	uint8_t got[PBOX_HDR_LEN];
+
+	ck_assert_uint_eq(n, 1098);
+	memcpy(got, h, sizeof(got));
+	memset(got + 24, 0, 4); /* the token check is a hash */
+	ck_assert_mem_eq(got, want, sizeof(want));
+	/* IPv4: DF, TTL 64, UDP, total length 20 + 8 + 32 + 1024 */
+	ck_assert_uint_eq(frame[14], 0x45);
+	ck_assert_uint_eq(frame[16] << 8 | frame[17], 1084);
+	ck_assert_uint_eq(frame[20], 0x40);
+	ck_assert_uint_eq(frame[22], 64);
+	ck_assert_uint_eq(frame[23], 17);
+	ck_assert_uint_eq(frame[38] << 8 | frame[39], 1064); /* UDP length */
+}
+END_TEST
+
+START_TEST(checksum_vectors)
+{
+	/* RFC 1071 section 3 */
+	static const uint8_t rfc[] = {0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7};
+	/* a textbook IPv4 header whose checksum is 0xb861 */
+	static const uint8_t ip[] = {0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11,
+				     0xb8, 0x61, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7};
+	uint8_t z[sizeof(ip)];
+
+	ck_assert_uint_eq(nic_csum_fold(rfc, sizeof(rfc), 0), 0xddf2);
+	ck_assert_uint_eq(nic_csum_fold(ip, sizeof(ip), 0), 0xffff);
+	memcpy(z, ip, sizeof(z));
+	z[10] = z[11] = 0;
+	ck_assert_uint_eq((uint16_t)~nic_csum_fold(z, sizeof(z), 0), 0xb861);
+	ck_assert_uint_eq(nic_csum_fold("\x01", 1, 0), 0x0100);
+}
+END_TEST
+
+/* Each mutation must be refused for its own reason. */
+static void m_short(size_t *n)
+{
+	*n = 13;
+}
+static void m_vlan(size_t *n)
+{
+	(void)n;
+	frame[12] = 0x81;
+	frame[13] = 0x00;
+}
+static void m_ipv6(size_t *n)
+{
+	(void)n;
+	frame[14] = 0x65;
+}
+static void m_tot_long(size_t *n)
+{
+	frame[16] = 0x05;
+	frame[17] = 0x00; /* 1280 > what arrived */
+	fix_ip_csum();
+	(void)n;
+}
+static void m_csum(size_t *n)
+{
+	(void)n;
+	frame[24] ^= 1;
+}
+static void m_frag(size_t *n)
+{
+	(void)n;
+	frame[20] = 0x20; /* MF */
+	fix_ip_csum();
+}
+static void m_dst(size_t *n)
+{
+	(void)n;
+	frame[33] ^= 1;
+	fix_ip_csum();
+}
+static void m_proto(size_t *n)
+{
+	(void)n;
+	frame[23] = 6; /* TCP */
+	fix_ip_csum();
+}
+static void m_udp_len(size_t *n)
+{
+	(void)n;
+	frame[39] ^= 4;
+}
+static void m_port(size_t *n)
+{
+	(void)n;
+	frame[37] = 0x00; /* dst port 0x2500 = 9472 */
+}
+static void m_magic(size_t *n)
+{
+	(void)n;
+	frame[42] = 'X';
+}
+static void m_version(size_t *n)
+{
+	(void)n;
+	frame[44] = 2;
+}
+static void m_op(size_t *n)
+{
+	(void)n;
+	frame[45] = PBOX_OP_RESULT; /* a box takes no results */
+}
+static void m_op_unknown(size_t *n)
+{
+	(void)n;
+	frame[45] = 9;
+}
+static void m_dtype(size_t *n)
+{
+	(void)n;
+	frame[46] = 3;
+}
+static void m_flags(size_t *n)
+{
+	(void)n;
+	frame[47] = 0x80;
+}
+static void m_reserved(size_t *n)
+{
+	(void)n;
+	frame[73] = 1;
+}
+static void m_len(size_t *n)
+{
+	(void)n;
+	frame[60] = 0x03; /* claims 768 of 1024 */
+}
+static void m_len_odd(size_t *n)
+{
+	/* 1022 bytes of fp32: not whole elements; all lengths consistent */
+	struct pbox_hdr h = push_hdr(1022);
+	*n = nic_wire_build(frame, sizeof(frame), &W, &B, &h, payload);
+}
+static void m_len_big(size_t *n)
+{
+	struct pbox_hdr h = push_hdr(1028); /* over the fragment size */
+	static uint8_t big[1028];
+	*n = nic_wire_build(frame, sizeof(frame), &W, &B, &h, big);
+}
+static void m_len_zero(size_t *n)
+{
+	struct pbox_hdr h = push_hdr(0);
+	*n = nic_wire_build(frame, sizeof(frame), &W, &B, &h, payload);
+}
+
+static const struct {
+	void (*mutate)(size_t *n);
+	enum nic_drop want;
+	const char *what;
+} mutations[] = {
+	{m_short, NIC_DROP_SHORT, "13 bytes"},
+	{m_vlan, NIC_DROP_ETHERTYPE, "VLAN tag"},
+	{m_ipv6, NIC_DROP_IP_HDR, "IP version 6"},
+	{m_tot_long, NIC_DROP_IP_HDR, "IP total length beyond the frame"},
+	{m_csum, NIC_DROP_IP_CSUM, "IP checksum"},
+	{m_frag, NIC_DROP_IP_FRAG, "more fragments"},
+	{m_dst, NIC_DROP_IP_DST, "someone else's address"},
+	{m_proto, NIC_DROP_IP_PROTO, "TCP"},
+	{m_udp_len, NIC_DROP_UDP_LEN, "UDP length"},
+	{m_port, NIC_DROP_UDP_PORT, "UDP port"},
+	{m_magic, NIC_DROP_MAGIC, "magic"},
+	{m_version, NIC_DROP_VERSION, "version"},
+	{m_op, NIC_DROP_OP, "result sent to a box"},
+	{m_op_unknown, NIC_DROP_OP, "op 9"},
+	{m_dtype, NIC_DROP_DTYPE, "dtype 3"},
+	{m_flags, NIC_DROP_FLAGS, "unknown flag"},
+	{m_reserved, NIC_DROP_FLAGS, "reserved word"},
+	{m_len, NIC_DROP_LEN, "length field"},
+	{m_len_odd, NIC_DROP_LEN, "partial element"},
+	{m_len_big, NIC_DROP_LEN, "over the fragment size"},
+	{m_len_zero, NIC_DROP_LEN, "empty push"},
+};
+
+START_TEST(every_reason_to_refuse)
+{
+	bool seen[NIC_DROP_COUNT] = {false};
+
+	for (size_t i = 0; i < sizeof(mutations) / sizeof(mutations[0]); i++) {
+		struct nic_pkt p;
+		size_t n = good_push();
+
+		mutations[i].mutate(&n);
+		enum nic_drop got = nic_wire_parse(frame, n, &exp_box, &p);
+		ck_assert_msg(got == mutations[i].want, "%s: got '%s', want '%s'",
+			      mutations[i].what, nic_drop_name(got),
+			      nic_drop_name(mutations[i].want));
+		seen[got] = true;
+	}
+	for (int d = NIC_DROP_NONE + 1; d < NIC_DROP_COUNT; d++)
+		ck_assert_msg(seen[d], "no test refuses a frame for '%s'",
+			      nic_drop_name((enum nic_drop)d));
+}
+END_TEST
+
+START_TEST(every_truncation_refused)
+{
+	size_t n = good_push();
+	struct nic_pkt p;
+
+	for (size_t cut = 0; cut < n; cut++) {
+		enum nic_drop d = nic_wire_parse(frame, cut, &exp_box, &p);
+
+		if (d == NIC_DROP_NONE)
+			ck_abort_msg("a frame cut to %zu of %zu bytes was accepted", cut, n);
+	}
+	/* Ethernet padding after the datagram is fine */
+	ck_assert_int_eq(nic_wire_parse(frame, n + 20, &exp_box, &p), NIC_DROP_NONE);
+	ck_assert_uint_eq(p.hdr.len, 1024);
+}
+END_TEST
+
+START_TEST(arp_and_icmp_are_classified)
+{
+	struct nic_pkt p;
+	size_t n = good_push();
+
+	frame[12] = 0x08;
+	frame[13] = 0x06;
+	ck_assert_int_eq(nic_wire_parse(frame, 42, &exp_box, &p), NIC_DROP_NONE);
+	ck_assert_int_eq(p.kind, NIC_KIND_ARP);
+	ck_assert_int_eq(nic_wire_parse(frame, 41, &exp_box, &p), NIC_DROP_SHORT);
+
+	n = good_push();
+	frame[23] = 1;
+	fix_ip_csum();
+	ck_assert_int_eq(nic_wire_parse(frame, n, &exp_box, &p), NIC_DROP_NONE);
+	ck_assert_int_eq(p.kind, NIC_KIND_ICMP);
+	ck_assert_uint_eq(p.l4_off, 34);
+}
+END_TEST
+
+START_TEST(header_alone_for_sockets)
+{
+	struct pbox_hdr h = push_hdr(64), g;
+	uint8_t buf[PBOX_HDR_LEN + 64] = {0};
+
+	nic_wire_put_hdr(buf, &h);
+	ck_assert_int_eq(nic_wire_parse_hdr(buf, sizeof(buf), &exp_box, &g), NIC_DROP_NONE);
+	assert_hdr_eq(&g, &h);
+	ck_assert_int_eq(nic_wire_parse_hdr(buf, sizeof(buf) - 1, &exp_box, &g), NIC_DROP_LEN);
+	ck_assert_int_eq(nic_wire_parse_hdr(buf, 31, &exp_box, &g), NIC_DROP_SHORT);
+	ck_assert_uint_ne(nic_wire_token(1), nic_wire_token(2));
+	ck_assert_uint_eq(nic_wire_token(77), nic_wire_token(77));
+	ck_assert_str_eq(nic_drop_name(NIC_DROP_IP_CSUM), "IPv4 header checksum wrong");
+	ck_assert_uint_eq(nic_wire_build(frame, NIC_HDRS_LEN + 63, &W, &B, &h, payload), 0);
+}
+END_TEST
+
+Suite *wire_suite(void)
+{
+	Suite *s = suite_create("wire");
+	TCase *tc = tcase_create("format");
+
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, round_trip_every_op_and_dtype);
+	tcase_add_test(tc, layout_is_the_documented_one);
+	tcase_add_test(tc, checksum_vectors);
+	tcase_add_test(tc, every_reason_to_refuse);
+	tcase_add_test(tc, every_truncation_refused);
+	tcase_add_test(tc, arp_and_icmp_are_classified);
+	tcase_add_test(tc, header_alone_for_sockets);
+	suite_add_tcase(s, tc);
+	return s;
+}
