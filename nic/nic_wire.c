@@ -14,10 +14,9 @@
 _Static_assert(NIC_HDRS_LEN == 74, "header sizes changed: update nic/WIRE.md");
 _Static_assert(NIC_L3_OVERHEAD <= BOX_L3_OVERHEAD_MAX, "fragment_size auto would not fit the MTU");
 
-static const char *const drop_names[NIC_DROP_COUNT] = {
-	[NIC_DROP_NONE] = "none",
+static const char *const drop_names[NIC_DROP_COUNT] = {[NIC_DROP_NONE] = "none",
 #define NIC__DROP_NAME(n, s) [NIC_DROP_##n] = s,
-	NIC_FOREACH_DROP(NIC__DROP_NAME)
+						       NIC_FOREACH_DROP(NIC__DROP_NAME)
 #undef NIC__DROP_NAME
 };
 
@@ -228,8 +227,8 @@ void nic_wire_write_headers(void *buf, const struct nic_addr *src, const struct 
 	nic_wire_put_hdr(udp + NIC_UDP_LEN, h);
 }
 
-size_t nic_wire_build(void *buf, size_t cap, const struct nic_addr *src,
-		      const struct nic_addr *dst, const struct pbox_hdr *h, const void *payload)
+size_t nic_wire_build(void *buf, size_t cap, const struct nic_addr *src, const struct nic_addr *dst,
+		      const struct pbox_hdr *h, const void *payload)
 {
 	size_t n = NIC_HDRS_LEN + h->len;
 

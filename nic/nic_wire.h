@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PBOX_MAGIC        0x5042u /* "PB" */
+#define PBOX_MAGIC	  0x5042u /* "PB" */
 #define PBOX_WIRE_VERSION 1u
 
 #define NIC_ETH_LEN  14u
@@ -35,37 +35,37 @@ enum pbox_op {
 };
 
 enum pbox_err {
-	PBOX_ERR_NO_JOB = 1,    /* the job is not registered (any more) */
+	PBOX_ERR_NO_JOB = 1,	/* the job is not registered (any more) */
 	PBOX_ERR_BAD_TOKEN = 2, /* the token check does not match the job's */
-	PBOX_ERR_RANGE = 3,     /* rank, chunk or fragment outside the job */
+	PBOX_ERR_RANGE = 3,	/* rank, chunk or fragment outside the job */
 };
 
 #define PBOX_F_RETRANS 0x01u /* a retransmission (for counters only) */
 #define PBOX_F_KNOWN   PBOX_F_RETRANS
 
 /* Wire dtypes, the same numbers as enum sum_dtype. */
-#define PBOX_DTYPE_FP32  0u
-#define PBOX_DTYPE_FP16  1u
-#define PBOX_DTYPE_BF16  2u
+#define PBOX_DTYPE_FP32	 0u
+#define PBOX_DTYPE_FP16	 1u
+#define PBOX_DTYPE_BF16	 2u
 #define PBOX_DTYPE_COUNT 3u
 
 /* The pbox header in host byte order. */
 struct pbox_hdr {
 	uint8_t op, dtype, flags;
-	uint16_t rank;   /* push: the sender; result: the receiver */
+	uint16_t rank; /* push: the sender; result: the receiver */
 	uint32_t job;
-	uint32_t chunk;  /* index among the chunks of the receiving endpoint */
-	uint16_t frag;   /* fragment index inside the chunk */
-	uint16_t len;    /* payload bytes */
-	uint32_t round;  /* the iteration this contribution belongs to */
-	uint32_t token;  /* nic_wire_token() of the job's token */
+	uint32_t chunk; /* index among the chunks of the receiving endpoint */
+	uint16_t frag;	/* fragment index inside the chunk */
+	uint16_t len;	/* payload bytes */
+	uint32_t round; /* the iteration this contribution belongs to */
+	uint32_t token; /* nic_wire_token() of the job's token */
 };
 
 /* Why a frame was refused. X-macro: the enum and the counter names. */
 #define NIC_FOREACH_DROP(_)                                                                        \
 	_(SHORT, "frame shorter than its headers")                                                 \
 	_(ETHERTYPE, "not IPv4, ARP")                                                              \
-	_(IP_HDR, "IPv4 version, header length or total length wrong")                            \
+	_(IP_HDR, "IPv4 version, header length or total length wrong")                             \
 	_(IP_CSUM, "IPv4 header checksum wrong")                                                   \
 	_(IP_FRAG, "IPv4 fragment")                                                                \
 	_(IP_DST, "IPv4 destination is not ours")                                                  \
@@ -84,7 +84,7 @@ enum nic_drop {
 #define NIC__DROP_ENUM(n, s) NIC_DROP_##n,
 	NIC_FOREACH_DROP(NIC__DROP_ENUM)
 #undef NIC__DROP_ENUM
-	NIC_DROP_COUNT
+		NIC_DROP_COUNT
 };
 
 const char *nic_drop_name(enum nic_drop d);
@@ -92,16 +92,16 @@ const char *nic_drop_name(enum nic_drop d);
 /* What a valid frame is. */
 enum nic_kind {
 	NIC_KIND_PBOX = 1, /* a pbox datagram: see nic_pkt.hdr and payload */
-	NIC_KIND_ARP,      /* ARP: for the host-duties code */
-	NIC_KIND_ICMP,     /* ICMP to one of our addresses */
+	NIC_KIND_ARP,	   /* ARP: for the host-duties code */
+	NIC_KIND_ICMP,	   /* ICMP to one of our addresses */
 };
 
 /* What the receiver expects; zero fields are not checked. */
 struct nic_wire_expect {
-	uint32_t ip_be;          /* our IPv4 address */
+	uint32_t ip_be;		   /* our IPv4 address */
 	uint16_t port_lo, port_hi; /* our UDP destination ports, inclusive */
-	uint16_t max_payload;    /* the fragment size */
-	uint8_t accept_ops;      /* bit (1 << op) for each op we take */
+	uint16_t max_payload;	   /* the fragment size */
+	uint8_t accept_ops;	   /* bit (1 << op) for each op we take */
 };
 
 /* A parsed frame. Offsets index into the frame given to the parser. */
@@ -111,7 +111,7 @@ struct nic_pkt {
 	uint32_t src_ip_be, dst_ip_be;
 	uint16_t src_port, dst_port; /* host order */
 	uint16_t l3_off, l4_off;     /* IPv4 and UDP/ICMP header offsets */
-	uint16_t payload_off;        /* pbox payload */
+	uint16_t payload_off;	     /* pbox payload */
 	struct pbox_hdr hdr;
 };
 
@@ -140,8 +140,8 @@ void nic_wire_write_headers(void *buf, const struct nic_addr *src, const struct 
 
 /* Headers and payload into @buf; returns the frame length, or 0 when
  * @cap is too small. */
-size_t nic_wire_build(void *buf, size_t cap, const struct nic_addr *src,
-		      const struct nic_addr *dst, const struct pbox_hdr *h, const void *payload);
+size_t nic_wire_build(void *buf, size_t cap, const struct nic_addr *src, const struct nic_addr *dst,
+		      const struct pbox_hdr *h, const void *payload);
 
 /* The pbox header alone: to and from the 32 bytes after the UDP header
  * (kernel UDP sockets see only those). nic_wire_parse_hdr() checks what

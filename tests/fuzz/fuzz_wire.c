@@ -17,7 +17,8 @@ static uint8_t again[NIC_HDRS_LEN + 65536];
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct nic_wire_expect any = {0}, strict = {.port_lo = 9600, .port_hi = 9663,
+	struct nic_wire_expect any = {0}, strict = {.port_lo = 9600,
+						    .port_hi = 9663,
 						    .max_payload = 8192,
 						    .accept_ops = 1u << PBOX_OP_PUSH};
 	struct nic_pkt p, q;

@@ -18,9 +18,15 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	for (unsigned i = 0; i < 12; i++) {
-		struct pbox_hdr h = {.op = (uint8_t)(1 + i % 3), .dtype = (uint8_t)(i % 3),
-				     .rank = (uint16_t)i, .job = 7, .chunk = i * 3, .frag = 1,
-				     .len = lens[i % 4], .round = i, .token = nic_wire_token(i)};
+		struct pbox_hdr h = {.op = (uint8_t)(1 + i % 3),
+				     .dtype = (uint8_t)(i % 3),
+				     .rank = (uint16_t)i,
+				     .job = 7,
+				     .chunk = i * 3,
+				     .frag = 1,
+				     .len = lens[i % 4],
+				     .round = i,
+				     .token = nic_wire_token(i)};
 		char path[4096];
 		FILE *f;
 

@@ -7,8 +7,7 @@
 #include "nic_wire.h"
 #include "test.h"
 
-static const struct nic_addr worker = {
-	.mac = {0x02, 0, 0, 0, 0, 0x11}, .ip_be = 0, .port = 9700};
+static const struct nic_addr worker = {.mac = {0x02, 0, 0, 0, 0, 0x11}, .ip_be = 0, .port = 9700};
 static const struct nic_addr box = {.mac = {0x02, 0, 0, 0, 0, 0x01}, .ip_be = 0, .port = 9601};
 
 static struct nic_addr W, B;
@@ -112,10 +111,10 @@ START_TEST(layout_is_the_documented_one)
 {
 	size_t n = good_push();
 	const uint8_t *h = frame + NIC_ETH_LEN + NIC_IP4_LEN + NIC_UDP_LEN;
-	static const uint8_t want[PBOX_HDR_LEN] = {
-		0x50, 0x42, 1,    1,    0,    1,    0x00, 0x03, 0xde, 0xad, 0xbe,
-		0xef, 0x00, 0x01, 0xe2, 0x40, 0x00, 0x07, 0x04, 0x00, 0,    0,
-		0,    42,   0,    0,    0,    0,    0,    0,    0,    0};
+	static const uint8_t want[PBOX_HDR_LEN] = {0x50, 0x42, 1,    1,	   0,	 1,    0x00, 0x03,
+						   0xde, 0xad, 0xbe, 0xef, 0x00, 0x01, 0xe2, 0x40,
+						   0x00, 0x07, 0x04, 0x00, 0,	 0,    0,    42,
+						   0,	 0,    0,    0,	   0,	 0,    0,    0};
 	uint8_t got[PBOX_HDR_LEN];
 
 	ck_assert_uint_eq(n, 1098);
