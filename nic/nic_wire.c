@@ -10,8 +10,12 @@
 #include <string.h>
 
 #include "cfg_box.h"
+#include "sum.h"
 
 _Static_assert(NIC_HDRS_LEN == 74, "header sizes changed: update nic/WIRE.md");
+_Static_assert(PBOX_DTYPE_FP32 == SUM_FP32 && PBOX_DTYPE_FP16 == SUM_FP16 &&
+		       PBOX_DTYPE_BF16 == SUM_BF16 && PBOX_DTYPE_COUNT == SUM_DTYPE_COUNT,
+	       "wire dtypes are enum sum_dtype");
 _Static_assert(NIC_L3_OVERHEAD <= BOX_L3_OVERHEAD_MAX, "fragment_size auto would not fit the MTU");
 
 static const char *const drop_names[NIC_DROP_COUNT] = {[NIC_DROP_NONE] = "none",
@@ -70,11 +74,6 @@ uint32_t nic_wire_token(uint64_t token)
 	return (uint32_t)((token * 0x9e3779b97f4a7c15ull) >> 32);
 }
 
-static size_t dtype_size(uint8_t dtype)
-{
-	return dtype == PBOX_DTYPE_FP32 ? 4 : 2;
-}
-
 void nic_wire_put_hdr(void *dst, const struct pbox_hdr *h)
 {
 	uint8_t *p = dst;
@@ -126,7 +125,7 @@ enum nic_drop nic_wire_parse_hdr(const void *src, size_t n, const struct nic_wir
 		return NIC_DROP_LEN;
 	if (h->op == PBOX_OP_ERROR)
 		return h->len == 2 ? NIC_DROP_NONE : NIC_DROP_LEN;
-	if (h->len == 0 || h->len % dtype_size(h->dtype) ||
+	if (h->len == 0 || h->len % sum_dtype_size((enum sum_dtype)h->dtype) ||
 	    (exp->max_payload && h->len > exp->max_payload))
 		return NIC_DROP_LEN;
 	return NIC_DROP_NONE;

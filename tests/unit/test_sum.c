@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "sum.h"
+#include "sum_conv.h"
 #include "test.h"
 
 #define GUARD	   64
@@ -55,22 +56,6 @@ static bool f16_is_nan(uint16_t h)
 static bool bf16_is_nan(uint16_t h)
 {
 	return (h & 0x7f80u) == 0x7f80u && (h & 0x7fu);
-}
-
-static uint32_t f32_bits(float f)
-{
-	uint32_t b;
-
-	memcpy(&b, &f, sizeof(b));
-	return b;
-}
-
-static float bits_f32(uint32_t b)
-{
-	float f;
-
-	memcpy(&f, &b, sizeof(f));
-	return f;
 }
 
 /* A mix: 1 in 8 special, the rest finite values of moderate magnitude. */
@@ -155,17 +140,17 @@ static uint16_t oracle_f32_to_f16(float f)
 /* Nearest bf16 by distance in double, ties to the even one. */
 static uint16_t oracle_f32_to_bf16(float f)
 {
-	uint32_t b = f32_bits(f), lo = b & 0xffff0000u, hi = lo + 0x10000u;
+	uint32_t b = sum__f32_bits(f), lo = b & 0xffff0000u, hi = lo + 0x10000u;
 	double dlo, dhi, d = f;
 
 	if (isnan(f))
 		return 0; /* NaNs are checked apart */
 	if ((b & 0x7fffffffu) >= 0x7f800000u || lo == b)
 		return (uint16_t)(b >> 16);
-	dlo = bits_f32(lo);
+	dlo = sum__bits_f32(lo);
 	/* one step past the largest finite value is infinity */
 	dhi = (hi & 0x7fffffffu) == 0x7f800000u ? (d > 0 ? 1 : -1) * ldexp(1.0, 128)
-						: (double)bits_f32(hi);
+						: (double)sum__bits_f32(hi);
 	if (fabs(d - dlo) < fabs(dhi - d))
 		return (uint16_t)(lo >> 16);
 	if (fabs(d - dlo) > fabs(dhi - d))
@@ -176,8 +161,8 @@ static uint16_t oracle_f32_to_bf16(float f)
 START_TEST(f16_to_f32_exhaustive)
 {
 	for (uint32_t h = 0; h < 65536; h++) {
-		uint32_t got = f32_bits(sum_f16_to_f32((uint16_t)h));
-		uint32_t want = f32_bits(oracle_f16_to_f32((uint16_t)h));
+		uint32_t got = sum__f32_bits(sum_f16_to_f32((uint16_t)h));
+		uint32_t want = sum__f32_bits(oracle_f16_to_f32((uint16_t)h));
 
 		if (f16_is_nan((uint16_t)h) ? !f32_is_nan(got) || (got >> 31) != (h >> 15u)
 					    : got != want)
@@ -188,20 +173,22 @@ END_TEST
 
 static void check_f32_to_f16(uint32_t b)
 {
-	uint16_t got = sum_f32_to_f16(bits_f32(b));
+	uint16_t got = sum_f32_to_f16(sum__bits_f32(b));
 
 	if (f32_is_nan(b) ? !f16_is_nan(got) || (got >> 15) != (b >> 31)
-			  : got != oracle_f32_to_f16(bits_f32(b)))
-		ck_abort_msg("f=%08x got %04x want %04x", b, got, oracle_f32_to_f16(bits_f32(b)));
+			  : got != oracle_f32_to_f16(sum__bits_f32(b)))
+		ck_abort_msg("f=%08x got %04x want %04x", b, got,
+			     oracle_f32_to_f16(sum__bits_f32(b)));
 }
 
 static void check_f32_to_bf16(uint32_t b)
 {
-	uint16_t got = sum_f32_to_bf16(bits_f32(b));
+	uint16_t got = sum_f32_to_bf16(sum__bits_f32(b));
 
 	if (f32_is_nan(b) ? !bf16_is_nan(got) || (got >> 15) != (b >> 31)
-			  : got != oracle_f32_to_bf16(bits_f32(b)))
-		ck_abort_msg("f=%08x got %04x want %04x", b, got, oracle_f32_to_bf16(bits_f32(b)));
+			  : got != oracle_f32_to_bf16(sum__bits_f32(b)))
+		ck_abort_msg("f=%08x got %04x want %04x", b, got,
+			     oracle_f32_to_bf16(sum__bits_f32(b)));
 }
 
 START_TEST(f32_narrowing_against_oracles)
@@ -235,9 +222,9 @@ END_TEST
 START_TEST(bf16_widening_exhaustive)
 {
 	for (uint32_t h = 0; h < 65536; h++)
-		if (f32_bits(sum_bf16_to_f32((uint16_t)h)) != h << 16)
+		if (sum__f32_bits(sum_bf16_to_f32((uint16_t)h)) != h << 16)
 			ck_abort_msg("bf16 %04x widened to %08x", h,
-				     f32_bits(sum_bf16_to_f32((uint16_t)h)));
+				     sum__f32_bits(sum_bf16_to_f32((uint16_t)h)));
 }
 END_TEST
 
