@@ -610,8 +610,7 @@ static char *cfg_reader(char *str, int num, void *stream)
 	}
 	if (p != ctx->linebuf && *p && *p != '\n' && *p != '\r' && *p != ';' && *p != '#') {
 		ctx_err(ctx, ctx->cur_line,
-			"indented line: continuation lines are not supported, start keys at column "
-			"1");
+			"indented line: continuation lines are not supported, start keys at column 1");
 		goto blank;
 	}
 	if (*p == '[') {
@@ -691,9 +690,7 @@ static const struct cfg_section *resolve_section(struct cfg_ctx *ctx, const char
 			if (h && !h->unknown_reported) {
 				h->unknown_reported = true;
 				ctx_err(ctx, h->line,
-					"[%s] needs a name of 1..%d letters, digits, '_', '-' or "
-					"'.', "
-					"as in [%s eth0]",
+					"[%s] needs a name of 1..%d letters, digits, '_', '-' or '.', as in [%s eth0]",
 					header, CFG_INAME_LEN - 1, s->name);
 			}
 			return NULL;
@@ -857,10 +854,10 @@ static void apply_env(struct cfg_ctx *ctx, char *const *envp)
 			}
 		}
 		if (!matched)
-			cfg_err_add(ctx->errs,
-				    "env %s: not a %s configuration key (overrides are named "
-				    "%sSECTION_KEY)",
-				    name, sc->what, sc->env_prefix);
+			cfg_err_add(
+				ctx->errs,
+				"env %s: not a %s configuration key (overrides are named %sSECTION_KEY)",
+				name, sc->what, sc->env_prefix);
 	}
 }
 
@@ -1073,6 +1070,17 @@ void cfg_fmt_ipv4(char *buf, size_t len, uint32_t be)
 		snprintf(buf, len, "?");
 }
 
+/* Microseconds in the largest unit that keeps them whole: 250ms, 30s. */
+static void fmt_duration(char *buf, size_t len, uint64_t us)
+{
+	if (us % 1000000 == 0)
+		snprintf(buf, len, "%llus", (unsigned long long)(us / 1000000));
+	else if (us % 1000 == 0)
+		snprintf(buf, len, "%llums", (unsigned long long)(us / 1000));
+	else
+		snprintf(buf, len, "%lluus", (unsigned long long)us);
+}
+
 static void fmt_cores(char *buf, size_t len, const struct cfg_cores *c)
 {
 	size_t n = 0;
@@ -1117,13 +1125,7 @@ static bool fmt_value(const struct cfg_key *k, const void *src, char *buf, size_
 		else if (k->type == CFG_RATE)
 			cfg_fmt_rate(buf, len, v);
 		else if (k->type == CFG_DURATION)
-			snprintf(buf, len, "%llu%s",
-				 (unsigned long long)(v % 1000	    ? v
-						      : v % 1000000 ? v / 1000
-								    : v / 1000000),
-				 v % 1000      ? "us"
-				 : v % 1000000 ? "ms"
-					       : "s");
+			fmt_duration(buf, len, v);
 		else
 			snprintf(buf, len, "%llu", (unsigned long long)v);
 		return true;
@@ -1295,9 +1297,7 @@ void cfg_print_reference(const struct cfg_schema *sc, FILE *f)
 	fprintf(f, "## %s configuration\n", sc->what);
 	if (sc->env_prefix)
 		fprintf(f,
-			"\nEvery key can be overridden from the environment as "
-			"`%sSECTION_KEY` (for example `%sTUNING_CHUNK_SIZE=64K`; "
-			"`%sPEERS_3=198.18.1.13:9700` for an indexed section).\n",
+			"\nEvery key can be overridden from the environment as `%sSECTION_KEY` (for example `%sTUNING_CHUNK_SIZE=64K`; `%sPEERS_3=198.18.1.13:9700` for an indexed section).\n",
 			sc->env_prefix, sc->env_prefix, sc->env_prefix);
 	for (unsigned si = 0; si < sc->n_sections; si++) {
 		const struct cfg_section *s = &sc->sections[si];

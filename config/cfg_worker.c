@@ -125,10 +125,10 @@ static void wrk_validate(struct cfg_ctx *ctx, void *v)
 		struct cfg_hostport *own = &c->peers[c->worker.rank];
 
 		if (own->port && (own->ip_be != self.ip_be || own->port != self.port))
-			cfg_error_at(ctx, "peers", c->worker.rank, NULL,
-				     "[peers] %u: this is our own rank and differs from [data] "
-				     "address:port",
-				     c->worker.rank);
+			cfg_error_at(
+				ctx, "peers", c->worker.rank, NULL,
+				"[peers] %u: this is our own rank and differs from [data] address:port",
+				c->worker.rank);
 		*own = self;
 	}
 	for (r = 0; r < c->worker.world_size; r++) {

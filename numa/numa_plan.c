@@ -59,10 +59,10 @@ static int pick_cores(const struct numa_plan_in *in, struct numa_plan *p)
 		if (!want)
 			continue;
 		if (t->cpu_node[c] < 0)
-			return plan_fail(p,
-					 "[cores] list: CPU %u is not online or not in this "
-					 "process's CPU affinity",
-					 c);
+			return plan_fail(
+				p,
+				"[cores] list: CPU %u is not online or not in this process's CPU affinity",
+				c);
 		if (p->n_cores == NUMA_MAX_CORES)
 			return plan_fail(p, "[cores] list: more than %d data cores",
 					 NUMA_MAX_CORES);
@@ -103,10 +103,10 @@ static int serving_node(const struct numa_plan_in *in, struct numa_plan *p, unsi
 			bestd = t->dist[own][n];
 			best = n;
 		}
-	plan_warn(p,
-		  "port %s is on node %d, which has no data core: served from node %d "
-		  "(cross-NUMA; add cores of node %d to [cores] list)",
-		  port->name, t->node_id[own], t->node_id[best], t->node_id[own]);
+	plan_warn(
+		p,
+		"port %s is on node %d, which has no data core: served from node %d (cross-NUMA; add cores of node %d to [cores] list)",
+		port->name, t->node_id[own], t->node_id[best], t->node_id[own]);
 	return (int)best;
 }
 
@@ -211,11 +211,11 @@ static int size_memory(const struct numa_plan_in *in, struct numa_plan *p)
 		pools += np->pool_bytes;
 	}
 	if (pools >= in->hugepage_budget)
-		return plan_fail(p,
-				 "[memory] hugepage_budget: %llu MB is too small; the mbuf pools "
-				 "alone need %llu MB",
-				 (unsigned long long)(in->hugepage_budget >> 20),
-				 (unsigned long long)((pools + (1u << 20) - 1) >> 20));
+		return plan_fail(
+			p,
+			"[memory] hugepage_budget: %llu MB is too small; the mbuf pools alone need %llu MB",
+			(unsigned long long)(in->hugepage_budget >> 20),
+			(unsigned long long)((pools + (1u << 20) - 1) >> 20));
 	left = in->hugepage_budget - pools;
 	for (n = 0; n < p->n_nodes; n++)
 		if (p->node[n].mbps)
@@ -260,10 +260,10 @@ int numa_plan_build(const struct numa_plan_in *in, struct numa_plan *p)
 	for (i = 0; i < p->n_cores; i++)
 		idle += p->core[i].n_eps == 0;
 	if (idle)
-		plan_warn(p,
-			  "%u of %u data cores serve no queue and will stay idle (no local port, "
-			  "or ports limited to fewer queues than cores)",
-			  idle, p->n_cores);
+		plan_warn(
+			p,
+			"%u of %u data cores serve no queue and will stay idle (no local port, or ports limited to fewer queues than cores)",
+			idle, p->n_cores);
 	return size_memory(in, p);
 }
 
@@ -290,8 +290,7 @@ void numa_plan_print(const struct numa_plan *p, const struct numa_plan_in *in, F
 		if (!n->n_queues)
 			continue;
 		fprintf(f,
-			"  node %-2d %u cores, %u queues, %.1f Gb/s, pool %llu mbufs (%llu MB), "
-			"state %llu MB\n",
+			"  node %-2d %u cores, %u queues, %.1f Gb/s, pool %llu mbufs (%llu MB), state %llu MB\n",
 			in->topo->node_id[i], n->n_cores, n->n_queues, (double)n->mbps / 1e3,
 			(unsigned long long)n->pool_mbufs,
 			(unsigned long long)(n->pool_bytes >> 20),
