@@ -9,6 +9,7 @@
 Suite *cfg_suite(void);
 Suite *cli_suite(void);
 Suite *numa_suite(void);
+Suite *ss_suite(void);
 Suite *sum_suite(void);
 Suite *wire_suite(void);
 

@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The summation service core: job layout and the fragment state machine.
+ * Runs per packet: ss_push() is the only data-path function here. It takes
+ * no lock and no atomic; a job belongs to one core.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ss.h"
+
+static const char *const drop_names[SS_DROP_COUNT] = {
+#define SS__DROP_NAME(n, s) [SS_DROP_##n] = s,
+	SS_FOREACH_DROP(SS__DROP_NAME)
+#undef SS__DROP_NAME
+};
+
+const char *ss_drop_name(enum ss_drop d)
+{
+	return (unsigned)d < SS_DROP_COUNT ? drop_names[d] : "?";
+}
+
+const char *ss_job_desc_check(const struct ss_job_desc *d)
+{
+	unsigned e;
+
+	if (d->n < 1 || d->n > SS_MAX_RANKS)
+		return "n must be 1 to 1024";
+	if (d->dtype >= SUM_DTYPE_COUNT)
+		return "unknown dtype";
+	if (d->frag_size < 64 || d->frag_size > 65535 || (d->frag_size & (d->frag_size - 1)))
+		return "fragment size must be a power of two from 64 to 32768";
+	if (d->chunk_size < d->frag_size || (d->chunk_size & (d->chunk_size - 1)))
+		return "chunk size must be a power of two, at least the fragment size";
+	if (d->n_eps > SS_MAX_EPS)
+		return "too many endpoints";
+	for (e = 0; e < d->n_eps; e++)
+		if (d->ep_chunks[e] > (1u << 30) / (d->chunk_size / d->frag_size))
+			return "too many chunks on an endpoint";
+	return NULL;
+}
+
+/* The layout, computed once for sizing and once for carving. */
+struct layout {
+	size_t frag, bitmap, peer, res, acc, txref, end;
+	uint32_t n_frags;
+};
+
+static size_t align_up(size_t x, size_t a)
+{
+	return (x + a - 1) / a * a;
+}
+
+static void layout(const struct ss_job_desc *d, size_t txref_size, struct layout *l)
+{
+	size_t fpc = d->chunk_size / d->frag_size, words = (d->n + 63) / 64, x, F = 0;
+	unsigned e;
+
+	for (e = 0; e < d->n_eps; e++)
+		F += (size_t)d->ep_chunks[e] * fpc;
+	l->n_frags = (uint32_t)F;
+	/* Result buffers first, aligned to their size, so that none crosses a
+	 * page (one IOVA per buffer); then the rest. */
+	x = align_up(sizeof(struct ss_job), d->frag_size);
+	l->res = x;
+	x += F * 2 * d->frag_size;
+	x = align_up(x, SS_CACHE_LINE);
+	l->acc = x;
+	if (d->dtype != SUM_FP32)
+		x += F * (d->frag_size / sum_dtype_size(d->dtype)) * sizeof(float);
+	x = align_up(x, SS_CACHE_LINE);
+	l->frag = x;
+	x += F * sizeof(struct ss_frag);
+	x = align_up(x, 8);
+	l->bitmap = x;
+	x += F * words * sizeof(uint64_t);
+	x = align_up(x, 8);
+	l->peer = x;
+	x += (size_t)d->n * sizeof(struct nic_addr);
+	x = align_up(x, 16);
+	l->txref = x;
+	x += F * 2 * txref_size;
+	l->end = align_up(x, SS_CACHE_LINE);
+}
+
+size_t ss_job_bytes(const struct ss_job_desc *d, size_t txref_size)
+{
+	struct layout l;
+
+	layout(d, txref_size, &l);
+	return l.end;
+}
+
+size_t ss_job_align(const struct ss_job_desc *d)
+{
+	return d->frag_size > SS_CACHE_LINE ? d->frag_size : SS_CACHE_LINE;
+}
+
+struct ss_job *ss_job_init(void *mem, const struct ss_job_desc *d, size_t txref_size,
+			   const struct sum_ops *ops)
+{
+	struct ss_job *j = mem;
+	uint8_t *base = mem;
+	struct layout l;
+	uint32_t f, first = 0;
+	unsigned e;
+
+	layout(d, txref_size, &l);
+	memset(j, 0, sizeof(*j));
+	j->id = d->id;
+	j->token32 = d->token32;
+	j->n = d->n;
+	j->words = (uint16_t)((d->n + 63) / 64);
+	j->dtype = d->dtype;
+	j->elem = (uint8_t)sum_dtype_size(d->dtype);
+	j->n_eps = d->n_eps;
+	j->frag_size = d->frag_size;
+	j->frags_per_chunk = d->chunk_size / d->frag_size;
+	j->ops = ops;
+	j->txref_size = txref_size;
+	j->frag = (struct ss_frag *)(base + l.frag);
+	j->bitmap = (uint64_t *)(base + l.bitmap);
+	j->res = base + l.res;
+	j->acc = d->dtype == SUM_FP32 ? NULL : (float *)(base + l.acc);
+	j->txref = base + l.txref;
+	j->peer = (struct nic_addr *)(base + l.peer);
+	for (e = 0; e < d->n_eps; e++) {
+		j->ep_first[e] = first;
+		j->ep_chunks[e] = d->ep_chunks[e];
+		first += d->ep_chunks[e] * j->frags_per_chunk;
+	}
+	j->n_frags = l.n_frags;
+	j->bytes = l.end;
+	/* Every fragment starts as if round 2^32 - 1 had completed, with no
+	 * result: the first push of round 0 starts round 0. */
+	for (f = 0; f < l.n_frags; f++)
+		j->frag[f] = (struct ss_frag){.round = UINT32_MAX, .done = 1};
+	memset(j->bitmap, 0, (size_t)l.n_frags * j->words * sizeof(uint64_t));
+	memset(j->peer, 0, (size_t)d->n * sizeof(struct nic_addr));
+	memset(j->txref, 0, (size_t)l.n_frags * 2 * txref_size);
+	return j;
+}
+
+static enum ss_verdict drop(struct ss_job *j, struct ss_out *out, enum ss_drop why)
+{
+	j->cnt.drop[why]++;
+	out->why = why;
+	return SS_DROP;
+}
+
+static enum ss_verdict answer(struct ss_job *j, uint32_t f, uint32_t round, uint16_t len,
+			      struct ss_out *out)
+{
+	out->buf = ss_job_res(j, f, round & 1);
+	out->txref = j->txref_size ? ss_job_txref(j, f, round & 1) : NULL;
+	out->len = len;
+	out->round = round;
+	j->cnt.answers++;
+	return SS_ANSWER;
+}
+
+/* The accumulator of fragment @f in its current round. */
+static inline float *acc_of(const struct ss_job *j, uint32_t f, uint32_t round)
+{
+	if (j->acc)
+		return j->acc + (size_t)f * (j->frag_size / j->elem);
+	return (float *)ss_job_res(j, f, round & 1);
+}
+
+/* ~40 cycles of checks and bookkeeping per push before the kernel, which
+ * runs at memory speed (perf/sum). */
+enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
+			const void *payload, const struct nic_addr *from, struct ss_out *out)
+{
+	struct ss_frag *fr;
+	uint64_t *bits, bit;
+	uint32_t f;
+	size_t elems;
+
+	j->cnt.rx++;
+	if (h->token != j->token32)
+		return drop(j, out, SS_DROP_TOKEN);
+	if (h->dtype != j->dtype)
+		return drop(j, out, SS_DROP_DTYPE);
+	if (h->rank >= j->n)
+		return drop(j, out, SS_DROP_RANK);
+	if (ep >= j->n_eps || h->chunk >= j->ep_chunks[ep])
+		return drop(j, out, SS_DROP_CHUNK);
+	if (h->frag >= j->frags_per_chunk)
+		return drop(j, out, SS_DROP_FRAG);
+	if (h->len == 0 || h->len > j->frag_size || h->len % j->elem)
+		return drop(j, out, SS_DROP_LEN);
+	if (h->flags & PBOX_F_RETRANS)
+		j->cnt.retrans_rx++;
+
+	f = j->ep_first[ep] + h->chunk * j->frags_per_chunk + h->frag;
+	fr = &j->frag[f];
+	bits = &j->bitmap[(size_t)f * j->words + h->rank / 64];
+	bit = 1ull << (h->rank % 64);
+	elems = h->len / j->elem;
+
+	if (h->round == fr->round) {
+		if (fr->done) {
+			if (!fr->len) /* the initial pseudo-round has no result */
+				return drop(j, out, SS_DROP_STALE);
+			return answer(j, f, fr->round, fr->len, out);
+		}
+		if (*bits & bit)
+			return drop(j, out, SS_DROP_DUP);
+		if (h->len != fr->len)
+			return drop(j, out, SS_DROP_LEN);
+		j->ops->add[j->dtype](acc_of(j, f, fr->round), payload, elems);
+	} else if (h->round == fr->round + 1 && fr->done) {
+		/* A new round, over the buffer of round - 1. */
+		if (j->busy && j->busy(ss_job_txref(j, f, h->round & 1)))
+			return drop(j, out, SS_DROP_BUSY);
+		fr->prev_len = fr->len;
+		fr->has_prev = fr->len != 0;
+		fr->round = h->round;
+		fr->len = h->len;
+		fr->count = 0;
+		fr->done = 0;
+		memset(&j->bitmap[(size_t)f * j->words], 0, j->words * sizeof(uint64_t));
+		j->ops->load[j->dtype](acc_of(j, f, fr->round), payload, elems);
+	} else if (h->round == fr->round - 1 && fr->has_prev) {
+		return answer(j, f, h->round, fr->prev_len, out);
+	} else {
+		return drop(j, out, SS_DROP_STALE);
+	}
+
+	*bits |= bit;
+	j->peer[h->rank] = *from;
+	j->cnt.summed++;
+	if (++fr->count < j->n)
+		return SS_SUMMED;
+
+	fr->done = 1;
+	if (j->acc)
+		j->ops->store[j->dtype](ss_job_res(j, f, fr->round & 1), acc_of(j, f, fr->round),
+					elems);
+	j->cnt.completed++;
+	out->buf = ss_job_res(j, f, fr->round & 1);
+	out->txref = j->txref_size ? ss_job_txref(j, f, fr->round & 1) : NULL;
+	out->len = fr->len;
+	out->round = fr->round;
+	return SS_COMPLETE;
+}
+
+int ss_table_add(struct ss_table *t, struct ss_job *j)
+{
+	uint32_t i;
+
+	for (i = 0; i < t->n; i++)
+		if (t->id[i] == j->id)
+			return -EEXIST;
+	if (t->n >= SS_MAX_JOBS)
+		return -ENOSPC;
+	t->id[t->n] = j->id;
+	t->job[t->n] = j;
+	t->n++;
+	return 0;
+}
+
+struct ss_job *ss_table_del(struct ss_table *t, uint32_t id)
+{
+	struct ss_job *j;
+	uint32_t i;
+
+	for (i = 0; i < t->n; i++) {
+		if (t->id[i] != id)
+			continue;
+		j = t->job[i];
+		t->n--;
+		t->id[i] = t->id[t->n];
+		t->job[i] = t->job[t->n];
+		t->last = 0;
+		return j;
+	}
+	return NULL;
+}

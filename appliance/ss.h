@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The summation service core (SS): per-fragment round state and in-place
+ * summation, independent of any transport. The box links it once per data
+ * core (SS_CPU); workers link it as SS_GPU. Pure C, no EAL: tested as is.
+ *
+ * One struct ss_job holds the state one core keeps for one job: the
+ * fragments of the chunks of the job's endpoints that core owns. It lives in
+ * a single block sized by ss_job_bytes() and laid out by ss_job_init(), all
+ * at registration; ss_push() allocates nothing.
+ *
+ * A fragment's state machine (DESIGN.md §3, SwitchML's shadow copy):
+ *
+ *   round r current, incomplete   push(r), bit unset  -> sum; last one completes
+ *                                 push(r), bit set    -> duplicate, dropped
+ *   round r current, complete     push(r)             -> answer with result r
+ *                                 push(r + 1)         -> start round r + 1
+ *   round r current, any          push(r - 1)         -> answer with the shadow
+ *   anything else                                     -> stale, dropped
+ *
+ * The result of round r is in res[r & 1]; the shadow, res[(r - 1) & 1], is the
+ * previous round's. fp32 jobs sum straight into res[r & 1]; fp16 and bf16
+ * jobs sum into an fp32 accumulator and narrow once into res[r & 1] when the
+ * round completes. A transport that sends results by reference (the box:
+ * external mbufs, one payload and n headers) keeps a reference count per
+ * result buffer in the job's txref area and tells ss_push() through
+ * ss_job.busy whether a buffer is still on its way out: a round never starts
+ * over a buffer the NIC may still be reading.
+ */
+#ifndef PBOX_SS_H
+#define PBOX_SS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nic_wire.h"
+#include "sum.h"
+
+#define SS_MAX_EPS    64   /* endpoints of one job on one core */
+#define SS_MAX_JOBS   4096 /* [limits] jobs */
+#define SS_MAX_RANKS  1024
+#define SS_CACHE_LINE 64
+
+/* Why ss_push() dropped a push. X-macro: the enum and the counter names. */
+#define SS_FOREACH_DROP(_)                                                                         \
+	_(NO_JOB, "job not registered")                                                            \
+	_(TOKEN, "job token wrong")                                                                \
+	_(DTYPE, "dtype is not the job's")                                                         \
+	_(RANK, "rank not below the job's n")                                                      \
+	_(CHUNK, "chunk not on this endpoint")                                                     \
+	_(FRAG, "fragment outside the chunk")                                                      \
+	_(LEN, "payload length wrong for the round")                                               \
+	_(DUP, "duplicate of an incomplete round")                                                 \
+	_(STALE, "round neither current, next nor previous")                                       \
+	_(BUSY, "result buffer still being transmitted")
+
+enum ss_drop {
+#define SS__DROP_ENUM(n, s) SS_DROP_##n,
+	SS_FOREACH_DROP(SS__DROP_ENUM)
+#undef SS__DROP_ENUM
+		SS_DROP_COUNT
+};
+
+const char *ss_drop_name(enum ss_drop d);
+
+/* Whether the sender should hear about a drop (PBOX_OP_ERROR): the push
+ * will never succeed as sent. */
+static inline bool ss_drop_is_error(enum ss_drop d)
+{
+	return d <= SS_DROP_LEN;
+}
+
+/* What one core needs to know of a job. */
+struct ss_job_desc {
+	uint32_t id;
+	uint32_t token32; /* nic_wire_token() of the job's token */
+	uint16_t n;	  /* workers */
+	uint8_t dtype;	  /* enum sum_dtype */
+	uint32_t frag_size, chunk_size;
+	uint16_t n_eps;			/* this core's endpoints, in its own order */
+	uint32_t ep_chunks[SS_MAX_EPS]; /* chunks of the job on each */
+};
+
+/* Counters of one job on one core, written by that core only. */
+struct ss_counters {
+	uint64_t rx;	     /* pushes that reached the job */
+	uint64_t summed;     /* contributions added in */
+	uint64_t completed;  /* rounds completed */
+	uint64_t results;    /* result packets sent: n per completed round */
+	uint64_t answers;    /* result re-sent to one worker (duplicate, previous round) */
+	uint64_t retrans_rx; /* pushes flagged as retransmissions */
+	uint64_t drop[SS_DROP_COUNT];
+} __attribute__((aligned(SS_CACHE_LINE)));
+
+struct ss_frag {
+	uint32_t round;	  /* current round */
+	uint16_t count;	  /* contributors so far */
+	uint16_t len;	  /* payload bytes of the current round */
+	uint16_t prev_len; /* of the previous round (the shadow) */
+	uint8_t done;	  /* current round complete */
+	uint8_t has_prev; /* the shadow holds a result */
+};
+
+struct ss_job {
+	/* accessed on the data path */
+	uint32_t id, token32;
+	uint16_t n, words; /* bitmap words per fragment */
+	uint8_t dtype, elem;
+	uint16_t n_eps;
+	uint32_t frag_size, frags_per_chunk;
+	const struct sum_ops *ops;
+	bool (*busy)(void *txref); /* NULL: results are copied, never busy */
+	size_t txref_size;
+	struct ss_frag *frag;
+	uint64_t *bitmap;
+	uint8_t *res;  /* 2 buffers of frag_size per fragment */
+	float *acc;    /* fp16/bf16: frag_size / elem floats per fragment */
+	uint8_t *txref; /* 2 per fragment, txref_size each */
+	struct nic_addr *peer; /* where each rank was last heard from */
+	uint32_t ep_first[SS_MAX_EPS]; /* first fragment of each endpoint */
+	uint32_t ep_chunks[SS_MAX_EPS];
+	uint32_t n_frags;
+	size_t bytes;
+	struct ss_counters cnt;
+};
+
+/* What ss_push() asks the transport to do. */
+struct ss_out {
+	enum ss_drop why; /* SS_DROP verdicts */
+	const void *buf;  /* SS_COMPLETE, SS_ANSWER: the result payload */
+	uint16_t len;
+	uint32_t round;
+	void *txref; /* the transport's reference slot for buf */
+};
+
+enum ss_verdict {
+	SS_SUMMED,   /* taken in; nothing to send */
+	SS_COMPLETE, /* round complete: send buf to each of the job's n ranks */
+	SS_ANSWER,   /* send buf to the sender only */
+	SS_DROP,     /* dropped, counted; why says why */
+};
+
+/* Check @d; returns NULL or a message saying what is wrong. */
+const char *ss_job_desc_check(const struct ss_job_desc *d);
+
+/* Bytes and alignment of the block ss_job_init() needs for @d. */
+size_t ss_job_bytes(const struct ss_job_desc *d, size_t txref_size);
+size_t ss_job_align(const struct ss_job_desc *d);
+
+/* Lay the job out in @mem (ss_job_bytes() bytes, ss_job_align() aligned),
+ * every fragment before its first round. Returns the job (at @mem). */
+struct ss_job *ss_job_init(void *mem, const struct ss_job_desc *d, size_t txref_size,
+			   const struct sum_ops *ops);
+
+static inline void *ss_job_txref(const struct ss_job *j, uint32_t frag, unsigned which)
+{
+	return j->txref + ((size_t)frag * 2 + which) * j->txref_size;
+}
+
+static inline uint8_t *ss_job_res(const struct ss_job *j, uint32_t frag, unsigned which)
+{
+	return j->res + ((size_t)frag * 2 + which) * j->frag_size;
+}
+
+/*
+ * One push, already validated by nic_wire_parse() (op, dtype number, length
+ * within the fragment size) and addressed to the job's endpoint @ep of this
+ * core. Checks what the wire cannot (token, dtype, rank, chunk, fragment,
+ * length), then runs the state machine. @from is remembered as the rank's
+ * address for results. Nothing is touched before every check passed.
+ */
+enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
+			const void *payload, const struct nic_addr *from, struct ss_out *out);
+
+/* The jobs one core serves: a small table, searched linearly (a handful of
+ * jobs at a time) with the last hit first. */
+struct ss_table {
+	uint32_t n, last;
+	uint32_t id[SS_MAX_JOBS];
+	struct ss_job *job[SS_MAX_JOBS];
+};
+
+static inline struct ss_job *ss_table_find(struct ss_table *t, uint32_t id)
+{
+	uint32_t i;
+
+	if (t->last < t->n && t->id[t->last] == id)
+		return t->job[t->last];
+	for (i = 0; i < t->n; i++)
+		if (t->id[i] == id) {
+			t->last = i;
+			return t->job[i];
+		}
+	return NULL;
+}
+
+/* 0, or -EEXIST / -ENOSPC. */
+int ss_table_add(struct ss_table *t, struct ss_job *j);
+/* The removed job, or NULL when @id is not there. */
+struct ss_job *ss_table_del(struct ss_table *t, uint32_t id);
+
+#endif /* PBOX_SS_H */

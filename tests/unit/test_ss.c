@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The summation service core: layout, every drop reason, the round state
+ * machine, and a randomized schedule of pushes, duplicates and reordering
+ * against sums computed here. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ss.h"
+#include "test.h"
+
+#define FRAG  256
+#define CHUNK 1024
+
+static struct ss_job *make_job(uint16_t n, uint8_t dtype, void **mem)
+{
+	struct ss_job_desc d = {.id = 7,
+				.token32 = nic_wire_token(0x1234),
+				.n = n,
+				.dtype = dtype,
+				.frag_size = FRAG,
+				.chunk_size = CHUNK,
+				.n_eps = 2,
+				.ep_chunks = {3, 2}};
+	size_t bytes = ss_job_bytes(&d, 16);
+
+	ck_assert_ptr_null(ss_job_desc_check(&d));
+	*mem = aligned_alloc(ss_job_align(&d), bytes);
+	ck_assert_ptr_nonnull(*mem);
+	return ss_job_init(*mem, &d, 16, sum_ops_best());
+}
+
+static struct pbox_hdr hdr(const struct ss_job *j, uint16_t rank, uint32_t chunk, uint16_t frag,
+			   uint32_t round, uint16_t len)
+{
+	return (struct pbox_hdr){.op = PBOX_OP_PUSH,
+				 .dtype = j->dtype,
+				 .rank = rank,
+				 .job = j->id,
+				 .chunk = chunk,
+				 .frag = frag,
+				 .len = len,
+				 .round = round,
+				 .token = j->token32};
+}
+
+/* Element i of rank r's contribution in round v: small integers, so every
+ * sum is exact in fp32, fp16 and bf16 alike. */
+static float val(unsigned i, unsigned r, uint32_t v)
+{
+	return (float)((int)((i * 7 + r * 13 + v * 3) % 61) - 30);
+}
+
+static void fill(uint8_t dtype, void *buf, unsigned elems, unsigned r, uint32_t v, unsigned base)
+{
+	for (unsigned i = 0; i < elems; i++) {
+		float x = val(base + i, r, v);
+
+		if (dtype == SUM_FP32)
+			((float *)buf)[i] = x;
+		else if (dtype == SUM_FP16)
+			((uint16_t *)buf)[i] = sum_f32_to_f16(x);
+		else
+			((uint16_t *)buf)[i] = sum_f32_to_bf16(x);
+	}
+}
+
+static float get(uint8_t dtype, const void *buf, unsigned i)
+{
+	if (dtype == SUM_FP32)
+		return ((const float *)buf)[i];
+	if (dtype == SUM_FP16)
+		return sum_f16_to_f32(((const uint16_t *)buf)[i]);
+	return sum_bf16_to_f32(((const uint16_t *)buf)[i]);
+}
+
+static int check_sum(uint8_t dtype, const void *buf, unsigned elems, unsigned n, uint32_t v,
+		     unsigned base)
+{
+	for (unsigned i = 0; i < elems; i++) {
+		float want = 0;
+
+		for (unsigned r = 0; r < n; r++)
+			want += val(base + i, r, v);
+		if (get(dtype, buf, i) != want)
+			return (int)i + 1;
+	}
+	return 0;
+}
+
+static const struct nic_addr who = {.mac = {2, 0, 0, 0, 0, 1}, .ip_be = 0x0100a8c6, .port = 9700};
+
+START_TEST(test_ss_layout)
+{
+	void *mem;
+	struct ss_job *j = make_job(70, SUM_FP16, &mem);
+
+	ck_assert_uint_eq(j->n_frags, (3 + 2) * (CHUNK / FRAG));
+	ck_assert_uint_eq(j->words, 2);
+	ck_assert_uint_eq(j->ep_first[1], 3 * (CHUNK / FRAG));
+	ck_assert_uint_eq((uintptr_t)j->res % FRAG, 0);
+	ck_assert_ptr_nonnull(j->acc);
+	/* every region inside the block, none overlapping the next */
+	ck_assert((uint8_t *)j->acc >= j->res + (size_t)j->n_frags * 2 * FRAG);
+	ck_assert((uint8_t *)j->frag >= (uint8_t *)(j->acc + (size_t)j->n_frags * FRAG / 2));
+	ck_assert((uint8_t *)(j->txref + j->n_frags * 2 * 16) <= (uint8_t *)mem + j->bytes);
+	free(mem);
+
+	struct ss_job_desc bad = {.n = 0, .dtype = 0, .frag_size = FRAG, .chunk_size = CHUNK};
+	ck_assert_ptr_nonnull(ss_job_desc_check(&bad));
+	bad.n = 2;
+	bad.frag_size = 100;
+	ck_assert_ptr_nonnull(ss_job_desc_check(&bad));
+	bad.frag_size = 2048;
+	ck_assert_ptr_nonnull(ss_job_desc_check(&bad)); /* chunk < fragment */
+	bad.dtype = 9;
+	bad.frag_size = FRAG;
+	ck_assert_ptr_nonnull(ss_job_desc_check(&bad));
+}
+END_TEST
+
+/* Each refusal leaves the job's state exactly as it was. */
+START_TEST(test_ss_drops)
+{
+	void *mem;
+	struct ss_job *j = make_job(3, SUM_FP32, &mem);
+	uint8_t payload[FRAG];
+	struct ss_out out;
+	size_t state = j->bytes - sizeof(*j);
+	uint8_t *snap = malloc(j->bytes);
+	struct {
+		struct pbox_hdr h;
+		unsigned ep;
+		enum ss_drop why;
+	} cases[] = {
+		{hdr(j, 0, 0, 0, 0, FRAG), 0, SS_DROP_TOKEN},
+		{hdr(j, 0, 0, 0, 0, FRAG), 0, SS_DROP_DTYPE},
+		{hdr(j, 3, 0, 0, 0, FRAG), 0, SS_DROP_RANK},
+		{hdr(j, 0, 3, 0, 0, FRAG), 0, SS_DROP_CHUNK},
+		{hdr(j, 0, 2, 0, 0, FRAG), 1, SS_DROP_CHUNK},
+		{hdr(j, 0, 0, 0, 0, FRAG), 2, SS_DROP_CHUNK},
+		{hdr(j, 0, 0, CHUNK / FRAG, 0, FRAG), 0, SS_DROP_FRAG},
+		{hdr(j, 0, 0, 0, 0, FRAG + 4), 0, SS_DROP_LEN},
+		{hdr(j, 0, 0, 0, 0, 6), 0, SS_DROP_LEN},
+		{hdr(j, 0, 0, 0, 0, 0), 0, SS_DROP_LEN},
+		{hdr(j, 0, 0, 0, 5, FRAG), 0, SS_DROP_STALE},
+		{hdr(j, 0, 0, 0, UINT32_MAX, FRAG), 0, SS_DROP_STALE},
+	};
+
+	cases[0].h.token ^= 1;
+	cases[1].h.dtype = SUM_BF16;
+	fill(SUM_FP32, payload, FRAG / 4, 0, 0, 0);
+	memcpy(snap, mem, j->bytes);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t before = j->cnt.drop[cases[i].why];
+
+		ck_assert_int_eq(ss_push(j, cases[i].ep, &cases[i].h, payload, &who, &out), SS_DROP);
+		ck_assert_msg(out.why == cases[i].why, "case %zu: %s, want %s", i,
+			      ss_drop_name(out.why), ss_drop_name(cases[i].why));
+		ck_assert_uint_eq(j->cnt.drop[cases[i].why], before + 1);
+		ck_assert_msg(memcmp((uint8_t *)mem + sizeof(*j), snap + sizeof(*j), state) == 0,
+			      "case %zu changed the state", i);
+	}
+	ck_assert(ss_drop_is_error(SS_DROP_TOKEN) && !ss_drop_is_error(SS_DROP_DUP));
+	free(snap);
+	free(mem);
+}
+END_TEST
+
+/* One fragment through two rounds: sums, duplicates, answers, shadow. */
+static void rounds(uint8_t dtype)
+{
+	void *mem;
+	struct ss_job *j = make_job(3, dtype, &mem);
+	unsigned elems = FRAG / j->elem, len = FRAG;
+	uint8_t p[3][FRAG];
+	struct pbox_hdr h;
+	struct ss_out out;
+
+	for (uint32_t v = 0; v < 2; v++) {
+		for (unsigned r = 0; r < 3; r++)
+			fill(dtype, p[r], elems, r, v, 0);
+		h = hdr(j, 0, 1, 2, v, (uint16_t)len);
+		ck_assert_int_eq(ss_push(j, 1, &h, p[0], &who, &out), SS_SUMMED);
+		ck_assert_int_eq(ss_push(j, 1, &h, p[0], &who, &out), SS_DROP);
+		ck_assert_int_eq(out.why, SS_DROP_DUP);
+		h.rank = 2;
+		ck_assert_int_eq(ss_push(j, 1, &h, p[2], &who, &out), SS_SUMMED);
+		if (v == 1) { /* round 0 is the shadow now */
+			h.round = 0;
+			ck_assert_int_eq(ss_push(j, 1, &h, p[2], &who, &out), SS_ANSWER);
+			ck_assert_int_eq(check_sum(dtype, out.buf, elems, 3, 0, 0), 0);
+			h.round = 1;
+		}
+		h.rank = 1;
+		h.len = (uint16_t)(len - j->elem);
+		ck_assert_int_eq(ss_push(j, 1, &h, p[1], &who, &out), SS_DROP);
+		ck_assert_int_eq(out.why, SS_DROP_LEN);
+		h.len = (uint16_t)len;
+		h.round = v + 1; /* ahead of an incomplete round */
+		ck_assert_int_eq(ss_push(j, 1, &h, p[1], &who, &out), SS_DROP);
+		ck_assert_int_eq(out.why, SS_DROP_STALE);
+		h.round = v;
+		ck_assert_int_eq(ss_push(j, 1, &h, p[1], &who, &out), SS_COMPLETE);
+		ck_assert_uint_eq(out.len, len);
+		ck_assert_uint_eq(out.round, v);
+		ck_assert_ptr_eq(out.txref, ss_job_txref(j, j->ep_first[1] + 4 + 2, v & 1));
+		ck_assert_int_eq(check_sum(dtype, out.buf, elems, 3, v, 0), 0);
+		/* late duplicate of a complete round: answered from the result */
+		ck_assert_int_eq(ss_push(j, 1, &h, p[1], &who, &out), SS_ANSWER);
+		ck_assert_int_eq(check_sum(dtype, out.buf, elems, 3, v, 0), 0);
+	}
+	ck_assert_uint_eq(j->cnt.completed, 2);
+	ck_assert_uint_eq(j->cnt.summed, 6);
+	ck_assert_uint_eq(j->cnt.answers, 3);
+	ck_assert_uint_eq(j->cnt.drop[SS_DROP_DUP], 2);
+	ck_assert(memcmp(&j->peer[2], &who, sizeof(who)) == 0);
+	free(mem);
+}
+
+START_TEST(test_ss_rounds)
+{
+	rounds((uint8_t)_i);
+}
+END_TEST
+
+static bool busy_flag;
+static bool busy_cb(void *txref)
+{
+	(void)txref;
+	return busy_flag;
+}
+
+/* A round never starts over a result buffer still in flight. */
+START_TEST(test_ss_busy)
+{
+	void *mem;
+	struct ss_job *j = make_job(1, SUM_FP32, &mem);
+	uint8_t p[FRAG];
+	struct pbox_hdr h = hdr(j, 0, 0, 0, 0, FRAG);
+	struct ss_out out;
+
+	j->busy = busy_cb;
+	fill(SUM_FP32, p, FRAG / 4, 0, 0, 0);
+	busy_flag = true;
+	ck_assert_int_eq(ss_push(j, 0, &h, p, &who, &out), SS_DROP);
+	ck_assert_int_eq(out.why, SS_DROP_BUSY);
+	ck_assert_uint_eq(j->frag[0].round, UINT32_MAX);
+	busy_flag = false;
+	ck_assert_int_eq(ss_push(j, 0, &h, p, &who, &out), SS_COMPLETE);
+	free(mem);
+}
+END_TEST
+
+/* n workers, several rounds over all fragments, every push sent once or
+ * twice in random order (duplicates, reordering, some answered late); the
+ * results each worker collects must be the exact sums. */
+START_TEST(test_ss_random)
+{
+	enum { N = 5, ROUNDS = 6 };
+	uint8_t dtype = (uint8_t)_i;
+	void *mem;
+	struct ss_job *j = make_job(N, dtype, &mem);
+	unsigned fpc = CHUNK / FRAG, elems = FRAG / j->elem;
+	uint32_t F = j->n_frags, total = F * N * 2, k;
+	struct {
+		uint32_t f;
+		uint16_t r;
+	} *ev = malloc(sizeof(*ev) * total);
+	uint8_t p[FRAG];
+	unsigned seed = 12345, completes = 0;
+
+	for (uint32_t v = 0; v < ROUNDS; v++) {
+		for (k = 0; k < total; k++) {
+			ev[k].f = k / 2 % F;
+			ev[k].r = (uint16_t)(k / 2 / F);
+		}
+		for (k = total - 1; k > 0; k--) {
+			uint32_t o = (uint32_t)rand_r(&seed) % (k + 1);
+			__typeof__(*ev) t = ev[k];
+
+			ev[k] = ev[o];
+			ev[o] = t;
+		}
+		for (k = 0; k < total; k++) {
+			uint32_t f = ev[k].f;
+			unsigned ep = f >= j->ep_first[1];
+			uint32_t lf = f - j->ep_first[ep];
+			struct pbox_hdr h = hdr(j, ev[k].r, lf / fpc, (uint16_t)(lf % fpc), v, FRAG);
+			struct ss_out out;
+			enum ss_verdict vd;
+
+			fill(dtype, p, elems, ev[k].r, v, f * elems);
+			vd = ss_push(j, ep, &h, p, &who, &out);
+			if (vd == SS_COMPLETE)
+				completes++;
+			if (vd == SS_COMPLETE || vd == SS_ANSWER) {
+				int bad = check_sum(dtype, out.buf, elems, N, v, f * elems);
+
+				if (bad)
+					ck_abort_msg("round %u fragment %u element %d wrong", v, f,
+						     bad - 1);
+			} else if (vd == SS_DROP && out.why != SS_DROP_DUP) {
+				ck_abort_msg("round %u: unexpected drop %s", v, ss_drop_name(out.why));
+			}
+		}
+	}
+	ck_assert_uint_eq(completes, F * ROUNDS);
+	ck_assert_uint_eq(j->cnt.completed, F * ROUNDS);
+	ck_assert_uint_eq(j->cnt.summed, (uint64_t)F * N * ROUNDS);
+	ck_assert_uint_eq(j->cnt.answers + j->cnt.drop[SS_DROP_DUP], (uint64_t)F * N * ROUNDS);
+	free(ev);
+	free(mem);
+}
+END_TEST
+
+START_TEST(test_ss_table)
+{
+	static struct ss_table t;
+	struct ss_job a = {.id = 1}, b = {.id = 2}, c = {.id = 1};
+
+	ck_assert_int_eq(ss_table_add(&t, &a), 0);
+	ck_assert_int_eq(ss_table_add(&t, &b), 0);
+	ck_assert_int_eq(ss_table_add(&t, &c), -EEXIST);
+	ck_assert_ptr_eq(ss_table_find(&t, 2), &b);
+	ck_assert_ptr_eq(ss_table_find(&t, 1), &a);
+	ck_assert_ptr_null(ss_table_find(&t, 3));
+	ck_assert_ptr_eq(ss_table_del(&t, 1), &a);
+	ck_assert_ptr_null(ss_table_del(&t, 1));
+	ck_assert_ptr_eq(ss_table_find(&t, 2), &b);
+	ck_assert_uint_eq(t.n, 1);
+}
+END_TEST
+
+Suite *ss_suite(void)
+{
+	Suite *s = suite_create("ss");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, test_ss_layout);
+	tcase_add_test(tc, test_ss_drops);
+	tcase_add_loop_test(tc, test_ss_rounds, SUM_FP32, SUM_DTYPE_COUNT);
+	tcase_add_test(tc, test_ss_busy);
+	tcase_add_loop_test(tc, test_ss_random, SUM_FP32, SUM_DTYPE_COUNT);
+	tcase_add_test(tc, test_ss_table);
+	suite_add_tcase(s, tc);
+	return s;
+}
