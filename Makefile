@@ -43,7 +43,7 @@ SIMD_FLAGS_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mf16c -mfma
 CORE_SRCS := config/cfg.c config/cfg_box.c config/cfg_worker.c \
              numa/numa_topo.c numa/numa_plan.c \
              appliance/ss.c appliance/sum.c appliance/sum_scalar.c appliance/sum_avx2.c appliance/sum_avx512.c \
-             nic/nic_wire.c
+             nic/nic_wire.c nic/nic_host.c
 PBOXD_SRCS  := appliance/pboxd.c
 WORKER_SRCS := worker/pbox_worker.c
 TEST_SRCS   := $(wildcard tests/unit/*.c)

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "nic_host.h"
 #include "nic_wire.h"
 #include "test.h"
 
@@ -350,6 +351,80 @@ START_TEST(arp_and_icmp_are_classified)
 }
 END_TEST
 
+/* The ARP request a worker sends for the box's address, by hand. */
+static size_t arp_request(uint32_t target_be)
+{
+	static const uint8_t req[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 0x11,
+				      0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1, 0x02, 0, 0, 0, 0, 0x11};
+
+	memset(frame, 0, 60);
+	memcpy(frame, req, sizeof(req));
+	memcpy(frame + 28, &W.ip_be, 4);
+	memcpy(frame + 38, &target_be, 4);
+	return 60; /* padded to the Ethernet minimum */
+}
+
+START_TEST(arp_requests_for_us_answered)
+{
+	uint8_t before[60];
+
+	ck_assert_uint_eq(nic_host_arp_reply(frame, arp_request(B.ip_be), B.mac, B.ip_be), 60);
+	ck_assert(memcmp(frame, W.mac, 6) == 0);     /* back to the sender */
+	ck_assert(memcmp(frame + 6, B.mac, 6) == 0); /* from us */
+	ck_assert_uint_eq(frame[21], 2);	     /* a reply */
+	ck_assert(memcmp(frame + 22, B.mac, 6) == 0 && memcmp(frame + 28, &B.ip_be, 4) == 0);
+	ck_assert(memcmp(frame + 32, W.mac, 6) == 0 && memcmp(frame + 38, &W.ip_be, 4) == 0);
+
+	/* for someone else, a reply, short, or not Ethernet/IPv4: untouched */
+	arp_request(B.ip_be + 1);
+	memcpy(before, frame, 60);
+	ck_assert_uint_eq(nic_host_arp_reply(frame, 60, B.mac, B.ip_be), 0);
+	frame[38] ^= 1;
+	frame[21] = 2;
+	ck_assert_uint_eq(nic_host_arp_reply(frame, 60, B.mac, B.ip_be), 0);
+	arp_request(B.ip_be);
+	ck_assert_uint_eq(nic_host_arp_reply(frame, 41, B.mac, B.ip_be), 0);
+	frame[17] = 0xdd; /* protocol type IPv6 */
+	ck_assert_uint_eq(nic_host_arp_reply(frame, 60, B.mac, B.ip_be), 0);
+	ck_assert_uint_eq(frame[21], 1);
+}
+END_TEST
+
+START_TEST(icmp_echo_answered)
+{
+	struct nic_pkt p;
+	struct nic_wire_expect to_worker = {.ip_be = W.ip_be};
+	size_t n = good_push();
+	uint8_t *icmp = frame + 34;
+
+	/* turn the push into an echo request with the same bytes as data */
+	frame[23] = 1;
+	fix_ip_csum();
+	icmp[0] = 8;
+	icmp[1] = 0;
+	icmp[2] = icmp[3] = 0;
+	{
+		uint16_t c = (uint16_t)~nic_csum_fold(icmp, n - 34, 0);
+
+		icmp[2] = (uint8_t)(c >> 8);
+		icmp[3] = (uint8_t)c;
+	}
+	ck_assert_int_eq(nic_wire_parse(frame, n, &exp_box, &p), NIC_DROP_NONE);
+	ck_assert_uint_eq(nic_host_icmp_reply(frame, n, &p, B.mac), n);
+	ck_assert_uint_eq(icmp[0], 0);
+	ck_assert_uint_eq(nic_csum_fold(icmp, n - 34, 0), 0xffff);
+	ck_assert(memcmp(frame, W.mac, 6) == 0 && memcmp(frame + 6, B.mac, 6) == 0);
+	/* the reply is a valid IPv4 ICMP datagram to the worker */
+	ck_assert_int_eq(nic_wire_parse(frame, n, &to_worker, &p), NIC_DROP_NONE);
+	ck_assert_int_eq(p.kind, NIC_KIND_ICMP);
+	ck_assert_uint_eq(p.src_ip_be, B.ip_be);
+	/* a reply is not answered, nor a request with a bad checksum */
+	ck_assert_uint_eq(nic_host_icmp_reply(frame, n, &p, B.mac), 0);
+	icmp[0] = 8;
+	ck_assert_uint_eq(nic_host_icmp_reply(frame, n, &p, B.mac), 0);
+}
+END_TEST
+
 START_TEST(header_alone_for_sockets)
 {
 	struct pbox_hdr h = push_hdr(64), g;
@@ -380,6 +455,8 @@ Suite *wire_suite(void)
 	tcase_add_test(tc, every_truncation_refused);
 	tcase_add_test(tc, arp_and_icmp_are_classified);
 	tcase_add_test(tc, header_alone_for_sockets);
+	tcase_add_test(tc, arp_requests_for_us_answered);
+	tcase_add_test(tc, icmp_echo_answered);
 	suite_add_tcase(s, tc);
 	return s;
 }

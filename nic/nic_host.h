@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Host duties of a data port: answer ARP requests and ICMP echo requests for
+ * the port's address, so that workers and routers can find and ping the box.
+ * Both rewrite the received frame in place into the reply, which goes back
+ * to the sender's MAC (right for an L2 neighbour and for a router alike).
+ * Pure functions on a frame: no EAL.
+ */
+#ifndef PBOX_NIC_HOST_H
+#define PBOX_NIC_HOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nic_wire.h"
+
+/* An ARP request for @ip_be becomes our reply. Returns the reply's length,
+ * or 0 when @frame is no such request (left unchanged). */
+size_t nic_host_arp_reply(void *frame, size_t len, const uint8_t mac[6], uint32_t ip_be);
+
+/* An ICMP echo request (nic_wire_parse() said NIC_KIND_ICMP, @pkt) becomes
+ * the echo reply. Returns its length, or 0 when @frame is not an echo request
+ * with a correct checksum (left unchanged). */
+size_t nic_host_icmp_reply(void *frame, size_t len, const struct nic_pkt *pkt,
+			   const uint8_t mac[6]);
+
+#endif /* PBOX_NIC_HOST_H */
