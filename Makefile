@@ -44,7 +44,8 @@ CORE_SRCS := config/cfg.c config/cfg_box.c config/cfg_worker.c \
              numa/numa_topo.c numa/numa_plan.c \
              appliance/ss.c appliance/sum.c appliance/sum_scalar.c appliance/sum_avx2.c appliance/sum_avx512.c \
              nic/nic_wire.c nic/nic_host.c
-PBOXD_SRCS  := appliance/pboxd.c
+PBOXD_SRCS  := appliance/pboxd.c appliance/box_lcore.c appliance/box_ctl.c appliance/box_telemetry.c \
+               nic/nic_port.c
 WORKER_SRCS := worker/pbox_worker.c
 TEST_SRCS   := $(wildcard tests/unit/*.c)
 PERF_SUM_SRCS := perf/sum/perf_sum.c perf/sum/perf_sum_ref.c perf/sum/perf_sum_ref_avx2.c \
@@ -82,6 +83,9 @@ $(BUILD)/obj/perf/sum/perf_sum_ref_avx2.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx2)
 $(BUILD)/obj/perf/sum/perf_sum_ref_avx512.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx512)
 $(BUILD)/obj/tests/%.o: EXTRA_OBJ_FLAGS := $(CHECK_CFLAGS)
 $(BUILD)/obj/config/%.o: EXTRA_OBJ_FLAGS := $(INIH_CFLAGS)
+# Only the files that talk to DPDK see its headers.
+DPDK_OBJS := $(call obj,$(filter-out appliance/pboxd.c,$(PBOXD_SRCS))) $(BUILD)/obj/appliance/pboxd.o
+$(DPDK_OBJS): EXTRA_OBJ_FLAGS := $(DPDK_CFLAGS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -95,7 +99,7 @@ CORE_LIBS := $(BUILD)/lib/libpboxcore.a $(INIH_LIBS) $(NUMA_LIBS) -lm -pthread
 
 $(BUILD)/bin/pboxd: $(call obj,$(PBOXD_SRCS)) $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
-	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS)
+	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(DPDK_LIBS)
 
 $(BUILD)/bin/pbox-worker: $(call obj,$(WORKER_SRCS)) $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)

@@ -94,12 +94,12 @@ struct ss_counters {
 } __attribute__((aligned(SS_CACHE_LINE)));
 
 struct ss_frag {
-	uint32_t round;	  /* current round */
-	uint16_t count;	  /* contributors so far */
-	uint16_t len;	  /* payload bytes of the current round */
+	uint32_t round;	   /* current round */
+	uint16_t count;	   /* contributors so far */
+	uint16_t len;	   /* payload bytes of the current round */
 	uint16_t prev_len; /* of the previous round (the shadow) */
-	uint8_t done;	  /* current round complete */
-	uint8_t has_prev; /* the shadow holds a result */
+	uint8_t done;	   /* current round complete */
+	uint8_t has_prev;  /* the shadow holds a result */
 };
 
 struct ss_job {
@@ -114,10 +114,10 @@ struct ss_job {
 	size_t txref_size;
 	struct ss_frag *frag;
 	uint64_t *bitmap;
-	uint8_t *res;  /* 2 buffers of frag_size per fragment */
-	float *acc;    /* fp16/bf16: frag_size / elem floats per fragment */
-	uint8_t *txref; /* 2 per fragment, txref_size each */
-	struct nic_addr *peer; /* where each rank was last heard from */
+	uint8_t *res;		       /* 2 buffers of frag_size per fragment */
+	float *acc;		       /* fp16/bf16: frag_size / elem floats per fragment */
+	uint8_t *txref;		       /* 2 per fragment, txref_size each */
+	struct nic_addr *peer;	       /* where each rank was last heard from */
 	uint32_t ep_first[SS_MAX_EPS]; /* first fragment of each endpoint */
 	uint32_t ep_chunks[SS_MAX_EPS];
 	uint32_t n_frags;

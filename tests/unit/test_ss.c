@@ -154,7 +154,8 @@ START_TEST(test_ss_drops)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		uint64_t before = j->cnt.drop[cases[i].why];
 
-		ck_assert_int_eq(ss_push(j, cases[i].ep, &cases[i].h, payload, &who, &out), SS_DROP);
+		ck_assert_int_eq(ss_push(j, cases[i].ep, &cases[i].h, payload, &who, &out),
+				 SS_DROP);
 		ck_assert_msg(out.why == cases[i].why, "case %zu: %s, want %s", i,
 			      ss_drop_name(out.why), ss_drop_name(cases[i].why));
 		ck_assert_uint_eq(j->cnt.drop[cases[i].why], before + 1);
@@ -286,7 +287,8 @@ START_TEST(test_ss_random)
 			uint32_t f = ev[k].f;
 			unsigned ep = f >= j->ep_first[1];
 			uint32_t lf = f - j->ep_first[ep];
-			struct pbox_hdr h = hdr(j, ev[k].r, lf / fpc, (uint16_t)(lf % fpc), v, FRAG);
+			struct pbox_hdr h =
+				hdr(j, ev[k].r, lf / fpc, (uint16_t)(lf % fpc), v, FRAG);
 			struct ss_out out;
 			enum ss_verdict vd;
 
@@ -301,7 +303,8 @@ START_TEST(test_ss_random)
 					ck_abort_msg("round %u fragment %u element %d wrong", v, f,
 						     bad - 1);
 			} else if (vd == SS_DROP && out.why != SS_DROP_DUP) {
-				ck_abort_msg("round %u: unexpected drop %s", v, ss_drop_name(out.why));
+				ck_abort_msg("round %u: unexpected drop %s", v,
+					     ss_drop_name(out.why));
 			}
 		}
 	}

@@ -354,8 +354,9 @@ END_TEST
 /* The ARP request a worker sends for the box's address, by hand. */
 static size_t arp_request(uint32_t target_be)
 {
-	static const uint8_t req[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 0x11,
-				      0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1, 0x02, 0, 0, 0, 0, 0x11};
+	static const uint8_t req[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0,   0, 0,
+				      0,    0x11, 0x08, 0x06, 0,    1,	  0x08, 0,   6, 4,
+				      0,    1,	  0x02, 0,    0,    0,	  0,	0x11};
 
 	memset(frame, 0, 60);
 	memcpy(frame, req, sizeof(req));

@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * pboxd internals shared by its files:
+ *   box_lcore.c      the data path: one polling loop per data core
+ *   box_ctl.c        the control plane: job registry, TCP requests, rings
+ *   box_telemetry.c  /pbox/stats, /pbox/cores, /pbox/jobs
+ *   pboxd.c          main(): the ordered bring-up and teardown
+ *   nic/nic_port.c   DPDK ports: configure, queues, flow rules, link
+ *
+ * A data core touches only its struct box_lcore: its endpoints (port,
+ * queue), their transmit buffers, its job table and its counters. The
+ * control plane reaches it through two single-producer single-consumer rings
+ * (requests in, replies out) that the core checks every BOX_CTL_EVERY loops;
+ * it reads the core's counters without writing them.
+ */
+#ifndef PBOX_BOX_H
+#define PBOX_BOX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rte_common.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "cfg_box.h"
+#include "nic_wire.h"
+#include "numa_plan.h"
+#include "ss.h"
+
+#define BOX_BURST     32
+#define BOX_TX_MAX    512 /* frames queued per endpoint before a forced flush */
+#define BOX_CTL_EVERY 64  /* loops between checks of the control ring */
+#define BOX_RING_SIZE 64
+
+/* Per-core counters beyond the jobs' own (struct ss_counters). */
+#define BOX_FOREACH_CORE_CNT(_)                                                                    \
+	_(rx_pkts, "frames received")                                                              \
+	_(rx_bytes, "bytes received")                                                              \
+	_(tx_pkts, "frames sent")                                                                  \
+	_(tx_bytes, "bytes sent")                                                                  \
+	_(tx_drops, "frames the NIC would not take")                                               \
+	_(tx_nombuf, "frames not sent for want of an mbuf")                                        \
+	_(tx_payload_copies, "result payloads copied per destination (0 with multi-segment tx)")   \
+	_(results, "result frames sent (n per completed fragment round)")                          \
+	_(answers, "results re-sent to one worker")                                                \
+	_(errors_sent, "error replies sent")                                                       \
+	_(arp_replies, "ARP requests answered")                                                    \
+	_(icmp_replies, "ICMP echo requests answered")                                             \
+	_(foreign, "valid frames not for us (ARP for others, ICMP not echo)")                      \
+	_(multiseg, "received frames in several segments (dropped)")                               \
+	_(busy_cleanups, "tx completions reaped to free a result buffer")                          \
+	_(idle_sleeps, "adaptive polling naps")                                                    \
+	_(ctl_msgs, "control requests handled")
+
+struct box_core_stats {
+#define BOX__CNT_FIELD(n, s) uint64_t n;
+	BOX_FOREACH_CORE_CNT(BOX__CNT_FIELD)
+#undef BOX__CNT_FIELD
+	uint64_t nic_drop[NIC_DROP_COUNT];
+	uint64_t ss_drop[SS_DROP_COUNT]; /* including pushes for unknown jobs */
+	uint64_t summed, completed;	 /* also counted per job */
+} __rte_cache_aligned;
+
+/* One endpoint: a (port, queue) pair this core owns. */
+struct box_ep {
+	uint16_t port_id, queue;
+	uint16_t n_tx;
+	uint8_t port_idx; /* index in the configuration */
+	bool multiseg;	  /* the port sends chained mbufs */
+	bool gateway;	  /* results go to gw_mac, not to the sender's MAC */
+	uint8_t gw_mac[6];
+	uint32_t global; /* index in the box's endpoint list */
+	struct nic_addr self;
+	struct nic_wire_expect exp;
+	struct rte_mbuf *tx[BOX_TX_MAX];
+};
+
+enum box_msg_type { BOX_MSG_ADD, BOX_MSG_DEL };
+
+/* A control request; the core answers by returning it on its reply ring. */
+struct box_msg {
+	enum box_msg_type type;
+	uint32_t job_id;
+	struct ss_job *job; /* ADD: to install; DEL: the one removed */
+	int rc;
+};
+
+struct box_lcore {
+	/* accessed on the data path */
+	unsigned n_eps;
+	struct box_ep ep[NUMA_MAX_PORTS];
+	struct rte_mempool *pool; /* the node's */
+	struct ss_table jobs;
+	struct rte_ring *req, *resp;
+	bool adaptive;
+	uint32_t idle_polls;
+	uint32_t idle_sleep_us;
+	struct box_core_stats st;
+	/* not accessed on the data path */
+	unsigned lcore, cpu, node;
+	bool active;
+} __rte_cache_aligned;
+
+/* Where the box's endpoint e lives, for the control plane. */
+struct box_ep_ref {
+	unsigned lcore, slot; /* owner and its index there */
+	uint64_t weight_kbps;
+};
+
+struct box {
+	const struct box_cfg *cfg;
+	const struct numa_plan *plan;
+	unsigned n_lcores;
+	struct box_lcore *lc[RTE_MAX_LCORE];
+	unsigned n_eps;
+	struct box_ep_ref ep[NUMA_MAX_PORTS * NUMA_MAX_CORES];
+	uint64_t node_budget[NUMA_MAX_NODES]; /* bytes of job state per node */
+	int node_socket[NUMA_MAX_NODES];      /* OS node id, for rte_malloc_socket */
+	volatile bool quit;		      /* control plane: stop serving (signals) */
+	volatile bool stop;		      /* data cores: leave the loop (after quit) */
+};
+
+/* box_lcore.c */
+int box_lcore_main(void *arg);		    /* rte_eal_remote_launch() target */
+bool box_txref_busy(void *txref);	    /* on the owning core */
+bool box_txref_inflight(const void *txref); /* anywhere: read only */
+size_t box_txref_size(void);
+void box_txref_init(void *txref, struct box_lcore *lc);
+
+/* box_ctl.c */
+struct box_ctl;
+struct box_ctl *box_ctl_create(struct box *b);
+void box_ctl_destroy(struct box_ctl *c);
+/* Serve control connections until b->quit; returns 0 or -errno. */
+int box_ctl_run(struct box_ctl *c);
+
+/* box_telemetry.c */
+int box_telemetry_register(struct box *b, struct box_ctl *c);
+
+/* For telemetry: the registry, read under its lock. */
+struct box_job_view {
+	uint32_t id;
+	uint16_t n;
+	uint8_t dtype;
+	uint32_t frag_size, chunk_size;
+	uint64_t chunks, bytes;
+	struct ss_job *const *per_lcore; /* RTE_MAX_LCORE entries, NULL where none */
+};
+
+void box_ctl_lock(struct box_ctl *c);
+void box_ctl_unlock(struct box_ctl *c);
+unsigned box_ctl_n_jobs(const struct box_ctl *c);
+uint64_t box_ctl_used(const struct box_ctl *c, unsigned node);
+/* The i-th registered job, i < box_ctl_n_jobs(). */
+void box_ctl_job(const struct box_ctl *c, unsigned i, struct box_job_view *v);
+
+#endif /* PBOX_BOX_H */

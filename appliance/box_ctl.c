@@ -1,0 +1,730 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The control plane of pboxd: a TCP listener on the management address
+ * speaking one request per line, one reply per request (zero or more data
+ * lines, then "OK ..." or "ERR message"):
+ *
+ *   ENDPOINTS
+ *       EP <i> ip=A mac=M port=P weight=KBPS    one per endpoint
+ *       OK endpoints=N frag=F chunk=C mtu=MTU
+ *   REGISTER job=ID token=HEX n=N dtype=fp32|fp16|bf16 [frag=F] [chunk=C] chunks=C0,C1,...
+ *       EP lines as above, then OK job=ID bytes=B
+ *   UNREGISTER job=ID token=HEX
+ *   LIST
+ *       JOB id=ID n=N dtype=T frag=F chunk=C chunks=K bytes=B
+ *       OK jobs=N
+ *
+ * chunks= gives the job's chunk count on each endpoint, in ENDPOINTS order.
+ * A job lives as long as the connection that registered it: when the
+ * registering process goes away, the box frees the job and its memory.
+ * Job state is allocated here, on the node of each owning core, and handed
+ * to the cores through their request rings; cores never allocate.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_malloc.h>
+#include <rte_ring.h>
+
+#include "box.h"
+
+#define CTL_MAX_CONNS 64
+#define CTL_LINE_MAX  (256 * 1024)
+#define CTL_REPLY_MAX 256
+
+struct ctl_job {
+	uint32_t id;
+	uint64_t token;
+	int owner;		 /* connection slot that registered it */
+	struct ss_job_desc desc; /* n_eps, ep_chunks unused: per lcore below */
+	uint64_t chunks, bytes;
+	uint64_t node_bytes[NUMA_MAX_NODES];
+	struct ss_job *state[RTE_MAX_LCORE];
+};
+
+struct ctl_conn {
+	int fd;
+	size_t len;
+	char *buf;
+	char peer[48];
+};
+
+struct box_ctl {
+	struct box *b;
+	pthread_mutex_t lock; /* the registry, against telemetry readers */
+	int lfd;
+	struct ctl_conn conn[CTL_MAX_CONNS];
+	unsigned n_jobs;
+	struct ctl_job *job[SS_MAX_JOBS];
+	uint64_t used[NUMA_MAX_NODES];
+};
+
+void box_ctl_lock(struct box_ctl *c)
+{
+	pthread_mutex_lock(&c->lock);
+}
+
+void box_ctl_unlock(struct box_ctl *c)
+{
+	pthread_mutex_unlock(&c->lock);
+}
+
+unsigned box_ctl_n_jobs(const struct box_ctl *c)
+{
+	return c->n_jobs;
+}
+
+uint64_t box_ctl_used(const struct box_ctl *c, unsigned node)
+{
+	return node < NUMA_MAX_NODES ? c->used[node] : 0;
+}
+
+void box_ctl_job(const struct box_ctl *c, unsigned i, struct box_job_view *v)
+{
+	const struct ctl_job *j = c->job[i];
+
+	v->id = j->id;
+	v->n = j->desc.n;
+	v->dtype = j->desc.dtype;
+	v->frag_size = j->desc.frag_size;
+	v->chunk_size = j->desc.chunk_size;
+	v->chunks = j->chunks;
+	v->bytes = j->bytes;
+	v->per_lcore = j->state;
+}
+
+/* ---- replies -------------------------------------------------------------- */
+
+static int say(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int say(int fd, const char *fmt, ...)
+{
+	char line[CTL_REPLY_MAX];
+	va_list ap;
+	int n;
+	size_t off = 0;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -1;
+	if ((size_t)n > sizeof(line) - 2)
+		n = sizeof(line) - 2;
+	line[n++] = '\n';
+	while (off < (size_t)n) {
+		ssize_t w = send(fd, line + off, (size_t)n - off, MSG_NOSIGNAL);
+
+		if (w <= 0)
+			return -1;
+		off += (size_t)w;
+	}
+	return 0;
+}
+
+static void say_endpoints(struct box_ctl *c, int fd)
+{
+	struct box *b = c->b;
+	char ip[INET_ADDRSTRLEN];
+	unsigned g;
+
+	for (g = 0; g < b->n_eps; g++) {
+		const struct box_ep *ep = &b->lc[b->ep[g].lcore]->ep[b->ep[g].slot];
+		const uint8_t *m = ep->self.mac;
+
+		inet_ntop(AF_INET, &ep->self.ip_be, ip, sizeof(ip));
+		say(fd, "EP %u ip=%s mac=%02x:%02x:%02x:%02x:%02x:%02x port=%u weight=%" PRIu64, g,
+		    ip, m[0], m[1], m[2], m[3], m[4], m[5], ep->self.port, b->ep[g].weight_kbps);
+	}
+}
+
+/* ---- talking to the cores ----------------------------------------------- */
+
+/* Send one message to every active lcore and collect the replies. Returns
+ * 0, or -ETIMEDOUT when a core did not answer within 5 s. */
+static int to_cores(struct box_ctl *c, struct box_msg *msgs)
+{
+	struct box *b = c->b;
+	unsigned l, pending = 0;
+	struct timespec ts = {0, 100 * 1000};
+	int waited_us = 0;
+
+	for (l = 0; l < RTE_MAX_LCORE; l++) {
+		if (!b->lc[l] || !b->lc[l]->active)
+			continue;
+		if (rte_ring_enqueue(b->lc[l]->req, &msgs[l]) != 0)
+			return -ENOBUFS;
+		pending++;
+	}
+	while (pending) {
+		for (l = 0; l < RTE_MAX_LCORE; l++) {
+			void *m;
+
+			if (b->lc[l] && b->lc[l]->active &&
+			    rte_ring_dequeue(b->lc[l]->resp, &m) == 0)
+				pending--;
+		}
+		if (!pending)
+			break;
+		if (waited_us > 5 * 1000 * 1000)
+			return -ETIMEDOUT;
+		nanosleep(&ts, NULL);
+		waited_us += 100;
+	}
+	return 0;
+}
+
+static bool job_busy(const struct ss_job *s)
+{
+	uint32_t f;
+
+	for (f = 0; f < s->n_frags * 2; f++)
+		if (box_txref_inflight(ss_job_txref(s, f / 2, f % 2)))
+			return true;
+	return false;
+}
+
+static void job_free_state(struct ctl_job *j)
+{
+	unsigned l;
+
+	for (l = 0; l < RTE_MAX_LCORE; l++) {
+		rte_free(j->state[l]);
+		j->state[l] = NULL;
+	}
+}
+
+/* Take @j off every core, wait until no result of it is on the wire, and
+ * free it. Called with the lock held. */
+static void job_remove(struct box_ctl *c, unsigned idx)
+{
+	struct ctl_job *j = c->job[idx];
+	static struct box_msg msgs[RTE_MAX_LCORE];
+	unsigned l, n;
+
+	for (l = 0; l < RTE_MAX_LCORE; l++)
+		msgs[l] = (struct box_msg){.type = BOX_MSG_DEL, .job_id = j->id};
+	if (to_cores(c, msgs) != 0) {
+		fprintf(stderr, "pboxd: job %u: a core did not answer; its memory is kept\n",
+			j->id);
+		goto unlink;
+	}
+	/* Transmit completions are reaped by the cores (DEL flushes); a frame
+	 * still in a NIC ring after 2 s keeps the memory alive, not freed. */
+	for (n = 0; n < 200; n++) {
+		bool busy = false;
+
+		for (l = 0; l < RTE_MAX_LCORE && !busy; l++)
+			busy = j->state[l] && job_busy(j->state[l]);
+		if (!busy)
+			break;
+		usleep(10000);
+	}
+	if (n == 200)
+		fprintf(stderr, "pboxd: job %u: results still in flight after 2 s; memory kept\n",
+			j->id);
+	else
+		job_free_state(j);
+unlink:
+	for (l = 0; l < NUMA_MAX_NODES; l++)
+		c->used[l] -= j->node_bytes[l];
+	free(j);
+	c->job[idx] = c->job[--c->n_jobs];
+}
+
+static int find_job(const struct box_ctl *c, uint32_t id)
+{
+	unsigned i;
+
+	for (i = 0; i < c->n_jobs; i++)
+		if (c->job[i]->id == id)
+			return (int)i;
+	return -1;
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+/* key=value fields of a request line. */
+struct kv {
+	unsigned n;
+	char *k[16], *v[16];
+};
+
+static const char *split(char *line, struct kv *kv)
+{
+	char *save = NULL, *t;
+
+	kv->n = 0;
+	for (t = strtok_r(line, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
+		char *eq = strchr(t, '=');
+
+		if (!eq)
+			return t;
+		if (kv->n == 16)
+			return "too many fields";
+		*eq = '\0';
+		kv->k[kv->n] = t;
+		kv->v[kv->n++] = eq + 1;
+	}
+	return NULL;
+}
+
+static const char *get(const struct kv *kv, const char *k)
+{
+	unsigned i;
+
+	for (i = 0; i < kv->n; i++)
+		if (strcmp(kv->k[i], k) == 0)
+			return kv->v[i];
+	return NULL;
+}
+
+/* A number field: 0, or an ERR already sent naming the field. */
+static int num(int fd, const struct kv *kv, const char *k, uint64_t lo, uint64_t hi, uint64_t dflt,
+	       uint64_t *out)
+{
+	const char *v = get(kv, k);
+	char *end;
+
+	if (!v) {
+		if (dflt != UINT64_MAX) {
+			*out = dflt;
+			return 0;
+		}
+		say(fd, "ERR %s: missing", k);
+		return -1;
+	}
+	errno = 0;
+	*out = strtoull(v, &end, 0);
+	if (errno || end == v || *end || *v == '-' || *out < lo || *out > hi) {
+		say(fd, "ERR %s: '%.40s' is not a number from %" PRIu64 " to %" PRIu64, k, v, lo,
+		    hi);
+		return -1;
+	}
+	return 0;
+}
+
+static void human(uint64_t b, char *out, size_t len)
+{
+	if (b >= (1ull << 30))
+		snprintf(out, len, "%.1f GiB", (double)b / (1ull << 30));
+	else
+		snprintf(out, len, "%.1f MiB", (double)b / (1ull << 20));
+}
+
+static void do_register(struct box_ctl *c, int slot, const struct kv *kv)
+{
+	struct box *b = c->b;
+	const struct box_cfg *cfg = b->cfg;
+	int fd = c->conn[slot].fd;
+	uint64_t id, token, n, frag, chunk, total = 0, need[NUMA_MAX_NODES] = {0};
+	static struct box_msg msgs[RTE_MAX_LCORE];
+	const char *dt = get(kv, "dtype"), *list = get(kv, "chunks");
+	struct ctl_job *j;
+	unsigned g, l, t;
+	char a[32], z[32];
+
+	if (num(fd, kv, "job", 0, UINT32_MAX, UINT64_MAX, &id) ||
+	    num(fd, kv, "token", 0, UINT64_MAX, UINT64_MAX, &token) ||
+	    num(fd, kv, "n", 1, cfg->limits.workers, UINT64_MAX, &n) ||
+	    num(fd, kv, "frag", 64, cfg->data.fragment_size, cfg->data.fragment_size, &frag) ||
+	    num(fd, kv, "chunk", frag, 1 << 20, cfg->data.chunk_size, &chunk))
+		return;
+	if (frag & (frag - 1) || chunk & (chunk - 1)) {
+		say(fd, "ERR frag and chunk must be powers of two");
+		return;
+	}
+	for (t = 0; t < SUM_DTYPE_COUNT; t++)
+		if (dt && strcmp(dt, sum_dtype_name((enum sum_dtype)t)) == 0)
+			break;
+	if (t == SUM_DTYPE_COUNT) {
+		say(fd, "ERR dtype: '%.20s' is not fp32, fp16 or bf16", dt ? dt : "");
+		return;
+	}
+	if (!list) {
+		say(fd, "ERR chunks: missing (one count per endpoint, %u endpoints)", b->n_eps);
+		return;
+	}
+	if (find_job(c, (uint32_t)id) >= 0) {
+		say(fd, "ERR job %" PRIu64 ": id in use", id);
+		return;
+	}
+	if (c->n_jobs >= cfg->limits.jobs) {
+		say(fd, "ERR job %" PRIu64 ": the box holds %u jobs already ([limits] jobs)", id,
+		    cfg->limits.jobs);
+		return;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		say(fd, "ERR out of memory");
+		return;
+	}
+	j->id = (uint32_t)id;
+	j->token = token;
+	j->owner = slot;
+	j->desc = (struct ss_job_desc){.id = (uint32_t)id,
+				       .token32 = nic_wire_token(token),
+				       .n = (uint16_t)n,
+				       .dtype = (uint8_t)t,
+				       .frag_size = (uint32_t)frag,
+				       .chunk_size = (uint32_t)chunk};
+	/* chunks=C0,C1,... one per endpoint */
+	{
+		const char *p = list;
+		uint32_t counts[NUMA_MAX_PORTS * NUMA_MAX_CORES];
+
+		for (g = 0; g < b->n_eps; g++) {
+			char *end;
+			unsigned long long v;
+
+			errno = 0;
+			v = strtoull(p, &end, 10);
+			if (errno || end == p || v > (1u << 24) || (*end && *end != ',')) {
+				say(fd, "ERR chunks: entry %u is not a count", g);
+				goto fail;
+			}
+			counts[g] = (uint32_t)v;
+			j->chunks += v;
+			p = *end ? end + 1 : end;
+			if (!*end && g + 1 < b->n_eps) {
+				say(fd, "ERR chunks: %u counts for %u endpoints", g + 1, b->n_eps);
+				goto fail;
+			}
+		}
+		if (*p) {
+			say(fd, "ERR chunks: more counts than the %u endpoints", b->n_eps);
+			goto fail;
+		}
+		/* size the state of each core */
+		for (l = 0; l < RTE_MAX_LCORE; l++) {
+			struct box_lcore *lc = b->lc[l];
+			struct ss_job_desc d = j->desc;
+			const char *why;
+
+			if (!lc || !lc->active)
+				continue;
+			d.n_eps = (uint16_t)lc->n_eps;
+			for (g = 0; g < b->n_eps; g++)
+				if (b->ep[g].lcore == l)
+					d.ep_chunks[b->ep[g].slot] = counts[g];
+			why = ss_job_desc_check(&d);
+			if (why) {
+				say(fd, "ERR job %" PRIu64 ": %s", id, why);
+				goto fail;
+			}
+			need[lc->node] += ss_job_bytes(&d, box_txref_size());
+			msgs[l] = (struct box_msg){.type = BOX_MSG_ADD, .job_id = j->id};
+		}
+		for (l = 0; l < NUMA_MAX_NODES; l++) {
+			total += need[l];
+			if (c->used[l] + need[l] > b->node_budget[l]) {
+				human(need[l], a, sizeof(a));
+				human(b->node_budget[l] - c->used[l], z, sizeof(z));
+				say(fd,
+				    "ERR job %" PRIu64
+				    ": over the memory budget: needs %s of state "
+				    "on node %u, %s free there (memory.hugepage_budget)",
+				    id, a, l, z);
+				goto fail;
+			}
+		}
+		if (total > cfg->limits.job_memory) {
+			human(total, a, sizeof(a));
+			human(cfg->limits.job_memory, z, sizeof(z));
+			say(fd, "ERR job %" PRIu64 ": needs %s of state, over limits.job_memory %s",
+			    id, a, z);
+			goto fail;
+		}
+		/* allocate and lay out on each core's node */
+		for (l = 0; l < RTE_MAX_LCORE; l++) {
+			struct box_lcore *lc = b->lc[l];
+			struct ss_job_desc d = j->desc;
+			size_t bytes;
+			uint32_t f;
+
+			if (!lc || !lc->active)
+				continue;
+			d.n_eps = (uint16_t)lc->n_eps;
+			for (g = 0; g < b->n_eps; g++)
+				if (b->ep[g].lcore == l)
+					d.ep_chunks[b->ep[g].slot] = counts[g];
+			bytes = ss_job_bytes(&d, box_txref_size());
+			j->state[l] = rte_malloc_socket("pbox_job", bytes, ss_job_align(&d),
+							b->node_socket[lc->node]);
+			if (!j->state[l]) {
+				human(bytes, a, sizeof(a));
+				say(fd,
+				    "ERR job %" PRIu64 ": cannot allocate %s on node %u "
+				    "(hugepages exhausted?)",
+				    id, a, lc->node);
+				goto fail;
+			}
+			ss_job_init(j->state[l], &d, box_txref_size(), sum_ops_best());
+			j->state[l]->busy = box_txref_busy;
+			for (f = 0; f < j->state[l]->n_frags; f++) {
+				box_txref_init(ss_job_txref(j->state[l], f, 0), lc);
+				box_txref_init(ss_job_txref(j->state[l], f, 1), lc);
+			}
+			msgs[l].job = j->state[l];
+			j->node_bytes[lc->node] += bytes;
+			j->bytes += bytes;
+		}
+	}
+	if (to_cores(c, msgs) != 0) {
+		say(fd, "ERR job %" PRIu64 ": a data core did not take it", id);
+		goto fail; /* cores that did take it are told by no one: see below */
+	}
+	for (l = 0; l < RTE_MAX_LCORE; l++)
+		if (b->lc[l] && b->lc[l]->active && msgs[l].rc != 0) {
+			say(fd, "ERR job %" PRIu64 ": core %u refused it: %s", id, l,
+			    strerror(-msgs[l].rc));
+			goto fail;
+		}
+	for (l = 0; l < NUMA_MAX_NODES; l++)
+		c->used[l] += j->node_bytes[l];
+	c->job[c->n_jobs++] = j;
+	printf("pboxd: job %u registered by %s: n=%u %s, %" PRIu64 " chunks, %" PRIu64
+	       " bytes of state\n",
+	       j->id, c->conn[slot].peer, j->desc.n, sum_dtype_name((enum sum_dtype)t), j->chunks,
+	       j->bytes);
+	say_endpoints(c, fd);
+	say(fd, "OK job=%u bytes=%" PRIu64, j->id, j->bytes);
+	return;
+fail:
+	/* Cores that installed it must drop it before the memory goes. */
+	for (l = 0; l < RTE_MAX_LCORE; l++)
+		msgs[l] = (struct box_msg){.type = BOX_MSG_DEL, .job_id = j->id};
+	if (to_cores(c, msgs) == 0)
+		job_free_state(j);
+	free(j);
+}
+
+static void do_request(struct box_ctl *c, int slot, char *line)
+{
+	int fd = c->conn[slot].fd;
+	char *save = NULL, *verb = strtok_r(line, " \t", &save);
+	char *rest = strtok_r(NULL, "", &save);
+	struct kv kv;
+	const char *bad;
+	unsigned i;
+
+	if (!verb)
+		return;
+	bad = split(rest ? rest : (char[]){""}, &kv);
+	if (bad) {
+		say(fd, "ERR '%.40s': expected key=value", bad);
+		return;
+	}
+	if (strcmp(verb, "ENDPOINTS") == 0) {
+		say_endpoints(c, fd);
+		say(fd, "OK endpoints=%u frag=%" PRIu64 " chunk=%" PRIu64 " mtu=%u", c->b->n_eps,
+		    c->b->cfg->data.fragment_size, c->b->cfg->data.chunk_size, c->b->cfg->data.mtu);
+	} else if (strcmp(verb, "REGISTER") == 0) {
+		box_ctl_lock(c);
+		do_register(c, slot, &kv);
+		box_ctl_unlock(c);
+	} else if (strcmp(verb, "UNREGISTER") == 0) {
+		uint64_t id, token;
+		int idx;
+
+		if (num(fd, &kv, "job", 0, UINT32_MAX, UINT64_MAX, &id) ||
+		    num(fd, &kv, "token", 0, UINT64_MAX, UINT64_MAX, &token))
+			return;
+		box_ctl_lock(c);
+		idx = find_job(c, (uint32_t)id);
+		if (idx < 0)
+			say(fd, "ERR job %" PRIu64 ": not registered", id);
+		else if (c->job[idx]->token != token)
+			say(fd, "ERR job %" PRIu64 ": wrong token", id);
+		else {
+			job_remove(c, (unsigned)idx);
+			printf("pboxd: job %" PRIu64 " unregistered\n", id);
+			say(fd, "OK");
+		}
+		box_ctl_unlock(c);
+	} else if (strcmp(verb, "LIST") == 0) {
+		box_ctl_lock(c);
+		for (i = 0; i < c->n_jobs; i++) {
+			const struct ctl_job *j = c->job[i];
+
+			say(fd,
+			    "JOB id=%u n=%u dtype=%s frag=%u chunk=%u chunks=%" PRIu64
+			    " bytes=%" PRIu64,
+			    j->id, j->desc.n, sum_dtype_name((enum sum_dtype)j->desc.dtype),
+			    j->desc.frag_size, j->desc.chunk_size, j->chunks, j->bytes);
+		}
+		say(fd, "OK jobs=%u", c->n_jobs);
+		box_ctl_unlock(c);
+	} else {
+		say(fd, "ERR unknown request '%.40s' (ENDPOINTS, REGISTER, UNREGISTER, LIST)",
+		    verb);
+	}
+}
+
+/* ---- connections ---------------------------------------------------------- */
+
+static void conn_close(struct box_ctl *c, int slot)
+{
+	unsigned i;
+
+	box_ctl_lock(c);
+	for (i = c->n_jobs; i-- > 0;)
+		if (c->job[i]->owner == slot) {
+			printf("pboxd: job %u freed: %s closed its control connection\n",
+			       c->job[i]->id, c->conn[slot].peer);
+			job_remove(c, i);
+		}
+	box_ctl_unlock(c);
+	close(c->conn[slot].fd);
+	free(c->conn[slot].buf);
+	c->conn[slot] = (struct ctl_conn){.fd = -1};
+}
+
+static void conn_read(struct box_ctl *c, int slot)
+{
+	struct ctl_conn *cn = &c->conn[slot];
+	char *nl;
+	ssize_t r;
+
+	if (!cn->buf) {
+		cn->buf = malloc(CTL_LINE_MAX + 1);
+		if (!cn->buf) {
+			conn_close(c, slot);
+			return;
+		}
+	}
+	r = recv(cn->fd, cn->buf + cn->len, CTL_LINE_MAX - cn->len, MSG_DONTWAIT);
+	if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+		conn_close(c, slot);
+		return;
+	}
+	if (r < 0)
+		return;
+	cn->len += (size_t)r;
+	cn->buf[cn->len] = '\0';
+	while ((nl = memchr(cn->buf, '\n', cn->len)) != NULL) {
+		size_t used = (size_t)(nl - cn->buf) + 1;
+
+		*nl = '\0';
+		if (nl > cn->buf && nl[-1] == '\r')
+			nl[-1] = '\0';
+		do_request(c, slot, cn->buf);
+		if (c->conn[slot].fd < 0)
+			return;
+		memmove(cn->buf, cn->buf + used, cn->len - used);
+		cn->len -= used;
+		cn->buf[cn->len] = '\0';
+	}
+	if (cn->len == CTL_LINE_MAX) {
+		say(cn->fd, "ERR request longer than %d bytes", CTL_LINE_MAX);
+		conn_close(c, slot);
+	}
+}
+
+struct box_ctl *box_ctl_create(struct box *b)
+{
+	struct box_ctl *c = calloc(1, sizeof(*c));
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	char ip[INET_ADDRSTRLEN];
+	int one = 1, i;
+
+	if (!c)
+		return NULL;
+	c->b = b;
+	pthread_mutex_init(&c->lock, NULL);
+	for (i = 0; i < CTL_MAX_CONNS; i++)
+		c->conn[i].fd = -1;
+	sa.sin_addr.s_addr = b->cfg->mgmt.address.be;
+	sa.sin_port = htons((uint16_t)b->cfg->mgmt.port);
+	inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
+	c->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->lfd < 0 || setsockopt(c->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(c->lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(c->lfd, 16)) {
+		fprintf(stderr, "pboxd: [management] %s:%u: cannot listen: %s\n", ip,
+			b->cfg->mgmt.port, strerror(errno));
+		if (c->lfd >= 0)
+			close(c->lfd);
+		free(c);
+		return NULL;
+	}
+	printf("pboxd: control plane on %s:%u\n", ip, b->cfg->mgmt.port);
+	return c;
+}
+
+int box_ctl_run(struct box_ctl *c)
+{
+	struct pollfd pfd[CTL_MAX_CONNS + 1];
+	int slot[CTL_MAX_CONNS + 1];
+
+	while (!c->b->quit) {
+		unsigned n = 0, i;
+		int r;
+
+		pfd[n] = (struct pollfd){.fd = c->lfd, .events = POLLIN};
+		slot[n++] = -1;
+		for (i = 0; i < CTL_MAX_CONNS; i++)
+			if (c->conn[i].fd >= 0) {
+				pfd[n] = (struct pollfd){.fd = c->conn[i].fd, .events = POLLIN};
+				slot[n++] = (int)i;
+			}
+		r = poll(pfd, n, 100);
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r <= 0)
+			continue;
+		for (i = 1; i < n; i++)
+			if (pfd[i].revents)
+				conn_read(c, slot[i]);
+		if (pfd[0].revents & POLLIN) {
+			struct sockaddr_in peer;
+			socklen_t pl = sizeof(peer);
+			int fd = accept4(c->lfd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
+
+			if (fd < 0)
+				continue;
+			for (i = 0; i < CTL_MAX_CONNS && c->conn[i].fd >= 0; i++)
+				;
+			if (i == CTL_MAX_CONNS) {
+				say(fd, "ERR too many control connections");
+				close(fd);
+				continue;
+			}
+			c->conn[i].fd = fd;
+			c->conn[i].len = 0;
+			inet_ntop(AF_INET, &peer.sin_addr, c->conn[i].peer,
+				  sizeof(c->conn[i].peer));
+			snprintf(c->conn[i].peer + strlen(c->conn[i].peer),
+				 sizeof(c->conn[i].peer) - strlen(c->conn[i].peer), ":%u",
+				 ntohs(peer.sin_port));
+		}
+	}
+	return 0;
+}
+
+void box_ctl_destroy(struct box_ctl *c)
+{
+	int i;
+
+	if (!c)
+		return;
+	for (i = 0; i < CTL_MAX_CONNS; i++)
+		if (c->conn[i].fd >= 0)
+			conn_close(c, i);
+	box_ctl_lock(c);
+	while (c->n_jobs)
+		job_remove(c, c->n_jobs - 1);
+	box_ctl_unlock(c);
+	close(c->lfd);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}

@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The data path of pboxd: one loop per data core, over that core's
+ * endpoints only. Per burst: receive, validate every frame (nic_wire_parse,
+ * then ss_push's job checks), sum in place, and on completion send the one
+ * result payload to all n workers as n header mbufs chained to external
+ * mbufs that point at the result buffer (no payload copy). No locks, no
+ * atomics, no writes outside this core's struct box_lcore and its jobs.
+ */
+#include <string.h>
+#include <time.h>
+
+#include <rte_branch_prediction.h>
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "box.h"
+#include "nic_host.h"
+
+/* The transmit reference of one result buffer: DPDK's shared info of an
+ * external buffer. Its count is 1 (ours) plus one per mbuf in flight. */
+struct box_txref {
+	struct rte_mbuf_ext_shared_info sh;
+};
+
+static void txref_free(void *addr, void *opaque)
+{
+	(void)addr; /* the buffer belongs to the job; never freed through mbufs */
+	(void)opaque;
+}
+
+size_t box_txref_size(void)
+{
+	return sizeof(struct box_txref);
+}
+
+void box_txref_init(void *txref, struct box_lcore *lc)
+{
+	struct box_txref *t = txref;
+
+	t->sh.free_cb = txref_free;
+	t->sh.fcb_opaque = lc;
+	rte_mbuf_ext_refcnt_set(&t->sh, 1);
+}
+
+static void ep_flush(struct box_lcore *lc, struct box_ep *ep)
+{
+	uint16_t sent = 0, n = ep->n_tx;
+	unsigned tries = 0;
+
+	while (sent < n && tries++ < 4)
+		sent += rte_eth_tx_burst(ep->port_id, ep->queue, ep->tx + sent, n - sent);
+	if (unlikely(sent < n)) {
+		lc->st.tx_drops += n - sent;
+		rte_pktmbuf_free_bulk(ep->tx + sent, n - sent);
+	}
+	lc->st.tx_pkts += sent;
+	ep->n_tx = 0;
+}
+
+static inline void ep_send(struct box_lcore *lc, struct box_ep *ep, struct rte_mbuf *m)
+{
+	lc->st.tx_bytes += m->pkt_len;
+	ep->tx[ep->n_tx++] = m;
+	if (unlikely(ep->n_tx == BOX_TX_MAX))
+		ep_flush(lc, ep);
+}
+
+/* A result buffer may be overwritten only when no mbuf points at it. On a
+ * NIC that frees transmitted mbufs lazily, push our queued frames out and
+ * reap completions before saying it is busy. */
+bool box_txref_busy(void *txref)
+{
+	struct box_txref *t = txref;
+	struct box_lcore *lc;
+	unsigned e;
+
+	if (likely(rte_mbuf_ext_refcnt_read(&t->sh) <= 1))
+		return false;
+	lc = t->sh.fcb_opaque;
+	lc->st.busy_cleanups++;
+	for (e = 0; e < lc->n_eps; e++) {
+		if (lc->ep[e].n_tx)
+			ep_flush(lc, &lc->ep[e]);
+		rte_eth_tx_done_cleanup(lc->ep[e].port_id, lc->ep[e].queue, 0);
+	}
+	return rte_mbuf_ext_refcnt_read(&t->sh) > 1;
+}
+
+bool box_txref_inflight(const void *txref)
+{
+	const struct box_txref *t = txref;
+
+	return rte_mbuf_ext_refcnt_read(&t->sh) > 1;
+}
+
+static inline rte_iova_t buf_iova(const void *p)
+{
+	if (rte_eal_iova_mode() == RTE_IOVA_VA)
+		return (rte_iova_t)(uintptr_t)p;
+	return rte_malloc_virt2iova(p);
+}
+
+/* One result frame to @to: our headers in a fresh mbuf, the payload by
+ * reference to the job's result buffer. */
+static void send_result(struct box_lcore *lc, struct box_ep *ep, const struct ss_job *j,
+			const struct pbox_hdr *push, uint16_t rank, const struct nic_addr *to,
+			const struct ss_out *out)
+{
+	struct rte_mbuf *h = rte_pktmbuf_alloc(lc->pool), *p;
+	struct pbox_hdr rh = {.op = PBOX_OP_RESULT,
+			      .dtype = j->dtype,
+			      .rank = rank,
+			      .job = j->id,
+			      .chunk = push->chunk,
+			      .frag = push->frag,
+			      .len = out->len,
+			      .round = out->round,
+			      .token = j->token32};
+	struct nic_addr dst = *to;
+	uint8_t *hdrs;
+
+	if (unlikely(!h)) {
+		lc->st.tx_nombuf++;
+		return;
+	}
+	if (ep->gateway)
+		memcpy(dst.mac, ep->gw_mac, 6);
+	if (likely(ep->multiseg)) {
+		p = rte_pktmbuf_alloc(lc->pool);
+		if (unlikely(!p)) {
+			rte_pktmbuf_free(h);
+			lc->st.tx_nombuf++;
+			return;
+		}
+		hdrs = (uint8_t *)rte_pktmbuf_append(h, NIC_HDRS_LEN);
+		rte_mbuf_ext_refcnt_update(&((struct box_txref *)out->txref)->sh, 1);
+		rte_pktmbuf_attach_extbuf(p, (void *)(uintptr_t)out->buf, buf_iova(out->buf),
+					  out->len, &((struct box_txref *)out->txref)->sh);
+		p->data_len = out->len;
+		p->pkt_len = out->len;
+		h->next = p;
+		h->nb_segs = 2;
+		h->pkt_len = NIC_HDRS_LEN + out->len;
+	} else {
+		/* The port cannot chain: one copy per destination, counted. */
+		hdrs = (uint8_t *)rte_pktmbuf_append(h, (uint16_t)(NIC_HDRS_LEN + out->len));
+		if (unlikely(!hdrs)) {
+			rte_pktmbuf_free(h);
+			lc->st.tx_nombuf++;
+			return;
+		}
+		memcpy(hdrs + NIC_HDRS_LEN, out->buf, out->len);
+		lc->st.tx_payload_copies++;
+	}
+	nic_wire_write_headers(hdrs, &ep->self, &dst, &rh);
+	ep_send(lc, ep, h);
+}
+
+/* Turn the received push into an error reply to its sender. */
+static void send_error(struct box_lcore *lc, struct box_ep *ep, struct rte_mbuf *m,
+		       const struct nic_pkt *pkt, enum pbox_err err)
+{
+	struct pbox_hdr eh = pkt->hdr;
+	struct nic_addr to = {.ip_be = pkt->src_ip_be, .port = pkt->src_port};
+	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+
+	memcpy(to.mac, ep->gateway ? ep->gw_mac : pkt->src_mac, 6);
+	eh.op = PBOX_OP_ERROR;
+	eh.flags = 0;
+	eh.len = 2;
+	nic_wire_write_headers(f, &ep->self, &to, &eh);
+	f[NIC_HDRS_LEN] = (uint8_t)(err >> 8);
+	f[NIC_HDRS_LEN + 1] = (uint8_t)err;
+	rte_pktmbuf_data_len(m) = NIC_HDRS_LEN + 2;
+	rte_pktmbuf_pkt_len(m) = NIC_HDRS_LEN + 2;
+	lc->st.errors_sent++;
+	ep_send(lc, ep, m);
+}
+
+static enum pbox_err err_of(enum ss_drop d)
+{
+	switch (d) {
+	case SS_DROP_NO_JOB:
+		return PBOX_ERR_NO_JOB;
+	case SS_DROP_TOKEN:
+		return PBOX_ERR_BAD_TOKEN;
+	default:
+		return PBOX_ERR_RANGE;
+	}
+}
+
+/* One pbox push. Returns true when @m was consumed (sent back). */
+static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, struct rte_mbuf *m,
+			const struct nic_pkt *pkt)
+{
+	struct ss_job *j = ss_table_find(&lc->jobs, pkt->hdr.job);
+	struct nic_addr from = {.ip_be = pkt->src_ip_be, .port = pkt->src_port};
+	struct ss_out out;
+	uint16_t r;
+
+	if (unlikely(!j)) {
+		lc->st.ss_drop[SS_DROP_NO_JOB]++;
+		send_error(lc, ep, m, pkt, PBOX_ERR_NO_JOB);
+		return true;
+	}
+	memcpy(from.mac, pkt->src_mac, 6);
+	switch (ss_push(j, slot, &pkt->hdr, rte_pktmbuf_mtod_offset(m, void *, pkt->payload_off),
+			&from, &out)) {
+	case SS_SUMMED:
+		lc->st.summed++;
+		return false;
+	case SS_COMPLETE:
+		lc->st.summed++;
+		lc->st.completed++;
+		for (r = 0; r < j->n; r++)
+			send_result(lc, ep, j, &pkt->hdr, r, &j->peer[r], &out);
+		lc->st.results += j->n;
+		j->cnt.results += j->n;
+		return false;
+	case SS_ANSWER:
+		send_result(lc, ep, j, &pkt->hdr, pkt->hdr.rank, &from, &out);
+		lc->st.answers++;
+		return false;
+	case SS_DROP:
+		lc->st.ss_drop[out.why]++;
+		if (ss_drop_is_error(out.why)) {
+			send_error(lc, ep, m, pkt, err_of(out.why));
+			return true;
+		}
+		return false;
+	}
+	return false;
+}
+
+static void handle_burst(struct box_lcore *lc, unsigned slot, struct rte_mbuf **pkts, uint16_t n)
+{
+	struct box_ep *ep = &lc->ep[slot];
+	struct rte_mbuf *done[BOX_BURST];
+	unsigned n_done = 0;
+	struct nic_pkt pkt;
+	uint16_t i;
+
+	lc->st.rx_pkts += n;
+	for (i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+		uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+		uint16_t len = rte_pktmbuf_data_len(m);
+		enum nic_drop d;
+		size_t rlen;
+
+		if (i + 1 < n)
+			rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
+		lc->st.rx_bytes += m->pkt_len;
+		if (unlikely(m->nb_segs != 1)) {
+			lc->st.multiseg++;
+			done[n_done++] = m;
+			continue;
+		}
+		d = nic_wire_parse(f, len, &ep->exp, &pkt);
+		if (unlikely(d != NIC_DROP_NONE)) {
+			lc->st.nic_drop[d]++;
+			done[n_done++] = m;
+			continue;
+		}
+		if (likely(pkt.kind == NIC_KIND_PBOX)) {
+			if (!handle_push(lc, ep, slot, m, &pkt))
+				done[n_done++] = m;
+			continue;
+		}
+		rlen = pkt.kind == NIC_KIND_ARP
+			       ? nic_host_arp_reply(f, len, ep->self.mac, ep->self.ip_be)
+			       : nic_host_icmp_reply(f, len, &pkt, ep->self.mac);
+		if (!rlen) {
+			lc->st.foreign++;
+			done[n_done++] = m;
+			continue;
+		}
+		if (pkt.kind == NIC_KIND_ARP)
+			lc->st.arp_replies++;
+		else
+			lc->st.icmp_replies++;
+		rte_pktmbuf_data_len(m) = (uint16_t)rlen;
+		rte_pktmbuf_pkt_len(m) = (uint32_t)rlen;
+		ep_send(lc, ep, m);
+	}
+	if (n_done)
+		rte_pktmbuf_free_bulk(done, n_done);
+}
+
+/* Control requests: install or remove a job; the control plane owns the
+ * memory and frees a removed job once its buffers are off the wire. */
+static void ctl_poll(struct box_lcore *lc)
+{
+	struct box_msg *msg;
+	unsigned e;
+
+	while (rte_ring_dequeue(lc->req, (void **)&msg) == 0) {
+		lc->st.ctl_msgs++;
+		if (msg->type == BOX_MSG_ADD) {
+			msg->rc = ss_table_add(&lc->jobs, msg->job);
+		} else {
+			msg->job = ss_table_del(&lc->jobs, msg->job_id);
+			msg->rc = msg->job ? 0 : -ENOENT;
+			for (e = 0; e < lc->n_eps; e++) {
+				if (lc->ep[e].n_tx)
+					ep_flush(lc, &lc->ep[e]);
+				rte_eth_tx_done_cleanup(lc->ep[e].port_id, lc->ep[e].queue, 0);
+			}
+		}
+		/* The reply ring has room for every request in flight. */
+		rte_ring_enqueue(lc->resp, msg);
+	}
+}
+
+static void nap(uint32_t us)
+{
+	struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+
+	nanosleep(&ts, NULL);
+}
+
+int box_lcore_main(void *arg)
+{
+	struct box *b = arg;
+	struct box_lcore *lc = b->lc[rte_lcore_id()];
+	struct rte_mbuf *pkts[BOX_BURST];
+	uint32_t idle = 0, loops = 0;
+	unsigned e;
+
+	if (!lc || !lc->n_eps)
+		return 0; /* nothing to poll here */
+	while (!b->stop) {
+		uint16_t got = 0;
+
+		for (e = 0; e < lc->n_eps; e++) {
+			struct box_ep *ep = &lc->ep[e];
+			uint16_t n = rte_eth_rx_burst(ep->port_id, ep->queue, pkts, BOX_BURST);
+
+			if (n == 0)
+				continue;
+			got += n;
+			handle_burst(lc, e, pkts, n);
+		}
+		for (e = 0; e < lc->n_eps; e++)
+			if (lc->ep[e].n_tx)
+				ep_flush(lc, &lc->ep[e]);
+		if (unlikely(++loops % BOX_CTL_EVERY == 0))
+			ctl_poll(lc);
+		if (got) {
+			idle = 0;
+		} else if (lc->adaptive && ++idle >= lc->idle_polls) {
+			ctl_poll(lc);
+			lc->st.idle_sleeps++;
+			nap(lc->idle_sleep_us);
+		}
+	}
+	ctl_poll(lc);
+	return 0;
+}

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The emulated network: a box and W worker hosts in their own network
+# namespaces, joined by a bridge in a switch namespace. Source it, or run it:
+#
+#   pbox-net.sh up TAG PORTS WORKERS   build it
+#   pbox-net.sh shape TAG HOST ARGS... netem/tbf on HOST's link, both ways
+#                                       (HOST: box-pJ or wI)
+#   pbox-net.sh down TAG               remove everything TAG made
+#
+# Namespaces are pbox-TAG-{sw,box,w0..}. The box gets PORTS data interfaces
+# pbox-p0.. (no kernel address: DPDK's net_af_packet takes them) and mgmt0
+# with 198.18.0.1/16; worker I gets eth0 with 198.18.100.(I+1)/16. Box port
+# J answers as 198.18.(J+1).1 (configured in pboxd, not in the kernel). MTU
+# 9000 everywhere. Only 198.18.0.0/15 is used, and only inside these
+# namespaces. Deleting a namespace deletes its veth ends.
+set -euo pipefail
+
+PBOX_NET_MTU=${PBOX_NET_MTU:-9000}
+
+pbox_ns() { echo "pbox-$1-$2"; }
+
+_pbox_quiet_ns() {
+	local ns=$1
+	ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
+		net.ipv6.conf.default.disable_ipv6=1 >/dev/null 2>&1 || true
+	ip -n "$ns" link set lo up
+}
+
+_pbox_link() { # NS IFACE SWITCH_IFACE
+	local tag=$1 ns=$2 ifc=$3 swi=$4 sw
+	sw=$(pbox_ns "$tag" sw)
+	ip link add "$swi" netns "$sw" mtu "$PBOX_NET_MTU" type veth peer name "$ifc" netns "$ns" mtu "$PBOX_NET_MTU"
+	ip -n "$sw" link set "$swi" master br0 up
+	ip -n "$ns" link set "$ifc" up
+}
+
+pbox_net_up() {
+	local tag=$1 ports=$2 workers=$3 sw box j i ns
+	sw=$(pbox_ns "$tag" sw)
+	box=$(pbox_ns "$tag" box)
+	pbox_net_down "$tag"
+	ip netns add "$sw"
+	_pbox_quiet_ns "$sw"
+	ip -n "$sw" link add br0 mtu "$PBOX_NET_MTU" type bridge
+	ip -n "$sw" link set br0 up
+	ip netns add "$box"
+	_pbox_quiet_ns "$box"
+	for ((j = 0; j < ports; j++)); do
+		_pbox_link "$tag" "$box" "pbox-p$j" "bp$j"
+	done
+	_pbox_link "$tag" "$box" mgmt0 bm
+	ip -n "$box" addr add 198.18.0.1/16 dev mgmt0
+	for ((i = 0; i < workers; i++)); do
+		ns=$(pbox_ns "$tag" "w$i")
+		ip netns add "$ns"
+		_pbox_quiet_ns "$ns"
+		_pbox_link "$tag" "$ns" eth0 "w$i"
+		ip -n "$ns" addr add "198.18.100.$((i + 1))/16" dev eth0
+	done
+}
+
+# shape TAG HOST qdisc-args...: the same qdisc on both directions of HOST's link.
+pbox_net_shape() {
+	local tag=$1 host=$2 sw ns ifc swi
+	shift 2
+	sw=$(pbox_ns "$tag" sw)
+	case $host in
+	box-p*) ns=$(pbox_ns "$tag" box); ifc=pbox-p${host#box-p}; swi=bp${host#box-p} ;;
+	w*) ns=$(pbox_ns "$tag" "$host"); ifc=eth0; swi=$host ;;
+	*) echo "pbox-net: unknown host $host" >&2; return 1 ;;
+	esac
+	ip netns exec "$ns" tc qdisc replace dev "$ifc" root "$@"
+	ip netns exec "$sw" tc qdisc replace dev "$swi" root "$@"
+}
+
+pbox_net_down() {
+	local tag=$1 ns
+	for ns in $(ip netns list | awk '{print $1}' | grep "^pbox-$tag-" || true); do
+		ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+		ip netns del "$ns" 2>/dev/null || true
+	done
+}
+
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+	cmd=${1:-}
+	shift || true
+	case $cmd in
+	up) pbox_net_up "$@" ;;
+	shape) pbox_net_shape "$@" ;;
+	down) pbox_net_down "$@" ;;
+	*) echo "usage: $0 up TAG PORTS WORKERS | shape TAG HOST QDISC... | down TAG" >&2; exit 2 ;;
+	esac
+fi
