@@ -67,7 +67,7 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 CORE_OBJS := $(call obj,$(CORE_SRCS))
 CUDA_OBJS := $(if $(filter 1,$(WITH_CUDA)),$(patsubst %.cu,$(BUILD)/obj/%.o,$(CUDA_SRCS)))
 
-BINS := $(BUILD)/bin/pboxd $(BUILD)/bin/pbox-worker $(BUILD)/tests/unit_tests \
+BINS := $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(BUILD)/bin/pbox-client $(BUILD)/tests/unit_tests \
         $(BUILD)/perf/perf_sum
 
 .PHONY: all test unit lint docs check-docs fuzz format perf-sum demo clean
@@ -102,6 +102,14 @@ $(BUILD)/bin/pboxd: $(call obj,$(PBOXD_SRCS)) $(BUILD)/lib/libpboxcore.a
 	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(DPDK_LIBS)
 
 $(BUILD)/bin/pbox-worker: $(call obj,$(WORKER_SRCS)) $(BUILD)/lib/libpboxcore.a
+	@mkdir -p $(@D)
+	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS)
+
+$(BUILD)/bin/pboxctl: $(BUILD)/obj/appliance/pboxctl.o
+	@mkdir -p $(@D)
+	$(CC) $(OPT_FLAGS) -o $@ $^
+
+$(BUILD)/bin/pbox-client: $(BUILD)/obj/tests/tools/pbox_client.o $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
 	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS)
 

@@ -126,7 +126,7 @@ int box_lcore_main(void *arg);		    /* rte_eal_remote_launch() target */
 bool box_txref_busy(void *txref);	    /* on the owning core */
 bool box_txref_inflight(const void *txref); /* anywhere: read only */
 size_t box_txref_size(void);
-void box_txref_init(void *txref, struct box_lcore *lc);
+void box_txref_init(void *txref, struct box_lcore *lc, const void *buf);
 
 /* box_ctl.c */
 struct box_ctl;

@@ -472,8 +472,10 @@ static void do_register(struct box_ctl *c, int slot, const struct kv *kv)
 			ss_job_init(j->state[l], &d, box_txref_size(), sum_ops_best());
 			j->state[l]->busy = box_txref_busy;
 			for (f = 0; f < j->state[l]->n_frags; f++) {
-				box_txref_init(ss_job_txref(j->state[l], f, 0), lc);
-				box_txref_init(ss_job_txref(j->state[l], f, 1), lc);
+				box_txref_init(ss_job_txref(j->state[l], f, 0), lc,
+					       ss_job_res(j->state[l], f, 0));
+				box_txref_init(ss_job_txref(j->state[l], f, 1), lc,
+					       ss_job_res(j->state[l], f, 1));
 			}
 			msgs[l].job = j->state[l];
 			j->node_bytes[lc->node] += bytes;

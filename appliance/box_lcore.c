@@ -14,7 +14,7 @@
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
-#include <rte_malloc.h>
+#include <rte_memory.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
@@ -25,6 +25,7 @@
  * external buffer. Its count is 1 (ours) plus one per mbuf in flight. */
 struct box_txref {
 	struct rte_mbuf_ext_shared_info sh;
+	rte_iova_t iova; /* of the buffer, looked up once at registration */
 };
 
 static void txref_free(void *addr, void *opaque)
@@ -38,10 +39,12 @@ size_t box_txref_size(void)
 	return sizeof(struct box_txref);
 }
 
-void box_txref_init(void *txref, struct box_lcore *lc)
+void box_txref_init(void *txref, struct box_lcore *lc, const void *buf)
 {
 	struct box_txref *t = txref;
 
+	t->iova = rte_eal_iova_mode() == RTE_IOVA_VA ? (rte_iova_t)(uintptr_t)buf
+						     : rte_mem_virt2iova(buf);
 	t->sh.free_cb = txref_free;
 	t->sh.fcb_opaque = lc;
 	rte_mbuf_ext_refcnt_set(&t->sh, 1);
@@ -98,13 +101,6 @@ bool box_txref_inflight(const void *txref)
 	return rte_mbuf_ext_refcnt_read(&t->sh) > 1;
 }
 
-static inline rte_iova_t buf_iova(const void *p)
-{
-	if (rte_eal_iova_mode() == RTE_IOVA_VA)
-		return (rte_iova_t)(uintptr_t)p;
-	return rte_malloc_virt2iova(p);
-}
-
 /* One result frame to @to: our headers in a fresh mbuf, the payload by
  * reference to the job's result buffer. */
 static void send_result(struct box_lcore *lc, struct box_ep *ep, const struct ss_job *j,
@@ -139,8 +135,9 @@ static void send_result(struct box_lcore *lc, struct box_ep *ep, const struct ss
 		}
 		hdrs = (uint8_t *)rte_pktmbuf_append(h, NIC_HDRS_LEN);
 		rte_mbuf_ext_refcnt_update(&((struct box_txref *)out->txref)->sh, 1);
-		rte_pktmbuf_attach_extbuf(p, (void *)(uintptr_t)out->buf, buf_iova(out->buf),
-					  out->len, &((struct box_txref *)out->txref)->sh);
+		rte_pktmbuf_attach_extbuf(p, (void *)(uintptr_t)out->buf,
+					  ((struct box_txref *)out->txref)->iova, out->len,
+					  &((struct box_txref *)out->txref)->sh);
 		p->data_len = out->len;
 		p->pkt_len = out->len;
 		h->next = p;

@@ -426,6 +426,7 @@ static int serve(const char *path, const char *prefix, int n_extra, char **extra
 	unsigned i;
 	int eargc, rc = 1;
 
+	setvbuf(stdout, NULL, _IOLBF, 0); /* a log: whole lines, as they happen */
 	if (!s || !(s->cfg = calloc(1, sizeof(*s->cfg)))) {
 		fprintf(stderr, "pboxd: out of memory\n");
 		goto out;

@@ -1,0 +1,916 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * pbox-client: the protocol test client. Speaks the wire format over kernel
+ * UDP sockets to drive pboxd without the worker library, and checks every
+ * sum it gets back.
+ *
+ *   pbox-client --box IP:PORT --job ID --token T --rank R --n N [options]
+ *
+ *   --register        register the job first (chunk counts from ENDPOINTS)
+ *   --hold            after registering (and any rounds), keep the job until
+ *                     SIGINT/SIGTERM: the job lives as long as this connection
+ *   --dtype T         fp32 (default), fp16, bf16
+ *   --bytes B         tensor bytes (default 16M); --rounds V (default 100)
+ *   --window W        fragments in flight (default 128); --rto-ms (default 20)
+ *   --deadline-s S    fail when no progress for S seconds (default 20)
+ *   --storm N         send N of each kind of malformed datagram instead
+ *   --storm-raw IFACE also N of each malformed frame through AF_PACKET
+ *   --quiet           only the summary line
+ *
+ * Rank r's element i in round v is ((7i + 13r + 3v) mod 61) - 30: small
+ * integers, so every sum of up to 8 workers is exact in fp32, fp16 and bf16,
+ * and the expected sum is computed here for every element.
+ *
+ * Exit status: 0 every sum exact, 1 a wrong sum or a failure (the message
+ * names the endpoint), 2 bad usage, 3 the box refused the registration.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nic_wire.h"
+#include "sum.h"
+
+#define MAX_EPS	  1024
+#define BATCH	  64
+#define LINE	  (256 * 1024)
+#define VAL_MOD	  61
+#define MAX_FRAGB 65536
+
+struct ep {
+	uint32_t ip_be;
+	uint16_t port;
+	uint8_t mac[6];
+	uint64_t weight;
+	uint32_t n_chunks;
+	uint32_t *global; /* global chunk of each local chunk */
+	char name[80];
+};
+
+struct opts {
+	uint32_t box_ip;
+	uint16_t box_port;
+	uint32_t job;
+	uint64_t token;
+	uint16_t rank, n;
+	uint8_t dtype;
+	uint64_t bytes;
+	uint32_t rounds, window, rto_ms, deadline_s, storm;
+	const char *storm_raw;
+	bool reg, hold, quiet;
+};
+
+static struct opts o = {
+	.bytes = 16u << 20, .rounds = 100, .window = 128, .rto_ms = 20, .deadline_s = 20};
+static struct ep eps[MAX_EPS];
+static unsigned n_eps;
+static uint32_t frag_size, chunk_size;
+static volatile sig_atomic_t stop;
+
+static void on_signal(int s)
+{
+	(void)s;
+	stop = 1;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* ---- control connection ------------------------------------------------- */
+
+static int ctl_fd = -1;
+static char ctl_buf[LINE];
+static size_t ctl_len;
+
+static int ctl_line(char *out, size_t cap)
+{
+	for (;;) {
+		char *nl = memchr(ctl_buf, '\n', ctl_len);
+		ssize_t r;
+
+		if (nl) {
+			size_t n = (size_t)(nl - ctl_buf);
+
+			if (n >= cap)
+				n = cap - 1;
+			memcpy(out, ctl_buf, n);
+			out[n] = '\0';
+			ctl_len -= (size_t)(nl - ctl_buf) + 1;
+			memmove(ctl_buf, nl + 1, ctl_len);
+			return 0;
+		}
+		r = recv(ctl_fd, ctl_buf + ctl_len, sizeof(ctl_buf) - ctl_len, 0);
+		if (r <= 0)
+			return -1;
+		ctl_len += (size_t)r;
+	}
+}
+
+static int ctl_send(const char *s)
+{
+	size_t n = strlen(s), off = 0;
+
+	while (off < n) {
+		ssize_t w = send(ctl_fd, s + off, n - off, MSG_NOSIGNAL);
+
+		if (w <= 0)
+			return -1;
+		off += (size_t)w;
+	}
+	return 0;
+}
+
+static void parse_ep(const char *line)
+{
+	unsigned idx, m[6];
+	char ip[32];
+	unsigned port;
+	unsigned long long w;
+
+	if (sscanf(line, "EP %u ip=%31s mac=%x:%x:%x:%x:%x:%x port=%u weight=%llu", &idx, ip, &m[0],
+		   &m[1], &m[2], &m[3], &m[4], &m[5], &port, &w) != 10 ||
+	    idx >= MAX_EPS)
+		return;
+	inet_pton(AF_INET, ip, &eps[idx].ip_be);
+	eps[idx].port = (uint16_t)port;
+	for (int i = 0; i < 6; i++)
+		eps[idx].mac[i] = (uint8_t)m[i];
+	eps[idx].weight = w;
+	snprintf(eps[idx].name, sizeof(eps[idx].name), "endpoint %u (%s:%u)", idx, ip, port);
+	if (idx + 1 > n_eps)
+		n_eps = idx + 1;
+}
+
+/* ENDPOINTS, and the frag/chunk geometry. */
+static int endpoints(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(o.box_port)};
+	char line[512];
+
+	sa.sin_addr.s_addr = o.box_ip;
+	ctl_fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (ctl_fd < 0 || connect(ctl_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		fprintf(stderr, "pbox-client: cannot reach the box's control plane: %s\n",
+			strerror(errno));
+		return -1;
+	}
+	if (ctl_send("ENDPOINTS\n"))
+		return -1;
+	while (ctl_line(line, sizeof(line)) == 0) {
+		if (strncmp(line, "EP ", 3) == 0) {
+			parse_ep(line);
+		} else if (strncmp(line, "OK", 2) == 0) {
+			if (sscanf(line, "OK endpoints=%*u frag=%u chunk=%u", &frag_size,
+				   &chunk_size) != 2)
+				break;
+			return n_eps ? 0 : -1;
+		} else {
+			break;
+		}
+	}
+	fprintf(stderr, "pbox-client: ENDPOINTS: unexpected reply\n");
+	return -1;
+}
+
+/* ---- layout --------------------------------------------------------------- */
+
+static uint32_t n_chunks, fpc;
+static uint32_t *chunk_ep, *chunk_local;
+
+/* Chunks to endpoints by smooth weighted round robin: exact proportions,
+ * the same on every rank. */
+static void layout(void)
+{
+	int64_t cur[MAX_EPS] = {0}, total = 0;
+	uint32_t c, e;
+
+	n_chunks = (uint32_t)((o.bytes + chunk_size - 1) / chunk_size);
+	fpc = chunk_size / frag_size;
+	chunk_ep = calloc(n_chunks, sizeof(*chunk_ep));
+	chunk_local = calloc(n_chunks, sizeof(*chunk_local));
+	for (e = 0; e < n_eps; e++) {
+		total += (int64_t)(eps[e].weight ? eps[e].weight : 1);
+		eps[e].global = calloc(n_chunks, sizeof(uint32_t));
+	}
+	for (c = 0; c < n_chunks; c++) {
+		uint32_t best = 0;
+
+		for (e = 0; e < n_eps; e++) {
+			cur[e] += (int64_t)(eps[e].weight ? eps[e].weight : 1);
+			if (cur[e] > cur[best])
+				best = e;
+		}
+		cur[best] -= total;
+		chunk_ep[c] = best;
+		chunk_local[c] = eps[best].n_chunks;
+		eps[best].global[eps[best].n_chunks++] = c;
+	}
+}
+
+static int do_register(void)
+{
+	char *req = malloc(LINE), line[512];
+	size_t off;
+	unsigned e;
+
+	off = (size_t)snprintf(req, LINE,
+			       "REGISTER job=%u token=%" PRIu64 " n=%u dtype=%s frag=%u chunk=%u "
+			       "chunks=",
+			       o.job, o.token, o.n, sum_dtype_name((enum sum_dtype)o.dtype),
+			       frag_size, chunk_size);
+	for (e = 0; e < n_eps && off < LINE - 16; e++)
+		off += (size_t)snprintf(req + off, LINE - off, "%s%u", e ? "," : "",
+					eps[e].n_chunks);
+	snprintf(req + off, LINE - off, "\n");
+	if (ctl_send(req)) {
+		free(req);
+		return -1;
+	}
+	free(req);
+	while (ctl_line(line, sizeof(line)) == 0) {
+		if (strncmp(line, "OK", 2) == 0) {
+			if (!o.quiet)
+				printf("pbox-client: job %u registered: %s\n", o.job, line);
+			return 0;
+		}
+		if (strncmp(line, "ERR", 3) == 0) {
+			printf("pbox-client: registration refused: %s\n", line + 4);
+			return 3;
+		}
+	}
+	fprintf(stderr, "pbox-client: REGISTER: connection closed\n");
+	return -1;
+}
+
+/* ---- values ----------------------------------------------------------------- */
+
+static float own[VAL_MOD], want[VAL_MOD]; /* by (7i mod 61), this round */
+
+static void round_tables(uint32_t v)
+{
+	for (unsigned k = 0; k < VAL_MOD; k++) {
+		want[k] = 0;
+		for (unsigned r = 0; r < o.n; r++) {
+			float x = (float)((int)((k + 13 * r + 3 * v) % VAL_MOD) - 30);
+
+			want[k] += x;
+			if (r == o.rank)
+				own[k] = x;
+		}
+	}
+}
+
+static void put_elem(uint8_t *p, unsigned i, float x)
+{
+	if (o.dtype == SUM_FP32)
+		memcpy(p + 4 * (size_t)i, &x, 4);
+	else {
+		uint16_t h = o.dtype == SUM_FP16 ? sum_f32_to_f16(x) : sum_f32_to_bf16(x);
+
+		memcpy(p + 2 * (size_t)i, &h, 2);
+	}
+}
+
+static float get_elem(const uint8_t *p, unsigned i)
+{
+	float x;
+	uint16_t h;
+
+	if (o.dtype == SUM_FP32) {
+		memcpy(&x, p + 4 * (size_t)i, 4);
+		return x;
+	}
+	memcpy(&h, p + 2 * (size_t)i, 2);
+	return o.dtype == SUM_FP16 ? sum_f16_to_f32(h) : sum_bf16_to_f32(h);
+}
+
+/* ---- rounds ------------------------------------------------------------------ */
+
+struct frag {
+	uint64_t off; /* byte offset in the tensor */
+	uint16_t len;
+	uint8_t done, queued;
+	uint32_t tries;
+	uint64_t sent;
+};
+
+static int sock;
+static struct frag *fr;
+static uint32_t n_frags; /* n_chunks * fpc, some with len 0 at the tail */
+static uint32_t inflight;
+static uint64_t retransmits, dup_results, errors_rx, stale_results;
+static const char *last_error;
+
+static void build_push(uint8_t *buf, uint32_t g, uint32_t v, bool retrans)
+{
+	struct frag *f = &fr[g];
+	uint32_t c = g / fpc;
+	struct pbox_hdr h = {.op = PBOX_OP_PUSH,
+			     .dtype = o.dtype,
+			     .flags = retrans ? PBOX_F_RETRANS : 0,
+			     .rank = o.rank,
+			     .job = o.job,
+			     .chunk = chunk_local[c],
+			     .frag = (uint16_t)(g % fpc),
+			     .len = f->len,
+			     .round = v,
+			     .token = nic_wire_token(o.token)};
+	unsigned elem = (unsigned)sum_dtype_size((enum sum_dtype)o.dtype), n = f->len / elem, i;
+	uint64_t e0 = f->off / elem;
+	unsigned k = (unsigned)((e0 % VAL_MOD) * 7 % VAL_MOD);
+
+	nic_wire_put_hdr(buf, &h);
+	for (i = 0; i < n; i++) {
+		put_elem(buf + PBOX_HDR_LEN, i, own[k]);
+		k += 7;
+		if (k >= VAL_MOD)
+			k -= VAL_MOD;
+	}
+}
+
+static int check_result(uint32_t g, const uint8_t *p)
+{
+	struct frag *f = &fr[g];
+	unsigned elem = (unsigned)sum_dtype_size((enum sum_dtype)o.dtype), n = f->len / elem, i;
+	uint64_t e0 = f->off / elem;
+	unsigned k = (unsigned)((e0 % VAL_MOD) * 7 % VAL_MOD);
+
+	for (i = 0; i < n; i++) {
+		float x = get_elem(p, i);
+
+		if (x != want[k]) {
+			fprintf(stderr,
+				"pbox-client: rank %u: WRONG SUM at element %" PRIu64
+				": got %g, want %g (%s)\n",
+				o.rank, e0 + i, (double)x, (double)want[k],
+				eps[chunk_ep[g / fpc]].name);
+			return -1;
+		}
+		k += 7;
+		if (k >= VAL_MOD)
+			k -= VAL_MOD;
+	}
+	return 0;
+}
+
+static int ep_of(uint32_t ip_be, uint16_t port)
+{
+	for (unsigned e = 0; e < n_eps; e++)
+		if (eps[e].ip_be == ip_be && eps[e].port == port)
+			return (int)e;
+	return -1;
+}
+
+/* Receive what is there; returns fragments newly completed, or -1. */
+static int64_t receive(uint32_t v)
+{
+	static uint8_t bufs[BATCH][PBOX_HDR_LEN + MAX_FRAGB];
+	static struct sockaddr_in from[BATCH];
+	struct mmsghdr mm[BATCH];
+	struct iovec iov[BATCH];
+	int64_t fresh = 0;
+	int n, i;
+
+	for (i = 0; i < BATCH; i++) {
+		iov[i] = (struct iovec){.iov_base = bufs[i], .iov_len = sizeof(bufs[i])};
+		mm[i].msg_hdr = (struct msghdr){.msg_name = &from[i],
+						.msg_namelen = sizeof(from[i]),
+						.msg_iov = &iov[i],
+						.msg_iovlen = 1};
+	}
+	n = recvmmsg(sock, mm, BATCH, MSG_DONTWAIT, NULL);
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+	for (i = 0; i < n; i++) {
+		struct nic_wire_expect exp = {.accept_ops = (1u << PBOX_OP_RESULT) |
+							    (1u << PBOX_OP_ERROR)};
+		struct pbox_hdr h;
+		int e = ep_of(from[i].sin_addr.s_addr, ntohs(from[i].sin_port));
+		uint32_t c, g;
+
+		if (e < 0 ||
+		    nic_wire_parse_hdr(bufs[i], mm[i].msg_len, &exp, &h) != NIC_DROP_NONE ||
+		    h.job != o.job)
+			continue;
+		if (h.op == PBOX_OP_ERROR) {
+			unsigned code =
+				(unsigned)(bufs[i][PBOX_HDR_LEN] << 8 | bufs[i][PBOX_HDR_LEN + 1]);
+
+			errors_rx++;
+			last_error = code == PBOX_ERR_NO_JOB	  ? "job not registered there"
+				     : code == PBOX_ERR_BAD_TOKEN ? "token refused"
+								  : "push out of the job's range";
+			if (code != PBOX_ERR_NO_JOB) {
+				fprintf(stderr, "pbox-client: rank %u: %s answered: %s\n", o.rank,
+					eps[e].name, last_error);
+				return -1;
+			}
+			continue;
+		}
+		if (h.chunk >= eps[e].n_chunks || h.frag >= fpc)
+			continue;
+		c = eps[e].global[h.chunk];
+		g = c * fpc + h.frag;
+		if (h.round != v) {
+			stale_results++;
+			continue;
+		}
+		if (fr[g].done) {
+			dup_results++;
+			continue;
+		}
+		if (h.len != fr[g].len || h.rank != o.rank) {
+			fprintf(stderr,
+				"pbox-client: rank %u: %s sent a result of %u bytes for %u\n",
+				o.rank, eps[e].name, h.len, fr[g].len);
+			return -1;
+		}
+		if (check_result(g, bufs[i] + PBOX_HDR_LEN))
+			return -1;
+		fr[g].done = 1;
+		inflight--;
+		fresh++;
+	}
+	return fresh;
+}
+
+static int run_round(uint32_t v)
+{
+	static uint8_t out[BATCH][PBOX_HDR_LEN + MAX_FRAGB];
+	static struct sockaddr_in to[BATCH];
+	uint32_t *fifo = malloc(sizeof(uint32_t) * (n_frags + 1)), head = 0, tail = 0, next = 0;
+	uint32_t remaining = 0, g;
+	uint64_t rto = (uint64_t)o.rto_ms * 1000000u, last_progress = now_ns();
+	int rc = -1;
+
+	round_tables(v);
+	inflight = 0;
+	for (g = 0; g < n_frags; g++) {
+		fr[g].done = fr[g].len == 0;
+		fr[g].queued = 0;
+		fr[g].tries = 0;
+		remaining += fr[g].len != 0;
+	}
+	while (remaining) {
+		struct mmsghdr mm[BATCH];
+		struct iovec iov[BATCH];
+		unsigned nb = 0;
+		uint64_t t = now_ns();
+		int64_t got;
+
+		/* retransmit what timed out, oldest first */
+		while (head != tail && nb < BATCH) {
+			struct frag *f = &fr[fifo[head]];
+
+			if (f->done) {
+				f->queued = 0;
+				head = (head + 1) % (n_frags + 1);
+				continue;
+			}
+			if (t - f->sent < rto * (f->tries > 4 ? 4 : f->tries))
+				break;
+			g = fifo[head];
+			head = (head + 1) % (n_frags + 1);
+			fifo[tail] = g;
+			tail = (tail + 1) % (n_frags + 1);
+			build_push(out[nb], g, v, true);
+			f->sent = t;
+			f->tries++;
+			retransmits++;
+			to[nb] = (struct sockaddr_in){
+				.sin_family = AF_INET,
+				.sin_port = htons(eps[chunk_ep[g / fpc]].port),
+				.sin_addr.s_addr = eps[chunk_ep[g / fpc]].ip_be};
+			iov[nb] = (struct iovec){out[nb], PBOX_HDR_LEN + f->len};
+			nb++;
+		}
+		/* new fragments, within the window */
+		while (next < n_frags && inflight < o.window && nb < BATCH) {
+			struct frag *f = &fr[next];
+
+			if (f->len) {
+				build_push(out[nb], next, v, false);
+				f->sent = t;
+				f->tries = 1;
+				f->queued = 1;
+				fifo[tail] = next;
+				tail = (tail + 1) % (n_frags + 1);
+				inflight++;
+				to[nb] = (struct sockaddr_in){
+					.sin_family = AF_INET,
+					.sin_port = htons(eps[chunk_ep[next / fpc]].port),
+					.sin_addr.s_addr = eps[chunk_ep[next / fpc]].ip_be};
+				iov[nb] = (struct iovec){out[nb], PBOX_HDR_LEN + f->len};
+				nb++;
+			}
+			next++;
+		}
+		for (unsigned i = 0; i < nb; i++)
+			mm[i].msg_hdr = (struct msghdr){.msg_name = &to[i],
+							.msg_namelen = sizeof(to[i]),
+							.msg_iov = &iov[i],
+							.msg_iovlen = 1};
+		for (unsigned s = 0; s < nb;) {
+			int w = sendmmsg(sock, mm + s, nb - s, 0);
+
+			if (w < 0) {
+				if (errno == EINTR || errno == ENOBUFS || errno == EAGAIN)
+					continue;
+				fprintf(stderr, "pbox-client: send: %s\n", strerror(errno));
+				goto out;
+			}
+			s += (unsigned)w;
+		}
+		got = receive(v);
+		if (got < 0)
+			goto out;
+		if (got) {
+			remaining -= (uint32_t)got;
+			last_progress = t;
+		} else if (!nb) {
+			struct pollfd p = {.fd = sock, .events = POLLIN};
+
+			poll(&p, 1, 1);
+		}
+		if (t - last_progress > (uint64_t)o.deadline_s * 1000000000u) {
+			while (head != tail && fr[fifo[head]].done)
+				head = (head + 1) % (n_frags + 1);
+			g = head != tail ? fifo[head] : 0;
+			fprintf(stderr,
+				"pbox-client: rank %u: round %u: no progress for %u s; %u fragments "
+				"missing, e.g. from %s%s%s\n",
+				o.rank, v, o.deadline_s, remaining, eps[chunk_ep[g / fpc]].name,
+				last_error ? ": " : "", last_error ? last_error : "");
+			goto out;
+		}
+		if (stop)
+			goto out;
+	}
+	rc = 0;
+out:
+	free(fifo);
+	return rc;
+}
+
+/* ---- storm ------------------------------------------------------------------ */
+
+static void udp_to(const void *p, size_t n, const struct ep *e, uint16_t port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+
+	sa.sin_addr.s_addr = e->ip_be;
+	sendto(sock, p, n, 0, (struct sockaddr *)&sa, sizeof(sa));
+}
+
+/* Datagrams the box must refuse, each kind @count times, round-robin over
+ * the endpoints; prints what it sent as "STORM kind=count ...". */
+static int storm(void)
+{
+	static const char *const kinds[] = {"magic",  "version", "op",	     "dtype",
+					    "flags",  "len",	 "udp_port", "token",
+					    "no_job", "rank",	 "chunk",    "frag"};
+	enum { NK = sizeof(kinds) / sizeof(kinds[0]) };
+	uint8_t buf[PBOX_HDR_LEN + 256];
+	unsigned k, i;
+
+	for (i = 0; i < o.storm; i++)
+		for (k = 0; k < NK; k++) {
+			const struct ep *e = &eps[(i + k) % n_eps];
+			struct pbox_hdr h = {.op = PBOX_OP_PUSH,
+					     .dtype = o.dtype,
+					     .rank = o.rank,
+					     .job = o.job,
+					     .len = 64,
+					     .round = 0,
+					     .token = nic_wire_token(o.token)};
+			size_t n = PBOX_HDR_LEN + 64;
+			uint16_t port = e->port;
+
+			memset(buf, 0, sizeof(buf));
+			switch (k) {
+			case 6:
+				port = (uint16_t)(e->port + 77);
+				break;
+			case 7:
+				h.token ^= 0x5a5a;
+				break;
+			case 8:
+				h.job = o.job + 1000;
+				break;
+			case 9:
+				h.rank = o.n;
+				break;
+			case 10:
+				h.chunk = e->n_chunks + 5;
+				break;
+			case 11:
+				h.frag = (uint16_t)fpc;
+				break;
+			default:
+				break;
+			}
+			nic_wire_put_hdr(buf, &h);
+			switch (k) {
+			case 0:
+				buf[0] ^= 0xff;
+				break;
+			case 1:
+				buf[2] = 9;
+				break;
+			case 2:
+				buf[3] = PBOX_OP_RESULT;
+				break;
+			case 3:
+				buf[4] = 7;
+				break;
+			case 4:
+				buf[5] = 0x80;
+				break;
+			case 5:
+				n -= 3;
+				break;
+			default:
+				break;
+			}
+			udp_to(buf, n, e, port);
+		}
+	printf("STORM");
+	for (k = 0; k < NK; k++)
+		printf(" %s=%u", kinds[k], o.storm);
+	printf("\n");
+	return 0;
+}
+
+/* Frames below UDP the kernel would never send: through AF_PACKET. */
+static int storm_raw(void)
+{
+	static const char *const kinds[] = {"ip_csum",	 "ip_frag", "ip_proto", "ip_hdr",
+					    "ethertype", "ip_dst",  "short"};
+	enum { NK = sizeof(kinds) / sizeof(kinds[0]) };
+	int fd = socket(AF_PACKET, SOCK_RAW, 0);
+	struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_halen = 6};
+	uint8_t frame[256], payload[64] = {0};
+	struct nic_addr src = {.port = 9700}, dst;
+	unsigned i, k;
+
+	if (fd < 0 || !(ll.sll_ifindex = (int)if_nametoindex(o.storm_raw))) {
+		fprintf(stderr, "pbox-client: raw socket on %s: %s\n", o.storm_raw,
+			strerror(errno));
+		return -1;
+	}
+	for (i = 0; i < o.storm; i++)
+		for (k = 0; k < NK; k++) {
+			const struct ep *e = &eps[(i + k) % n_eps];
+			struct pbox_hdr h = {.op = PBOX_OP_PUSH,
+					     .dtype = o.dtype,
+					     .rank = o.rank,
+					     .job = o.job,
+					     .len = 64,
+					     .token = nic_wire_token(o.token)};
+			size_t n;
+
+			memcpy(dst.mac, e->mac, 6);
+			dst.ip_be = e->ip_be;
+			dst.port = e->port;
+			src.ip_be = htonl(0xc6126401); /* 198.18.100.1: any of ours */
+			n = nic_wire_build(frame, sizeof(frame), &src, &dst, &h, payload);
+			switch (k) {
+			case 0:
+				frame[24] ^= 0x01;
+				break;
+			case 1:
+				frame[20] |= 0x20; /* MF */
+				frame[24] ^= 0x20; /* checksum kept right */
+				break;
+			case 2:
+				frame[23] = 6; /* TCP */
+				frame[24] ^= 6 ^ 17;
+				break;
+			case 3:
+				frame[14] = 0x46; /* IHL 6, no options there */
+				frame[24] ^= 0x01;
+				break;
+			case 4:
+				frame[12] = 0x86;
+				frame[13] = 0xdd;
+				break;
+			case 5:
+				frame[33] ^= 0x40; /* another host's address */
+				frame[25] ^= 0x40;
+				break;
+			case 6:
+				n = 20;
+				break;
+			}
+			memcpy(ll.sll_addr, e->mac, 6);
+			sendto(fd, frame, n, 0, (struct sockaddr *)&ll, sizeof(ll));
+		}
+	close(fd);
+	printf("STORMRAW");
+	for (k = 0; k < NK; k++)
+		printf(" %s=%u", kinds[k], o.storm);
+	printf("\n");
+	return 0;
+}
+
+/* ---- main -------------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: pbox-client --box IP:PORT --job ID --token T --rank R --n N\n"
+		   "         [--register] [--hold] [--dtype fp32|fp16|bf16] [--bytes B]\n"
+		   "         [--rounds V] [--window W] [--rto-ms MS] [--deadline-s S]\n"
+		   "         [--storm N] [--storm-raw IFACE] [--quiet]\n");
+}
+
+static int parse_args(int argc, char **argv)
+{
+	static const struct option lo[] = {{"box", 1, 0, 'b'},
+					   {"job", 1, 0, 'j'},
+					   {"token", 1, 0, 't'},
+					   {"rank", 1, 0, 'r'},
+					   {"n", 1, 0, 'n'},
+					   {"dtype", 1, 0, 'd'},
+					   {"bytes", 1, 0, 'B'},
+					   {"rounds", 1, 0, 'V'},
+					   {"window", 1, 0, 'w'},
+					   {"rto-ms", 1, 0, 'R'},
+					   {"deadline-s", 1, 0, 'D'},
+					   {"storm", 1, 0, 's'},
+					   {"storm-raw", 1, 0, 'S'},
+					   {"register", 0, 0, 'g'},
+					   {"hold", 0, 0, 'H'},
+					   {"quiet", 0, 0, 'q'},
+					   {0, 0, 0, 0}};
+	int c;
+	bool have_box = false;
+
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'b': {
+			char ip[32];
+			unsigned port;
+
+			if (sscanf(optarg, "%31[0-9.]:%u", ip, &port) != 2 ||
+			    inet_pton(AF_INET, ip, &o.box_ip) != 1 || port > 65535)
+				return -1;
+			o.box_port = (uint16_t)port;
+			have_box = true;
+			break;
+		}
+		case 'j':
+			o.job = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 't':
+			o.token = strtoull(optarg, NULL, 0);
+			break;
+		case 'r':
+			o.rank = (uint16_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'n':
+			o.n = (uint16_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'd':
+			for (o.dtype = 0; o.dtype < SUM_DTYPE_COUNT; o.dtype++)
+				if (strcmp(optarg, sum_dtype_name((enum sum_dtype)o.dtype)) == 0)
+					break;
+			if (o.dtype == SUM_DTYPE_COUNT)
+				return -1;
+			break;
+		case 'B':
+			o.bytes = strtoull(optarg, NULL, 0);
+			break;
+		case 'V':
+			o.rounds = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'w':
+			o.window = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'R':
+			o.rto_ms = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'D':
+			o.deadline_s = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 's':
+			o.storm = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'S':
+			o.storm_raw = optarg;
+			break;
+		case 'g':
+			o.reg = true;
+			break;
+		case 'H':
+			o.hold = true;
+			break;
+		case 'q':
+			o.quiet = true;
+			break;
+		default:
+			return -1;
+		}
+	}
+	if (optind != argc || !have_box || o.n < 1 || o.rank >= o.n || o.window < 1 ||
+	    o.bytes == 0 || o.bytes % 4 || o.rto_ms < 1)
+		return -1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in me = {.sin_family = AF_INET, .sin_port = htons(9700)};
+	int sz = 8 << 20, rc;
+	uint64_t t0, t1;
+	uint32_t v, g;
+
+	if (parse_args(argc, argv)) {
+		usage(stderr);
+		return 2;
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+	if (endpoints())
+		return 1;
+	if (frag_size > MAX_FRAGB - 1) {
+		fprintf(stderr, "pbox-client: fragment size %u too large\n", frag_size);
+		return 1;
+	}
+	layout();
+	if (o.reg) {
+		rc = do_register();
+		if (rc)
+			return rc;
+	}
+	sock = socket(AF_INET, SOCK_DGRAM, 0);
+	setsockopt(sock, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	setsockopt(sock, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	if (o.storm) {
+		me.sin_port = 0;
+		if (sock < 0 || bind(sock, (struct sockaddr *)&me, sizeof(me)))
+			return 1;
+		if (storm() || (o.storm_raw && storm_raw()))
+			return 1;
+		return 0;
+	}
+	if (!o.rounds)
+		goto hold;
+	if (sock < 0 || bind(sock, (struct sockaddr *)&me, sizeof(me))) {
+		fprintf(stderr, "pbox-client: cannot bind UDP port 9700: %s\n", strerror(errno));
+		return 1;
+	}
+	n_frags = n_chunks * fpc;
+	fr = calloc(n_frags, sizeof(*fr));
+	for (g = 0; g < n_frags; g++) {
+		uint64_t off = (uint64_t)g * frag_size;
+
+		fr[g].off = off;
+		fr[g].len = off >= o.bytes ? 0
+					   : (uint16_t)(o.bytes - off < frag_size ? o.bytes - off
+										  : frag_size);
+	}
+	t0 = now_ns();
+	for (v = 0; v < o.rounds; v++) {
+		if (run_round(v)) {
+			fprintf(stderr, "pbox-client: rank %u: FAILED in round %u\n", o.rank, v);
+			return 1;
+		}
+		if (!o.quiet && (v + 1) % 10 == 0)
+			printf("pbox-client: rank %u: %u/%u rounds exact\n", o.rank, v + 1,
+			       o.rounds);
+	}
+	t1 = now_ns();
+	if (o.rounds)
+		printf("pbox-client: rank %u: %u rounds x %" PRIu64
+		       " bytes %s: all sums exact; goodput %.2f Gb/s; %" PRIu64
+		       " retransmits, %" PRIu64 " duplicate results\n",
+		       o.rank, o.rounds, o.bytes, sum_dtype_name((enum sum_dtype)o.dtype),
+		       (double)o.bytes * o.rounds * 8 / (double)(t1 - t0), retransmits,
+		       dup_results);
+hold:
+	fflush(stdout);
+	if (o.hold)
+		while (!stop)
+			pause();
+	return 0;
+}
