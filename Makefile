@@ -3,7 +3,8 @@
 #   make            build everything
 #   make test       lint, then every test (ends with Check's summary)
 #   make perf-sum   summation kernels against a streaming reference
-#   make demo       the main job on this machine
+#   make demo       the main job on an emulated cluster on this machine (root)
+#   make integration  pboxd on the emulated network (root; part of make test)
 #   CUDA=auto|0|1   build the worker's CUDA objects when nvcc is found (auto)
 
 SHELL   := /bin/bash
@@ -70,7 +71,7 @@ CUDA_OBJS := $(if $(filter 1,$(WITH_CUDA)),$(patsubst %.cu,$(BUILD)/obj/%.o,$(CU
 BINS := $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(BUILD)/bin/pbox-client $(BUILD)/tests/unit_tests \
         $(BUILD)/perf/perf_sum
 
-.PHONY: all test unit lint docs check-docs fuzz format perf-sum demo clean
+.PHONY: all test unit integration lint docs check-docs fuzz format perf-sum demo clean
 all: $(BINS)
 
 $(BUILD)/lib/libpboxcore.a: $(CORE_OBJS) $(CUDA_OBJS)
@@ -168,13 +169,19 @@ fuzz: $(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/gen_seeds
 		grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|crash-|Done' ; \
 		test $${PIPESTATUS[0]} -eq 0
 
+# pboxd on the emulated network: real DPDK ports on veth, needs root.
+integration: all
+	tests/net/integration.sh $(BUILD)
+
 test: lint check-docs all fuzz
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory integration
 
 perf-sum: $(BUILD)/perf/perf_sum
 	$(BUILD)/perf/perf_sum $(PERF_ARGS)
 
-demo: perf-sum
+demo: all
+	tests/net/demo.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -3,8 +3,13 @@
 # namespaces, joined by a bridge in a switch namespace. Source it, or run it:
 #
 #   pbox-net.sh up TAG PORTS WORKERS   build it
-#   pbox-net.sh shape TAG HOST ARGS... netem/tbf on HOST's link, both ways
-#                                       (HOST: box-pJ or wI)
+#   pbox-net.sh shape TAG HOST ARGS... a qdisc (tbf for rate) on HOST's
+#                                       link, both ways (HOST: box-pJ or wI)
+#   pbox-net.sh impair TAG HOST LOSS% DUP%
+#                                       drop and duplicate frames at random on
+#                                       HOST's link, both ways: a tc BPF
+#                                       program (tests/net/impair.bpf.c), since
+#                                       kernels without netem are common in VMs
 #   pbox-net.sh down TAG               remove everything TAG made
 #
 # Namespaces are pbox-TAG-{sw,box,w0..}. The box gets PORTS data interfaces
@@ -13,7 +18,6 @@
 # J answers as 198.18.(J+1).1 (configured in pboxd, not in the kernel). MTU
 # 9000 everywhere. Only 198.18.0.0/15 is used, and only inside these
 # namespaces. Deleting a namespace deletes its veth ends.
-set -euo pipefail
 
 PBOX_NET_MTU=${PBOX_NET_MTU:-9000}
 
@@ -41,6 +45,11 @@ pbox_net_up() {
 	pbox_net_down "$tag"
 	ip netns add "$sw"
 	_pbox_quiet_ns "$sw"
+	# a plain switch: no netfilter on bridged frames (it would drop the
+	# malformed ones the tests send on purpose, before the box sees them)
+	ip netns exec "$sw" sysctl -qw net.bridge.bridge-nf-call-iptables=0 \
+		net.bridge.bridge-nf-call-ip6tables=0 net.bridge.bridge-nf-call-arptables=0 \
+		>/dev/null 2>&1 || true
 	ip -n "$sw" link add br0 mtu "$PBOX_NET_MTU" type bridge
 	ip -n "$sw" link set br0 up
 	ip netns add "$box"
@@ -73,6 +82,39 @@ pbox_net_shape() {
 	ip netns exec "$sw" tc qdisc replace dev "$swi" root "$@"
 }
 
+_pbox_host_ifaces() { # TAG HOST -> "NS IFACE SWITCH_NS SWITCH_IFACE"
+	local tag=$1 host=$2
+	case $host in
+	box-p*) echo "$(pbox_ns "$tag" box) pbox-p${host#box-p} $(pbox_ns "$tag" sw) bp${host#box-p}" ;;
+	w*) echo "$(pbox_ns "$tag" "$host") eth0 $(pbox_ns "$tag" sw) $host" ;;
+	*) echo "pbox-net: unknown host $host" >&2; return 1 ;;
+	esac
+}
+
+# impair TAG HOST LOSS_PERCENT DUP_PERCENT (0 0 removes it)
+pbox_net_impair() {
+	local tag=$1 host=$2 loss=$3 dup=$4 here obj ns ifc swns swi
+	here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+	read -r ns ifc swns swi < <(_pbox_host_ifaces "$tag" "$host")
+	local lp dp
+	lp=$(awk -v p="$loss" 'BEGIN { printf "%d", p * 10000 }')
+	dp=$(awk -v p="$dup" 'BEGIN { printf "%d", p * 10000 }')
+	obj=${PBOX_NET_OBJDIR:-/tmp}/pbox-impair-$lp-$dp.o
+	if [ ! -s "$obj" ]; then
+		clang -O2 -g -target bpf -DLOSS_PPM="$lp" -DDUP_PPM="$dp" \
+			-I/usr/include/x86_64-linux-gnu -c "$here/impair.bpf.c" -o "$obj.tmp" && mv "$obj.tmp" "$obj" || return 1
+	fi
+	local pair
+	for pair in "$ns $ifc" "$swns $swi"; do
+		set -- $pair
+		ip netns exec "$1" tc qdisc replace dev "$2" clsact
+		ip netns exec "$1" tc filter del dev "$2" egress 2>/dev/null || true
+		if [ "$lp" != 0 ] || [ "$dp" != 0 ]; then
+			ip netns exec "$1" tc filter add dev "$2" egress bpf direct-action obj "$obj" sec tc || return 1
+		fi
+	done
+}
+
 pbox_net_down() {
 	local tag=$1 ns
 	for ns in $(ip netns list | awk '{print $1}' | grep "^pbox-$tag-" || true); do
@@ -82,12 +124,14 @@ pbox_net_down() {
 }
 
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+	set -euo pipefail
 	cmd=${1:-}
 	shift || true
 	case $cmd in
 	up) pbox_net_up "$@" ;;
 	shape) pbox_net_shape "$@" ;;
+	impair) pbox_net_impair "$@" ;;
 	down) pbox_net_down "$@" ;;
-	*) echo "usage: $0 up TAG PORTS WORKERS | shape TAG HOST QDISC... | down TAG" >&2; exit 2 ;;
+	*) echo "usage: $0 up TAG PORTS WORKERS | shape TAG HOST QDISC... | impair TAG HOST LOSS% DUP% | down TAG" >&2; exit 2 ;;
 	esac
 fi

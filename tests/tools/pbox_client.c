@@ -11,7 +11,7 @@
  *                     SIGINT/SIGTERM: the job lives as long as this connection
  *   --dtype T         fp32 (default), fp16, bf16
  *   --bytes B         tensor bytes (default 16M); --rounds V (default 100)
- *   --window W        fragments in flight (default 128); --rto-ms (default 20)
+ *   --window W        fragments in flight (default 128); --rto-ms (default 40)
  *   --deadline-s S    fail when no progress for S seconds (default 20)
  *   --storm N         send N of each kind of malformed datagram instead
  *   --storm-raw IFACE also N of each malformed frame through AF_PACKET
@@ -75,7 +75,7 @@ struct opts {
 };
 
 static struct opts o = {
-	.bytes = 16u << 20, .rounds = 100, .window = 128, .rto_ms = 20, .deadline_s = 20};
+	.bytes = 16u << 20, .rounds = 100, .window = 128, .rto_ms = 40, .deadline_s = 20};
 static struct ep eps[MAX_EPS];
 static unsigned n_eps;
 static uint32_t frag_size, chunk_size;
@@ -248,8 +248,8 @@ static int do_register(void)
 	free(req);
 	while (ctl_line(line, sizeof(line)) == 0) {
 		if (strncmp(line, "OK", 2) == 0) {
-			if (!o.quiet)
-				printf("pbox-client: job %u registered: %s\n", o.job, line);
+			printf("pbox-client: job %u registered: %s\n", o.job, line);
+			fflush(stdout);
 			return 0;
 		}
 		if (strncmp(line, "ERR", 3) == 0) {
@@ -669,7 +669,7 @@ static int storm_raw(void)
 	int fd = socket(AF_PACKET, SOCK_RAW, 0);
 	struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_halen = 6};
 	uint8_t frame[256], payload[64] = {0};
-	struct nic_addr src = {.port = 9700}, dst;
+	struct nic_addr src = {.mac = {0x02, 0, 0, 0x5b, 0x0a, 0xd0}, .port = 9700}, dst;
 	unsigned i, k;
 
 	if (fd < 0 || !(ll.sll_ifindex = (int)if_nametoindex(o.storm_raw))) {
@@ -694,35 +694,43 @@ static int storm_raw(void)
 			src.ip_be = htonl(0xc6126401); /* 198.18.100.1: any of ours */
 			n = nic_wire_build(frame, sizeof(frame), &src, &dst, &h, payload);
 			switch (k) {
-			case 0:
-				frame[24] ^= 0x01;
-				break;
 			case 1:
-				frame[20] |= 0x20; /* MF */
-				frame[24] ^= 0x20; /* checksum kept right */
+				frame[20] |= 0x20; /* more fragments */
 				break;
 			case 2:
 				frame[23] = 6; /* TCP */
-				frame[24] ^= 6 ^ 17;
 				break;
 			case 3:
-				frame[14] = 0x46; /* IHL 6, no options there */
-				frame[24] ^= 0x01;
+				frame[14] = 0x65; /* IP version 6 in an IPv4 frame */
 				break;
 			case 4:
-				frame[12] = 0x86;
+				frame[12] = 0x86; /* IPv6 */
 				frame[13] = 0xdd;
 				break;
 			case 5:
 				frame[33] ^= 0x40; /* another host's address */
-				frame[25] ^= 0x40;
 				break;
 			case 6:
 				n = 20;
 				break;
+			default:
+				break;
+			}
+			/* a right header checksum, but for the checksum case */
+			frame[24] = frame[25] = 0;
+			{
+				uint16_t cs = (uint16_t)~nic_csum_fold(frame + 14, 20, 0);
+
+				frame[24] = (uint8_t)(cs >> 8);
+				frame[25] = (uint8_t)(k == 0 ? cs ^ 1 : cs);
 			}
 			memcpy(ll.sll_addr, e->mac, 6);
-			sendto(fd, frame, n, 0, (struct sockaddr *)&ll, sizeof(ll));
+			if (sendto(fd, frame, n, 0, (struct sockaddr *)&ll, sizeof(ll)) < 0) {
+				fprintf(stderr, "pbox-client: raw send on %s: %s\n", o.storm_raw,
+					strerror(errno));
+				close(fd);
+				return -1;
+			}
 		}
 	close(fd);
 	printf("STORMRAW");

@@ -1,0 +1,92 @@
+# Shared by tests/net/integration.sh and tests/net/demo.sh: the emulated
+# cluster (a box with 4 ports and W workers), pboxd on it, and jobs of
+# pbox-client runs. Source it after setting W; it installs the teardown.
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+build=$(cd "${1:-$src/build}" && pwd)
+. "$here/pbox-net.sh"
+
+ROUNDS=${ROUNDS:-100}
+BYTES=${BYTES:-16777216}
+W=${W:-4}
+tag="it$$"
+prefix="pbox-it$$"
+cfg="$src/config/examples/box-emulated.ini"
+log=$(mktemp -d /tmp/pbox-it.XXXXXX)
+export PBOX_NET_OBJDIR=$log
+box_ns=$(pbox_ns "$tag" box)
+ctl="$build/bin/pboxctl --prefix $prefix --all"
+client="$build/bin/pbox-client"
+boxaddr=198.18.0.1:9570
+pass=0
+fail=0
+pboxd_pid=
+job=0
+
+cleanup() {
+	[ -n "$pboxd_pid" ] && kill "$pboxd_pid" 2>/dev/null && wait "$pboxd_pid" 2>/dev/null
+	pbox_net_down "$tag"
+	rm -rf "/var/run/dpdk/$prefix"
+	if [ "$fail" -ne 0 ]; then
+		echo "integration: logs kept in $log"
+	else
+		rm -rf "$log"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ok() { echo "  PASS  $*"; pass=$((pass + 1)); }
+bad() { echo "  FAIL  $*"; fail=$((fail + 1)); }
+check() { # DESCRIPTION COMMAND...
+	local d=$1
+	shift
+	if "$@"; then ok "$d"; else bad "$d"; fi
+}
+
+stat() { $ctl stats | awk -v k="$1" '$1 == k { print $2 }'; }
+wns() { ip netns exec "$(pbox_ns "$tag" "w$1")" "${@:2}"; }
+
+# run_job JOB DTYPE ROUNDS BYTES [extra client args]: a registrar holds the
+# job while W clients run; true when every client verified every sum.
+run_job() {
+	local job=$1 dt=$2 rounds=$3 bytes=$4 i rc=0 reg
+	shift 4
+	local common=(--box "$boxaddr" --job "$job" --token "$((job * 7919))" --n "$W" --dtype "$dt"
+		--bytes "$bytes" --quiet)
+	# not through a function: $! must be the client itself
+	ip netns exec "$(pbox_ns "$tag" w0)" "$client" "${common[@]}" --rank 0 --register --hold \
+		--rounds 0 >"$log/reg$job.log" 2>&1 &
+	reg=$!
+	for _ in $(seq 50); do grep -q registered "$log/reg$job.log" 2>/dev/null && break; sleep 0.1; done
+	local pids=()
+	for ((i = 0; i < W; i++)); do
+		wns "$i" "$client" "${common[@]}" --rank "$i" --rounds "$rounds" "$@" \
+			>"$log/job$job-w$i.log" 2>&1 &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	kill "$reg" 2>/dev/null
+	wait "$reg" 2>/dev/null
+	cat "$log"/job"$job"-w*.log | sed 's/^/        /'
+	return $rc
+}
+
+
+need_root() {
+	[ "$(id -u)" -eq 0 ] || { echo "$1: needs root (network namespaces, hugepages)"; exit 1; }
+	grep -q hugetlbfs /proc/mounts || { echo "$1: no hugetlbfs mount"; exit 1; }
+}
+
+# start_box: pboxd in the box namespace, up and serving, or false.
+start_box() {
+	ip netns exec "$box_ns" "$build/bin/pboxd" --file-prefix "$prefix" "$cfg" >"$log/pboxd.log" 2>&1 &
+	pboxd_pid=$!
+	for _ in $(seq 100); do grep -q "pboxd: serving" "$log/pboxd.log" && break; sleep 0.1; done
+	if ! grep -q "pboxd: serving" "$log/pboxd.log"; then
+		cat "$log/pboxd.log"
+		bad "pboxd starts"
+		return 1
+	fi
+	return 0
+}
