@@ -205,7 +205,6 @@ int main(int argc, char **argv)
 	char *reply = malloc(REPLY_MAX);
 	struct table *t = calloc(1, sizeof(*t));
 	const char *p;
-	char top[NAME_LEN];
 	int c;
 
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -257,8 +256,11 @@ int main(int argc, char **argv)
 	}
 	/* {"/pbox/x": {...}} */
 	p = skip(reply);
-	if (*p == '{')
+	if (*p == '{') {
+		char top[NAME_LEN];
+
 		p = scalar(p + 1, top, sizeof(top));
+	}
 	if (p)
 		p = skip(p);
 	if (p && *p == ':') {

@@ -122,7 +122,7 @@ struct ss_job *ss_job_init(void *mem, const struct ss_job_desc *d, size_t txref_
 	j->frag = (struct ss_frag *)(base + l.frag);
 	j->bitmap = (uint64_t *)(base + l.bitmap);
 	j->res = base + l.res;
-	j->acc = d->dtype == SUM_FP32 ? NULL : (float *)(base + l.acc);
+	j->acc = d->dtype == SUM_FP32 ? NULL : (float *)(void *)(base + l.acc);
 	j->txref = base + l.txref;
 	j->peer = (struct nic_addr *)(base + l.peer);
 	for (e = 0; e < d->n_eps; e++) {
@@ -165,7 +165,7 @@ static inline float *acc_of(const struct ss_job *j, uint32_t f, uint32_t round)
 {
 	if (j->acc)
 		return j->acc + (size_t)f * (j->frag_size / j->elem);
-	return (float *)ss_job_res(j, f, round & 1);
+	return (float *)(void *)ss_job_res(j, f, round & 1);
 }
 
 /* ~40 cycles of checks and bookkeeping per push before the kernel, which

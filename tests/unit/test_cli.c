@@ -25,7 +25,7 @@ START_TEST(pboxd_check_config_good)
 			 0);
 	ck_assert_ptr_nonnull(strstr(out, "; effective pboxd configuration"));
 	ck_assert_ptr_nonnull(strstr(out, "[port p3]\n"));
-	ck_assert_ptr_nonnull(strstr(out, "fragment_size = 1K\n"));
+	ck_assert_ptr_nonnull(strstr(out, "fragment_size = 8K\n"));
 	ck_assert_ptr_nonnull(strstr(out, "chunk_size = 32K ; default\n"));
 }
 END_TEST
