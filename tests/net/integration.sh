@@ -41,6 +41,11 @@ results=$(stat results)
 check "results sent = n x completed fragments ($results = $W x $completed)" \
 	test "$results" -eq $((W * completed)) -a "$completed" -gt 0
 check "payload copies on transmit = 0" test "$(stat tx_payload_copies)" -eq 0
+jobrow() { awk -v k="$2" '$1 == k { print $2 }' "$log/jobs$1.txt"; }
+check "pboxctl jobs after the fp32 run: results = n x completed, every push summed once" \
+	test "$(jobrow 1 results)" -eq $((W * $(jobrow 1 completed))) -a \
+	"$(jobrow 1 summed)" -eq $((W * $(jobrow 1 completed))) -a "$(jobrow 1 n)" -eq "$W"
+sed 's/^/        /' "$log/jobs1.txt"
 jobs_gone() {
 	for _ in $(seq 50); do
 		[ "$(stat jobs)" -eq 0 ] && [ "$(stat state_bytes_used)" -eq 0 ] && return 0

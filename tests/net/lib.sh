@@ -66,6 +66,8 @@ run_job() {
 		pids+=($!)
 	done
 	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	# the job is still registered here: its counters, for whoever asks
+	$ctl jobs >"$log/jobs$job.txt" 2>&1
 	kill "$reg" 2>/dev/null
 	wait "$reg" 2>/dev/null
 	cat "$log"/job"$job"-w*.log | sed 's/^/        /'
