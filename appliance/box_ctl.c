@@ -329,6 +329,7 @@ static void do_register(struct box_ctl *c, int slot, const struct kv *kv)
 	int fd = c->conn[slot].fd;
 	uint64_t id, token, n, frag, chunk, total = 0, need[NUMA_MAX_NODES] = {0};
 	static struct box_msg msgs[RTE_MAX_LCORE];
+	static struct ss_job_desc descs[RTE_MAX_LCORE];
 	const char *dt = get(kv, "dtype"), *list = get(kv, "chunks");
 	struct ctl_job *j;
 	unsigned g, l, t;
@@ -405,24 +406,25 @@ static void do_register(struct box_ctl *c, int slot, const struct kv *kv)
 			say(fd, "ERR chunks: more counts than the %u endpoints", b->n_eps);
 			goto fail;
 		}
-		/* size the state of each core */
+		/* what each core holds of the job, and its size */
 		for (l = 0; l < RTE_MAX_LCORE; l++) {
 			struct box_lcore *lc = b->lc[l];
-			struct ss_job_desc d = j->desc;
+			struct ss_job_desc *d = &descs[l];
 			const char *why;
 
 			if (!lc || !lc->active)
 				continue;
-			d.n_eps = (uint16_t)lc->n_eps;
+			*d = j->desc;
+			d->n_eps = (uint16_t)lc->n_eps;
 			for (g = 0; g < b->n_eps; g++)
 				if (b->ep[g].lcore == l)
-					d.ep_chunks[b->ep[g].slot] = counts[g];
-			why = ss_job_desc_check(&d);
+					d->ep_chunks[b->ep[g].slot] = counts[g];
+			why = ss_job_desc_check(d);
 			if (why) {
 				say(fd, "ERR job %" PRIu64 ": %s", id, why);
 				goto fail;
 			}
-			need[lc->node] += ss_job_bytes(&d, box_txref_size());
+			need[lc->node] += ss_job_bytes(d, box_txref_size());
 			msgs[l] = (struct box_msg){.type = BOX_MSG_ADD, .job_id = j->id};
 		}
 		for (l = 0; l < NUMA_MAX_NODES; l++) {
@@ -448,18 +450,14 @@ static void do_register(struct box_ctl *c, int slot, const struct kv *kv)
 		/* allocate and lay out on each core's node */
 		for (l = 0; l < RTE_MAX_LCORE; l++) {
 			struct box_lcore *lc = b->lc[l];
-			struct ss_job_desc d = j->desc;
+			const struct ss_job_desc *d = &descs[l];
 			size_t bytes;
 			uint32_t f;
 
 			if (!lc || !lc->active)
 				continue;
-			d.n_eps = (uint16_t)lc->n_eps;
-			for (g = 0; g < b->n_eps; g++)
-				if (b->ep[g].lcore == l)
-					d.ep_chunks[b->ep[g].slot] = counts[g];
-			bytes = ss_job_bytes(&d, box_txref_size());
-			j->state[l] = rte_malloc_socket("pbox_job", bytes, ss_job_align(&d),
+			bytes = ss_job_bytes(d, box_txref_size());
+			j->state[l] = rte_malloc_socket("pbox_job", bytes, ss_job_align(d),
 							b->node_socket[lc->node]);
 			if (!j->state[l]) {
 				human(bytes, a, sizeof(a));
@@ -469,7 +467,7 @@ static void do_register(struct box_ctl *c, int slot, const struct kv *kv)
 				    id, a, lc->node);
 				goto fail;
 			}
-			ss_job_init(j->state[l], &d, box_txref_size(), sum_ops_best());
+			ss_job_init(j->state[l], d, box_txref_size(), sum_ops_best());
 			j->state[l]->busy = box_txref_busy;
 			for (f = 0; f < j->state[l]->n_frags; f++) {
 				box_txref_init(ss_job_txref(j->state[l], f, 0), lc,

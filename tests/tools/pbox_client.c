@@ -453,6 +453,16 @@ static int64_t receive(uint32_t v)
 	return fresh;
 }
 
+/* One message of a send batch: fragment @g's push to its endpoint. */
+static void address(struct sockaddr_in *to, struct iovec *iov, uint8_t *buf, uint32_t g)
+{
+	const struct ep *e = &eps[chunk_ep[g / fpc]];
+
+	*to = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(e->port)};
+	to->sin_addr.s_addr = e->ip_be;
+	*iov = (struct iovec){buf, PBOX_HDR_LEN + fr[g].len};
+}
+
 static int run_round(uint32_t v)
 {
 	static uint8_t out[BATCH][PBOX_HDR_LEN + MAX_FRAGB];
@@ -496,11 +506,7 @@ static int run_round(uint32_t v)
 			f->sent = t;
 			f->tries++;
 			retransmits++;
-			to[nb] = (struct sockaddr_in){
-				.sin_family = AF_INET,
-				.sin_port = htons(eps[chunk_ep[g / fpc]].port),
-				.sin_addr.s_addr = eps[chunk_ep[g / fpc]].ip_be};
-			iov[nb] = (struct iovec){out[nb], PBOX_HDR_LEN + f->len};
+			address(&to[nb], &iov[nb], out[nb], g);
 			nb++;
 		}
 		/* new fragments, within the window */
@@ -515,11 +521,7 @@ static int run_round(uint32_t v)
 				fifo[tail] = next;
 				tail = (tail + 1) % (n_frags + 1);
 				inflight++;
-				to[nb] = (struct sockaddr_in){
-					.sin_family = AF_INET,
-					.sin_port = htons(eps[chunk_ep[next / fpc]].port),
-					.sin_addr.s_addr = eps[chunk_ep[next / fpc]].ip_be};
-				iov[nb] = (struct iovec){out[nb], PBOX_HDR_LEN + f->len};
+				address(&to[nb], &iov[nb], out[nb], next);
 				nb++;
 			}
 			next++;
