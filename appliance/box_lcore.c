@@ -171,8 +171,7 @@ static void send_error(struct box_lcore *lc, struct box_ep *ep, struct rte_mbuf 
 	eh.flags = 0;
 	eh.len = 2;
 	nic_wire_write_headers(f, &ep->self, &to, &eh);
-	f[NIC_HDRS_LEN] = (uint8_t)(err >> 8);
-	f[NIC_HDRS_LEN + 1] = (uint8_t)err;
+	nic_put16(f + NIC_HDRS_LEN, (uint16_t)err);
 	rte_pktmbuf_data_len(m) = NIC_HDRS_LEN + 2;
 	rte_pktmbuf_pkt_len(m) = NIC_HDRS_LEN + 2;
 	lc->st.errors_sent++;

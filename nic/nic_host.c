@@ -6,30 +6,19 @@
 
 #define ARP_LEN 28
 
-static uint16_t be16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
 size_t nic_host_arp_reply(void *frame, size_t len, const uint8_t mac[6], uint32_t ip_be)
 {
 	uint8_t *f = frame, *a = f + NIC_ETH_LEN;
 
-	if (len < NIC_ETH_LEN + ARP_LEN || be16(f + 12) != 0x0806)
+	if (len < NIC_ETH_LEN + ARP_LEN || nic_be16(f + 12) != 0x0806)
 		return 0;
 	/* Ethernet, IPv4, 6-byte and 4-byte addresses, a request, for us */
-	if (be16(a) != 1 || be16(a + 2) != 0x0800 || a[4] != 6 || a[5] != 4 || be16(a + 6) != 1 ||
-	    memcmp(a + 24, &ip_be, 4) != 0)
+	if (nic_be16(a) != 1 || nic_be16(a + 2) != 0x0800 || a[4] != 6 || a[5] != 4 ||
+	    nic_be16(a + 6) != 1 || memcmp(a + 24, &ip_be, 4) != 0)
 		return 0;
 	memcpy(f, a + 8, 6); /* to the sender's hardware address */
 	memcpy(f + 6, mac, 6);
-	put16(a + 6, 2);
+	nic_put16(a + 6, 2);
 	memcpy(a + 18, a + 8, 10); /* target := sender (MAC and IP) */
 	memcpy(a + 8, mac, 6);
 	memcpy(a + 14, &ip_be, 4);
@@ -45,21 +34,21 @@ size_t nic_host_icmp_reply(void *frame, size_t len, const struct nic_pkt *pkt, c
 	if (pkt->kind != NIC_KIND_ICMP || pkt->l4_off <= pkt->l3_off || pkt->l4_off >= len)
 		return 0;
 	ihl = (size_t)pkt->l4_off - pkt->l3_off;
-	tot = be16(ip + 2);
+	tot = nic_be16(ip + 2);
 	if (pkt->l3_off + tot > len || tot < ihl + 8)
 		return 0;
 	n = tot - ihl;
 	if (icmp[0] != 8 || icmp[1] != 0 || nic_csum_fold(icmp, n, 0) != 0xffff)
 		return 0;
 	icmp[0] = 0;
-	put16(icmp + 2, 0);
-	put16(icmp + 2, (uint16_t)~nic_csum_fold(icmp, n, 0));
+	nic_put16(icmp + 2, 0);
+	nic_put16(icmp + 2, (uint16_t)~nic_csum_fold(icmp, n, 0));
 	memcpy(tmp, ip + 12, 4);
 	memcpy(ip + 12, ip + 16, 4);
 	memcpy(ip + 16, tmp, 4);
 	ip[8] = 64;
-	put16(ip + 10, 0);
-	put16(ip + 10, (uint16_t)~nic_csum_fold(ip, ihl, 0));
+	nic_put16(ip + 10, 0);
+	nic_put16(ip + 10, (uint16_t)~nic_csum_fold(ip, ihl, 0));
 	memcpy(f, pkt->src_mac, 6);
 	memcpy(f + 6, mac, 6);
 	return pkt->l3_off + tot;

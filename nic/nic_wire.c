@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Wire format: build and validate. Data path: no allocation, no I/O.
- * Fields are read and written a byte at a time through be16/be32 helpers:
- * frames may sit at any alignment, and the compiler turns these into
+ * Fields are read and written a byte at a time (nic_be16() and kin, in
+ * nic_wire.h): frames may sit at any alignment, and the compiler turns these into
  * single loads with a byte swap.
  */
 #include "nic_wire.h"
@@ -29,30 +29,6 @@ const char *nic_drop_name(enum nic_drop d)
 	return (unsigned)d < NIC_DROP_COUNT ? drop_names[d] : "?";
 }
 
-static inline uint16_t be16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static inline uint32_t be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static inline void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static inline void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
 uint16_t nic_csum_fold(const void *p, size_t len, uint32_t sum)
 {
 	const uint8_t *b = p;
@@ -60,7 +36,7 @@ uint16_t nic_csum_fold(const void *p, size_t len, uint32_t sum)
 	size_t i;
 
 	for (i = 0; i + 1 < len; i += 2)
-		s += be16(b + i);
+		s += nic_be16(b + i);
 	if (len & 1)
 		s += (uint32_t)b[len - 1] << 8;
 	while (s >> 16)
@@ -78,19 +54,19 @@ void nic_wire_put_hdr(void *dst, const struct pbox_hdr *h)
 {
 	uint8_t *p = dst;
 
-	put16(p + 0, PBOX_MAGIC);
+	nic_put16(p + 0, PBOX_MAGIC);
 	p[2] = PBOX_WIRE_VERSION;
 	p[3] = h->op;
 	p[4] = h->dtype;
 	p[5] = h->flags;
-	put16(p + 6, h->rank);
-	put32(p + 8, h->job);
-	put32(p + 12, h->chunk);
-	put16(p + 16, h->frag);
-	put16(p + 18, h->len);
-	put32(p + 20, h->round);
-	put32(p + 24, h->token);
-	put32(p + 28, 0);
+	nic_put16(p + 6, h->rank);
+	nic_put32(p + 8, h->job);
+	nic_put32(p + 12, h->chunk);
+	nic_put16(p + 16, h->frag);
+	nic_put16(p + 18, h->len);
+	nic_put32(p + 20, h->round);
+	nic_put32(p + 24, h->token);
+	nic_put32(p + 28, 0);
 }
 
 enum nic_drop nic_wire_parse_hdr(const void *src, size_t n, const struct nic_wire_expect *exp,
@@ -100,7 +76,7 @@ enum nic_drop nic_wire_parse_hdr(const void *src, size_t n, const struct nic_wir
 
 	if (n < PBOX_HDR_LEN)
 		return NIC_DROP_SHORT;
-	if (be16(p) != PBOX_MAGIC)
+	if (nic_be16(p) != PBOX_MAGIC)
 		return NIC_DROP_MAGIC;
 	if (p[2] != PBOX_WIRE_VERSION)
 		return NIC_DROP_VERSION;
@@ -112,15 +88,15 @@ enum nic_drop nic_wire_parse_hdr(const void *src, size_t n, const struct nic_wir
 	if (h->dtype >= PBOX_DTYPE_COUNT)
 		return NIC_DROP_DTYPE;
 	h->flags = p[5];
-	if ((h->flags & ~PBOX_F_KNOWN) || be32(p + 28) != 0)
+	if ((h->flags & ~PBOX_F_KNOWN) || nic_be32(p + 28) != 0)
 		return NIC_DROP_FLAGS;
-	h->rank = be16(p + 6);
-	h->job = be32(p + 8);
-	h->chunk = be32(p + 12);
-	h->frag = be16(p + 16);
-	h->len = be16(p + 18);
-	h->round = be32(p + 20);
-	h->token = be32(p + 24);
+	h->rank = nic_be16(p + 6);
+	h->job = nic_be32(p + 8);
+	h->chunk = nic_be32(p + 12);
+	h->frag = nic_be16(p + 16);
+	h->len = nic_be16(p + 18);
+	h->round = nic_be32(p + 20);
+	h->token = nic_be32(p + 24);
 	if (h->len != n - PBOX_HDR_LEN)
 		return NIC_DROP_LEN;
 	if (h->op == PBOX_OP_ERROR)
@@ -142,7 +118,7 @@ enum nic_drop nic_wire_parse(const void *frame, size_t len, const struct nic_wir
 	if (len < NIC_ETH_LEN)
 		return NIC_DROP_SHORT;
 	memcpy(out->src_mac, f + 6, 6);
-	et = be16(f + 12);
+	et = nic_be16(f + 12);
 	out->l3_off = NIC_ETH_LEN;
 	if (et == 0x0806) {
 		if (len < NIC_ETH_LEN + 28)
@@ -158,12 +134,12 @@ enum nic_drop nic_wire_parse(const void *frame, size_t len, const struct nic_wir
 	if (rem < NIC_IP4_LEN)
 		return NIC_DROP_SHORT;
 	ihl = (size_t)(ip[0] & 0x0f) * 4;
-	tot = be16(ip + 2);
+	tot = nic_be16(ip + 2);
 	if ((ip[0] >> 4) != 4 || ihl < NIC_IP4_LEN || ihl > rem || tot < ihl || tot > rem)
 		return NIC_DROP_IP_HDR;
 	if (nic_csum_fold(ip, ihl, 0) != 0xffff)
 		return NIC_DROP_IP_CSUM;
-	if (be16(ip + 6) & 0x3fff) /* MF or a fragment offset */
+	if (nic_be16(ip + 6) & 0x3fff) /* MF or a fragment offset */
 		return NIC_DROP_IP_FRAG;
 	memcpy(&out->src_ip_be, ip + 12, 4);
 	memcpy(&out->dst_ip_be, ip + 16, 4);
@@ -182,11 +158,11 @@ enum nic_drop nic_wire_parse(const void *frame, size_t len, const struct nic_wir
 	udp = ip + ihl;
 	if (tot - ihl < NIC_UDP_LEN)
 		return NIC_DROP_SHORT;
-	ulen = be16(udp + 4);
+	ulen = nic_be16(udp + 4);
 	if (ulen != tot - ihl)
 		return NIC_DROP_UDP_LEN;
-	out->src_port = be16(udp);
-	out->dst_port = be16(udp + 2);
+	out->src_port = nic_be16(udp);
+	out->dst_port = nic_be16(udp + 2);
 	if (exp->port_hi && (out->dst_port < exp->port_lo || out->dst_port > exp->port_hi))
 		return NIC_DROP_UDP_PORT;
 	enum nic_drop d = nic_wire_parse_hdr(udp + NIC_UDP_LEN, ulen - NIC_UDP_LEN, exp, &out->hdr);
@@ -205,24 +181,24 @@ void nic_wire_write_headers(void *buf, const struct nic_addr *src, const struct 
 
 	memcpy(f, dst->mac, 6);
 	memcpy(f + 6, src->mac, 6);
-	put16(f + 12, 0x0800);
+	nic_put16(f + 12, 0x0800);
 
 	ip[0] = 0x45;
 	ip[1] = 0;
-	put16(ip + 2, (uint16_t)(NIC_IP4_LEN + ulen));
-	put16(ip + 4, 0);      /* id: never fragmented */
-	put16(ip + 6, 0x4000); /* DF */
+	nic_put16(ip + 2, (uint16_t)(NIC_IP4_LEN + ulen));
+	nic_put16(ip + 4, 0);	   /* id: never fragmented */
+	nic_put16(ip + 6, 0x4000); /* DF */
 	ip[8] = 64;
 	ip[9] = 17;
-	put16(ip + 10, 0);
+	nic_put16(ip + 10, 0);
 	memcpy(ip + 12, &src->ip_be, 4);
 	memcpy(ip + 16, &dst->ip_be, 4);
-	put16(ip + 10, (uint16_t)~nic_csum_fold(ip, NIC_IP4_LEN, 0));
+	nic_put16(ip + 10, (uint16_t)~nic_csum_fold(ip, NIC_IP4_LEN, 0));
 
-	put16(udp, src->port);
-	put16(udp + 2, dst->port);
-	put16(udp + 4, ulen);
-	put16(udp + 6, 0); /* no UDP checksum: IPv4 allows it; NICs offload it */
+	nic_put16(udp, src->port);
+	nic_put16(udp + 2, dst->port);
+	nic_put16(udp + 4, ulen);
+	nic_put16(udp + 6, 0); /* no UDP checksum: IPv4 allows it; NICs offload it */
 	nic_wire_put_hdr(udp + NIC_UDP_LEN, h);
 }
 

@@ -150,6 +150,31 @@ void nic_wire_put_hdr(void *p, const struct pbox_hdr *h);
 enum nic_drop nic_wire_parse_hdr(const void *p, size_t udp_payload_len,
 				 const struct nic_wire_expect *exp, struct pbox_hdr *h);
 
+/* Big-endian fields at any alignment, for the wire code on both sides. */
+static inline uint16_t nic_be16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static inline uint32_t nic_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline void nic_put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static inline void nic_put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
 /* The 32-bit token check carried in every packet, from the job's token. */
 uint32_t nic_wire_token(uint64_t token);
 
