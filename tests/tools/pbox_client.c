@@ -752,6 +752,53 @@ static void usage(FILE *f)
 		   "         [--storm N] [--storm-raw IFACE] [--quiet]\n");
 }
 
+/* The numeric options: where each goes and its bound. */
+static const struct {
+	int c;
+	void *dst;
+	unsigned size;
+	uint64_t max;
+} num_opts[] = {
+	{'j', &o.job, 4, UINT32_MAX},	{'t', &o.token, 8, UINT64_MAX},
+	{'r', &o.rank, 2, UINT16_MAX},	{'n', &o.n, 2, UINT16_MAX},
+	{'B', &o.bytes, 8, 1ull << 40}, {'V', &o.rounds, 4, UINT32_MAX},
+	{'w', &o.window, 4, 1u << 20},	{'R', &o.rto_ms, 4, 600000},
+	{'D', &o.deadline_s, 4, 86400}, {'s', &o.storm, 4, 1u << 20},
+};
+
+/* Option @c's number into its field; -1 (said why) when it is no number in
+ * bounds or no numeric option. */
+static int num_opt(const struct option *lo, int c, const char *arg)
+{
+	const char *name = "?";
+	unsigned long long v;
+	char *end;
+	size_t i;
+
+	for (i = 0; lo[i].name; i++)
+		if (lo[i].val == c)
+			name = lo[i].name;
+	for (i = 0; i < sizeof(num_opts) / sizeof(num_opts[0]); i++) {
+		if (num_opts[i].c != c)
+			continue;
+		errno = 0;
+		v = strtoull(arg, &end, 0);
+		if (errno || end == arg || *end || *arg == '-' || v > num_opts[i].max) {
+			fprintf(stderr, "pbox-client: --%s: '%s' is not a number from 0 to %llu\n",
+				name, arg, (unsigned long long)num_opts[i].max);
+			return -1;
+		}
+		if (num_opts[i].size == 2)
+			*(uint16_t *)num_opts[i].dst = (uint16_t)v;
+		else if (num_opts[i].size == 4)
+			*(uint32_t *)num_opts[i].dst = (uint32_t)v;
+		else
+			*(uint64_t *)num_opts[i].dst = v;
+		return 0;
+	}
+	return -1;
+}
+
 static int parse_args(int argc, char **argv)
 {
 	static const struct option lo[] = {{"box", 1, 0, 'b'},
@@ -787,42 +834,12 @@ static int parse_args(int argc, char **argv)
 			have_box = true;
 			break;
 		}
-		case 'j':
-			o.job = (uint32_t)strtoul(optarg, NULL, 0);
-			break;
-		case 't':
-			o.token = strtoull(optarg, NULL, 0);
-			break;
-		case 'r':
-			o.rank = (uint16_t)strtoul(optarg, NULL, 0);
-			break;
-		case 'n':
-			o.n = (uint16_t)strtoul(optarg, NULL, 0);
-			break;
 		case 'd':
 			for (o.dtype = 0; o.dtype < SUM_DTYPE_COUNT; o.dtype++)
 				if (strcmp(optarg, sum_dtype_name((enum sum_dtype)o.dtype)) == 0)
 					break;
 			if (o.dtype == SUM_DTYPE_COUNT)
 				return -1;
-			break;
-		case 'B':
-			o.bytes = strtoull(optarg, NULL, 0);
-			break;
-		case 'V':
-			o.rounds = (uint32_t)strtoul(optarg, NULL, 0);
-			break;
-		case 'w':
-			o.window = (uint32_t)strtoul(optarg, NULL, 0);
-			break;
-		case 'R':
-			o.rto_ms = (uint32_t)strtoul(optarg, NULL, 0);
-			break;
-		case 'D':
-			o.deadline_s = (uint32_t)strtoul(optarg, NULL, 0);
-			break;
-		case 's':
-			o.storm = (uint32_t)strtoul(optarg, NULL, 0);
 			break;
 		case 'S':
 			o.storm_raw = optarg;
@@ -837,7 +854,9 @@ static int parse_args(int argc, char **argv)
 			o.quiet = true;
 			break;
 		default:
-			return -1;
+			if (num_opt(lo, c, optarg))
+				return -1;
+			break;
 		}
 	}
 	if (optind != argc || !have_box || o.n < 1 || o.rank >= o.n || o.window < 1 ||
