@@ -34,7 +34,7 @@ NUMA_LIBS   := $(shell $(PKGCONF) --libs numa 2>/dev/null || echo -lnuma)
 CHECK_CFLAGS:= $(shell $(PKGCONF) --cflags check)
 CHECK_LIBS  := $(shell $(PKGCONF) --libs check)
 
-INCLUDES := -Iconfig -Inuma -Iappliance -Inic -Iworker/include -Iperf/sum
+INCLUDES := -Iconfig -Inuma -Iappliance -Inic -Iworker/include -Iworker -Iperf/sum
 
 # Per-object flags for the run-time dispatched kernels.
 SIMD_FLAGS_avx2   := -mavx2 -mfma -mf16c
@@ -48,6 +48,14 @@ CORE_SRCS := config/cfg.c config/cfg_box.c config/cfg_worker.c \
 PBOXD_SRCS  := appliance/pboxd.c appliance/box_lcore.c appliance/box_ctl.c appliance/box_telemetry.c \
                nic/nic_port.c
 WORKER_SRCS := worker/pbox_worker.c
+# libpbox: the API, bootstrap, engine and layout, over the core objects
+# (configuration, SS core, sum kernels, wire code).
+LIBPBOX_SRCS := worker/pbox.c worker/boot.c worker/engine.c worker/layout.c
+LIBPBOX_CORE := config/cfg.c config/cfg_box.c config/cfg_worker.c appliance/ss.c appliance/sum.c \
+                appliance/sum_scalar.c appliance/sum_avx2.c appliance/sum_avx512.c nic/nic_wire.c
+LIBPBOX_SONAME := libpbox.so.1
+LIBPBOX_SO     := $(BUILD)/lib/libpbox.so.1.0
+BENCH_SRCS  := worker/pbox_bench.c worker/models.c
 TEST_SRCS   := $(wildcard tests/unit/*.c)
 PERF_SUM_SRCS := perf/sum/perf_sum.c perf/sum/perf_sum_ref.c perf/sum/perf_sum_ref_avx2.c \
                  perf/sum/perf_sum_ref_avx512.c
@@ -69,7 +77,7 @@ CORE_OBJS := $(call obj,$(CORE_SRCS))
 CUDA_OBJS := $(if $(filter 1,$(WITH_CUDA)),$(patsubst %.cu,$(BUILD)/obj/%.o,$(CUDA_SRCS)))
 
 BINS := $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(BUILD)/bin/pbox-client $(BUILD)/tests/unit_tests \
-        $(BUILD)/perf/perf_sum
+        $(BUILD)/perf/perf_sum $(BUILD)/lib/libpbox.a $(LIBPBOX_SO) $(BUILD)/bin/pbox-bench
 
 .PHONY: all test unit integration lint docs check-docs fuzz format perf-sum demo clean
 all: $(BINS)
@@ -77,6 +85,18 @@ all: $(BINS)
 $(BUILD)/lib/libpboxcore.a: $(CORE_OBJS) $(CUDA_OBJS)
 	@mkdir -p $(@D)
 	$(AR) rcs $@ $^
+
+# The versioned shared library exports pbox_* only (worker/libpbox.map).
+$(LIBPBOX_SO): $(call obj,$(LIBPBOX_SRCS) $(LIBPBOX_CORE)) worker/libpbox.map
+	@mkdir -p $(@D)
+	$(CC) $(OPT_FLAGS) -shared -Wl,-soname,$(LIBPBOX_SONAME) -Wl,--version-script=worker/libpbox.map \
+		-Wl,-z,defs -o $@ $(filter %.o,$^) $(INIH_LIBS) -lm -pthread
+	ln -sf libpbox.so.1.0 $(BUILD)/lib/$(LIBPBOX_SONAME)
+	ln -sf $(LIBPBOX_SONAME) $(BUILD)/lib/libpbox.so
+
+$(BUILD)/lib/libpbox.a: $(call obj,$(LIBPBOX_SRCS) $(LIBPBOX_CORE))
+	@mkdir -p $(@D)
+	rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/obj/appliance/sum_avx2.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx2)
 $(BUILD)/obj/appliance/sum_avx512.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx512)
@@ -114,7 +134,13 @@ $(BUILD)/bin/pbox-client: $(BUILD)/obj/tests/tools/pbox_client.o $(BUILD)/lib/li
 	@mkdir -p $(@D)
 	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS)
 
-$(BUILD)/tests/unit_tests: $(call obj,$(TEST_SRCS)) $(BUILD)/lib/libpboxcore.a
+# The bench links the shared library, as applications do.
+$(BUILD)/bin/pbox-bench: $(call obj,$(BENCH_SRCS)) $(LIBPBOX_SO) $(BUILD)/lib/libpboxcore.a
+	@mkdir -p $(@D)
+	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) -L$(BUILD)/lib -lpbox -Wl,-rpath,'$$ORIGIN/../lib' \
+		$(CORE_LIBS)
+
+$(BUILD)/tests/unit_tests: $(call obj,$(TEST_SRCS) $(LIBPBOX_SRCS) worker/models.c) $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
 	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(CHECK_LIBS)
 

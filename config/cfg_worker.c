@@ -47,7 +47,7 @@ static const struct cfg_key tuning_keys[] = {
 		"unit of scheduling"),
 	CFG_KEY(W, tuning.chunk_size, "chunk_size", CFG_SIZE, CFG_POW2, 1 * KB, 1 * MB, "32K",
 		"unit of ownership; must match the box"),
-	CFG_KEY(W, tuning.credit_bytes, "credit_bytes", CFG_SIZE, 0, 1 * KB, 1ull << 40, "16M",
+	CFG_KEY(W, tuning.credit_bytes, "credit_bytes", CFG_SIZE, 0, 1 * KB, 1ull << 40, "4M",
 		"bytes in flight at once (ByteScheduler's credit)"),
 	CFG_KEY(W, tuning.retransmit_us, "retransmit_timeout", CFG_DURATION, 0, 10, 10000000, "5ms",
 		"first retransmission of an unanswered fragment"),

@@ -1,0 +1,719 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The bootstrap (pbox_start): before any data moves, every rank proves to
+ * rank 0 that it holds the same job, and learns where the summation
+ * services are.
+ *
+ *   rank r -> rank 0   (TCP, rank 0's [data] address:port)
+ *       HELLO rank=R world_size=N job=J token=T chunk_size=C mtu=M bandwidth=B
+ *             dtype=D peers=H tensors=K
+ *       T <key> <count>            K lines, by key
+ *       END
+ *   rank 0 -> rank r
+ *       ERR <message>              a mismatch, a missing rank, the box refused
+ *     or
+ *       GO frag=F eps=E
+ *       EP <ip> <port> <kbps>      E lines: the box's endpoints
+ *       END
+ *
+ * Rank 0 asks the box for its endpoints, compares every HELLO with its own
+ * (the message names both ranks and the field), computes the layout and
+ * registers the job with the box on a connection it keeps for the job's
+ * life. The bootstrap connections stay open as well: they tell rank 0 when
+ * a rank goes away (rank 0 then tells the others: LOST <rank>), and carry
+ * the finalize barrier (BYE).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cfg_box.h"
+#include "pbox_int.h"
+
+#define LINE_CAP 512
+
+int wk_line_send(int fd, const char *fmt, ...)
+{
+	char buf[LINE_CAP];
+	va_list ap;
+	size_t n, off = 0;
+	int len;
+
+	va_start(ap, fmt);
+	len = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (len < 0 || (size_t)len >= sizeof(buf) - 1)
+		return -1;
+	n = (size_t)len;
+	buf[n++] = '\n';
+	while (off < n) {
+		ssize_t w = send(fd, buf + off, n - off, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd p = {.fd = fd, .events = POLLOUT};
+
+			poll(&p, 1, 100);
+			continue;
+		}
+		if (w <= 0)
+			return -1;
+		off += (size_t)w;
+	}
+	return 0;
+}
+
+/* Take one line out of @buf (@*len bytes); 1 when there was one. */
+static int take_line(char *buf, uint32_t *len, char *out, size_t out_cap)
+{
+	char *nl = memchr(buf, '\n', *len);
+	size_t n;
+
+	if (!nl)
+		return 0;
+	n = (size_t)(nl - buf);
+	snprintf(out, out_cap, "%.*s", (int)n, buf);
+	*len -= (uint32_t)(n + 1);
+	memmove(buf, nl + 1, *len);
+	return 1;
+}
+
+int wk_line_poll(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size_t out_cap)
+{
+	ssize_t r;
+
+	if (take_line(buf, len, out, out_cap))
+		return 1;
+	if (*len >= cap) /* a line longer than the buffer: the peer is not speaking our protocol */
+		return -1;
+	r = recv(fd, buf + *len, cap - *len, MSG_DONTWAIT);
+	if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+		return -1;
+	if (r > 0)
+		*len += (uint32_t)r;
+	return take_line(buf, len, out, out_cap);
+}
+
+/* A line from @fd before @deadline (ns): 1, 0 the deadline passed, -1 closed. */
+static int line_wait(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size_t out_cap,
+		     uint64_t deadline)
+{
+	for (;;) {
+		int r = wk_line_poll(fd, buf, len, cap, out, out_cap);
+		uint64_t now = wk_now();
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+
+		if (r)
+			return r;
+		if (now >= deadline)
+			return 0;
+		poll(&p, 1, (int)((deadline - now) / 1000000 + 1));
+	}
+}
+
+static int tcp_to(uint32_t ip_be, uint16_t port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	sa.sin_addr.s_addr = ip_be;
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+static const char *ipstr(uint32_t ip_be, char *buf)
+{
+	inet_ntop(AF_INET, &ip_be, buf, INET_ADDRSTRLEN);
+	return buf;
+}
+
+/* ---- what every rank says about itself ------------------------------------ */
+
+#define HELLO_FIELDS(_)                                                                            \
+	_(world_size)                                                                              \
+	_(job)                                                                                     \
+	_(token)                                                                                   \
+	_(chunk_size)                                                                              \
+	_(mtu)                                                                                     \
+	_(bandwidth)                                                                               \
+	_(dtype)                                                                                   \
+	_(peers)                                                                                   \
+	_(tensors)
+
+enum {
+#define HF_ENUM(f) HF_##f,
+	HELLO_FIELDS(HF_ENUM)
+#undef HF_ENUM
+		HF_COUNT
+};
+
+static const char *const hf_name[HF_COUNT] = {
+#define HF_NAME(f) #f,
+	HELLO_FIELDS(HF_NAME)
+#undef HF_NAME
+};
+
+struct hello {
+	uint32_t rank;
+	uint64_t v[HF_COUNT];
+	uint64_t *key, *count; /* tensors, by key */
+};
+
+/* FNV-1a over every rank's SS_GPU address: the peers lists must agree. */
+static uint64_t peers_hash(const struct pbox *px)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (uint32_t r = 0; r < px->n; r++) {
+		uint64_t x = (uint64_t)px->cfg.peers[r].ip_be << 16 | px->cfg.peers[r].port;
+
+		for (int b = 0; b < 6; b++) {
+			h ^= (x >> (8 * b)) & 0xff;
+			h *= 0x100000001b3ull;
+		}
+	}
+	return h;
+}
+
+static void own_hello(const struct pbox *px, struct hello *h)
+{
+	h->rank = px->rank;
+	h->v[HF_world_size] = px->n;
+	h->v[HF_job] = px->job;
+	h->v[HF_token] = px->token32;
+	h->v[HF_chunk_size] = px->cfg.tuning.chunk_size;
+	h->v[HF_mtu] = px->cfg.data.mtu;
+	h->v[HF_bandwidth] = px->cfg.data.bandwidth_mbps;
+	h->v[HF_dtype] = px->dtype;
+	h->v[HF_peers] = peers_hash(px);
+	h->v[HF_tensors] = px->n_t;
+}
+
+static int send_hello(const struct pbox *px, int fd)
+{
+	struct hello h;
+	char line[LINE_CAP];
+	size_t off;
+	int rc;
+
+	own_hello(px, &h);
+	off = (size_t)snprintf(line, sizeof(line), "HELLO rank=%u", px->rank);
+	for (int f = 0; f < HF_COUNT; f++)
+		off += (size_t)snprintf(line + off, sizeof(line) - off, " %s=%" PRIu64, hf_name[f],
+					h.v[f]);
+	rc = wk_line_send(fd, "%s", line);
+	for (uint32_t i = 0; rc == 0 && i < px->n_t; i++)
+		rc = wk_line_send(fd, "T %" PRIu64 " %" PRIu64, px->t[i].key, px->t[i].count);
+	return rc ? rc : wk_line_send(fd, "END");
+}
+
+/* One HELLO from @fd into @h (tensors allocated); 0, or -1 with @why. */
+static int read_hello(int fd, uint64_t deadline, struct hello *h, char *why, size_t why_cap)
+{
+	char buf[4096], line[LINE_CAP], *p;
+	uint32_t len = 0, i = 0;
+	int r = line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline);
+
+	memset(h, 0, sizeof(*h));
+	if (r <= 0 || strncmp(line, "HELLO ", 6)) {
+		snprintf(why, why_cap, "no HELLO");
+		return -1;
+	}
+	p = strstr(line, "rank=");
+	if (!p || sscanf(p, "rank=%" SCNu32, &h->rank) != 1) {
+		snprintf(why, why_cap, "HELLO without rank=");
+		return -1;
+	}
+	for (int f = 0; f < HF_COUNT; f++) {
+		char pat[32];
+
+		snprintf(pat, sizeof(pat), " %s=", hf_name[f]);
+		p = strstr(line, pat);
+		if (!p || sscanf(p + strlen(pat), "%" SCNu64, &h->v[f]) != 1) {
+			snprintf(why, why_cap, "HELLO without %s=", hf_name[f]);
+			return -1;
+		}
+	}
+	if (h->v[HF_tensors] > (1u << 24)) {
+		snprintf(why, why_cap, "HELLO with %" PRIu64 " tensors", h->v[HF_tensors]);
+		return -1;
+	}
+	h->key = calloc(h->v[HF_tensors] + 1, sizeof(uint64_t));
+	h->count = calloc(h->v[HF_tensors] + 1, sizeof(uint64_t));
+	if (!h->key || !h->count) {
+		snprintf(why, why_cap, "out of memory");
+		return -1;
+	}
+	for (;;) {
+		r = line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline);
+		if (r <= 0) {
+			snprintf(why, why_cap, "HELLO cut short");
+			return -1;
+		}
+		if (strcmp(line, "END") == 0)
+			break;
+		if (i >= h->v[HF_tensors] ||
+		    sscanf(line, "T %" SCNu64 " %" SCNu64, &h->key[i], &h->count[i]) != 2) {
+			snprintf(why, why_cap, "bad tensor line '%.60s'", line);
+			return -1;
+		}
+		i++;
+	}
+	if (i != h->v[HF_tensors]) {
+		snprintf(why, why_cap, "%u tensor lines for tensors=%" PRIu64, i, h->v[HF_tensors]);
+		return -1;
+	}
+	return 0;
+}
+
+static void hello_free(struct hello *h)
+{
+	free(h->key);
+	free(h->count);
+	h->key = h->count = NULL;
+}
+
+static void field_str(int f, uint64_t v, char *buf, size_t cap)
+{
+	if (f == HF_dtype && v < SUM_DTYPE_COUNT)
+		snprintf(buf, cap, "%s", sum_dtype_name((enum sum_dtype)v));
+	else if (f == HF_token || f == HF_peers)
+		snprintf(buf, cap, "%#" PRIx64, v);
+	else
+		snprintf(buf, cap, "%" PRIu64, v);
+}
+
+/* Rank 0: how @h differs from our own, in words; 0 when it does not. */
+static int compare(const struct pbox *px, const struct hello *h, char *msg, size_t cap)
+{
+	struct hello me;
+	char a[32], b[32];
+	uint32_t i;
+
+	own_hello(px, &me);
+	for (int f = 0; f < HF_COUNT; f++) {
+		if (f == HF_tensors || h->v[f] == me.v[f])
+			continue;
+		field_str(f, h->v[f], a, sizeof(a));
+		field_str(f, me.v[f], b, sizeof(b));
+		snprintf(msg, cap,
+			 "rank %u and rank 0 disagree on %s: %s (rank %u) vs %s (rank 0)%s",
+			 h->rank, hf_name[f], a, h->rank, b,
+			 f == HF_peers ? ": the [peers] lists differ" : "");
+		return 1;
+	}
+	for (i = 0; i < px->n_t && i < h->v[HF_tensors]; i++) {
+		if (h->key[i] != px->t[i].key) {
+			bool theirs = h->key[i] < px->t[i].key; /* the smaller key is missing */
+
+			snprintf(msg, cap,
+				 "rank %u and rank 0 disagree on the tensors: key %" PRIu64
+				 " is declared by rank %u only",
+				 h->rank, theirs ? h->key[i] : px->t[i].key, theirs ? h->rank : 0);
+			return 1;
+		}
+		if (h->count[i] != px->t[i].count) {
+			snprintf(msg, cap,
+				 "rank %u and rank 0 disagree on tensor key %" PRIu64
+				 ": count %" PRIu64 " (rank %u) vs %" PRIu64 " (rank 0)",
+				 h->rank, h->key[i], h->count[i], h->rank, px->t[i].count);
+			return 1;
+		}
+	}
+	if (h->v[HF_tensors] != px->n_t) {
+		snprintf(msg, cap,
+			 "rank %u and rank 0 disagree on the number of tensors: %" PRIu64
+			 " (rank %u) vs %u (rank 0)",
+			 h->rank, h->v[HF_tensors], h->rank, px->n_t);
+		return 1;
+	}
+	return 0;
+}
+
+/* ---- the box ------------------------------------------------------------- */
+
+struct box_eps {
+	uint32_t n, frag, chunk;
+	uint32_t ip[WK_MAX_EPS];
+	uint16_t port[WK_MAX_EPS];
+	uint64_t kbps[WK_MAX_EPS];
+};
+
+static int box_endpoints(struct pbox *px, struct box_eps *eps, uint64_t deadline, char *msg,
+			 size_t cap)
+{
+	char buf[8192], line[LINE_CAP], ip[INET_ADDRSTRLEN];
+	uint32_t len = 0;
+	const struct cfg_hostport *bc = &px->cfg.box.control;
+
+	px->box_fd = tcp_to(bc->ip_be, bc->port);
+	if (px->box_fd < 0) {
+		snprintf(msg, cap,
+			 "cannot reach the box's control plane at %s:%u ([box] control): %s",
+			 ipstr(bc->ip_be, ip), bc->port, strerror(errno));
+		return -1;
+	}
+	if (wk_line_send(px->box_fd, "ENDPOINTS"))
+		goto closed;
+	while (line_wait(px->box_fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) == 1) {
+		unsigned idx, port, frag, chunk;
+		unsigned long long w;
+		char ips[32];
+
+		if (sscanf(line, "EP %u ip=%31s mac=%*s port=%u weight=%llu", &idx, ips, &port,
+			   &w) == 4) {
+			if (idx >= WK_MAX_EPS || idx != eps->n ||
+			    inet_pton(AF_INET, ips, &eps->ip[idx]) != 1 || port > 65535 || !w) {
+				snprintf(msg, cap, "the box at %s:%u sent a bad endpoint: '%.80s'",
+					 ipstr(bc->ip_be, ip), bc->port, line);
+				return -1;
+			}
+			eps->port[idx] = (uint16_t)port;
+			eps->kbps[idx] = w;
+			eps->n++;
+		} else if (sscanf(line, "OK endpoints=%*u frag=%u chunk=%u", &frag, &chunk) == 2) {
+			eps->frag = frag;
+			eps->chunk = chunk;
+			if (!eps->n) {
+				snprintf(msg, cap, "the box at %s:%u has no endpoints",
+					 ipstr(bc->ip_be, ip), bc->port);
+				return -1;
+			}
+			return 0;
+		} else {
+			break;
+		}
+	}
+closed:
+	snprintf(msg, cap, "the box at %s:%u did not answer ENDPOINTS", ipstr(bc->ip_be, ip),
+		 bc->port);
+	return -1;
+}
+
+static int box_register(struct pbox *px, uint64_t deadline, char *msg, size_t cap)
+{
+	size_t room = 64 + 12 * (size_t)px->n_eps, off;
+	char *req = malloc(room), buf[8192], line[LINE_CAP];
+	uint32_t len = 0, e;
+	int rc;
+
+	if (!req) {
+		snprintf(msg, cap, "out of memory");
+		return -1;
+	}
+	off = (size_t)snprintf(req, room,
+			       "REGISTER job=%u token=%" PRIu64 " n=%u dtype=%s frag=%u chunk=%u "
+			       "chunks=",
+			       px->job, px->cfg.job.token, px->n,
+			       sum_dtype_name((enum sum_dtype)px->dtype), px->frag_size,
+			       px->chunk_size);
+	for (e = 0; e < px->n_eps; e++)
+		off += (size_t)snprintf(req + off, room - off, "%s%u", e ? "," : "",
+					px->unit[e].n_chunks);
+	/* the line can be long: not through wk_line_send's buffer */
+	req[off++] = '\n';
+	rc = send(px->box_fd, req, off, MSG_NOSIGNAL) == (ssize_t)off ? 0 : -1;
+	free(req);
+	while (rc == 0 &&
+	       line_wait(px->box_fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) == 1) {
+		if (strncmp(line, "OK", 2) == 0) {
+			wk_log(px, CFG_LOG_INFO, "job %u registered with the box: %s", px->job,
+			       line);
+			return 0;
+		}
+		if (strncmp(line, "ERR", 3) == 0) {
+			snprintf(msg, cap, "the box refused job %u: %.400s", px->job, line + 4);
+			return -1;
+		}
+	}
+	snprintf(msg, cap, "the box closed the connection while registering job %u", px->job);
+	return -1;
+}
+
+/* ---- both sides --------------------------------------------------------- */
+
+static int own_frag(const struct pbox *px)
+{
+	return (int)box_cfg_auto_fragment(px->cfg.data.mtu, px->cfg.tuning.chunk_size);
+}
+
+static int udp_open(struct pbox *px)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(px->cfg.data.port)};
+	int sz = 16 << 20;
+
+	sa.sin_addr.s_addr = px->cfg.data.address.be;
+	px->udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (px->udp < 0 || bind(px->udp, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		char ip[INET_ADDRSTRLEN];
+
+		return wk_err(PBOX_ENET,
+			      "pbox_start: cannot bind UDP %s:%u ([data] address, port): %s",
+			      ipstr(sa.sin_addr.s_addr, ip), px->cfg.data.port, strerror(errno));
+	}
+	/* as large as allowed: FORCE works as root, the plain call otherwise */
+	if (setsockopt(px->udp, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)))
+		setsockopt(px->udp, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	if (setsockopt(px->udp, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
+		setsockopt(px->udp, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	return PBOX_OK;
+}
+
+static int alloc_peers(struct pbox *px)
+{
+	px->peer_fd = malloc(px->n * sizeof(int));
+	px->peer_buf = calloc(px->n, sizeof(char *));
+	px->peer_len = calloc(px->n, sizeof(uint32_t));
+	px->peer_bye = calloc(px->n, sizeof(bool));
+	if (!px->peer_fd || !px->peer_buf || !px->peer_len || !px->peer_bye)
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	for (uint32_t r = 0; r < px->n; r++)
+		px->peer_fd[r] = -1;
+	return PBOX_OK;
+}
+
+/* Rank 0's side. */
+static int boot_root(struct pbox *px, uint64_t deadline)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(px->cfg.data.port)};
+	struct box_eps *eps = calloc(1, sizeof(*eps));
+	char msg[WK_ERR_LEN] = "", ip[INET_ADDRSTRLEN];
+	int lfd = -1, one = 1, rc = PBOX_OK;
+	uint32_t got = 0, r, frag = (uint32_t)own_frag(px);
+
+	if (!eps)
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	sa.sin_addr.s_addr = px->cfg.data.address.be;
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd >= 0)
+		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 128)) {
+		rc = wk_err(PBOX_ENET, "pbox_start: rank 0 cannot listen on TCP %s:%u: %s",
+			    ipstr(sa.sin_addr.s_addr, ip), px->cfg.data.port, strerror(errno));
+		goto out;
+	}
+	/* every other rank's HELLO, compared with ours as it comes */
+	while (got + 1 < px->n && !msg[0]) {
+		struct pollfd p = {.fd = lfd, .events = POLLIN};
+		uint64_t now = wk_now();
+		struct hello h;
+		char why[128];
+		int fd;
+
+		if (now >= deadline)
+			break;
+		if (poll(&p, 1, (int)((deadline - now) / 1000000 + 1)) <= 0)
+			continue;
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (read_hello(fd, deadline, &h, why, sizeof(why))) {
+			wk_log(px, CFG_LOG_WARNING, "bootstrap: a connection sent %s; ignored",
+			       why);
+			hello_free(&h);
+			close(fd);
+			continue;
+		}
+		if (h.rank == 0 || h.rank >= px->n || px->peer_fd[h.rank] >= 0) {
+			snprintf(msg, sizeof(msg),
+				 "rank %u connected to rank 0 %s (world_size %u at rank 0)", h.rank,
+				 h.rank && h.rank < px->n ? "twice" : "but no such rank exists",
+				 px->n);
+			rc = PBOX_EMISMATCH;
+			wk_line_send(fd, "ERR %s", msg);
+			close(fd);
+		} else {
+			px->peer_fd[h.rank] = fd;
+			got++;
+			if (compare(px, &h, msg, sizeof(msg)))
+				rc = PBOX_EMISMATCH;
+		}
+		hello_free(&h);
+	}
+	if (!msg[0] && got + 1 < px->n) {
+		size_t off = (size_t)snprintf(msg, sizeof(msg), "rank%s",
+					      px->n - 1 - got > 1 ? "s" : "");
+
+		for (r = 1; r < px->n && off < sizeof(msg) - 64; r++)
+			if (px->peer_fd[r] < 0)
+				off += (size_t)snprintf(msg + off, sizeof(msg) - off, " %u", r);
+		snprintf(msg + off, sizeof(msg) - off,
+			 " never reached rank 0 at %s:%u within %.1f s ([tuning] deadline)",
+			 ipstr(sa.sin_addr.s_addr, ip), px->cfg.data.port,
+			 (double)px->cfg.tuning.deadline_us / 1e6);
+		rc = PBOX_ETIMEDOUT;
+	}
+	if (!msg[0] && px->cfg.box.control.port) {
+		if (box_endpoints(px, eps, deadline, msg, sizeof(msg))) {
+			rc = PBOX_EBOX;
+		} else if (eps->chunk != px->cfg.tuning.chunk_size) {
+			snprintf(msg, sizeof(msg),
+				 "the box's chunk size is %u, [tuning] chunk_size is %" PRIu64
+				 ": they must match",
+				 eps->chunk, px->cfg.tuning.chunk_size);
+			rc = PBOX_EMISMATCH;
+		} else if (eps->frag < frag) {
+			frag = eps->frag;
+		}
+	}
+	if (!msg[0]) {
+		rc = wk_layout(px, frag, eps->n, eps->ip, eps->port, eps->kbps);
+		if (rc)
+			snprintf(msg, sizeof(msg), "%s", pbox_last_error());
+	}
+	if (!msg[0] && px->n_eps) {
+		uint64_t on_box = 0;
+
+		for (uint32_t e = 0; e < px->n_eps; e++)
+			on_box += px->unit[e].n_chunks;
+		if (on_box && box_register(px, deadline, msg, sizeof(msg)))
+			rc = PBOX_EBOX;
+	}
+	for (r = 1; r < px->n; r++) {
+		if (px->peer_fd[r] < 0)
+			continue;
+		if (msg[0]) {
+			wk_line_send(px->peer_fd[r], "ERR %s", msg);
+			continue;
+		}
+		wk_line_send(px->peer_fd[r], "GO frag=%u eps=%u", frag, eps->n);
+		for (uint32_t e = 0; e < eps->n; e++)
+			wk_line_send(px->peer_fd[r], "EP %s %u %" PRIu64, ipstr(eps->ip[e], ip),
+				     eps->port[e], eps->kbps[e]);
+		wk_line_send(px->peer_fd[r], "END");
+	}
+	if (msg[0])
+		rc = wk_err(rc, "pbox_start: %s", msg);
+out:
+	if (lfd >= 0)
+		close(lfd);
+	free(eps);
+	return rc;
+}
+
+/* Every other rank's side. */
+static int boot_rank(struct pbox *px, uint64_t deadline)
+{
+	const struct cfg_hostport *root = &px->cfg.peers[0];
+	struct box_eps *eps = calloc(1, sizeof(*eps));
+	char buf[WK_LINEBUF], line[LINE_CAP], name[96];
+	uint32_t len = 0, frag = 0, n_eps = 0;
+	int fd = -1, rc;
+
+	if (!eps)
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	wk_peer_name(px, 0, name, sizeof(name));
+	while ((fd = tcp_to(root->ip_be, root->port)) < 0 && wk_now() < deadline)
+		usleep(20000); /* rank 0 is not listening yet */
+	if (fd < 0) {
+		rc = wk_err(PBOX_ETIMEDOUT,
+			    "pbox_start: cannot reach %s within %.1f s ([tuning] deadline): %s",
+			    name, (double)px->cfg.tuning.deadline_us / 1e6, strerror(errno));
+		goto out;
+	}
+	px->peer_fd[0] = fd;
+	if (send_hello(px, fd)) {
+		rc = wk_err(PBOX_EPEER, "pbox_start: %s closed the bootstrap connection", name);
+		goto out;
+	}
+	rc = line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline);
+	if (rc <= 0) {
+		rc = wk_err(rc ? PBOX_EPEER : PBOX_ETIMEDOUT,
+			    rc ? "pbox_start: %s closed the bootstrap connection"
+			       : "pbox_start: no word from %s within [tuning] deadline",
+			    name);
+		goto out;
+	}
+	if (strncmp(line, "ERR ", 4) == 0) {
+		/* rank 0's verdict, the same on every rank */
+		rc = strstr(line, "disagree") || strstr(line, "connected to rank 0")
+			     ? PBOX_EMISMATCH
+		     : strstr(line, "never reached") ? PBOX_ETIMEDOUT
+		     : strstr(line, "box")	     ? PBOX_EBOX
+						     : PBOX_EPEER;
+		rc = wk_err(rc, "pbox_start: %s", line + 4);
+		goto out;
+	}
+	if (sscanf(line, "GO frag=%u eps=%u", &frag, &n_eps) != 2 || n_eps > WK_MAX_EPS) {
+		rc = wk_err(PBOX_EPEER, "pbox_start: %s sent '%.60s'", name, line);
+		goto out;
+	}
+	while (eps->n < n_eps) {
+		char ips[32];
+		unsigned port;
+		unsigned long long kbps;
+
+		if (line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1 ||
+		    sscanf(line, "EP %31s %u %llu", ips, &port, &kbps) != 3 ||
+		    inet_pton(AF_INET, ips, &eps->ip[eps->n]) != 1 || port > 65535) {
+			rc = wk_err(PBOX_EPEER, "pbox_start: %s sent a bad endpoint list", name);
+			goto out;
+		}
+		eps->port[eps->n] = (uint16_t)port;
+		eps->kbps[eps->n++] = kbps;
+	}
+	if (line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1 ||
+	    strcmp(line, "END")) {
+		rc = wk_err(PBOX_EPEER, "pbox_start: %s cut the endpoint list short", name);
+		goto out;
+	}
+	if (frag < 64 || frag > px->cfg.tuning.chunk_size || (frag & (frag - 1))) {
+		rc = wk_err(PBOX_EPEER, "pbox_start: %s sent fragment size %u", name, frag);
+		goto out;
+	}
+	rc = wk_layout(px, frag, eps->n, eps->ip, eps->port, eps->kbps);
+	if (rc == PBOX_OK && len <= WK_LINEBUF) { /* anything after END is the engine's */
+		memcpy(px->peer_buf[0], buf, len);
+		px->peer_len[0] = len;
+	}
+out:
+	free(eps);
+	return rc;
+}
+
+int wk_boot(struct pbox *px)
+{
+	uint64_t deadline = wk_now() + px->cfg.tuning.deadline_us * 1000;
+	int rc;
+
+	if (own_frag(px) < 256)
+		return wk_err(PBOX_ECONFIG,
+			      "pbox_start: [data] mtu %u leaves no room for a fragment",
+			      px->cfg.data.mtu);
+	rc = alloc_peers(px);
+	if (rc == PBOX_OK)
+		rc = udp_open(px);
+	for (uint32_t r = 0; rc == PBOX_OK && r < px->n; r++)
+		if (!(px->peer_buf[r] = malloc(WK_LINEBUF)))
+			rc = wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	if (rc)
+		return rc;
+	if (px->n == 1)
+		return wk_layout(px, (uint32_t)own_frag(px), 0, NULL, NULL, NULL);
+	rc = px->rank == 0 ? boot_root(px, deadline) : boot_rank(px, deadline);
+	for (uint32_t r = 0; rc == PBOX_OK && r < px->n; r++)
+		if (px->peer_fd[r] >= 0)
+			fcntl(px->peer_fd[r], F_SETFL, fcntl(px->peer_fd[r], F_GETFL) | O_NONBLOCK);
+	return rc;
+}

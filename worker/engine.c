@@ -1,0 +1,961 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The progress engine: one thread per context runs the communication
+ * service (CS) and this worker's SS_GPU over one UDP socket.
+ *
+ *   loop:  take new push-pulls (their partitions into the priority heap)
+ *          receive a batch: results for us, pushes for our SS_GPU
+ *          retransmit what expired (one FIFO per backoff level: only heads
+ *          are looked at, no timer per packet)
+ *          send new fragments, highest priority first, within the credit
+ *          flush the batch (sendmmsg); read the control connections
+ *          nothing to do: poll() until the next expiry
+ *
+ * A fragment whose SS is this worker's own SS_GPU never touches the
+ * network: it goes straight into ss_push(), and our own result is copied
+ * out of the SS_GPU's buffer.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "pbox_int.h"
+
+#define LINE_MAX_LEN 512
+
+struct eng {
+	/* transmit batch */
+	struct mmsghdr tmm[WK_BATCH];
+	struct iovec tiov[WK_BATCH][2];
+	struct sockaddr_in to[WK_BATCH];
+	uint8_t thdr[WK_BATCH][PBOX_HDR_LEN + 2];
+	unsigned tn;
+	/* receive batch */
+	struct mmsghdr rmm[WK_BATCH];
+	struct iovec riov[WK_BATCH];
+	struct sockaddr_in from[WK_BATCH];
+	uint8_t *rbuf;
+	size_t rsize;
+};
+
+/* ---- failure ---------------------------------------------------------- */
+
+/* Complete @op (under mu). */
+static void op_complete_locked(struct pbox *px, struct pbox_handle *op, int status, const char *msg)
+{
+	op->status = status;
+	if (msg)
+		snprintf(op->msg, sizeof(op->msg), "%s", msg);
+	op->done = true;
+	if (op->t->busy == op)
+		op->t->busy = NULL;
+	if (status == PBOX_OK)
+		px->st.ops++;
+}
+
+/* Fail every op in flight or queued (under mu). */
+static void fail_all_locked(struct pbox *px, int status, const char *msg)
+{
+	for (uint32_t i = 0; i < px->n_t; i++)
+		if (px->t[i].busy && !px->t[i].busy->done)
+			op_complete_locked(px, px->t[i].busy, status, msg);
+	px->subq = px->subq_tail = NULL;
+	pthread_cond_broadcast(&px->cv);
+}
+
+void wk_fail(struct pbox *px, int code, const char *fmt, ...)
+{
+	char msg[WK_ERR_LEN];
+	va_list ap;
+
+	if (px->fail)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	wk_log(px, CFG_LOG_ERROR, "%s", msg);
+	pthread_mutex_lock(&px->mu);
+	px->fail = code;
+	snprintf(px->fail_msg, sizeof(px->fail_msg), "%s", msg);
+	fail_all_locked(px, code, msg);
+	pthread_mutex_unlock(&px->mu);
+	px->heap_n = 0;
+	px->credit_used = 0;
+	px->active = NULL;
+}
+
+/* ---- FIFOs of sent fragments ------------------------------------------- */
+
+static int ring_push(struct wk_ring *r, uint32_t g, uint32_t stamp)
+{
+	if (r->tail - r->head == r->cap) {
+		uint32_t cap = r->cap ? r->cap * 2 : 1024, i;
+		uint32_t *ng = malloc(cap * sizeof(uint32_t)), *ns = malloc(cap * sizeof(uint32_t));
+
+		if (!ng || !ns) {
+			free(ng);
+			free(ns);
+			return -1;
+		}
+		for (i = 0; i < r->cap; i++) {
+			ng[i] = r->g[(r->head + i) & (r->cap - 1)];
+			ns[i] = r->stamp[(r->head + i) & (r->cap - 1)];
+		}
+		free(r->g);
+		free(r->stamp);
+		r->g = ng;
+		r->stamp = ns;
+		r->tail = r->cap;
+		r->head = 0;
+		r->cap = cap;
+	}
+	r->g[r->tail & (r->cap - 1)] = g;
+	r->stamp[r->tail & (r->cap - 1)] = stamp;
+	r->tail++;
+	return 0;
+}
+
+/* The head's fragment if it is still the send it recorded; stale heads
+ * (answered, or sent again since) are dropped on the way. */
+static struct wk_frag *ring_head(struct pbox *px, struct wk_ring *r, uint32_t *g)
+{
+	while (r->head != r->tail) {
+		uint32_t i = r->head & (r->cap - 1);
+		struct wk_frag *f = &px->frag[r->g[i]];
+
+		if (f->state == WK_INFLIGHT && f->stamp == r->stamp[i]) {
+			*g = r->g[i];
+			return f;
+		}
+		r->head++;
+	}
+	return NULL;
+}
+
+/* ---- the priority heap of partitions ------------------------------------ */
+
+static bool part_before(const struct wk_part *a, const struct wk_part *b)
+{
+	return a->prio < b->prio || (a->prio == b->prio && a->seq < b->seq);
+}
+
+static int heap_push(struct pbox *px, struct wk_part *p)
+{
+	uint32_t i;
+
+	if (px->heap_n == px->heap_cap) {
+		uint32_t cap = px->heap_cap ? px->heap_cap * 2 : 256;
+		struct wk_part **h = realloc(px->heap, cap * sizeof(*h));
+
+		if (!h)
+			return -1;
+		px->heap = h;
+		px->heap_cap = cap;
+	}
+	i = px->heap_n++;
+	while (i && part_before(p, px->heap[(i - 1) / 2])) {
+		px->heap[i] = px->heap[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	px->heap[i] = p;
+	return 0;
+}
+
+static void heap_pop(struct pbox *px)
+{
+	struct wk_part *last = px->heap[--px->heap_n];
+	uint32_t i = 0;
+
+	for (;;) {
+		uint32_t l = 2 * i + 1, m = l;
+
+		if (l >= px->heap_n)
+			break;
+		if (l + 1 < px->heap_n && part_before(px->heap[l + 1], px->heap[l]))
+			m = l + 1;
+		if (!part_before(px->heap[m], last))
+			break;
+		px->heap[i] = px->heap[m];
+		i = m;
+	}
+	if (px->heap_n)
+		px->heap[i] = last;
+}
+
+/* ---- transmit -------------------------------------------------------------- */
+
+static void tx_flush(struct pbox *px, struct eng *e)
+{
+	unsigned s = 0;
+
+	while (s < e->tn) {
+		int w = sendmmsg(px->udp, e->tmm + s, e->tn - s, 0);
+
+		if (w < 0) {
+			if (errno == EINTR || errno == EAGAIN || errno == ENOBUFS) {
+				struct pollfd p = {.fd = px->udp, .events = POLLOUT};
+
+				poll(&p, 1, 1);
+				continue;
+			}
+			if (errno == ECONNREFUSED || errno == EHOSTUNREACH ||
+			    errno == ENETUNREACH) {
+				s++; /* one peer not there (yet): the datagram is lost, recovered
+					later */
+				continue;
+			}
+			wk_fail(px, PBOX_ENET, "sending on UDP port %u: %s", px->cfg.data.port,
+				strerror(errno));
+			break;
+		}
+		s += (unsigned)w;
+	}
+	e->tn = 0;
+}
+
+/* Queue one datagram: header @h, then @len bytes at @payload. */
+static void tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port,
+		   const struct pbox_hdr *h, const void *payload, uint16_t len)
+{
+	unsigned i;
+
+	if (e->tn == WK_BATCH)
+		tx_flush(px, e);
+	i = e->tn++;
+	nic_wire_put_hdr(e->thdr[i], h);
+	e->to[i] = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(port)};
+	e->to[i].sin_addr.s_addr = ip_be;
+	e->tiov[i][0] = (struct iovec){e->thdr[i], PBOX_HDR_LEN};
+	e->tiov[i][1] = (struct iovec){(void *)(uintptr_t)payload, len};
+	e->tmm[i].msg_hdr = (struct msghdr){.msg_name = &e->to[i],
+					    .msg_namelen = sizeof(e->to[i]),
+					    .msg_iov = e->tiov[i],
+					    .msg_iovlen = len ? 2 : 1};
+	px->st.tx_pkts++;
+	px->st.tx_bytes += len;
+}
+
+/* An error reply to the sender of @req: the code rides in its slot. */
+static void tx_error(struct pbox *px, struct eng *e, const struct nic_addr *to,
+		     const struct pbox_hdr *req, uint16_t code)
+{
+	struct pbox_hdr r = *req;
+	unsigned i;
+
+	r.op = PBOX_OP_ERROR;
+	r.len = 2;
+	if (e->tn == WK_BATCH)
+		tx_flush(px, e);
+	i = e->tn;
+	nic_put16(e->thdr[i] + PBOX_HDR_LEN, code);
+	tx_add(px, e, to->ip_be, to->port, &r, e->thdr[i] + PBOX_HDR_LEN, 2);
+}
+
+/* ---- fragments ---------------------------------------------------------- */
+
+static uint64_t frag_off(const struct pbox *px, uint32_t g, const struct wk_tensor *t)
+{
+	return (uint64_t)(g / px->fpc - t->chunk0) * px->chunk_size +
+	       (uint64_t)(g % px->fpc) * px->frag_size;
+}
+
+static void active_add(struct pbox *px, struct pbox_handle *op)
+{
+	op->aprev = NULL;
+	op->anext = px->active;
+	if (px->active)
+		px->active->aprev = op;
+	px->active = op;
+}
+
+static void active_del(struct pbox *px, struct pbox_handle *op)
+{
+	if (op->aprev)
+		op->aprev->anext = op->anext;
+	else
+		px->active = op->anext;
+	if (op->anext)
+		op->anext->aprev = op->aprev;
+}
+
+/* Whether the most urgent waiting partition outranks everything in flight:
+ * then it goes out beyond the credit (ByteScheduler's preemption). Ranks
+ * that took their tensors in different orders would otherwise each hold
+ * the credit with what the other has not sent yet. */
+static bool outranks_inflight(const struct pbox *px, int prio)
+{
+	for (const struct pbox_handle *op = px->active; op; op = op->anext)
+		if (op->t->prio <= prio)
+			return false;
+	return true;
+}
+
+static void frag_done(struct pbox *px, uint32_t g)
+{
+	struct wk_frag *f = &px->frag[g];
+	struct pbox_handle *op = f->op;
+
+	f->state = WK_DONE;
+	px->credit_used -= f->len;
+	op->inflight -= f->len;
+	if (!op->inflight)
+		active_del(px, op);
+	px->progress_ns = wk_now();
+	px->credit_extra = 0;
+	if (--op->left)
+		return;
+	pthread_mutex_lock(&px->mu);
+	op_complete_locked(px, op, PBOX_OK, NULL);
+	px->st_pub = px->st;
+	pthread_cond_broadcast(&px->cv);
+	pthread_mutex_unlock(&px->mu);
+}
+
+/*
+ * The retransmission timeout follows the measured time to a sum (RFC 6298's
+ * estimator): that time includes waiting for the slowest rank's push, which
+ * no retransmission can shorten. [tuning] retransmit_timeout is the floor.
+ */
+static void rtt_sample(struct pbox *px, uint64_t r)
+{
+	uint64_t rto;
+
+	if (!px->srtt_ns) {
+		px->srtt_ns = r;
+		px->rttvar_ns = r / 2;
+	} else {
+		uint64_t d = r > px->srtt_ns ? r - px->srtt_ns : px->srtt_ns - r;
+
+		px->rttvar_ns = (3 * px->rttvar_ns + d) / 4;
+		px->srtt_ns = (7 * px->srtt_ns + r) / 8;
+	}
+	rto = px->srtt_ns + 4 * px->rttvar_ns;
+	if (rto < px->rto_min_ns)
+		rto = px->rto_min_ns;
+	if (rto > px->deadline_ns / 12)
+		rto = px->deadline_ns / 12;
+	px->rto_ns = rto;
+}
+
+/* A result for our fragment @g: 1 taken, 0 a duplicate or stale. */
+static int deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, uint32_t round)
+{
+	struct wk_frag *f = &px->frag[g];
+	const struct wk_tensor *t;
+
+	if (f->state != WK_INFLIGHT || f->op->round != round || len != f->len)
+		return 0;
+	if (f->tries == 1) /* Karn: only unambiguous samples */
+		rtt_sample(px, wk_now() - f->sent);
+	t = f->op->t;
+	memcpy(f->op->out + frag_off(px, g, t), buf, len);
+	frag_done(px, g);
+	return 1;
+}
+
+static void result_hdr(const struct pbox *px, struct pbox_hdr *h, uint32_t rank, uint32_t chunk,
+		       uint16_t frag, const struct ss_out *out)
+{
+	*h = (struct pbox_hdr){.op = PBOX_OP_RESULT,
+			       .dtype = px->dtype,
+			       .rank = (uint16_t)rank,
+			       .job = px->job,
+			       .chunk = chunk,
+			       .frag = frag,
+			       .len = out->len,
+			       .round = out->round,
+			       .token = px->token32};
+}
+
+/* Our SS_GPU completed a round: the sum to every rank, ours by memcpy. */
+static void fan_out(struct pbox *px, struct eng *e, uint32_t chunk, uint16_t frag,
+		    const struct ss_out *out)
+{
+	uint32_t g = px->unit[px->self_unit].global[chunk] * px->fpc + frag;
+	struct pbox_hdr h;
+
+	for (uint32_t r = 0; r < px->n; r++) {
+		if (r == px->rank) {
+			deliver(px, g, out->buf, out->len, out->round);
+			continue;
+		}
+		result_hdr(px, &h, r, chunk, frag, out);
+		tx_add(px, e, px->ssj->peer[r].ip_be, px->ssj->peer[r].port, &h, out->buf,
+		       out->len);
+		px->st.ssgpu_results += out->len;
+	}
+}
+
+static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
+{
+	struct wk_frag *f = &px->frag[g];
+	uint32_t c = g / px->fpc, u = px->chunk_unit[c];
+	const struct wk_tensor *t = f->op->t;
+	const uint8_t *payload = f->op->in + frag_off(px, g, t);
+	struct pbox_hdr h = {.op = PBOX_OP_PUSH,
+			     .dtype = px->dtype,
+			     .flags = retrans ? PBOX_F_RETRANS : 0,
+			     .rank = (uint16_t)px->rank,
+			     .job = px->job,
+			     .chunk = px->chunk_local[c],
+			     .frag = (uint16_t)(g % px->fpc),
+			     .len = f->len,
+			     .round = f->op->round,
+			     .token = px->token32};
+
+	f->stamp = ++px->stamp;
+	if (u == px->self_unit) {
+		static const struct nic_addr self = {.port = 0};
+		struct ss_out out;
+
+		px->st.ssgpu_summed += f->len;
+		switch (ss_push(px->ssj, 0, &h, payload, &self, &out)) {
+		case SS_SUMMED:
+			if (ring_push(&px->local, g, f->stamp))
+				wk_fail(px, PBOX_ENOMEM, "out of memory for the send FIFOs");
+			break;
+		case SS_COMPLETE:
+			fan_out(px, e, h.chunk, h.frag, &out);
+			break;
+		default:
+			wk_fail(px, PBOX_EINVAL,
+				"tensor key %" PRIu64 ": our own SS_GPU refused our push: %s",
+				t->key, ss_drop_name(out.why));
+			break;
+		}
+		return;
+	}
+	tx_add(px, e, px->unit[u].ip_be, px->unit[u].port, &h, payload, f->len);
+	px->unit[u].tx += f->len;
+	if (retrans) {
+		px->unit[u].retrans++;
+		px->st.retransmits++;
+	}
+	if (ring_push(&px->ring[f->level], g, f->stamp))
+		wk_fail(px, PBOX_ENOMEM, "out of memory for the send FIFOs");
+}
+
+/* ---- deadlines: naming the silent party -------------------------------------- */
+
+static void fail_remote(struct pbox *px, uint32_t g, uint64_t now)
+{
+	const struct wk_frag *f = &px->frag[g];
+	const struct wk_unit *u = &px->unit[px->chunk_unit[g / px->fpc]];
+	char hint[96];
+
+	if (u->rank >= 0)
+		snprintf(hint, sizeof(hint), "rank %d is silent", u->rank);
+	else
+		snprintf(hint, sizeof(hint), "the box, or a worker pushing to it, is silent");
+	wk_fail(px, PBOX_ETIMEDOUT,
+		"no sum from %s for tensor key %" PRIu64 " (round %u) in %.1f s after %u sends: %s",
+		u->name, f->op->t->key, f->op->round, (double)(now - f->first) / 1e9, f->tries,
+		hint);
+}
+
+static void fail_local(struct pbox *px, uint32_t g, uint64_t now)
+{
+	const struct wk_frag *f = &px->frag[g];
+	uint32_t c = g / px->fpc,
+		 idx = px->ssj->ep_first[0] + px->chunk_local[c] * px->fpc + g % px->fpc;
+	const uint64_t *bits = &px->ssj->bitmap[(size_t)idx * px->ssj->words];
+	char who[256] = "", name[96];
+	size_t off = 0;
+	unsigned missing = 0;
+
+	for (uint32_t r = 0; r < px->n && off < sizeof(who) - 96; r++)
+		if (!(bits[r / 64] >> (r % 64) & 1) && missing++ < 4)
+			off += (size_t)snprintf(who + off, sizeof(who) - off, "%s%s",
+						missing > 1 ? ", " : "",
+						wk_peer_name(px, r, name, sizeof(name)));
+	wk_fail(px, PBOX_ETIMEDOUT,
+		"this rank's SS_GPU got no push from %s%s for tensor key %" PRIu64
+		" (round %u) in %.1f s",
+		who[0] ? who : "a peer", missing > 4 ? " and others" : "", f->op->t->key,
+		f->op->round, (double)(now - f->first) / 1e9);
+}
+
+/* ---- the loop's steps ----------------------------------------------------- */
+
+static void take_new(struct pbox *px)
+{
+	struct pbox_handle *op;
+
+	pthread_mutex_lock(&px->mu);
+	op = px->subq;
+	px->subq = px->subq_tail = NULL;
+	pthread_mutex_unlock(&px->mu);
+	while (op) {
+		struct pbox_handle *next = op->next;
+		const struct wk_tensor *t = op->t;
+		uint32_t g, g0 = t->chunk0 * px->fpc, g1 = g0 + t->n_chunks * px->fpc;
+
+		op->left = t->n_frags;
+		for (g = g0; g < g1; g++) {
+			px->frag[g].state = WK_IDLE;
+			px->frag[g].op = op;
+		}
+		for (uint32_t p = 0; p < op->n_parts; p++) {
+			op->parts[p].seq = px->seq++;
+			if (heap_push(px, &op->parts[p]))
+				wk_fail(px, PBOX_ENOMEM, "out of memory for the scheduler");
+		}
+		op = next;
+	}
+}
+
+/* New fragments, the most urgent partition first, while credit lasts. */
+static int send_new(struct pbox *px, struct eng *e, uint64_t now)
+{
+	int sent = 0;
+
+	/* A last resort: while nothing completes at all, the credit grows by a
+	 * partition per retransmission timeout. */
+	if (now - px->progress_ns > px->rto_min_ns && now - px->credit_grown_ns > px->rto_min_ns &&
+	    px->heap_n) {
+		px->credit_extra += px->cfg.tuning.partition_size;
+		px->credit_grown_ns = now;
+	}
+	while (px->heap_n && !px->fail) {
+		struct wk_part *p = px->heap[0];
+		struct wk_frag *f;
+		uint32_t g = p->g;
+
+		if (px->credit_used >= px->credit + px->credit_extra &&
+		    !(p->op->inflight || outranks_inflight(px, p->prio)))
+			break;
+
+		if (g == p->g_end) {
+			heap_pop(px);
+			continue;
+		}
+		p->g++;
+		f = &px->frag[g];
+		if (!f->len)
+			continue;
+		f->state = WK_INFLIGHT;
+		f->tries = 1;
+		f->level = 0;
+		f->first = f->sent = now;
+		px->credit_used += f->len;
+		if (!p->op->inflight)
+			active_add(px, p->op);
+		p->op->inflight += f->len;
+		push_frag(px, e, g, false);
+		sent++;
+	}
+	return sent;
+}
+
+/* The wait before the next send at backoff level @l: doubling, but at
+ * least a dozen tries fit in the deadline. */
+static uint64_t backoff(const struct pbox *px, unsigned l)
+{
+	uint64_t w = px->rto_ns << l, cap = px->deadline_ns / 12;
+
+	return w < cap ? w : cap > px->rto_min_ns ? cap : px->rto_min_ns;
+}
+
+static int retransmit(struct pbox *px, struct eng *e, uint64_t now)
+{
+	int sent = 0;
+	uint32_t g;
+
+	for (unsigned l = 0; l < WK_LEVELS && !px->fail; l++) {
+		struct wk_frag *f;
+
+		uint64_t wait = backoff(px, l);
+
+		while (!px->fail && (f = ring_head(px, &px->ring[l], &g)) &&
+		       now - f->sent >= wait) {
+			px->ring[l].head++;
+			if (now - f->first >= px->deadline_ns) {
+				fail_remote(px, g, now);
+				break;
+			}
+			f->tries++;
+			f->sent = now;
+			f->level = (uint8_t)(l + 1 < WK_LEVELS ? l + 1 : l);
+			push_frag(px, e, g, true);
+			sent++;
+		}
+	}
+	if (!px->fail && px->ssj) {
+		struct wk_frag *f = ring_head(px, &px->local, &g);
+
+		if (f && now - f->first >= px->deadline_ns)
+			fail_local(px, g, now);
+	}
+	return sent;
+}
+
+/* The next expiry among the FIFO heads, in ns from @now (capped). */
+static uint64_t next_expiry(struct pbox *px, uint64_t now, uint64_t cap)
+{
+	uint64_t best = cap;
+	uint32_t g;
+
+	for (unsigned l = 0; l < WK_LEVELS; l++) {
+		struct wk_frag *f = ring_head(px, &px->ring[l], &g);
+
+		if (f) {
+			uint64_t due = f->sent + backoff(px, l);
+
+			if (due <= now)
+				return 0;
+			if (due - now < best)
+				best = due - now;
+		}
+	}
+	return best;
+}
+
+static const char *err_text(unsigned code)
+{
+	switch (code) {
+	case PBOX_ERR_NO_JOB:
+		return "the job is not registered there";
+	case PBOX_ERR_BAD_TOKEN:
+		return "our job token is refused";
+	case PBOX_ERR_RANGE:
+		return "rank, chunk or fragment out of the job's range: the layouts differ";
+	default:
+		return "an unknown error";
+	}
+}
+
+static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, const uint8_t *p,
+		    const struct sockaddr_in *from)
+{
+	struct nic_addr src = {.ip_be = from->sin_addr.s_addr, .port = ntohs(from->sin_port)};
+	struct ss_out out;
+
+	if (!px->ssj)
+		return;
+	switch (ss_push(px->ssj, 0, h, p, &src, &out)) {
+	case SS_SUMMED:
+		px->st.ssgpu_summed += h->len;
+		break;
+	case SS_COMPLETE:
+		px->st.ssgpu_summed += h->len;
+		fan_out(px, e, h->chunk, h->frag, &out);
+		break;
+	case SS_ANSWER: {
+		struct pbox_hdr r;
+
+		result_hdr(px, &r, h->rank, h->chunk, h->frag, &out);
+		tx_add(px, e, src.ip_be, src.port, &r, out.buf, out.len);
+		px->st.ssgpu_results += out.len;
+		break;
+	}
+	case SS_DROP:
+		if (ss_drop_is_error(out.why) && out.why != SS_DROP_LEN)
+			tx_error(px, e, &src, h,
+				 out.why == SS_DROP_TOKEN    ? PBOX_ERR_BAD_TOKEN
+				 : out.why == SS_DROP_NO_JOB ? PBOX_ERR_NO_JOB
+							     : PBOX_ERR_RANGE);
+		break;
+	}
+}
+
+static void on_result(struct pbox *px, const struct pbox_hdr *h, const uint8_t *p,
+		      const struct sockaddr_in *from, uint64_t now)
+{
+	uint32_t u = wk_unit_of(px, from->sin_addr.s_addr, ntohs(from->sin_port));
+	struct wk_unit *un;
+
+	if (u == UINT32_MAX || u == px->self_unit || h->token != px->token32)
+		return;
+	un = &px->unit[u];
+	if (h->op == PBOX_OP_ERROR) {
+		unsigned code = nic_be16(p);
+
+		if (code == PBOX_ERR_NO_JOB && un->rank < 0) {
+			/* perhaps rank 0 just unregistered it after a LOST: give that word
+			 * a moment to arrive */
+			if (!px->nojob_since)
+				px->nojob_since = now;
+			return;
+		}
+		wk_fail(px, un->rank < 0 ? PBOX_EBOX : PBOX_EPEER, "%s refused our pushes: %s",
+			un->name, err_text(code));
+		return;
+	}
+	if (h->rank != px->rank || h->chunk >= un->n_chunks || h->frag >= px->fpc)
+		return;
+	if (deliver(px, un->global[h->chunk] * px->fpc + h->frag, p, h->len, h->round))
+		un->rx += h->len;
+}
+
+static int receive(struct pbox *px, struct eng *e, uint64_t now)
+{
+	struct nic_wire_expect exp = {.max_payload = (uint16_t)px->frag_size,
+				      .accept_ops = 1u << PBOX_OP_PUSH | 1u << PBOX_OP_RESULT |
+						    1u << PBOX_OP_ERROR};
+	int n, i;
+
+	for (i = 0; i < WK_BATCH; i++) {
+		e->riov[i] = (struct iovec){e->rbuf + (size_t)i * e->rsize, e->rsize};
+		e->rmm[i].msg_hdr = (struct msghdr){.msg_name = &e->from[i],
+						    .msg_namelen = sizeof(e->from[i]),
+						    .msg_iov = &e->riov[i],
+						    .msg_iovlen = 1};
+	}
+	n = recvmmsg(px->udp, e->rmm, WK_BATCH, MSG_DONTWAIT, NULL);
+	if (n <= 0)
+		return 0;
+	for (i = 0; i < n; i++) {
+		const uint8_t *b = e->riov[i].iov_base;
+		struct pbox_hdr h;
+
+		px->st.rx_pkts++;
+		if ((e->rmm[i].msg_hdr.msg_flags & MSG_TRUNC) ||
+		    nic_wire_parse_hdr(b, e->rmm[i].msg_len, &exp, &h) != NIC_DROP_NONE ||
+		    h.job != px->job)
+			continue;
+		px->st.rx_bytes += h.len;
+		if (h.op == PBOX_OP_PUSH)
+			on_push(px, e, &h, b + PBOX_HDR_LEN, &e->from[i]);
+		else if (!px->fail)
+			on_result(px, &h, b + PBOX_HDR_LEN, &e->from[i], now);
+	}
+	return n;
+}
+
+/* ---- control connections: lost ranks, the finalize barrier ---------------- */
+
+static void lost(struct pbox *px, uint32_t r, const char *how)
+{
+	char name[96];
+
+	wk_peer_name(px, r, name, sizeof(name));
+	wk_fail(px, PBOX_EPEER, "%s left the job (%s)", name, how);
+	if (px->rank != 0)
+		return;
+	for (uint32_t q = 1; q < px->n; q++)
+		if (q != r && px->peer_fd[q] >= 0)
+			wk_line_send(px->peer_fd[q], "LOST %u", r);
+	if (px->box_fd >= 0) { /* the job is over: its memory back to the box */
+		close(px->box_fd);
+		px->box_fd = -1;
+	}
+}
+
+static void control(struct pbox *px, uint64_t now, bool finalizing)
+{
+	char line[LINE_MAX_LEN];
+	uint32_t r;
+
+	for (r = 0; r < px->n; r++) {
+		int fd = px->peer_fd[r], rc = 0;
+
+		while (fd >= 0 && (rc = wk_line_poll(fd, px->peer_buf[r], &px->peer_len[r],
+						     WK_LINEBUF, line, sizeof(line))) == 1) {
+			unsigned q;
+
+			if (strcmp(line, "BYE") == 0) {
+				px->peer_bye[r] = true;
+				if (px->rank != 0)
+					px->bye_done = true;
+			} else if (px->rank != 0 && sscanf(line, "LOST %u", &q) == 1 && q < px->n) {
+				lost(px, q, "rank 0 saw its connection close");
+			}
+		}
+		if (fd >= 0 && rc < 0) {
+			close(fd);
+			px->peer_fd[r] = -1;
+			if (!px->peer_bye[r] && !(px->rank != 0 && px->bye_done))
+				lost(px, r,
+				     px->rank == 0 ? "its connection to rank 0 closed"
+						   : "our connection to it closed");
+			if (px->rank != 0)
+				px->bye_done = true;
+		}
+	}
+	if (px->box_fd >= 0) {
+		char buf[256];
+		ssize_t got = recv(px->box_fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (got == 0 ||
+		    (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+			close(px->box_fd);
+			px->box_fd = -1;
+			wk_fail(px, PBOX_EBOX,
+				"the box closed its control connection: pboxd went away");
+		}
+	}
+	if (px->nojob_since && now - px->nojob_since > 500000000ull)
+		wk_fail(px, PBOX_EBOX,
+			"the box says job %u is not registered: pboxd restarted, or the job was "
+			"unregistered",
+			px->job);
+	if (!finalizing)
+		return;
+	if (!px->bye_deadline)
+		px->bye_deadline = now + px->deadline_ns;
+	if (px->n == 1) {
+		px->bye_done = true;
+	} else if (px->rank != 0) {
+		if (!px->bye_sent && px->peer_fd[0] >= 0)
+			wk_line_send(px->peer_fd[0], "BYE");
+		px->bye_sent = true;
+		if (px->peer_fd[0] < 0)
+			px->bye_done = true;
+	} else {
+		bool all = true;
+
+		for (r = 1; r < px->n; r++)
+			all &= px->peer_bye[r] || px->peer_fd[r] < 0;
+		if (all) {
+			for (r = 1; r < px->n; r++)
+				if (px->peer_fd[r] >= 0)
+					wk_line_send(px->peer_fd[r], "BYE");
+			px->bye_done = true;
+		}
+	}
+	if (!px->bye_done && now >= px->bye_deadline) {
+		wk_log(px, CFG_LOG_WARNING,
+		       "finalize: not every rank said BYE within the deadline");
+		px->bye_done = true;
+	}
+	if (px->bye_done && px->rank == 0 && px->box_fd >= 0) {
+		wk_line_send(px->box_fd, "UNREGISTER job=%u token=%" PRIu64, px->job,
+			     px->cfg.job.token);
+		close(px->box_fd);
+		px->box_fd = -1;
+	}
+}
+
+/* ---- stats -------------------------------------------------------------------- */
+
+static void publish(struct pbox *px, uint64_t now)
+{
+	pthread_mutex_lock(&px->mu);
+	px->st_pub = px->st;
+	for (uint32_t u = 0; u < px->n_units; u++) {
+		const struct wk_unit *un = &px->unit[u];
+		struct pbox_ss_stats *s = &px->ss_pub[u];
+
+		snprintf(s->name, sizeof(s->name), "%s", un->name);
+		s->chunks = un->n_chunks;
+		s->bytes = un->bytes;
+		s->tx = un->tx;
+		s->rx = un->rx;
+		s->retrans = un->retrans;
+	}
+	pthread_mutex_unlock(&px->mu);
+	px->published_ns = now;
+}
+
+/* ---- the thread ---------------------------------------------------------------- */
+
+static void *engine(void *arg)
+{
+	struct pbox *px = arg;
+	struct eng *e = px->eng;
+
+	for (;;) {
+		uint64_t now = wk_now();
+		int work = 0;
+		bool fin;
+
+		pthread_mutex_lock(&px->mu);
+		fin = px->finalizing;
+		pthread_mutex_unlock(&px->mu);
+		if (fin && !px->fail) {
+			/* whatever is still in flight ends here */
+			pthread_mutex_lock(&px->mu);
+			fail_all_locked(px, PBOX_EFAILED,
+					"pbox_finalize() was called while it was in flight");
+			pthread_mutex_unlock(&px->mu);
+			px->heap_n = 0;
+			px->active = NULL;
+		}
+		if (!px->fail)
+			take_new(px);
+		work += receive(px, e, now);
+		if (!px->fail) {
+			work += retransmit(px, e, now);
+			work += send_new(px, e, now);
+		}
+		tx_flush(px, e);
+		if (fin || now - px->control_ns > 2000000ull) { /* a syscall per connection */
+			control(px, now, fin);
+			px->control_ns = now;
+		}
+		if (now - px->published_ns > 20000000ull)
+			publish(px, now);
+		if (fin && px->bye_done)
+			break;
+		if (!work) {
+			struct pollfd p[2] = {{.fd = px->udp, .events = POLLIN},
+					      {.fd = px->efd, .events = POLLIN}};
+			uint64_t cnt,
+				wait_ns = next_expiry(px, now, fin ? 5000000ull : 20000000ull);
+			if (wait_ns && poll(p, 2, (int)(wait_ns / 1000000) + 1) > 0 &&
+			    (p[1].revents & POLLIN) && read(px->efd, &cnt, sizeof(cnt)) < 0) {
+				/* nothing: the counter was read by an earlier wake-up */
+			}
+		}
+	}
+	publish(px, wk_now());
+	return NULL;
+}
+
+int wk_engine_start(struct pbox *px)
+{
+	struct eng *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	px->eng = e;
+	e->rsize = PBOX_HDR_LEN + px->frag_size + 64;
+	e->rbuf = malloc(e->rsize * WK_BATCH);
+	px->ss_pub = calloc(px->n_units, sizeof(*px->ss_pub));
+	px->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (!e->rbuf || !px->ss_pub || px->efd < 0) {
+		free(e->rbuf);
+		free(e);
+		px->eng = NULL;
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	}
+	px->credit = px->cfg.tuning.credit_bytes;
+	/* The floor: the configured timeout, or the time to drain twice the
+	 * credit at the worker's line rate, whichever is longer. Sooner than
+	 * that, a fragment at the back of a window is only queued, not lost. */
+	px->rto_min_ns = px->cfg.tuning.retransmit_us * 1000;
+	if (px->credit * 16000 / px->cfg.data.bandwidth_mbps > px->rto_min_ns)
+		px->rto_min_ns = px->credit * 16000 / px->cfg.data.bandwidth_mbps;
+	px->rto_ns = px->rto_min_ns;
+	px->deadline_ns = px->cfg.tuning.deadline_us * 1000;
+	publish(px, wk_now());
+	px->progress_ns = wk_now();
+	if (pthread_create(&px->thr, NULL, engine, px) != 0) {
+		free(e->rbuf);
+		free(e);
+		px->eng = NULL;
+		return wk_err(PBOX_ENOMEM, "pbox_start: cannot start the progress thread");
+	}
+	px->thr_started = true;
+	return PBOX_OK;
+}
+
+void wk_engine_join(struct pbox *px)
+{
+	struct eng *e = px->eng;
+
+	pthread_join(px->thr, NULL);
+	px->thr_started = false;
+	if (e)
+		free(e->rbuf);
+	free(e);
+	px->eng = NULL;
+}

@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libpbox: the worker side of pbox, what training processes link.
+ *
+ * One context per process (per job): it reads the worker configuration,
+ * takes the tensors the model will reduce, agrees with every other rank on
+ * them, and then sums each tensor across all ranks on request. Each tensor
+ * is cut into partitions (the unit of scheduling), chunks (the unit of
+ * ownership) and fragments (one packet); every chunk is summed by the
+ * summation service the BytePS unified layout assigns it to: one of the
+ * box's endpoints, or the SS_GPU embedded in one of the workers (this
+ * library serves its own while the context lives).
+ *
+ *   struct pbox *px;
+ *   pbox_init("worker.ini", &px);                     // + PBOX_* overrides
+ *   pbox_declare(px, key, count, PBOX_FP32, layer);   // every tensor
+ *   pbox_start(px);                                   // bootstrap, layout
+ *   pbox_push_pull(px, key, grad, grad, &op);         // async, in place ok
+ *   pbox_wait(op);                                    // the sum is in grad
+ *   pbox_finalize(px);
+ *
+ * Errors: every call returns PBOX_OK (0) or a negative PBOX_E* code; the
+ * message of the last failure in the calling thread, naming the cause (the
+ * file and line, the key, the peer rank and address, the box endpoint), is
+ * pbox_last_error(). Nothing in the library aborts or exits the process.
+ *
+ * Threads: a context runs one progress thread of its own (it also serves
+ * this worker's SS_GPU to its peers, whether or not the caller is inside a
+ * pbox call). pbox_declare(), pbox_start() and pbox_finalize() are for one
+ * thread, in that order. pbox_push_pull(), pbox_test(), pbox_wait(),
+ * pbox_allreduce() and pbox_stats() may be called from any number of
+ * threads at once; a handle belongs to whoever holds it, and is released by
+ * the pbox_test() or pbox_wait() that returns its result.
+ *
+ * After a failure of the transport or of a peer (a deadline, a lost rank,
+ * an error from the box) the context is failed: every call in flight and
+ * every later call returns PBOX_EFAILED with the first cause. Finalize it
+ * and start again; partial sums are never handed out as results.
+ */
+#ifndef PBOX_H
+#define PBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PBOX_VERSION_MAJOR 1
+#define PBOX_VERSION_MINOR 0
+
+/* Element types, as the GPU holds them (little-endian). */
+enum pbox_dtype {
+	PBOX_FP32 = 0,
+	PBOX_FP16 = 1,
+	PBOX_BF16 = 2,
+};
+
+enum pbox_status {
+	PBOX_OK = 0,
+	PBOX_EAGAIN = -1,    /* pbox_test(): still in flight */
+	PBOX_EINVAL = -2,    /* a bad argument (the message names it) */
+	PBOX_ECONFIG = -3,   /* the configuration file or a PBOX_* override */
+	PBOX_ENOMEM = -4,    /* out of memory */
+	PBOX_ESTATE = -5,    /* wrong order of calls, or a tensor already in flight */
+	PBOX_EMISMATCH = -6, /* ranks disagree (world size, tensors, chunk size, ...) */
+	PBOX_EBOX = -7,	     /* the box refused or could not be reached */
+	PBOX_ETIMEDOUT = -8, /* a deadline passed: the message names the silent party */
+	PBOX_EPEER = -9,     /* a rank left the job */
+	PBOX_ENET = -10,     /* a socket error */
+	PBOX_EFAILED = -11,  /* the context failed earlier (see pbox_last_error()) */
+};
+
+struct pbox;	    /* a context */
+struct pbox_handle; /* one push-pull in flight */
+
+/* Text of a status code. */
+const char *pbox_strerror(int status);
+
+/* The message of the last failed call in this thread ("" when none). */
+const char *pbox_last_error(void);
+
+/* The library's version, "1.0". */
+const char *pbox_version(void);
+
+/*
+ * A context from the worker configuration @config (an INI file; NULL reads
+ * the path from $PBOX_CONFIG). Any key can be overridden from the
+ * environment as PBOX_SECTION_KEY (PBOX_WORKER_RANK=3). Nothing is sent
+ * yet.
+ */
+int pbox_init(const char *config, struct pbox **out);
+
+/*
+ * A tensor of @count elements of @dtype, known to every rank by @key.
+ * Lower @priority goes first when several tensors wait (give the layer
+ * index: the front layers are needed first by the next forward pass). All
+ * tensors of a context share one dtype. Before pbox_start() only.
+ */
+int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype dtype,
+		 int priority);
+
+/*
+ * Bootstrap: every rank connects to rank 0 and sends what it declared;
+ * rank 0 checks that all agree (world size, job, chunk size, MTU,
+ * bandwidth, peers, each tensor's count and dtype), registers the job with
+ * the box, and hands every rank the box's endpoints. Each rank then
+ * computes the same layout. Returns once all ranks are ready, or fails with
+ * PBOX_EMISMATCH naming the ranks and the field, PBOX_EBOX, or
+ * PBOX_ETIMEDOUT naming the ranks that never came ([tuning] deadline).
+ */
+int pbox_start(struct pbox *px);
+
+/*
+ * Start summing tensor @key across all ranks: @in is this rank's
+ * contribution, @out receives the sum (it may be @in). Both stay the
+ * caller's and must not be touched until the handle completes. One
+ * push-pull per tensor at a time (PBOX_ESTATE otherwise).
+ */
+int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out,
+		   struct pbox_handle **op);
+
+/* PBOX_EAGAIN while @op is in flight; otherwise its result, and @op is
+ * released. */
+int pbox_test(struct pbox_handle *op);
+
+/* Block until @op completes; its result. @op is released. */
+int pbox_wait(struct pbox_handle *op);
+
+/* pbox_push_pull() and pbox_wait(). */
+int pbox_allreduce(struct pbox *px, uint64_t key, const void *in, void *out);
+
+/* The layout this rank computed (after pbox_start()). */
+struct pbox_layout_info {
+	uint32_t world_size, rank;
+	double k;		/* box bandwidth / worker bandwidth */
+	uint32_t box_endpoints; /* 0: no box */
+	uint32_t fragment_size, chunk_size;
+	uint64_t total_bytes;	   /* of all declared tensors */
+	uint64_t box_bytes;	   /* assigned to the box, all endpoints */
+	uint64_t ssgpu_bytes_mine; /* assigned to this rank's SS_GPU */
+	double box_share;	   /* Theorem 1: the box's fraction of M */
+	double ssgpu_share;	   /* Theorem 1: one SS_GPU's fraction of M */
+};
+int pbox_layout(const struct pbox *px, struct pbox_layout_info *out);
+
+/* Payload bytes this rank moved, per summation service. */
+struct pbox_ss_stats {
+	char name[64];	  /* "box endpoint 1 (198.18.2.1:9600)", "rank 2 (...)" */
+	uint64_t chunks;  /* assigned to it */
+	uint64_t bytes;	  /* assigned to it */
+	uint64_t tx, rx;  /* payload bytes this rank sent to it / got from it */
+	uint64_t retrans; /* fragments sent again */
+};
+struct pbox_stats {
+	uint64_t ops;		     /* push-pulls completed */
+	uint64_t tx_bytes, rx_bytes; /* payload bytes on the network, all kinds */
+	uint64_t tx_pkts, rx_pkts;
+	uint64_t retransmits;
+	uint64_t ssgpu_summed;	/* bytes this rank's SS_GPU took in (peers and own) */
+	uint64_t ssgpu_results; /* result bytes it sent to peers */
+	uint32_t n_ss;		/* entries of @ss filled (box endpoints, then ranks) */
+};
+/* Fill @st and up to @max_ss entries of @ss (may be NULL). */
+int pbox_stats(struct pbox *px, struct pbox_stats *st, struct pbox_ss_stats *ss, uint32_t max_ss);
+
+/*
+ * Wait until every rank has finalized (serving this rank's SS_GPU to its
+ * peers meanwhile, up to [tuning] deadline), unregister the job (rank 0),
+ * and free everything. Calls in flight fail with PBOX_EFAILED. Returns the
+ * first failure of the context, or PBOX_OK; @px is gone either way.
+ */
+int pbox_finalize(struct pbox *px);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PBOX_H */

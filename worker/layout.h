@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The unified layout (BytePS §4.1, DESIGN.md §2): which summation service
+ * sums each chunk. Pure functions of the inputs every rank shares, integer
+ * arithmetic only, so every rank computes the same assignment.
+ *
+ * n workers of bandwidth B each and a box of bandwidth k·B (the sum of its
+ * endpoint weights). With b = box bandwidth and w = worker bandwidth, the
+ * Theorem 1 shares of the model M are, multiplied through by w·(n²+kn−2k):
+ *
+ *   box endpoint e:  2(n−1)·b_e          (all endpoints: 2(n−1)·b = k·M_SSCPU)
+ *   each SS_GPU:     n·w − b             (= (n−k)·w, M_SSGPU)
+ *
+ * so the weights are exact integers. k ≥ n: the box takes everything;
+ * k = 0: the SS_GPUs share equally (all-reduce).
+ */
+#ifndef PBOX_LAYOUT_H
+#define PBOX_LAYOUT_H
+
+#include <stdint.h>
+
+/* Units are numbered: box endpoints 0..n_eps-1, then SS_GPU of rank r at
+ * n_eps + r. */
+struct lay_in {
+	uint32_t n;		 /* workers */
+	uint64_t worker_kbps;	 /* w */
+	uint32_t n_eps;		 /* box endpoints; 0: no box */
+	const uint64_t *ep_kbps; /* b_e */
+};
+
+/* The layout weight of every unit (n_eps + n entries) into @w. */
+void lay_weights(const struct lay_in *in, uint64_t *w);
+
+/* Theorem 1 as fractions of M, for checking: the whole box's share and one
+ * SS_GPU's share at (n, k). */
+double lay_box_share(uint32_t n, double k);
+double lay_ssgpu_share(uint32_t n, double k);
+
+/*
+ * Assign @n_chunks chunks (bytes of each in @chunk_bytes, in the order all
+ * ranks agree on) to @n_units units of weights @w by stride scheduling:
+ * each unit's bytes stay within one chunk of its exact share at every
+ * prefix. Fills @unit_of and @local_of (the chunk's index among its unit's
+ * chunks) and @count (chunks per unit). 0, or -1 when no unit has weight.
+ */
+int lay_assign(const uint64_t *w, uint32_t n_units, const uint32_t *chunk_bytes, uint32_t n_chunks,
+	       uint32_t *unit_of, uint32_t *local_of, uint32_t *count);
+
+#endif /* PBOX_LAYOUT_H */

@@ -1,0 +1,650 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libpbox's API: the context, tensors, the layout, push-pull handles, stats
+ * and finalize. The bootstrap is in boot.c, the progress engine (CS and
+ * SS_GPU) in engine.c.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cfg_box.h"
+#include "layout.h"
+#include "pbox_int.h"
+
+extern char **environ;
+
+static _Thread_local char last_err[WK_ERR_LEN];
+
+int wk_err(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_err, sizeof(last_err), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+const char *pbox_last_error(void)
+{
+	return last_err;
+}
+
+const char *pbox_version(void)
+{
+	return "1.0";
+}
+
+const char *pbox_strerror(int status)
+{
+	switch (status) {
+	case PBOX_OK:
+		return "success";
+	case PBOX_EAGAIN:
+		return "still in flight";
+	case PBOX_EINVAL:
+		return "invalid argument";
+	case PBOX_ECONFIG:
+		return "bad configuration";
+	case PBOX_ENOMEM:
+		return "out of memory";
+	case PBOX_ESTATE:
+		return "call out of order";
+	case PBOX_EMISMATCH:
+		return "ranks disagree";
+	case PBOX_EBOX:
+		return "box error";
+	case PBOX_ETIMEDOUT:
+		return "deadline passed";
+	case PBOX_EPEER:
+		return "a rank left the job";
+	case PBOX_ENET:
+		return "network error";
+	case PBOX_EFAILED:
+		return "context failed earlier";
+	default:
+		return "unknown status";
+	}
+}
+
+uint64_t wk_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+void wk_log(const struct pbox *px, unsigned level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (level > px->cfg.log.level)
+		return;
+	fprintf(stderr, "libpbox: rank %u: ", px->rank);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+const char *wk_peer_name(const struct pbox *px, uint32_t rank, char *buf, size_t cap)
+{
+	char ip[INET_ADDRSTRLEN] = "?";
+
+	if (rank < px->n)
+		inet_ntop(AF_INET, &px->cfg.peers[rank].ip_be, ip, sizeof(ip));
+	snprintf(buf, cap, "rank %u (%s:%u)", rank, ip,
+		 rank < px->n ? (unsigned)px->cfg.peers[rank].port : 0u);
+	return buf;
+}
+
+int pbox_init(const char *config, struct pbox **out)
+{
+	struct cfg_errors errs;
+	struct pbox *px;
+	int rc;
+
+	if (!out)
+		return wk_err(PBOX_EINVAL, "pbox_init: out is NULL");
+	*out = NULL;
+	if (!config)
+		config = getenv("PBOX_CONFIG");
+	if (!config)
+		return wk_err(PBOX_EINVAL, "pbox_init: no configuration file given and "
+					   "PBOX_CONFIG is not set");
+	px = calloc(1, sizeof(*px));
+	if (!px)
+		return wk_err(PBOX_ENOMEM, "pbox_init: out of memory");
+	if (wrk_cfg_load(config, environ, &px->cfg, &errs)) {
+		size_t off = 0;
+
+		/* every error, one per line, as the config engine wrote them */
+		for (unsigned i = 0; i < errs.n && i < CFG_MAX_ERRORS && off < WK_ERR_LEN; i++)
+			off += (size_t)snprintf(last_err + off, WK_ERR_LEN - off, "%s%s",
+						i ? "\n" : "", errs.msg[i]);
+		free(px);
+		return PBOX_ECONFIG;
+	}
+	snprintf(px->cfg_path, sizeof(px->cfg_path), "%s", config);
+	px->rank = px->cfg.worker.rank;
+	px->n = px->cfg.worker.world_size;
+	px->job = px->cfg.job.id;
+	px->token32 = nic_wire_token(px->cfg.job.token);
+	px->udp = px->efd = px->box_fd = -1;
+	rc = pthread_mutex_init(&px->mu, NULL);
+	if (rc == 0 && pthread_cond_init(&px->cv, NULL) != 0) {
+		pthread_mutex_destroy(&px->mu);
+		rc = -1;
+	}
+	if (rc) {
+		free(px);
+		return wk_err(PBOX_ENOMEM, "pbox_init: cannot create a mutex");
+	}
+	*out = px;
+	return PBOX_OK;
+}
+
+int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype dtype, int priority)
+{
+	struct wk_tensor *t;
+
+	if (!px)
+		return wk_err(PBOX_EINVAL, "pbox_declare: context is NULL");
+	if (px->phase != WK_PH_NEW)
+		return wk_err(PBOX_ESTATE,
+			      "pbox_declare: key %" PRIu64
+			      ": tensors are declared before pbox_start()",
+			      key);
+	if ((unsigned)dtype >= SUM_DTYPE_COUNT)
+		return wk_err(PBOX_EINVAL, "pbox_declare: key %" PRIu64 ": unknown dtype %d", key,
+			      (int)dtype);
+	if (px->dtype_set && dtype != px->dtype)
+		return wk_err(PBOX_EINVAL,
+			      "pbox_declare: key %" PRIu64 ": dtype %s, but the context's tensors "
+			      "are %s (one dtype per context)",
+			      key, sum_dtype_name((enum sum_dtype)dtype),
+			      sum_dtype_name((enum sum_dtype)px->dtype));
+	if (count == 0 || count > (1ull << 40) / sum_dtype_size((enum sum_dtype)dtype))
+		return wk_err(PBOX_EINVAL,
+			      "pbox_declare: key %" PRIu64 ": count %" PRIu64 " out of range", key,
+			      count);
+	for (uint32_t i = 0; i < px->n_t; i++)
+		if (px->t[i].key == key)
+			return wk_err(PBOX_EINVAL, "pbox_declare: key %" PRIu64 " declared twice",
+				      key);
+	if (px->n_t == px->cap_t) {
+		uint32_t cap = px->cap_t ? px->cap_t * 2 : 64;
+
+		t = realloc(px->t, cap * sizeof(*t));
+		if (!t)
+			return wk_err(PBOX_ENOMEM, "pbox_declare: out of memory");
+		px->t = t;
+		px->cap_t = cap;
+	}
+	t = &px->t[px->n_t++];
+	memset(t, 0, sizeof(*t));
+	t->key = key;
+	t->count = count;
+	t->bytes = count * sum_dtype_size((enum sum_dtype)dtype);
+	t->prio = priority;
+	px->dtype = (uint8_t)dtype;
+	px->dtype_set = true;
+	return PBOX_OK;
+}
+
+static int by_key(const void *a, const void *b)
+{
+	const struct wk_tensor *x = a, *y = b;
+
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+static struct wk_tensor *find_tensor(struct pbox *px, uint64_t key)
+{
+	struct wk_tensor k = {.key = key};
+
+	return bsearch(&k, px->t, px->n_t, sizeof(k), by_key);
+}
+
+/* Source address -> unit, for results: open addressing on (ip, port). */
+static uint32_t hash_slot(uint32_t ip_be, uint16_t port, uint32_t cap)
+{
+	return (uint32_t)(((uint64_t)ip_be * 0x9e3779b97f4a7c15ull ^ port * 0x2545f491u) >> 20) &
+	       (cap - 1);
+}
+
+static int build_hash(struct pbox *px)
+{
+	uint32_t cap = 16, u;
+
+	while (cap < 2 * px->n_units)
+		cap *= 2;
+	px->hash_cap = cap;
+	px->hash_unit = malloc(cap * sizeof(uint32_t));
+	if (!px->hash_unit)
+		return -1;
+	memset(px->hash_unit, 0xff, cap * sizeof(uint32_t));
+	for (u = 0; u < px->n_units; u++) {
+		uint32_t s = hash_slot(px->unit[u].ip_be, px->unit[u].port, cap);
+
+		while (px->hash_unit[s] != UINT32_MAX)
+			s = (s + 1) & (cap - 1);
+		px->hash_unit[s] = u;
+	}
+	return 0;
+}
+
+uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port)
+{
+	uint32_t s = hash_slot(ip_be, port, px->hash_cap), u;
+
+	while ((u = px->hash_unit[s]) != UINT32_MAX) {
+		if (px->unit[u].ip_be == ip_be && px->unit[u].port == port)
+			return u;
+		s = (s + 1) & (px->hash_cap - 1);
+	}
+	return UINT32_MAX;
+}
+
+static int ssgpu_job(struct pbox *px)
+{
+	struct ss_job_desc d = {.id = px->job,
+				.token32 = px->token32,
+				.n = (uint16_t)px->n,
+				.dtype = px->dtype,
+				.frag_size = px->frag_size,
+				.chunk_size = px->chunk_size,
+				.n_eps = 1};
+	const char *why;
+	size_t bytes, align;
+
+	d.ep_chunks[0] = px->unit[px->self_unit].n_chunks;
+	if (!d.ep_chunks[0])
+		return PBOX_OK; /* nothing to serve: the box sums everything */
+	why = ss_job_desc_check(&d);
+	if (why)
+		return wk_err(PBOX_EINVAL, "pbox_start: SS_GPU: %s", why);
+	bytes = ss_job_bytes(&d, 0);
+	align = ss_job_align(&d);
+	px->ssj_mem = aligned_alloc(align, (bytes + align - 1) / align * align);
+	if (!px->ssj_mem)
+		return wk_err(PBOX_ENOMEM, "pbox_start: SS_GPU: %zu bytes of state", bytes);
+	px->ssj = ss_job_init(px->ssj_mem, &d, 0, sum_ops_best());
+	return PBOX_OK;
+}
+
+int wk_layout(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_t *ep_ip,
+	      const uint16_t *ep_port, const uint64_t *ep_kbps)
+{
+	struct lay_in in = {.n = px->n,
+			    .worker_kbps = px->cfg.data.bandwidth_mbps * 1000,
+			    .n_eps = n_eps,
+			    .ep_kbps = ep_kbps};
+	uint64_t *w = NULL, box_kbps = 0;
+	uint32_t *bytes = NULL, *unit_of = NULL, *count = NULL, c, u, i, g;
+	int rc = PBOX_ENOMEM;
+
+	px->frag_size = frag_size;
+	px->chunk_size = (uint32_t)px->cfg.tuning.chunk_size;
+	px->fpc = px->chunk_size / frag_size;
+	px->n_eps = n_eps;
+	px->n_units = n_eps + px->n;
+	px->self_unit = n_eps + px->rank;
+	qsort(px->t, px->n_t, sizeof(*px->t), by_key);
+	px->n_chunks = 0;
+	px->total_bytes = 0;
+	for (i = 0; i < px->n_t; i++) {
+		struct wk_tensor *t = &px->t[i];
+
+		t->chunk0 = px->n_chunks;
+		t->n_chunks = (uint32_t)((t->bytes + px->chunk_size - 1) / px->chunk_size);
+		if ((uint64_t)px->n_chunks + t->n_chunks > UINT32_MAX / px->fpc)
+			return wk_err(PBOX_EINVAL,
+				      "pbox_start: the tensors hold more than %u "
+				      "fragments: raise [tuning] chunk_size",
+				      UINT32_MAX);
+		px->n_chunks += t->n_chunks;
+		t->n_frags = (uint32_t)((t->bytes + frag_size - 1) / frag_size);
+		px->total_bytes += t->bytes;
+	}
+	px->n_frags = px->n_chunks * px->fpc;
+	px->unit = calloc(px->n_units, sizeof(*px->unit));
+	px->chunk_unit = malloc((size_t)px->n_chunks * sizeof(uint32_t));
+	px->chunk_local = malloc((size_t)px->n_chunks * sizeof(uint32_t));
+	px->chunk_tensor = malloc((size_t)px->n_chunks * sizeof(uint32_t));
+	px->frag = calloc(px->n_frags, sizeof(*px->frag));
+	w = calloc(px->n_units, sizeof(*w));
+	bytes = malloc((size_t)px->n_chunks * sizeof(uint32_t));
+	count = calloc(px->n_units, sizeof(uint32_t));
+	unit_of = px->chunk_unit;
+	if (!px->unit || !px->chunk_unit || !px->chunk_local || !px->chunk_tensor || !px->frag ||
+	    !w || !bytes || !count) {
+		wk_err(rc, "pbox_start: out of memory for the layout of %u chunks", px->n_chunks);
+		goto out;
+	}
+	for (u = 0; u < n_eps; u++) {
+		char ip[INET_ADDRSTRLEN];
+
+		px->unit[u].ip_be = ep_ip[u];
+		px->unit[u].port = ep_port[u];
+		px->unit[u].rank = -1;
+		px->unit[u].kbps = ep_kbps[u];
+		box_kbps += ep_kbps[u];
+		inet_ntop(AF_INET, &ep_ip[u], ip, sizeof(ip));
+		snprintf(px->unit[u].name, sizeof(px->unit[u].name), "box endpoint %u (%s:%u)", u,
+			 ip, ep_port[u]);
+	}
+	for (u = 0; u < px->n; u++) {
+		struct wk_unit *un = &px->unit[n_eps + u];
+
+		un->ip_be = px->cfg.peers[u].ip_be;
+		un->port = px->cfg.peers[u].port;
+		un->rank = (int32_t)u;
+		wk_peer_name(px, u, un->name, sizeof(un->name));
+	}
+	px->k = (double)box_kbps / (double)in.worker_kbps;
+	for (i = 0; i < px->n_t; i++)
+		for (c = 0; c < px->t[i].n_chunks; c++) {
+			uint64_t left = px->t[i].bytes - (uint64_t)c * px->chunk_size;
+
+			bytes[px->t[i].chunk0 + c] =
+				(uint32_t)(left < px->chunk_size ? left : px->chunk_size);
+			px->chunk_tensor[px->t[i].chunk0 + c] = i;
+		}
+	lay_weights(&in, w);
+	if (lay_assign(w, px->n_units, bytes, px->n_chunks, unit_of, px->chunk_local, count)) {
+		rc = wk_err(PBOX_EINVAL, "pbox_start: no summation service has any weight");
+		goto out;
+	}
+	for (u = 0; u < px->n_units; u++) {
+		px->unit[u].weight = w[u];
+		px->unit[u].global = malloc((count[u] ? count[u] : 1) * sizeof(uint32_t));
+		if (!px->unit[u].global) {
+			wk_err(rc, "pbox_start: out of memory for the layout");
+			goto out;
+		}
+	}
+	for (c = 0; c < px->n_chunks; c++) {
+		struct wk_unit *un = &px->unit[unit_of[c]];
+
+		un->global[un->n_chunks++] = c;
+		un->bytes += bytes[c];
+	}
+	for (g = 0; g < px->n_frags; g++) {
+		uint32_t cb = bytes[g / px->fpc], off = (g % px->fpc) * frag_size;
+
+		px->frag[g].len = (uint16_t)(off >= cb		    ? 0
+					     : cb - off < frag_size ? cb - off
+								    : frag_size);
+	}
+	if (build_hash(px)) {
+		wk_err(rc, "pbox_start: out of memory");
+		goto out;
+	}
+	rc = ssgpu_job(px);
+out:
+	free(w);
+	free(bytes);
+	free(count);
+	return rc;
+}
+
+int pbox_start(struct pbox *px)
+{
+	int rc;
+
+	if (!px)
+		return wk_err(PBOX_EINVAL, "pbox_start: context is NULL");
+	if (px->phase != WK_PH_NEW)
+		return wk_err(PBOX_ESTATE, "pbox_start: called twice");
+	if (!px->n_t)
+		return wk_err(PBOX_ESTATE, "pbox_start: no tensor declared");
+	rc = wk_boot(px);
+	if (rc == PBOX_OK)
+		rc = wk_engine_start(px);
+	/* a failed start leaves nothing to retry: pbox_finalize() cleans up */
+	px->phase = rc == PBOX_OK ? WK_PH_STARTED : WK_PH_DONE;
+	return rc;
+}
+
+/* The context's failure as the calling thread's error. */
+static int failed(struct pbox *px, const char *what)
+{
+	return wk_err(PBOX_EFAILED, "%s: the context failed earlier: %s", what, px->fail_msg);
+}
+
+int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out,
+		   struct pbox_handle **opp)
+{
+	struct wk_tensor *t;
+	struct pbox_handle *op;
+	uint64_t one = 1, part_bytes;
+	uint32_t p, g0;
+
+	if (!px || !in || !out || !opp)
+		return wk_err(PBOX_EINVAL, "pbox_push_pull: key %" PRIu64 ": a NULL argument", key);
+	*opp = NULL;
+	if (px->phase != WK_PH_STARTED)
+		return wk_err(PBOX_ESTATE, "pbox_push_pull: key %" PRIu64 ": before pbox_start()",
+			      key);
+	t = find_tensor(px, key);
+	if (!t)
+		return wk_err(PBOX_EINVAL, "pbox_push_pull: key %" PRIu64 " was never declared",
+			      key);
+	part_bytes = px->cfg.tuning.partition_size;
+	op = calloc(1, sizeof(*op));
+	if (op)
+		op->n_parts = (uint32_t)((t->bytes + part_bytes - 1) / part_bytes);
+	if (op)
+		op->parts = calloc(op->n_parts, sizeof(*op->parts));
+	if (!op || !op->parts) {
+		free(op);
+		return wk_err(PBOX_ENOMEM, "pbox_push_pull: key %" PRIu64 ": out of memory", key);
+	}
+	op->px = px;
+	op->t = t;
+	op->in = in;
+	op->out = out;
+	g0 = t->chunk0 * px->fpc;
+	for (p = 0; p < op->n_parts; p++) {
+		uint64_t c0 = (uint64_t)p * part_bytes / px->chunk_size,
+			 c1 = c0 + part_bytes / px->chunk_size;
+
+		if (c1 > t->n_chunks)
+			c1 = t->n_chunks;
+		op->parts[p] = (struct wk_part){.op = op,
+						.g = g0 + (uint32_t)c0 * px->fpc,
+						.g_end = g0 + (uint32_t)c1 * px->fpc,
+						.prio = t->prio};
+	}
+	pthread_mutex_lock(&px->mu);
+	if (px->fail) {
+		pthread_mutex_unlock(&px->mu);
+		free(op->parts);
+		free(op);
+		return failed(px, "pbox_push_pull");
+	}
+	if (t->busy || px->finalizing) {
+		pthread_mutex_unlock(&px->mu);
+		free(op->parts);
+		free(op);
+		return wk_err(PBOX_ESTATE, "pbox_push_pull: key %" PRIu64 ": %s", key,
+			      px->finalizing ? "the context is finalizing"
+					     : "a push-pull of it is still in flight");
+	}
+	t->busy = op;
+	op->round = t->round++;
+	if (px->subq_tail)
+		px->subq_tail->next = op;
+	else
+		px->subq = op;
+	px->subq_tail = op;
+	pthread_mutex_unlock(&px->mu);
+	if (write(px->efd, &one, sizeof(one)) < 0) {
+		/* the counter is saturated only if the engine is gone; it polls anyway */
+	}
+	*opp = op;
+	return PBOX_OK;
+}
+
+/* A completed op's result; releases it. Called with mu held. */
+static int reap(struct pbox_handle *op)
+{
+	int st = op->status;
+
+	if (st != PBOX_OK)
+		wk_err(st, "%s", op->msg);
+	free(op->parts);
+	free(op);
+	return st;
+}
+
+int pbox_test(struct pbox_handle *op)
+{
+	struct pbox *px;
+	int st;
+
+	if (!op)
+		return wk_err(PBOX_EINVAL, "pbox_test: handle is NULL");
+	px = op->px;
+	pthread_mutex_lock(&px->mu);
+	st = op->done ? reap(op) : PBOX_EAGAIN;
+	pthread_mutex_unlock(&px->mu);
+	return st;
+}
+
+int pbox_wait(struct pbox_handle *op)
+{
+	struct pbox *px;
+	int st;
+
+	if (!op)
+		return wk_err(PBOX_EINVAL, "pbox_wait: handle is NULL");
+	px = op->px;
+	pthread_mutex_lock(&px->mu);
+	while (!op->done)
+		pthread_cond_wait(&px->cv, &px->mu);
+	st = reap(op);
+	pthread_mutex_unlock(&px->mu);
+	return st;
+}
+
+int pbox_allreduce(struct pbox *px, uint64_t key, const void *in, void *out)
+{
+	struct pbox_handle *op;
+	int rc = pbox_push_pull(px, key, in, out, &op);
+
+	return rc ? rc : pbox_wait(op);
+}
+
+int pbox_layout(const struct pbox *px, struct pbox_layout_info *o)
+{
+	if (!px || !o)
+		return wk_err(PBOX_EINVAL, "pbox_layout: a NULL argument");
+	if (px->phase != WK_PH_STARTED)
+		return wk_err(PBOX_ESTATE, "pbox_layout: before pbox_start()");
+	memset(o, 0, sizeof(*o));
+	o->world_size = px->n;
+	o->rank = px->rank;
+	o->k = px->k;
+	o->box_endpoints = px->n_eps;
+	o->fragment_size = px->frag_size;
+	o->chunk_size = px->chunk_size;
+	o->total_bytes = px->total_bytes;
+	for (uint32_t e = 0; e < px->n_eps; e++)
+		o->box_bytes += px->unit[e].bytes;
+	o->ssgpu_bytes_mine = px->unit[px->self_unit].bytes;
+	o->box_share = lay_box_share(px->n, px->k);
+	o->ssgpu_share = lay_ssgpu_share(px->n, px->k);
+	return PBOX_OK;
+}
+
+int pbox_stats(struct pbox *px, struct pbox_stats *st, struct pbox_ss_stats *ss, uint32_t max_ss)
+{
+	if (!px || !st)
+		return wk_err(PBOX_EINVAL, "pbox_stats: a NULL argument");
+	if (px->phase != WK_PH_STARTED)
+		return wk_err(PBOX_ESTATE, "pbox_stats: before pbox_start()");
+	pthread_mutex_lock(&px->mu);
+	*st = px->st_pub;
+	if (ss && px->ss_pub)
+		memcpy(ss, px->ss_pub, (max_ss < px->n_units ? max_ss : px->n_units) * sizeof(*ss));
+	pthread_mutex_unlock(&px->mu);
+	st->n_ss = max_ss < px->n_units ? max_ss : px->n_units;
+	if (!ss)
+		st->n_ss = 0;
+	return PBOX_OK;
+}
+
+static void free_all(struct pbox *px)
+{
+	uint32_t u, i;
+
+	for (i = 0; px->peer_fd && i < px->n; i++)
+		if (px->peer_fd[i] >= 0)
+			close(px->peer_fd[i]);
+	for (i = 0; px->peer_buf && i < px->n; i++)
+		free(px->peer_buf[i]);
+	if (px->box_fd >= 0)
+		close(px->box_fd);
+	if (px->udp >= 0)
+		close(px->udp);
+	if (px->efd >= 0)
+		close(px->efd);
+	for (u = 0; px->unit && u < px->n_units; u++)
+		free(px->unit[u].global);
+	for (i = 0; i < WK_LEVELS; i++) {
+		free(px->ring[i].g);
+		free(px->ring[i].stamp);
+	}
+	free(px->local.g);
+	free(px->local.stamp);
+	free(px->peer_fd);
+	free(px->peer_buf);
+	free(px->peer_len);
+	free(px->peer_bye);
+	free(px->unit);
+	free(px->chunk_unit);
+	free(px->chunk_local);
+	free(px->chunk_tensor);
+	free(px->frag);
+	free(px->ssj_mem);
+	free(px->heap);
+	free(px->hash_unit);
+	free(px->ss_pub);
+	free(px->t);
+	pthread_cond_destroy(&px->cv);
+	pthread_mutex_destroy(&px->mu);
+	free(px);
+}
+
+int pbox_finalize(struct pbox *px)
+{
+	uint64_t one = 1;
+	int rc;
+
+	if (!px)
+		return wk_err(PBOX_EINVAL, "pbox_finalize: context is NULL");
+	pthread_mutex_lock(&px->mu);
+	px->finalizing = true;
+	pthread_mutex_unlock(&px->mu);
+	if (px->thr_started) {
+		if (write(px->efd, &one, sizeof(one)) < 0) {
+			/* the engine polls its eventfd with a timeout as well */
+		}
+		wk_engine_join(px);
+	}
+	rc = px->fail;
+	if (rc)
+		wk_err(rc, "%s", px->fail_msg);
+	free_all(px);
+	return rc;
+}

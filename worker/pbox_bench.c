@@ -1,0 +1,439 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * pbox-bench: allreduce iterations through libpbox over synthetic tensors
+ * shaped like a real model, every result verified.
+ *
+ *   pbox-bench --config FILE [--model resnet50|vgg16|bert-large | --size B]
+ *              [--tensors T] [--dtype fp32|fp16|bf16] [--iters N] [--warmup W]
+ *              [--layout] [--quiet]
+ *
+ * Every rank runs it with its own configuration (PBOX_* overrides apply).
+ * Per iteration the tensors are pushed in backward order (the last layer's
+ * gradient is ready first), with the layer index as priority, then awaited
+ * and checked. Rank r's element i in iteration v is ((7i + 13r + 3v) mod 61)
+ * - 30: the sum over up to 8 ranks is exact in every dtype, and the
+ * expected sum of every element is known.
+ *
+ * Prints each iteration's time and goodput (model bytes / time), the bytes
+ * this rank moved per summation service, and last one line:
+ *   RESULT bench model=M n=N k=K iters=I mean_ms=T goodput_gbps=G verified=yes
+ * Exit status: 0 every sum exact, 1 a failure or a wrong sum, 2 bad usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "models.h"
+#include "pbox.h"
+#include "sum.h"
+
+#define VAL_MOD 61
+
+struct opts {
+	const char *config, *model;
+	uint64_t size;
+	uint32_t tensors, iters, warmup;
+	enum pbox_dtype dtype;
+	bool layout, quiet;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* This rank's values and the expected sums for one iteration, by (7i mod
+ * 61), in the wire encoding of the dtype. */
+struct tables {
+	uint32_t own[VAL_MOD], want[VAL_MOD];
+};
+
+static uint32_t encode(enum pbox_dtype dt, float x)
+{
+	uint32_t u;
+
+	if (dt == PBOX_FP16)
+		return sum_f32_to_f16(x);
+	if (dt == PBOX_BF16)
+		return sum_f32_to_bf16(x);
+	memcpy(&u, &x, 4);
+	return u;
+}
+
+static void tables(struct tables *tb, enum pbox_dtype dt, uint32_t rank, uint32_t n, uint32_t v)
+{
+	for (unsigned k = 0; k < VAL_MOD; k++) {
+		float sum = 0, mine = 0;
+
+		for (uint32_t r = 0; r < n; r++) {
+			float x = (float)((int)((k + 13 * r + 3 * v) % VAL_MOD) - 30);
+
+			sum += x;
+			if (r == rank)
+				mine = x;
+		}
+		tb->own[k] = encode(dt, mine);
+		tb->want[k] = encode(dt, sum);
+	}
+}
+
+static void fill(uint8_t *p, uint64_t count, enum pbox_dtype dt, const struct tables *tb)
+{
+	unsigned k = 0;
+
+	for (uint64_t i = 0; i < count; i++) {
+		if (dt == PBOX_FP32)
+			memcpy(p + 4 * i, &tb->own[k], 4);
+		else {
+			uint16_t h = (uint16_t)tb->own[k];
+
+			memcpy(p + 2 * i, &h, 2);
+		}
+		k += 7;
+		if (k >= VAL_MOD)
+			k -= VAL_MOD;
+	}
+}
+
+/* The first wrong element, or -1. */
+static int64_t verify(const uint8_t *p, uint64_t count, enum pbox_dtype dt, const struct tables *tb,
+		      uint32_t *got, uint32_t *want)
+{
+	unsigned k = 0;
+
+	for (uint64_t i = 0; i < count; i++) {
+		uint32_t x = 0;
+
+		if (dt == PBOX_FP32)
+			memcpy(&x, p + 4 * i, 4);
+		else {
+			uint16_t h;
+
+			memcpy(&h, p + 2 * i, 2);
+			x = h;
+		}
+		if (x != tb->want[k]) {
+			*got = x;
+			*want = tb->want[k];
+			return (int64_t)i;
+		}
+		k += 7;
+		if (k >= VAL_MOD)
+			k -= VAL_MOD;
+	}
+	return -1;
+}
+
+static float decode(enum pbox_dtype dt, uint32_t u)
+{
+	float f;
+
+	if (dt == PBOX_FP16)
+		return sum_f16_to_f32((uint16_t)u);
+	if (dt == PBOX_BF16)
+		return sum_bf16_to_f32((uint16_t)u);
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: pbox-bench --config FILE [--model NAME | --size BYTES] [--tensors T]\n"
+		"                  [--dtype fp32|fp16|bf16] [--iters N] [--warmup W] [--layout] "
+		"[--quiet]\n"
+		"  --model NAME  tensor sizes of %s\n"
+		"  --size BYTES  one model of BYTES (K/M/G suffix) in T equal tensors (default 1)\n",
+		model_names);
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s || *s == '-')
+		return -1;
+	switch (*end) {
+	case 'K':
+		v <<= 10, end++;
+		break;
+	case 'M':
+		v <<= 20, end++;
+		break;
+	case 'G':
+		v <<= 30, end++;
+		break;
+	default:
+		break;
+	}
+	if (*end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	static const struct option lo[] = {
+		{"config", 1, 0, 'c'},	{"model", 1, 0, 'm'},  {"size", 1, 0, 's'},
+		{"tensors", 1, 0, 't'}, {"dtype", 1, 0, 'd'},  {"iters", 1, 0, 'i'},
+		{"warmup", 1, 0, 'w'},	{"layout", 0, 0, 'l'}, {"quiet", 0, 0, 'q'},
+		{"help", 0, 0, 'h'},	{0, 0, 0, 0}};
+	uint64_t v;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			o->config = optarg;
+			break;
+		case 'm':
+			o->model = optarg;
+			break;
+		case 'd':
+			if (!strcmp(optarg, "fp32"))
+				o->dtype = PBOX_FP32;
+			else if (!strcmp(optarg, "fp16"))
+				o->dtype = PBOX_FP16;
+			else if (!strcmp(optarg, "bf16"))
+				o->dtype = PBOX_BF16;
+			else
+				return -1;
+			break;
+		case 'l':
+			o->layout = true;
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 's':
+		case 't':
+		case 'i':
+		case 'w':
+			if (parse_u64(optarg, &v) || (c != 's' && v > UINT32_MAX)) {
+				fprintf(stderr, "pbox-bench: --%s: '%s' is not a number\n",
+					c == 's'   ? "size"
+					: c == 't' ? "tensors"
+					: c == 'i' ? "iters"
+						   : "warmup",
+					optarg);
+				return -1;
+			}
+			if (c == 's')
+				o->size = v;
+			else if (c == 't')
+				o->tensors = (uint32_t)v;
+			else if (c == 'i')
+				o->iters = (uint32_t)v;
+			else
+				o->warmup = (uint32_t)v;
+			break;
+		default:
+			return -1;
+		}
+	}
+	if (optind != argc || (o->model && o->size) || !o->iters || !o->tensors)
+		return -1;
+	return 0;
+}
+
+/* The model's tensors, or o->size in o->tensors equal parts. */
+static int build_model(const struct opts *o, struct model *m)
+{
+	size_t esz = o->dtype == PBOX_FP32 ? 4 : 2;
+
+	if (o->model) {
+		if (model_get(o->model, m)) {
+			fprintf(stderr, "pbox-bench: unknown model '%s' (%s)\n", o->model,
+				model_names);
+			return -1;
+		}
+		return 0;
+	}
+	if (o->size < esz * o->tensors) {
+		fprintf(stderr,
+			"pbox-bench: --size %" PRIu64 " is less than one element per tensor\n",
+			o->size);
+		return -1;
+	}
+	memset(m, 0, sizeof(*m));
+	m->name = "synthetic";
+	m->n = o->tensors;
+	m->count = calloc(m->n, sizeof(uint64_t));
+	if (!m->count)
+		return -1;
+	for (uint32_t i = 0; i < m->n; i++) {
+		m->count[i] = o->size / esz / m->n;
+		m->total += m->count[i];
+	}
+	return 0;
+}
+
+static void print_layout(struct pbox *px, const struct model *m, enum pbox_dtype dt)
+{
+	struct pbox_layout_info li;
+	struct pbox_stats st;
+	struct pbox_ss_stats *ss;
+
+	if (pbox_layout(px, &li))
+		return;
+	printf("layout: n=%u k=%.2f box endpoints=%u fragment=%u chunk=%u model %s %.1f MiB %s\n",
+	       li.world_size, li.k, li.box_endpoints, li.fragment_size, li.chunk_size, m->name,
+	       (double)li.total_bytes / 1048576,
+	       dt == PBOX_FP32	 ? "fp32"
+	       : dt == PBOX_FP16 ? "fp16"
+				 : "bf16");
+	printf("layout: Theorem 1: box %.4f of M, each SS_GPU %.4f of M; assigned: box %.4f, this "
+	       "SS_GPU %.4f\n",
+	       li.box_share, li.ssgpu_share, (double)li.box_bytes / (double)li.total_bytes,
+	       (double)li.ssgpu_bytes_mine / (double)li.total_bytes);
+	ss = calloc(li.box_endpoints + li.world_size, sizeof(*ss));
+	if (ss && pbox_stats(px, &st, ss, li.box_endpoints + li.world_size) == 0)
+		for (uint32_t i = 0; i < st.n_ss; i++)
+			printf("layout:   %-40s %7" PRIu64 " chunks %10.2f MiB\n", ss[i].name,
+			       ss[i].chunks, (double)ss[i].bytes / 1048576);
+	free(ss);
+}
+
+static void print_traffic(struct pbox *px, uint32_t rank)
+{
+	struct pbox_stats st;
+	struct pbox_ss_stats ss[128];
+
+	if (pbox_stats(px, &st, ss, 128))
+		return;
+	printf("bench: rank %u moved %.1f MiB out, %.1f MiB in (payload), %" PRIu64
+	       " retransmits; its SS_GPU summed %.1f MiB and sent %.1f MiB of results\n",
+	       rank, (double)st.tx_bytes / 1048576, (double)st.rx_bytes / 1048576, st.retransmits,
+	       (double)st.ssgpu_summed / 1048576, (double)st.ssgpu_results / 1048576);
+	for (uint32_t i = 0; i < st.n_ss; i++)
+		if (ss[i].bytes)
+			printf("bench:   %-40s sent %10.1f MiB  got %10.1f MiB  retrans %" PRIu64
+			       "\n",
+			       ss[i].name, (double)ss[i].tx / 1048576, (double)ss[i].rx / 1048576,
+			       ss[i].retrans);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {.tensors = 1, .iters = 10, .warmup = 1};
+	struct pbox_layout_info li;
+	struct pbox_handle **ops = NULL;
+	struct model m;
+	struct tables tb;
+	uint8_t **buf = NULL;
+	struct pbox *px = NULL;
+	double sum_ms = 0;
+	uint32_t timed = 0, i, v;
+	size_t esz;
+	int rc = 1;
+
+	if (parse_args(argc, argv, &o) || (!o.model && !o.size)) {
+		usage(stderr);
+		return 2;
+	}
+	esz = o.dtype == PBOX_FP32 ? 4 : 2;
+	if (build_model(&o, &m))
+		return 2;
+	if (pbox_init(o.config, &px)) {
+		fprintf(stderr, "pbox-bench: %s\n", pbox_last_error());
+		model_free(&m);
+		return 1;
+	}
+	buf = calloc(m.n, sizeof(*buf));
+	ops = calloc(m.n, sizeof(*ops));
+	for (i = 0; buf && ops && i < m.n; i++) {
+		buf[i] = malloc(m.count[i] * esz);
+		if (!buf[i] || pbox_declare(px, i, m.count[i], o.dtype, (int)i))
+			break;
+	}
+	if (!buf || !ops || i < m.n) {
+		fprintf(stderr, "pbox-bench: %s\n",
+			buf && ops ? pbox_last_error() : "out of memory");
+		goto out;
+	}
+	if (pbox_start(px)) {
+		fprintf(stderr, "pbox-bench: %s\n", pbox_last_error());
+		goto out;
+	}
+	pbox_layout(px, &li);
+	if (o.layout)
+		print_layout(px, &m, o.dtype);
+	for (v = 0; v < o.warmup + o.iters; v++) {
+		uint64_t t0, t1;
+
+		tables(&tb, o.dtype, li.rank, li.world_size, v);
+		for (i = 0; i < m.n; i++)
+			fill(buf[i], m.count[i], o.dtype, &tb);
+		t0 = now_ns();
+		for (i = m.n; i-- > 0;) /* backward order: the last layer first */
+			if (pbox_push_pull(px, i, buf[i], buf[i], &ops[i])) {
+				fprintf(stderr, "pbox-bench: rank %u: iteration %u: %s\n", li.rank,
+					v, pbox_last_error());
+				goto out;
+			}
+		for (i = m.n; i-- > 0;)
+			if (pbox_wait(ops[i])) {
+				fprintf(stderr, "pbox-bench: rank %u: iteration %u: %s\n", li.rank,
+					v, pbox_last_error());
+				goto out;
+			}
+		t1 = now_ns();
+		for (i = 0; i < m.n; i++) {
+			uint32_t got, want;
+			int64_t bad = verify(buf[i], m.count[i], o.dtype, &tb, &got, &want);
+
+			if (bad >= 0) {
+				fprintf(stderr,
+					"pbox-bench: rank %u: iteration %u: WRONG SUM in tensor %u "
+					"element %" PRId64 ": got %g, want %g\n",
+					li.rank, v, i, bad, (double)decode(o.dtype, got),
+					(double)decode(o.dtype, want));
+				goto out;
+			}
+		}
+		if (v >= o.warmup) {
+			sum_ms += (double)(t1 - t0) / 1e6;
+			timed++;
+		}
+		if (!o.quiet)
+			printf("bench: rank %u: iteration %u/%u%s: %.2f ms, goodput %.2f Gb/s, "
+			       "verified\n",
+			       li.rank, v + 1, o.warmup + o.iters, v < o.warmup ? " (warm-up)" : "",
+			       (double)(t1 - t0) / 1e6,
+			       (double)li.total_bytes * 8 / (double)(t1 - t0));
+		fflush(stdout);
+	}
+	if (!o.quiet)
+		print_traffic(px, li.rank);
+	printf("RESULT bench model=%s n=%u k=%.2f iters=%u mean_ms=%.3f goodput_gbps=%.3f "
+	       "verified=yes\n",
+	       m.name, li.world_size, li.k, timed, sum_ms / timed,
+	       (double)li.total_bytes * 8 / (sum_ms / timed * 1e6));
+	rc = 0;
+out:
+	if (pbox_finalize(px) && rc == 0) {
+		fprintf(stderr, "pbox-bench: finalize: %s\n", pbox_last_error());
+		rc = 1;
+	}
+	for (i = 0; buf && i < m.n; i++)
+		free(buf[i]);
+	free(buf);
+	free(ops);
+	model_free(&m);
+	return rc;
+}

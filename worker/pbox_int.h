@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libpbox internals: the context, shared by the API (pbox.c), the bootstrap
+ * (boot.c) and the progress engine (engine.c). Not installed.
+ *
+ * Ownership: after pbox_start() the engine thread owns everything below
+ * "engine only"; the API threads and the engine meet under px->mu only for
+ * the submission queue, op completion, the failure and the published stats.
+ */
+#ifndef PBOX_INT_H
+#define PBOX_INT_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cfg_worker.h"
+#include "pbox.h"
+#include "ss.h"
+
+#define WK_LEVELS  5   /* retransmission backoff levels: rto << 0..4 */
+#define WK_BATCH   64  /* datagrams per sendmmsg/recvmmsg */
+#define WK_MAX_EPS 256 /* box endpoints a job can use */
+#define WK_ERR_LEN 512
+#define WK_LINEBUF 8192 /* control-line buffer per connection */
+
+/* A summation service instance: one box endpoint or one rank's SS_GPU. */
+struct wk_unit {
+	uint32_t ip_be;
+	uint16_t port;
+	int32_t rank;	   /* SS_GPU of this rank; -1: a box endpoint */
+	uint64_t kbps;	   /* box endpoints: the weight the box announced */
+	uint64_t weight;   /* in the layout */
+	uint32_t n_chunks; /* assigned */
+	uint64_t bytes;
+	uint32_t *global; /* local chunk index -> global chunk */
+	char name[64];
+	uint64_t tx, rx, retrans; /* engine's counters */
+};
+
+struct wk_tensor {
+	uint64_t key, count, bytes;
+	int prio;
+	uint32_t chunk0, n_chunks; /* its chunks in the global order */
+	uint32_t n_frags;	   /* fragments with payload */
+	uint32_t round;		   /* of the next push-pull */
+	struct pbox_handle *busy;  /* the push-pull in flight (under mu) */
+};
+
+/* A partition of an op: fragments [g, g_end) still to be sent first. */
+struct wk_part {
+	struct pbox_handle *op;
+	uint32_t g, g_end;
+	int prio;
+	uint64_t seq;
+};
+
+struct pbox_handle {
+	struct pbox *px;
+	struct wk_tensor *t;
+	const uint8_t *in;
+	uint8_t *out;
+	uint32_t round;
+	uint32_t left; /* fragments without their sum yet */
+	uint32_t n_parts;
+	struct wk_part *parts;
+	struct pbox_handle *next;	   /* submission queue */
+	struct pbox_handle *anext, *aprev; /* engine: ops with bytes in flight */
+	uint64_t inflight;		   /* engine: their bytes */
+	bool done;			   /* under mu */
+	int status;
+	char msg[WK_ERR_LEN];
+};
+
+enum wk_frag_state { WK_IDLE, WK_INFLIGHT, WK_DONE };
+
+struct wk_frag {
+	uint16_t len; /* 0: past the tensor's end */
+	uint8_t state;
+	uint8_t level; /* backoff level of its last send */
+	uint32_t tries, stamp;
+	uint64_t sent, first;
+	struct pbox_handle *op;
+};
+
+/* A FIFO of (fragment, stamp): one per backoff level, monotone in expiry. */
+struct wk_ring {
+	uint32_t *g, *stamp;
+	uint32_t head, tail, cap; /* cap a power of two; head == tail: empty */
+};
+
+struct pbox {
+	struct wrk_cfg cfg;
+	char cfg_path[256];
+	enum { WK_PH_NEW, WK_PH_STARTED, WK_PH_DONE } phase;
+	uint8_t dtype;
+	bool dtype_set;
+	uint32_t rank, n, job;
+	uint32_t token32;
+
+	/* tensors, sorted by key at pbox_start() */
+	struct wk_tensor *t;
+	uint32_t n_t, cap_t;
+
+	/* the layout */
+	uint32_t n_eps, n_units, self_unit;
+	struct wk_unit *unit;
+	uint32_t frag_size, chunk_size, fpc, n_chunks, n_frags;
+	uint32_t *chunk_unit, *chunk_local, *chunk_tensor;
+	uint64_t total_bytes;
+	double k;
+
+	/* sockets: data (UDP), control (TCP to rank 0 / from the others, box) */
+	int udp, efd;
+	int box_fd;   /* rank 0: the box's control connection, the job's life */
+	int *peer_fd; /* rank 0: each rank's bootstrap connection; others: [0] */
+	char **peer_buf;
+	uint32_t *peer_len;
+	bool *peer_bye;
+
+	/* between threads, under mu */
+	pthread_t thr;
+	bool thr_started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct pbox_handle *subq, *subq_tail;
+	bool finalizing;
+	int fail;
+	char fail_msg[WK_ERR_LEN];
+	struct pbox_stats st_pub;
+	struct pbox_ss_stats *ss_pub;
+
+	/* engine only */
+	struct wk_frag *frag;
+	struct ss_job *ssj;
+	void *ssj_mem;
+	struct pbox_handle *active; /* ops with bytes in flight */
+	struct wk_part **heap;
+	uint32_t heap_n, heap_cap;
+	uint64_t seq;
+	struct wk_ring ring[WK_LEVELS], local;
+	uint64_t credit, credit_used, credit_extra, credit_grown_ns;
+	uint64_t rto_ns, rto_min_ns, deadline_ns;
+	uint64_t srtt_ns, rttvar_ns; /* time to a sum, smoothed */
+	uint32_t stamp;
+	struct pbox_stats st;
+	uint64_t published_ns, progress_ns, control_ns;
+	bool bye_sent, bye_done;
+	uint64_t bye_deadline;
+	uint32_t *hash_unit, hash_cap; /* unit by source address */
+	uint64_t nojob_since;	       /* the box said "no such job" first */
+	void *eng;		       /* engine.c's batch buffers */
+};
+
+/* The message of the calling thread's last failure. */
+int wk_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void wk_log(const struct pbox *px, unsigned level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+uint64_t wk_now(void);
+
+/* boot.c: bootstrap (pbox_start's first half), the control lines later. */
+int wk_boot(struct pbox *px);
+int wk_line_send(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Next complete line of @fd's buffer, non-blocking: 1 a line in @out, 0 none
+ * yet, -1 the connection closed. */
+int wk_line_poll(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size_t out_cap);
+const char *wk_peer_name(const struct pbox *px, uint32_t rank, char *buf, size_t cap);
+
+/* pbox.c: the layout from the box's endpoints (or none). */
+int wk_layout(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_t *ep_ip,
+	      const uint16_t *ep_port, const uint64_t *ep_kbps);
+
+/* The unit whose address is @ip_be:@port, or UINT32_MAX. */
+uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port);
+
+/* engine.c */
+int wk_engine_start(struct pbox *px);
+void wk_engine_join(struct pbox *px);
+/* Fail the context (engine side; takes mu). */
+void wk_fail(struct pbox *px, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif /* PBOX_INT_H */
