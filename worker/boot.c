@@ -512,8 +512,9 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 			    ipstr(sa.sin_addr.s_addr, ip), px->cfg.data.port, strerror(errno));
 		goto out;
 	}
-	/* every other rank's HELLO, compared with ours as it comes */
-	while (got + 1 < px->n && !msg[0]) {
+	/* every other rank's HELLO, compared with ours as it comes; after a
+	 * mismatch still every rank, so that all of them hear why */
+	while (got + 1 < px->n) {
 		struct pollfd p = {.fd = lfd, .events = POLLIN};
 		uint64_t now = wk_now();
 		struct hello h;
@@ -536,17 +537,22 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 			continue;
 		}
 		if (h.rank == 0 || h.rank >= px->n || px->peer_fd[h.rank] >= 0) {
-			snprintf(msg, sizeof(msg),
+			char dup[WK_ERR_LEN];
+
+			snprintf(dup, sizeof(dup),
 				 "rank %u connected to rank 0 %s (world_size %u at rank 0)", h.rank,
 				 h.rank && h.rank < px->n ? "twice" : "but no such rank exists",
 				 px->n);
-			rc = PBOX_EMISMATCH;
-			wk_line_send(fd, "ERR %s", msg);
+			wk_line_send(fd, "ERR %s", dup);
 			close(fd);
+			if (!msg[0]) {
+				snprintf(msg, sizeof(msg), "%s", dup);
+				rc = PBOX_EMISMATCH;
+			}
 		} else {
 			px->peer_fd[h.rank] = fd;
 			got++;
-			if (compare(px, &h, msg, sizeof(msg)))
+			if (!msg[0] && compare(px, &h, msg, sizeof(msg)))
 				rc = PBOX_EMISMATCH;
 		}
 		hello_free(&h);
@@ -637,7 +643,9 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 		rc = wk_err(PBOX_EPEER, "pbox_start: %s closed the bootstrap connection", name);
 		goto out;
 	}
-	rc = line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline);
+	/* rank 0 gives its verdict at the deadline at the latest: wait a little longer */
+	rc = line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line),
+		       deadline + 1000000000ull + px->cfg.tuning.deadline_us * 100);
 	if (rc <= 0) {
 		rc = wk_err(rc ? PBOX_EPEER : PBOX_ETIMEDOUT,
 			    rc ? "pbox_start: %s closed the bootstrap connection"

@@ -44,85 +44,52 @@ double lay_ssgpu_share(uint32_t n, double k)
 	return (n - k) / ((double)n * n + k * n - 2 * k);
 }
 
-typedef unsigned __int128 u128;
+typedef __int128 i128;
 
-struct heap {
-	u128 *pass;
-	uint32_t *u; /* unit at each heap slot */
-	uint32_t n;
-};
-
-static int heap_less(const struct heap *h, uint32_t a, uint32_t b)
-{
-	u128 pa = h->pass[h->u[a]], pb = h->pass[h->u[b]];
-
-	return pa < pb || (pa == pb && h->u[a] < h->u[b]);
-}
-
-static void heap_swap(struct heap *h, uint32_t a, uint32_t b)
-{
-	uint32_t t = h->u[a];
-
-	h->u[a] = h->u[b];
-	h->u[b] = t;
-}
-
-static void heap_down(struct heap *h, uint32_t i)
-{
-	for (;;) {
-		uint32_t l = 2 * i + 1, m = i;
-
-		if (l < h->n && heap_less(h, l, m))
-			m = l;
-		if (l + 1 < h->n && heap_less(h, l + 1, m))
-			m = l + 1;
-		if (m == i)
-			return;
-		heap_swap(h, i, m);
-		i = m;
-	}
-}
-
-static u128 stride(uint64_t bytes, uint64_t w)
-{
-	return ((u128)bytes << 64) / w;
-}
-
+/*
+ * Smooth weighted round robin by bytes: every unit's credit grows by its
+ * weight times the chunk's bytes; the unit with the most credit takes the
+ * chunk and pays the total weight times its bytes. Credits always sum to
+ * zero, and each unit stays within a chunk or two of its exact
+ * share at every prefix, whatever the weights (stride scheduling, which
+ * looks only at the lightest units' passes, lets a heavy unit drift by
+ * the ratio of the weights).
+ */
 int lay_assign(const uint64_t *w, uint32_t n_units, const uint32_t *chunk_bytes, uint32_t n_chunks,
 	       uint32_t *unit_of, uint32_t *local_of, uint32_t *count)
 {
-	struct heap h = {.pass = calloc(n_units ? n_units : 1, sizeof(u128)),
-			 .u = calloc(n_units ? n_units : 1, sizeof(uint32_t))};
-	uint32_t c, u, smax = 1;
+	i128 *cur = calloc(n_units ? n_units : 1, sizeof(i128)), total = 0;
+	uint32_t *live = calloc(n_units ? n_units : 1, sizeof(uint32_t)), n_live = 0, c, u;
 	int rc = -1;
 
-	if (!h.pass || !h.u)
+	if (!cur || !live)
 		goto out;
-	for (c = 0; c < n_chunks; c++)
-		if (chunk_bytes[c] > smax)
-			smax = chunk_bytes[c];
 	for (u = 0; u < n_units; u++) {
 		count[u] = 0;
-		if (!w[u])
-			continue;
-		/* half a stride in: the heaviest units start first, evenly spread */
-		h.pass[u] = stride(smax, w[u]) / 2;
-		h.u[h.n++] = u;
+		if (w[u]) {
+			live[n_live++] = u;
+			total += w[u];
+		}
 	}
-	if (!h.n)
+	if (!n_live)
 		goto out;
-	for (u = h.n / 2 + 1; u-- > 0;)
-		heap_down(&h, u);
 	for (c = 0; c < n_chunks; c++) {
-		u = h.u[0];
-		unit_of[c] = u;
-		local_of[c] = count[u]++;
-		h.pass[u] += stride(chunk_bytes[c], w[u]);
-		heap_down(&h, 0);
+		i128 s = chunk_bytes[c];
+		uint32_t best = live[0], i;
+
+		for (i = 0; i < n_live; i++) {
+			u = live[i];
+			cur[u] += (i128)w[u] * s;
+			if (cur[u] > cur[best]) /* ties: the lower unit */
+				best = u;
+		}
+		cur[best] -= total * s;
+		unit_of[c] = best;
+		local_of[c] = count[best]++;
 	}
 	rc = 0;
 out:
-	free(h.pass);
-	free(h.u);
+	free(cur);
+	free(live);
 	return rc;
 }

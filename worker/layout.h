@@ -38,9 +38,9 @@ double lay_ssgpu_share(uint32_t n, double k);
 
 /*
  * Assign @n_chunks chunks (bytes of each in @chunk_bytes, in the order all
- * ranks agree on) to @n_units units of weights @w by stride scheduling:
- * each unit's bytes stay within one chunk of its exact share at every
- * prefix. Fills @unit_of and @local_of (the chunk's index among its unit's
+ * ranks agree on) to @n_units units of weights @w by smooth weighted round
+ * robin over bytes: each unit's bytes stay within a chunk or two of its
+ * exact share at every prefix. Fills @unit_of and @local_of (the chunk's index among its unit's
  * chunks) and @count (chunks per unit). 0, or -1 when no unit has weight.
  */
 int lay_assign(const uint64_t *w, uint32_t n_units, const uint32_t *chunk_bytes, uint32_t n_chunks,

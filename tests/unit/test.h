@@ -8,6 +8,8 @@
 
 Suite *cfg_suite(void);
 Suite *cli_suite(void);
+Suite *layout_suite(void);
+Suite *libpbox_suite(void);
 Suite *numa_suite(void);
 Suite *ss_suite(void);
 Suite *sum_suite(void);

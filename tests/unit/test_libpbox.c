@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libpbox end to end inside one process: four ranks as four threads, each
+ * with its own context, over UDP and TCP on 127.0.0.1 (no box: every chunk
+ * on the workers' SS_GPUs). Sums exact in every dtype, the same layout on
+ * every rank, the bootstrap's mismatch and missing-rank errors, and the
+ * API's refusals.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pbox_int.h"
+#include "sum.h"
+#include "test.h"
+
+#define NR 4
+#define NT 3
+
+/* Ports differ per test process (Check forks each test). */
+static unsigned base_port(void)
+{
+	return 20000 + (unsigned)(getpid() % 2000) * 8;
+}
+
+static void write_cfg(char *path, size_t cap, unsigned rank, unsigned n, const char *extra)
+{
+	FILE *f;
+
+	snprintf(path, cap, "/tmp/pbox-unit-%d-%u.ini", (int)getpid(), rank);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "[worker]\nrank = %u\nworld_size = %u\n[data]\naddress = 127.0.0.1\n", rank, n);
+	fprintf(f, "port = %u\nbandwidth = 1G\nmtu = 1500\n[tuning]\ndeadline = 3s\n%s\n[peers]\n",
+		base_port() + rank, extra ? extra : "");
+	for (unsigned r = 0; r < n; r++)
+		fprintf(f, "%u = 127.0.0.1:%u\n", r, base_port() + r);
+	fclose(f);
+}
+
+struct rank_run {
+	unsigned rank, n, iters;
+	enum pbox_dtype dt;
+	uint64_t counts[NT]; /* this rank's declaration */
+	int start_rc, run_rc, fin_rc;
+	char msg[WK_ERR_LEN];
+	uint32_t *layout; /* a copy of chunk_unit */
+	uint32_t n_chunks;
+	bool wrong;
+};
+
+static float val(unsigned r, uint64_t i, unsigned v)
+{
+	return (float)((int)((7 * i + 13 * r + 3 * v) % 61) - 30);
+}
+
+static void put(void *p, uint64_t i, enum pbox_dtype dt, float x)
+{
+	if (dt == PBOX_FP32) {
+		memcpy((float *)p + i, &x, 4);
+	} else {
+		uint16_t h = dt == PBOX_FP16 ? sum_f32_to_f16(x) : sum_f32_to_bf16(x);
+
+		memcpy((uint16_t *)p + i, &h, 2);
+	}
+}
+
+static float get(const void *p, uint64_t i, enum pbox_dtype dt)
+{
+	uint16_t h;
+	float x;
+
+	if (dt == PBOX_FP32) {
+		memcpy(&x, (const float *)p + i, 4);
+		return x;
+	}
+	memcpy(&h, (const uint16_t *)p + i, 2);
+	return dt == PBOX_FP16 ? sum_f16_to_f32(h) : sum_bf16_to_f32(h);
+}
+
+static void *rank_main(void *arg)
+{
+	struct rank_run *rr = arg;
+	char path[128];
+	struct pbox *px;
+	void *buf[NT] = {0};
+	struct pbox_handle *op[NT];
+	size_t es = rr->dt == PBOX_FP32 ? 4 : 2;
+
+	write_cfg(path, sizeof(path), rr->rank, rr->n, NULL);
+	if (pbox_init(path, &px)) {
+		snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
+		rr->start_rc = -100;
+		return NULL;
+	}
+	for (unsigned t = 0; t < NT; t++) {
+		buf[t] = malloc(rr->counts[t] * es);
+		pbox_declare(px, 100 + t, rr->counts[t], rr->dt, (int)t);
+	}
+	rr->start_rc = pbox_start(px);
+	if (rr->start_rc) {
+		snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
+		goto out;
+	}
+	rr->n_chunks = px->n_chunks;
+	rr->layout = malloc(px->n_chunks * sizeof(uint32_t));
+	memcpy(rr->layout, px->chunk_unit, px->n_chunks * sizeof(uint32_t));
+	for (unsigned v = 0; v < rr->iters && !rr->run_rc; v++) {
+		for (unsigned t = 0; t < NT; t++)
+			for (uint64_t i = 0; i < rr->counts[t]; i++)
+				put(buf[t], i, rr->dt, val(rr->rank, i + t, v));
+		for (unsigned t = NT; t-- > 0;)
+			rr->run_rc |= pbox_push_pull(px, 100 + t, buf[t], buf[t], &op[t]);
+		for (unsigned t = 0; t < NT && !rr->run_rc; t++)
+			rr->run_rc = pbox_wait(op[t]);
+		for (unsigned t = 0; t < NT && !rr->run_rc; t++)
+			for (uint64_t i = 0; i < rr->counts[t]; i++) {
+				float want = 0;
+
+				for (unsigned r = 0; r < rr->n; r++)
+					want += val(r, i + t, v);
+				if (get(buf[t], i, rr->dt) != want)
+					rr->wrong = true;
+			}
+	}
+	if (rr->run_rc)
+		snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
+out:
+	rr->fin_rc = pbox_finalize(px);
+	for (unsigned t = 0; t < NT; t++)
+		free(buf[t]);
+	unlink(path);
+	return NULL;
+}
+
+static void run_ranks(struct rank_run *rr, unsigned n)
+{
+	pthread_t th[NR];
+
+	for (unsigned r = 0; r < n; r++)
+		ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &rr[r]), 0);
+	for (unsigned r = 0; r < n; r++)
+		pthread_join(th[r], NULL);
+}
+
+static void setup_runs(struct rank_run *rr, unsigned n, enum pbox_dtype dt, unsigned iters)
+{
+	/* sizes that end mid-fragment and mid-chunk, and one of 1 element */
+	static const uint64_t counts[NT] = {100003, 1, 70001};
+
+	memset(rr, 0, sizeof(*rr) * NR);
+	for (unsigned r = 0; r < n; r++) {
+		rr[r].rank = r;
+		rr[r].n = n;
+		rr[r].dt = dt;
+		rr[r].iters = iters;
+		memcpy(rr[r].counts, counts, sizeof(counts));
+	}
+}
+
+static void exact_in(enum pbox_dtype dt)
+{
+	struct rank_run rr[NR];
+
+	setup_runs(rr, NR, dt, 4);
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_msg(rr[r].start_rc == 0 && rr[r].run_rc == 0, "rank %u: %s", r,
+			      rr[r].msg);
+		ck_assert_msg(!rr[r].wrong, "rank %u: a wrong sum", r);
+		ck_assert_int_eq(rr[r].fin_rc, 0);
+		/* every rank computed the same layout */
+		ck_assert_uint_eq(rr[r].n_chunks, rr[0].n_chunks);
+		ck_assert_mem_eq(rr[r].layout, rr[0].layout, rr[0].n_chunks * sizeof(uint32_t));
+	}
+	for (unsigned r = 0; r < NR; r++)
+		free(rr[r].layout);
+}
+
+START_TEST(test_exact_fp32)
+{
+	exact_in(PBOX_FP32);
+}
+END_TEST
+
+START_TEST(test_exact_fp16)
+{
+	exact_in(PBOX_FP16);
+}
+END_TEST
+
+START_TEST(test_exact_bf16)
+{
+	exact_in(PBOX_BF16);
+}
+END_TEST
+
+/* Rank 3 declares another size: every rank fails at pbox_start, and the
+ * message names rank 3, rank 0, the key and both counts. */
+START_TEST(test_mismatch_named)
+{
+	struct rank_run rr[NR];
+
+	setup_runs(rr, NR, PBOX_FP32, 1);
+	rr[3].counts[2] = 70000;
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_int_eq(rr[r].start_rc, PBOX_EMISMATCH);
+		ck_assert_msg(strstr(rr[r].msg,
+				     "rank 3 and rank 0 disagree on tensor key 102: count "
+				     "70000 (rank 3) vs 70001 (rank 0)"),
+			      "rank %u: %s", r, rr[r].msg);
+	}
+}
+END_TEST
+
+/* Only ranks 0..2 of 4 come: rank 0 names rank 3 after the deadline and
+ * tells the others so. */
+START_TEST(test_missing_rank_named)
+{
+	struct rank_run rr[NR];
+
+	setup_runs(rr, NR, PBOX_FP32, 1);
+	run_ranks(rr, 3);
+	for (unsigned r = 0; r < 3; r++) {
+		ck_assert_int_eq(rr[r].start_rc, PBOX_ETIMEDOUT);
+		ck_assert_msg(strstr(rr[r].msg, "rank 3 never reached rank 0 at 127.0.0.1:"),
+			      "rank %u: %s", r, rr[r].msg);
+	}
+}
+END_TEST
+
+/* The API refuses what it cannot do, naming the cause, and never aborts. */
+START_TEST(test_api_refusals)
+{
+	char path[128];
+	struct pbox *px;
+	struct pbox_handle *op;
+	float x = 1;
+
+	ck_assert_int_eq(pbox_init("/nonexistent/w.ini", &px), PBOX_ECONFIG);
+	ck_assert_ptr_null(px);
+	ck_assert_ptr_nonnull(strstr(pbox_last_error(), "/nonexistent/w.ini"));
+	write_cfg(path, sizeof(path), 0, 1, "credit_bytes = lots");
+	ck_assert_int_eq(pbox_init(path, &px), PBOX_ECONFIG);
+	ck_assert_msg(strstr(pbox_last_error(), ".ini:11:") &&
+			      strstr(pbox_last_error(), "credit_bytes"),
+		      "%s", pbox_last_error());
+	write_cfg(path, sizeof(path), 0, 1, NULL);
+	ck_assert_int_eq(pbox_init(path, &px), PBOX_OK);
+	ck_assert_int_eq(pbox_push_pull(px, 1, &x, &x, &op), PBOX_ESTATE);
+	ck_assert_int_eq(pbox_start(px), PBOX_ESTATE); /* nothing declared */
+	ck_assert_int_eq(pbox_declare(px, 1, 1, PBOX_FP32, 0), PBOX_OK);
+	ck_assert_int_eq(pbox_declare(px, 1, 4, PBOX_FP32, 0), PBOX_EINVAL);
+	ck_assert_ptr_nonnull(strstr(pbox_last_error(), "key 1 declared twice"));
+	ck_assert_int_eq(pbox_declare(px, 2, 4, PBOX_BF16, 0), PBOX_EINVAL);
+	ck_assert_ptr_nonnull(strstr(pbox_last_error(), "one dtype per context"));
+	ck_assert_int_eq(pbox_declare(px, 3, 0, PBOX_FP32, 0), PBOX_EINVAL);
+	ck_assert_int_eq(pbox_declare(px, 4, 1, (enum pbox_dtype)9, 0), PBOX_EINVAL);
+	ck_assert_int_eq(pbox_start(px), PBOX_OK);
+	ck_assert_int_eq(pbox_start(px), PBOX_ESTATE);
+	ck_assert_int_eq(pbox_declare(px, 5, 1, PBOX_FP32, 0), PBOX_ESTATE);
+	ck_assert_int_eq(pbox_push_pull(px, 77, &x, &x, &op), PBOX_EINVAL);
+	ck_assert_ptr_nonnull(strstr(pbox_last_error(), "key 77 was never declared"));
+	ck_assert_int_eq(pbox_push_pull(px, 1, NULL, &x, &op), PBOX_EINVAL);
+	/* a world of one: the sum is the contribution, through the own SS_GPU */
+	x = 42;
+	ck_assert_int_eq(pbox_allreduce(px, 1, &x, &x), PBOX_OK);
+	ck_assert(x == 42);
+	ck_assert_int_eq(pbox_finalize(px), PBOX_OK);
+	ck_assert_int_eq(pbox_test(NULL), PBOX_EINVAL);
+	ck_assert_str_eq(pbox_strerror(PBOX_EMISMATCH), "ranks disagree");
+	unlink(path);
+}
+END_TEST
+
+Suite *libpbox_suite(void)
+{
+	Suite *s = suite_create("libpbox");
+	TCase *tc = tcase_create("libpbox");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_exact_fp32);
+	tcase_add_test(tc, test_exact_fp16);
+	tcase_add_test(tc, test_exact_bf16);
+	tcase_add_test(tc, test_mismatch_named);
+	tcase_add_test(tc, test_missing_rank_named);
+	tcase_add_test(tc, test_api_refusals);
+	suite_add_tcase(s, tc);
+	return s;
+}
