@@ -203,6 +203,7 @@ fuzz: $(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/gen_seeds
 # pboxd on the emulated network: real DPDK ports on veth, needs root.
 integration: all
 	tests/net/integration.sh $(BUILD)
+	tests/net/worker.sh $(BUILD)
 
 test: lint check-docs all fuzz
 	@$(MAKE) --no-print-directory unit

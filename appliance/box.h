@@ -45,6 +45,7 @@
 	_(results, "result frames sent (n per completed fragment round)")                          \
 	_(answers, "results re-sent to one worker")                                                \
 	_(errors_sent, "error replies sent")                                                       \
+	_(acks_sent, "duplicate pushes acknowledged")                                              \
 	_(arp_replies, "ARP requests answered")                                                    \
 	_(icmp_replies, "ICMP echo requests answered")                                             \
 	_(foreign, "valid frames not for us (ARP for others, ICMP not echo)")                      \

@@ -178,6 +178,26 @@ static void send_error(struct box_lcore *lc, struct box_ep *ep, struct rte_mbuf 
 	ep_send(lc, ep, m);
 }
 
+/* Turn a duplicate push into an ACK: the sender's part is in, the sum
+ * waits for other ranks; it stops retransmitting and backs off. */
+static void send_ack(struct box_lcore *lc, struct box_ep *ep, struct rte_mbuf *m,
+		     const struct nic_pkt *pkt)
+{
+	struct pbox_hdr ah = pkt->hdr;
+	struct nic_addr to = {.ip_be = pkt->src_ip_be, .port = pkt->src_port};
+	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+
+	memcpy(to.mac, ep->gateway ? ep->gw_mac : pkt->src_mac, 6);
+	ah.op = PBOX_OP_ACK;
+	ah.flags = 0;
+	ah.len = 0;
+	nic_wire_write_headers(f, &ep->self, &to, &ah);
+	rte_pktmbuf_data_len(m) = NIC_HDRS_LEN;
+	rte_pktmbuf_pkt_len(m) = NIC_HDRS_LEN;
+	lc->st.acks_sent++;
+	ep_send(lc, ep, m);
+}
+
 static enum pbox_err err_of(enum ss_drop d)
 {
 	switch (d) {
@@ -226,6 +246,10 @@ static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, 
 		lc->st.ss_drop[out.why]++;
 		if (ss_drop_is_error(out.why)) {
 			send_error(lc, ep, m, pkt, err_of(out.why));
+			return true;
+		}
+		if (out.why == SS_DROP_DUP) {
+			send_ack(lc, ep, m, pkt);
 			return true;
 		}
 		return false;

@@ -49,8 +49,9 @@ static const struct cfg_key tuning_keys[] = {
 		"unit of ownership; must match the box"),
 	CFG_KEY(W, tuning.credit_bytes, "credit_bytes", CFG_SIZE, 0, 1 * KB, 1ull << 40, "4M",
 		"bytes in flight at once (ByteScheduler's credit)"),
-	CFG_KEY(W, tuning.retransmit_us, "retransmit_timeout", CFG_DURATION, 0, 10, 10000000, "5ms",
-		"first retransmission of an unanswered fragment"),
+	CFG_KEY(W, tuning.retransmit_us, "retransmit_timeout", CFG_DURATION, 0, 10, 10000000,
+		"50ms",
+		"floor of the retransmission timeout (it follows the measured time to a sum)"),
 	CFG_KEY(W, tuning.deadline_us, "deadline", CFG_DURATION, 0, 1000, 3600000000ull, "30s",
 		"a call fails, naming the silent summation service, after this"),
 };

@@ -32,6 +32,8 @@ enum pbox_op {
 	PBOX_OP_PUSH = 1,   /* worker -> SS: a contribution to a fragment's round */
 	PBOX_OP_RESULT = 2, /* SS -> worker: the sum of a round */
 	PBOX_OP_ERROR = 3,  /* SS -> worker: refused; payload is one be16 pbox_err */
+	PBOX_OP_ACK = 4,    /* SS -> worker: a duplicate push: your part of this round is
+			     * in, the sum waits for other ranks; no payload */
 };
 
 enum pbox_err {

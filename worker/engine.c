@@ -286,16 +286,20 @@ static void active_del(struct pbox *px, struct pbox_handle *op)
 		op->anext->aprev = op->aprev;
 }
 
-/* Whether the most urgent waiting partition outranks everything in flight:
- * then it goes out beyond the credit (ByteScheduler's preemption). Ranks
- * that took their tensors in different orders would otherwise each hold
- * the credit with what the other has not sent yet. */
-static bool outranks_inflight(const struct pbox *px, int prio)
+/*
+ * Whether a waiting partition of @t goes out beyond the credit: when it is
+ * more urgent than some tensor in flight (ByteScheduler's preemption, with
+ * (priority, key) a total order). Then the most urgent tensor not yet
+ * summed everywhere is always being sent by every rank, whatever order the
+ * ranks took their tensors in: no two ranks can each hold the credit with
+ * what the other has not sent.
+ */
+static bool outranks_inflight(const struct pbox *px, const struct wk_tensor *t)
 {
 	for (const struct pbox_handle *op = px->active; op; op = op->anext)
-		if (op->t->prio <= prio)
-			return false;
-	return true;
+		if (op->t->prio > t->prio || (op->t->prio == t->prio && op->t->key > t->key))
+			return true;
+	return false;
 }
 
 static void frag_done(struct pbox *px, uint32_t g)
@@ -312,6 +316,7 @@ static void frag_done(struct pbox *px, uint32_t g)
 	px->credit_extra = 0;
 	if (--op->left)
 		return;
+	px->rto_boost_ns -= px->rto_boost_ns / 64; /* forget a past skew slowly */
 	pthread_mutex_lock(&px->mu);
 	op_complete_locked(px, op, PBOX_OK, NULL);
 	px->st_pub = px->st;
@@ -322,7 +327,7 @@ static void frag_done(struct pbox *px, uint32_t g)
 /*
  * The retransmission timeout follows the measured time to a sum (RFC 6298's
  * estimator): that time includes waiting for the slowest rank's push, which
- * no retransmission can shorten. [tuning] retransmit_timeout is the floor.
+ * no retransmission can shorten. The floor is set at start (see there).
  */
 static void rtt_sample(struct pbox *px, uint64_t r)
 {
@@ -345,6 +350,31 @@ static void rtt_sample(struct pbox *px, uint64_t r)
 	px->rto_ns = rto;
 }
 
+/*
+ * Congestion: the bytes in flight are bounded by the credit and by a window
+ * that halves when a fragment times out (at most once per smoothed time to
+ * a sum) and grows back, doubling per window up to half the last size, then
+ * by a fragment per window. An SS behind a small receive ring (a box port)
+ * then sees bursts it can take instead of losing them.
+ */
+static void cwnd_grow(struct pbox *px, uint32_t len)
+{
+	if (px->cwnd >= px->credit)
+		return;
+	px->cwnd += px->cwnd < px->ssthresh ? len : (uint64_t)px->frag_size * len / px->cwnd + 1;
+}
+
+static void cwnd_cut(struct pbox *px, uint64_t now)
+{
+	uint64_t floor = 16 * (uint64_t)px->frag_size;
+
+	if (now - px->cwnd_cut_ns < (px->srtt_ns ? px->srtt_ns : px->rto_min_ns))
+		return;
+	px->cwnd_cut_ns = now;
+	px->cwnd = px->cwnd / 2 > floor ? px->cwnd / 2 : floor;
+	px->ssthresh = px->cwnd;
+}
+
 /* A result for our fragment @g: 1 taken, 0 a duplicate or stale. */
 static int deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, uint32_t round)
 {
@@ -353,8 +383,10 @@ static int deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, u
 
 	if (f->state != WK_INFLIGHT || f->op->round != round || len != f->len)
 		return 0;
-	if (f->tries == 1) /* Karn: only unambiguous samples */
+	if (f->tries == 1) { /* Karn: only unambiguous samples */
 		rtt_sample(px, wk_now() - f->sent);
+		cwnd_grow(px, len);
+	}
 	t = f->op->t;
 	memcpy(f->op->out + frag_off(px, g, t), buf, len);
 	frag_done(px, g);
@@ -529,8 +561,8 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
 		struct wk_frag *f;
 		uint32_t g = p->g;
 
-		if (px->credit_used >= px->credit + px->credit_extra &&
-		    !(p->op->inflight || outranks_inflight(px, p->prio)))
+		if (px->credit_used >= px->cwnd + px->credit_extra &&
+		    !(p->op->inflight || outranks_inflight(px, p->op->t)))
 			break;
 
 		if (g == p->g_end) {
@@ -542,6 +574,7 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
 		if (!f->len)
 			continue;
 		f->state = WK_INFLIGHT;
+		f->acked = 0;
 		f->tries = 1;
 		f->level = 0;
 		f->first = f->sent = now;
@@ -559,7 +592,8 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
  * least a dozen tries fit in the deadline. */
 static uint64_t backoff(const struct pbox *px, unsigned l)
 {
-	uint64_t w = px->rto_ns << l, cap = px->deadline_ns / 12;
+	uint64_t rto = px->rto_ns > px->rto_boost_ns ? px->rto_ns : px->rto_boost_ns;
+	uint64_t w = rto << l, cap = px->deadline_ns / 12;
 
 	return w < cap ? w : cap > px->rto_min_ns ? cap : px->rto_min_ns;
 }
@@ -576,11 +610,17 @@ static int retransmit(struct pbox *px, struct eng *e, uint64_t now)
 
 		while (!px->fail && (f = ring_head(px, &px->ring[l], &g)) &&
 		       now - f->sent >= wait) {
+			/* acknowledged: only waiting for slower ranks, unless its
+			 * result was lost; ask again much later */
+			if (f->acked && now - f->sent < 4 * wait &&
+			    now - f->first < px->deadline_ns)
+				break;
 			px->ring[l].head++;
 			if (now - f->first >= px->deadline_ns) {
 				fail_remote(px, g, now);
 				break;
 			}
+			cwnd_cut(px, now);
 			f->tries++;
 			f->sent = now;
 			f->level = (uint8_t)(l + 1 < WK_LEVELS ? l + 1 : l);
@@ -657,6 +697,14 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 		break;
 	}
 	case SS_DROP:
+		if (out.why == SS_DROP_DUP) { /* our copy is in: stop resending it */
+			struct pbox_hdr a = *h;
+
+			a.op = PBOX_OP_ACK;
+			a.flags = 0;
+			a.len = 0;
+			tx_add(px, e, src.ip_be, src.port, &a, NULL, 0);
+		}
 		if (ss_drop_is_error(out.why) && out.why != SS_DROP_LEN)
 			tx_error(px, e, &src, h,
 				 out.why == SS_DROP_TOKEN    ? PBOX_ERR_BAD_TOKEN
@@ -666,10 +714,29 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 	}
 }
 
+/*
+ * The SS says our retransmission was a duplicate: the first copy arrived and
+ * the sum waits for slower ranks. The timeout was premature (F-RTO's
+ * spurious timeout): raise it to twice what this fragment has waited, and
+ * resend this one only after a long silence (its result may still be lost).
+ */
+static void on_ack(struct pbox *px, uint32_t g, uint32_t round, uint64_t now)
+{
+	struct wk_frag *f = &px->frag[g];
+	uint64_t waited = now - f->first, cap = px->deadline_ns / 12;
+
+	if (f->state != WK_INFLIGHT || f->op->round != round || f->acked)
+		return;
+	f->acked = 1;
+	px->st.acks++;
+	if (2 * waited > px->rto_boost_ns)
+		px->rto_boost_ns = 2 * waited < cap ? 2 * waited : cap;
+}
+
 static void on_result(struct pbox *px, const struct pbox_hdr *h, const uint8_t *p,
 		      const struct sockaddr_in *from, uint64_t now)
 {
-	uint32_t u = wk_unit_of(px, from->sin_addr.s_addr, ntohs(from->sin_port));
+	uint32_t u = wk_unit_of(px, from->sin_addr.s_addr, ntohs(from->sin_port)), g;
 	struct wk_unit *un;
 
 	if (u == UINT32_MAX || u == px->self_unit || h->token != px->token32)
@@ -691,7 +758,12 @@ static void on_result(struct pbox *px, const struct pbox_hdr *h, const uint8_t *
 	}
 	if (h->rank != px->rank || h->chunk >= un->n_chunks || h->frag >= px->fpc)
 		return;
-	if (deliver(px, un->global[h->chunk] * px->fpc + h->frag, p, h->len, h->round))
+	g = un->global[h->chunk] * px->fpc + h->frag;
+	if (h->op == PBOX_OP_ACK) {
+		on_ack(px, g, h->round, now);
+		return;
+	}
+	if (deliver(px, g, p, h->len, h->round))
 		un->rx += h->len;
 }
 
@@ -927,7 +999,7 @@ int wk_engine_start(struct pbox *px)
 		px->eng = NULL;
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	}
-	px->credit = px->cfg.tuning.credit_bytes;
+	px->credit = px->cwnd = px->ssthresh = px->cfg.tuning.credit_bytes;
 	/* The floor: the configured timeout, or the time to drain twice the
 	 * credit at the worker's line rate, whichever is longer. Sooner than
 	 * that, a fragment at the back of a window is only queued, not lost. */

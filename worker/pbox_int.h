@@ -79,6 +79,7 @@ struct wk_frag {
 	uint16_t len; /* 0: past the tensor's end */
 	uint8_t state;
 	uint8_t level; /* backoff level of its last send */
+	uint8_t acked; /* the SS said it has our part (PBOX_OP_ACK) */
 	uint32_t tries, stamp;
 	uint64_t sent, first;
 	struct pbox_handle *op;
@@ -141,8 +142,10 @@ struct pbox {
 	uint64_t seq;
 	struct wk_ring ring[WK_LEVELS], local;
 	uint64_t credit, credit_used, credit_extra, credit_grown_ns;
+	uint64_t cwnd, ssthresh, cwnd_cut_ns; /* congestion window */
 	uint64_t rto_ns, rto_min_ns, deadline_ns;
 	uint64_t srtt_ns, rttvar_ns; /* time to a sum, smoothed */
+	uint64_t rto_boost_ns;	     /* raised by premature timeouts (ACKs), decays */
 	uint32_t stamp;
 	struct pbox_stats st;
 	uint64_t published_ns, progress_ns, control_ns;

@@ -1,35 +1,46 @@
 #!/usr/bin/env bash
-# make demo: the main job on an emulated cluster on this machine. pboxd
-# takes 4 virtual NIC ports (net_af_packet on veth) in its own network
-# namespace; 4 workers (pbox-client, one namespace each) allreduce a tensor
-# through it for ROUNDS rounds per dtype, every sum checked; then pboxctl
-# shows what the box counted. Needs root and hugepages.
+# make demo: the main job on an emulated cluster on this machine, through
+# libpbox. pboxd takes 4 virtual NIC ports (net_af_packet on veth, 10 Gb/s
+# each in its configuration) in its own network namespace; 4 workers (one
+# namespace each) run pbox-bench at 20 Gb/s each, so k = 40/20 = 2 and the
+# unified layout splits every model between the box and the workers' SS_GPUs.
+# Rank 0 prints the layout; every sum is verified; goodput and pboxctl stats
+# are shown. Needs root and hugepages.
 #
-#   tests/net/demo.sh [BUILD_DIR]      ROUNDS (default 50), BYTES (16 MiB)
+#   tests/net/demo.sh [BUILD_DIR]      ITERS (default 10)
 set -uo pipefail
 
-ROUNDS=${ROUNDS:-50}
+ITERS=${ITERS:-10}
 . "$(dirname "$0")/lib.sh"
 
+N=$W
+wbw=20000
+bench="$build/bin/pbox-bench"
 need_root demo
-echo "demo: emulated cluster: a box with 4 ports (2 data cores), $W workers, links at MTU 9000"
-pbox_net_up "$tag" 4 "$W" || exit 1
+echo "demo: emulated cluster: a box with 4 ports (2 data cores, 4 x 10 Gb/s), $N workers at 20 Gb/s (k = 2), MTU 9000"
+pbox_net_up "$tag" 4 "$N" || exit 1
 start_box || exit 1
 sed -n '/^placement/,/^pboxd: serving/p' "$log/pboxd.log" | sed 's/^/  /'
-for dt in fp32 fp16 bf16; do
-	job=$((job + 1))
-	if run_job "$job" "$dt" "$ROUNDS" "$BYTES" >/dev/null; then
-		# each worker's own measure: tensor bytes x rounds / its wall time
-		cat "$log"/job"$job"-w*.log | awk -v r="$ROUNDS" -v n="$BYTES" -v w="$W" -v dt="$dt" '
-			/goodput/ { for (i = 1; i <= NF; i++) if ($i == "goodput") { g += $(i + 1); k++ } }
-			END { printf "demo: %s: %d rounds x %d MiB x %d workers, every sum verified; " \
-				"goodput %.2f Gb/s per worker, %.2f Gb/s pushed and %.2f Gb/s returned by the box\n",
-				dt, r, n / 1048576, w, g / k, g, g }'
-		ok "$dt"
+worker_cfgs 1
+run() { # NAME DTYPE ARGS...
+	local name=$1 dt=$2
+	shift 2
+	if bench_all "$name" --dtype "$dt" --iters "$ITERS" "$@" >/dev/null; then
+		grep -h "^layout" "$log/$name-w0.log" | sed 's/^/  /'
+		grep -h "^RESULT" "$log"/"$name"-w*.log | awk -v dt="$dt" -v name="$name" '
+			{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+			  g += v["goodput_gbps"]; t += v["mean_ms"]; k++ }
+			END { printf "demo: %s %s: %d workers x %d iterations, every sum verified; %.1f ms per " \
+				"allreduce, goodput %.2f Gb/s per worker\n", name, dt, k, v["iters"], t / k, g / k }'
+		ok "$name $dt"
 	else
-		bad "$dt: a worker failed (see above)"
+		grep -h "pbox-bench:" "$log"/"$name"-w*.log | sed 's/^/  /'
+		bad "$name $dt: a worker failed"
 	fi
-done
+}
+run resnet50 fp32 --model resnet50
+run synthetic fp16 --size 32M --tensors 16
+run synthetic bf16 --size 32M --tensors 16
 echo "demo: pboxctl stats:"
 "$build/bin/pboxctl" --prefix "$prefix" stats | sed 's/^/  /'
 echo "demo: $pass of $((pass + fail)) runs verified"

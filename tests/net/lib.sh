@@ -13,7 +13,7 @@ tag="it$$"
 prefix="pbox-it$$"
 cfg="$src/config/examples/box-emulated.ini"
 log=$(mktemp -d /tmp/pbox-it.XXXXXX)
-export PBOX_NET_OBJDIR=$log
+export PBOXNET_OBJDIR=$log
 box_ns=$(pbox_ns "$tag" box)
 ctl="$build/bin/pboxctl --prefix $prefix --all"
 client="$build/bin/pbox-client"
@@ -92,3 +92,39 @@ start_box() {
 	fi
 	return 0
 }
+
+# ---- libpbox workers (set N, wbw and bench first) ----------------------------
+
+# worker_cfgs WITH_BOX [TUNING...]: one configuration per rank, $N ranks at
+# $wbw Mb/s, into $log/wR.ini
+worker_cfgs() {
+	local with_box=$1 r q
+	shift
+	for ((r = 0; r < N; r++)); do
+		{
+			printf '[worker]\nrank = %d\nworld_size = %d\n' "$r" "$N"
+			printf '[job]\nid = 42\ntoken = 987654321\n'
+			[ "$with_box" = 1 ] && printf '[box]\ncontrol = %s\n' "$boxaddr"
+			printf '[data]\naddress = 198.18.100.%d\nbandwidth = %dM\nmtu = 9000\n' $((r + 1)) "$wbw"
+			printf '[tuning]\n'
+			for t in "$@"; do printf '%s\n' "$t"; done
+			printf '[peers]\n'
+			for ((q = 0; q < N; q++)); do printf '%d = 198.18.100.%d:9700\n' "$q" $((q + 1)); done
+		} >"$log/w$r.ini"
+	done
+}
+
+# bench NAME ARGS...: pbox-bench on every rank; true when all verified
+bench_all() {
+	local name=$1 r rc=0 pids=()
+	shift
+	for ((r = 0; r < N; r++)); do
+		wns "$r" "$bench" --config "$log/w$r.ini" "$@" $([ "$r" = 0 ] && echo --layout) \
+			>"$log/$name-w$r.log" 2>&1 &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	grep -h "^RESULT\|pbox-bench:" "$log"/"$name"-w*.log | sed 's/^/        /'
+	return $rc
+}
+

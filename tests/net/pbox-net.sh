@@ -99,7 +99,7 @@ pbox_net_impair() {
 	local lp dp
 	lp=$(awk -v p="$loss" 'BEGIN { printf "%d", p * 10000 }')
 	dp=$(awk -v p="$dup" 'BEGIN { printf "%d", p * 10000 }')
-	obj=${PBOX_NET_OBJDIR:-/tmp}/pbox-impair-$lp-$dp.o
+	obj=${PBOXNET_OBJDIR:-/tmp}/pbox-impair-$lp-$dp.o
 	if [ ! -s "$obj" ]; then
 		clang -O2 -g -target bpf -DLOSS_PPM="$lp" -DDUP_PPM="$dp" \
 			-I/usr/include/x86_64-linux-gnu -c "$here/impair.bpf.c" -o "$obj.tmp" && mv "$obj.tmp" "$obj" || return 1

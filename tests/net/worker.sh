@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Integration tests of libpbox on the emulated network: 4 workers running
+# pbox-bench (one namespace each) and pboxd with 2 ports (net_af_packet on
+# veth). Every link is shaped (tbf): workers at B = 200 Mb/s, the box's two
+# ports at k·B/2 each, for k = box / worker bandwidth = 0, 1, 2, 4 and 6, and
+# the configurations say the same rates. At each k every sum is checked and
+# the bytes each host sent and received (its interface counters) are
+# compared with Theorem 1.
+# Then fp16 and bf16, 1% loss, and a worker killed mid-run. Needs root and
+# hugepages; everything it creates is torn down on exit.
+#
+#   tests/net/worker.sh [BUILD_DIR]      SIZE (default 16M), ITERS (3)
+set -uo pipefail
+
+. "$(dirname "$0")/lib.sh"
+
+need_root worker
+N=4
+SIZE=${SIZE:-16M}
+ITERS=${ITERS:-3}
+bench="$build/bin/pbox-bench"
+wbw=200 # worker bandwidth, Mb/s: the box keeps up with 4 workers at k = 6 on 2 shared cores
+
+# box_cfg MBPS_PER_PORT: the emulated box with its first 2 ports at that rate
+box_cfg() {
+	awk -v rate="$1M" '/^\[port p2\]/ { exit } /^bandwidth/ { $0 = "bandwidth = " rate } { print }' \
+		"$src/config/examples/box-emulated.ini" >"$log/box.ini"
+	cfg="$log/box.ini"
+}
+
+# shape K: workers' links at B, the box's ports at k·B/2 (both directions);
+# queues deep enough for a worker's whole credit
+shape() {
+	local r p
+	for ((r = 0; r < N; r++)); do
+		pbox_net_shape "$tag" "w$r" tbf rate "${wbw}mbit" burst 128kb limit 16mb || return 1
+	done
+	for p in 0 1; do
+		pbox_net_shape "$tag" "box-p$p" tbf rate "$(($1 * wbw / 2 > 0 ? $1 * wbw / 2 : wbw))mbit" \
+			burst 128kb limit 16mb || return 1
+	done
+}
+
+restart_box() { # MBPS_PER_PORT
+	[ -n "$pboxd_pid" ] && kill "$pboxd_pid" 2>/dev/null && wait "$pboxd_pid" 2>/dev/null
+	pboxd_pid=
+	box_cfg "$1"
+	start_box
+}
+
+# Interface byte counters: "tx rx" of a worker's eth0, or of the box's ports.
+counters() { # HOST
+	if [ "$1" = box ]; then
+		ip netns exec "$box_ns" cat /sys/class/net/pbox-p{0,1}/statistics/{tx,rx}_bytes |
+			paste -sd' ' | awk '{ print $1 + $2, $3 + $4 }'
+	else
+		wns "$1" cat /sys/class/net/eth0/statistics/{tx,rx}_bytes | paste -sd' '
+	fi
+}
+
+snapshot() { # FILE
+	for h in 0 1 2 3 box; do echo "$h $(counters "$h")"; done >"$1"
+}
+
+# within_theorem K NAME: what each worker pushed to each summation service
+# on first sends (pbox-bench's per-SS payload counts less its resends),
+# against Theorem 1 at (n, k) for ITERS+1 iterations of SIZE: the layout's
+# traffic. The interface counters of every host are shown next to Theorem 1
+# too (headers included); what they carry beyond it is loss recovery.
+within_theorem() {
+	local k=$1 name=$2 bytes r
+	bytes=$(numfmt --from=iec "$SIZE")
+	for ((r = 0; r < N; r++)); do
+		awk -v r="$r" '$1 == "bench:" && $(NF - 1) == "retrans" {
+				for (i = 1; i <= NF; i++) if ($i == "sent") s += $(i + 1) * 1048576 - $NF * 8192
+			} END { printf "%d %.0f\n", r, s }' "$log/$name-w$r.log"
+	done >"$log/pushed-$name"
+	paste "$log/before-$name" "$log/after-$name" | awk -v n="$N" -v k="$k" -v m="$bytes" \
+		-v it=$((ITERS + 1)) -v frag=8192 -v hdr=74 -v pushed="$log/pushed-$name" '
+		BEGIN {
+			if (k >= n) { box = 1; gpu = 0 } else if (k == 0) { box = 0; gpu = 1 / n }
+			else { d = n * n + k * n - 2 * k; box = 2 * k * (n - 1) / d; gpu = (n - k) / d }
+			f = (frag + hdr) / frag
+			wire_w = it * m * (box + 2 * (n - 1) * gpu) * f
+			wire_b = it * m * n * box * f
+			push_w = it * m * (box + (n - 1) * gpu)
+			while ((getline line < pushed) > 0) { split(line, a, " "); p[a[1]] = a[2] }
+			bad = 0
+		}
+		{
+			tx = $5 - $2; rx = $6 - $3
+			want = $1 == "box" ? wire_b : wire_w
+			if (want == 0)
+				printf "        %-4s wire: sent %6.1f MiB, got %6.1f MiB; Theorem 1: none", $1, tx / 1048576, rx / 1048576
+			else
+				printf "        %-4s wire: sent %6.1f MiB, got %6.1f MiB; Theorem 1 %6.1f MiB (%+5.1f%%, %+5.1f%%)",
+					$1, tx / 1048576, rx / 1048576, want / 1048576, (tx / want - 1) * 100, (rx / want - 1) * 100
+			if ($1 != "box") {
+				e = p[$1] / push_w - 1
+				printf "; pushed %6.1f MiB, Theorem 1 %6.1f MiB (%+.2f%%)", p[$1] / 1048576, push_w / 1048576, e * 100
+				if (e > 0.02 || e < -0.02) bad = 1
+			} else if (want == 0 && (tx > 0.01 * m || rx > 0.01 * m)) {
+				bad = 1
+			}
+			printf "\n"
+		}
+		END { exit bad }'
+}
+
+echo "worker: emulated network $tag: box with 2 ports, $N workers at $wbw Mb/s"
+pbox_net_up "$tag" 2 "$N" || { bad "emulated network"; exit 1; }
+
+# ---- k = 0, 1, 2, 4, 6: exact sums, bytes as Theorem 1 says ----------------
+for k in 0 1 2 4 6; do
+	shape "$k" || bad "shaping for k=$k"
+	if [ "$k" = 0 ]; then
+		worker_cfgs 0
+		name=k0
+	else
+		restart_box $((k * wbw / 2)) || exit 1
+		worker_cfgs 1
+		name=k$k
+	fi
+	snapshot "$log/before-$name"
+	if bench_all "$name" --size "$SIZE" --tensors 8 --iters "$ITERS"; then
+		snapshot "$log/after-$name"
+		ok "k=$k: $N workers, fp32, $SIZE x $((ITERS + 1)) iterations, every sum exact"
+		grep -h "^layout: Theorem" "$log/$name-w0.log" | sed 's/^/        /'
+		check "k=$k: bytes each worker pushed to each SS (first sends) within 2% of Theorem 1" \
+			within_theorem "$k" "$name"
+	else
+		bad "k=$k: a worker failed (logs in $log)"
+	fi
+done
+
+# the box at k = 2 from here on
+shape 2
+restart_box $((2 * wbw / 2)) || exit 1
+worker_cfgs 1
+for dt in fp16 bf16; do
+	check "k=2: $dt, every sum exact" bench_all "$dt" --size "$SIZE" --tensors 8 --iters "$ITERS" --dtype "$dt"
+done
+
+# ---- 1% loss on every worker's link, both ways -------------------------------
+for ((r = 0; r < N; r++)); do pbox_net_impair "$tag" "w$r" 1 0 || bad "impair w$r"; done
+check "k=2: 1% loss both ways on every link: every sum exact" \
+	bench_all loss --size "$SIZE" --tensors 8 --iters "$ITERS"
+grep -h "retransmits" "$log"/loss-w*.log | sed 's/^/        /'
+for ((r = 0; r < N; r++)); do pbox_net_impair "$tag" "w$r" 0 0; done
+
+# ---- a worker killed mid-run ---------------------------------------------------
+worker_cfgs 1 "deadline = 5s"
+pids=()
+for ((r = 0; r < N; r++)); do
+	# not through a function: $! must be pbox-bench itself
+	ip netns exec "$(pbox_ns "$tag" "w$r")" "$bench" --config "$log/w$r.ini" --size "$SIZE" \
+		--tensors 8 --iters 100000 >"$log/kill-w$r.log" 2>&1 &
+	pids+=($!)
+done
+for _ in $(seq 100); do
+	[ "$(grep -l 'iteration 2/' "$log"/kill-w*.log 2>/dev/null | wc -l)" -eq "$N" ] && break
+	sleep 0.2
+done
+check "kill: jobs registered while the workers run" bash -c "[ \"\$($ctl stats | awk '\$1 == \"jobs\" { print \$2 }')\" -eq 1 ]"
+t0=$(date +%s.%N)
+kill -9 "${pids[2]}"
+wait "${pids[2]}" 2>/dev/null
+survivors_failed=1
+for r in 0 1 3; do
+	wait "${pids[$r]}" && survivors_failed=0
+done
+t1=$(date +%s.%N)
+took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+grep -h "pbox-bench:" "$log"/kill-w{0,1,3}.log | sed 's/^/        /'
+check "kill: the other workers fail, naming rank 2, within the 5 s deadline ($took s)" \
+	bash -c "[ $survivors_failed = 1 ] && awk -v t=$took 'BEGIN { exit !(t < 5) }' &&
+		 [ \$(grep -l 'rank 2 (198.18.100.3:9700)' $log/kill-w{0,1,3}.log | wc -l) -eq 3 ]"
+jobs_freed() {
+	for _ in $(seq 50); do
+		[ "$(stat jobs)" -eq 0 ] && [ "$(stat state_bytes_used)" -eq 0 ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+check "kill: the box freed the job (jobs 0, state 0 bytes in telemetry)" jobs_freed
+
+echo "worker: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
