@@ -565,24 +565,28 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
 		    !(p->op->inflight || outranks_inflight(px, p->op->t)))
 			break;
 
-		if (g == p->g_end) {
+		if (g == p->g_end || !px->frag[g].len) { /* only a tail chunk's empty frags */
+			p->g = p->g_end;
 			heap_pop(px);
 			continue;
 		}
-		p->g++;
+		/* Leave the heap before the last send: a push to our own SS_GPU can
+		 * complete the op at once, and its waiter frees the partitions. */
+		while (++p->g < p->g_end && !px->frag[p->g].len)
+			;
+		if (p->g == p->g_end)
+			heap_pop(px);
 		f = &px->frag[g];
-		if (!f->len)
-			continue;
 		f->state = WK_INFLIGHT;
 		f->acked = 0;
 		f->tries = 1;
 		f->level = 0;
 		f->first = f->sent = now;
 		px->credit_used += f->len;
-		if (!p->op->inflight)
-			active_add(px, p->op);
-		p->op->inflight += f->len;
-		push_frag(px, e, g, false);
+		if (!f->op->inflight)
+			active_add(px, f->op);
+		f->op->inflight += f->len;
+		push_frag(px, e, g, false); /* may free f->op: the last use */
 		sent++;
 	}
 	return sent;
