@@ -312,10 +312,12 @@ static void frag_done(struct pbox *px, uint32_t g)
 	op->inflight -= f->len;
 	if (!op->inflight)
 		active_del(px, op);
-	px->progress_ns = wk_now();
-	px->credit_extra = 0;
 	if (--op->left)
 		return;
+	/* progress is a whole tensor summed: fragments of one tensor can keep
+	 * completing while another, that some rank cannot send, holds the rest */
+	px->progress_ns = wk_now();
+	px->credit_extra = 0;
 	px->rto_boost_ns -= px->rto_boost_ns / 64; /* forget a past skew slowly */
 	pthread_mutex_lock(&px->mu);
 	op_complete_locked(px, op, PBOX_OK, NULL);
@@ -549,8 +551,8 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
 {
 	int sent = 0;
 
-	/* A last resort: while nothing completes at all, the credit grows by a
-	 * partition per retransmission timeout. */
+	/* A last resort: while no tensor completes, the credit grows by a
+	 * partition per retransmission timeout floor. */
 	if (now - px->progress_ns > px->rto_min_ns && now - px->credit_grown_ns > px->rto_min_ns &&
 	    px->heap_n) {
 		px->credit_extra += px->cfg.tuning.partition_size;
