@@ -158,44 +158,35 @@ static void send_result(struct box_lcore *lc, struct box_ep *ep, const struct ss
 	ep_send(lc, ep, h);
 }
 
-/* Turn the received push into an error reply to its sender. */
-static void send_error(struct box_lcore *lc, struct box_ep *ep, struct rte_mbuf *m,
-		       const struct nic_pkt *pkt, enum pbox_err err)
+/*
+ * Turn the received push into a reply to its sender, in the same mbuf: an
+ * error (PBOX_OP_ERROR, @err as its payload) or an ACK (a duplicate of an
+ * incomplete round: the sender's part is in, it stops retransmitting).
+ */
+static void reply_in_place(struct box_lcore *lc, struct box_ep *ep, struct rte_mbuf *m,
+			   const struct nic_pkt *pkt, uint8_t op, enum pbox_err err)
 {
-	struct pbox_hdr eh = pkt->hdr;
+	struct pbox_hdr rh = pkt->hdr;
 	struct nic_addr to = {.ip_be = pkt->src_ip_be, .port = pkt->src_port};
 	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
 
 	memcpy(to.mac, ep->gateway ? ep->gw_mac : pkt->src_mac, 6);
-	eh.op = PBOX_OP_ERROR;
-	eh.flags = 0;
-	eh.len = 2;
-	nic_wire_write_headers(f, &ep->self, &to, &eh);
-	nic_put16(f + NIC_HDRS_LEN, (uint16_t)err);
-	rte_pktmbuf_data_len(m) = NIC_HDRS_LEN + 2;
-	rte_pktmbuf_pkt_len(m) = NIC_HDRS_LEN + 2;
-	lc->st.errors_sent++;
+	rh.op = op;
+	rh.flags = 0;
+	rh.len = op == PBOX_OP_ERROR ? 2 : 0;
+	nic_wire_write_headers(f, &ep->self, &to, &rh);
+	if (op == PBOX_OP_ERROR)
+		nic_put16(f + NIC_HDRS_LEN, (uint16_t)err);
+	rte_pktmbuf_data_len(m) = (uint16_t)(NIC_HDRS_LEN + rh.len);
+	rte_pktmbuf_pkt_len(m) = NIC_HDRS_LEN + rh.len;
 	ep_send(lc, ep, m);
 }
 
-/* Turn a duplicate push into an ACK: the sender's part is in, the sum
- * waits for other ranks; it stops retransmitting and backs off. */
-static void send_ack(struct box_lcore *lc, struct box_ep *ep, struct rte_mbuf *m,
-		     const struct nic_pkt *pkt)
+static void send_error(struct box_lcore *lc, struct box_ep *ep, struct rte_mbuf *m,
+		       const struct nic_pkt *pkt, enum pbox_err err)
 {
-	struct pbox_hdr ah = pkt->hdr;
-	struct nic_addr to = {.ip_be = pkt->src_ip_be, .port = pkt->src_port};
-	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-
-	memcpy(to.mac, ep->gateway ? ep->gw_mac : pkt->src_mac, 6);
-	ah.op = PBOX_OP_ACK;
-	ah.flags = 0;
-	ah.len = 0;
-	nic_wire_write_headers(f, &ep->self, &to, &ah);
-	rte_pktmbuf_data_len(m) = NIC_HDRS_LEN;
-	rte_pktmbuf_pkt_len(m) = NIC_HDRS_LEN;
-	lc->st.acks_sent++;
-	ep_send(lc, ep, m);
+	lc->st.errors_sent++;
+	reply_in_place(lc, ep, m, pkt, PBOX_OP_ERROR, err);
 }
 
 static enum pbox_err err_of(enum ss_drop d)
@@ -249,7 +240,8 @@ static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, 
 			return true;
 		}
 		if (out.why == SS_DROP_DUP) {
-			send_ack(lc, ep, m, pkt);
+			lc->st.acks_sent++;
+			reply_in_place(lc, ep, m, pkt, PBOX_OP_ACK, 0);
 			return true;
 		}
 		return false;

@@ -243,20 +243,22 @@ static void tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port
 	px->st.tx_bytes += len;
 }
 
-/* An error reply to the sender of @req: the code rides in its slot. */
-static void tx_error(struct pbox *px, struct eng *e, const struct nic_addr *to,
-		     const struct pbox_hdr *req, uint16_t code)
+/* A reply to the sender of @req: an error (@code rides in the slot after
+ * the header) or an ACK (no payload). */
+static void tx_reply(struct pbox *px, struct eng *e, const struct nic_addr *to,
+		     const struct pbox_hdr *req, uint8_t op, uint16_t code)
 {
 	struct pbox_hdr r = *req;
 	unsigned i;
 
-	r.op = PBOX_OP_ERROR;
-	r.len = 2;
+	r.op = op;
+	r.flags = 0;
+	r.len = op == PBOX_OP_ERROR ? 2 : 0;
 	if (e->tn == WK_BATCH)
 		tx_flush(px, e);
 	i = e->tn;
 	nic_put16(e->thdr[i] + PBOX_HDR_LEN, code);
-	tx_add(px, e, to->ip_be, to->port, &r, e->thdr[i] + PBOX_HDR_LEN, 2);
+	tx_add(px, e, to->ip_be, to->port, &r, e->thdr[i] + PBOX_HDR_LEN, r.len);
 }
 
 /* ---- fragments ---------------------------------------------------------- */
@@ -703,16 +705,10 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 		break;
 	}
 	case SS_DROP:
-		if (out.why == SS_DROP_DUP) { /* our copy is in: stop resending it */
-			struct pbox_hdr a = *h;
-
-			a.op = PBOX_OP_ACK;
-			a.flags = 0;
-			a.len = 0;
-			tx_add(px, e, src.ip_be, src.port, &a, NULL, 0);
-		}
+		if (out.why == SS_DROP_DUP) /* their copy is in: stop resending it */
+			tx_reply(px, e, &src, h, PBOX_OP_ACK, 0);
 		if (ss_drop_is_error(out.why) && out.why != SS_DROP_LEN)
-			tx_error(px, e, &src, h,
+			tx_reply(px, e, &src, h, PBOX_OP_ERROR,
 				 out.why == SS_DROP_TOKEN    ? PBOX_ERR_BAD_TOKEN
 				 : out.why == SS_DROP_NO_JOB ? PBOX_ERR_NO_JOB
 							     : PBOX_ERR_RANGE);

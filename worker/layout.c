@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The unified layout: Theorem 1 weights and stride-scheduled chunk assignment. */
+/* The unified layout: Theorem 1 weights and chunk assignment by smooth weighted round robin. */
 #include "layout.h"
 
 #include <stdlib.h>

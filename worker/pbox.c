@@ -133,7 +133,6 @@ int pbox_init(const char *config, struct pbox **out)
 		free(px);
 		return PBOX_ECONFIG;
 	}
-	snprintf(px->cfg_path, sizeof(px->cfg_path), "%s", config);
 	px->rank = px->cfg.worker.rank;
 	px->n = px->cfg.worker.world_size;
 	px->job = px->cfg.job.id;
@@ -336,7 +335,6 @@ int wk_layout(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_
 		px->unit[u].ip_be = ep_ip[u];
 		px->unit[u].port = ep_port[u];
 		px->unit[u].rank = -1;
-		px->unit[u].kbps = ep_kbps[u];
 		box_kbps += ep_kbps[u];
 		inet_ntop(AF_INET, &ep_ip[u], ip, sizeof(ip));
 		snprintf(px->unit[u].name, sizeof(px->unit[u].name), "box endpoint %u (%s:%u)", u,

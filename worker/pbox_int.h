@@ -30,7 +30,6 @@ struct wk_unit {
 	uint32_t ip_be;
 	uint16_t port;
 	int32_t rank;	   /* SS_GPU of this rank; -1: a box endpoint */
-	uint64_t kbps;	   /* box endpoints: the weight the box announced */
 	uint64_t weight;   /* in the layout */
 	uint32_t n_chunks; /* assigned */
 	uint64_t bytes;
@@ -93,7 +92,6 @@ struct wk_ring {
 
 struct pbox {
 	struct wrk_cfg cfg;
-	char cfg_path[256];
 	enum { WK_PH_NEW, WK_PH_STARTED, WK_PH_DONE } phase;
 	uint8_t dtype;
 	bool dtype_set;

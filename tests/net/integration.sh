@@ -46,13 +46,6 @@ check "pboxctl jobs after the fp32 run: results = n x completed, every push summ
 	test "$(jobrow 1 results)" -eq $((W * $(jobrow 1 completed))) -a \
 	"$(jobrow 1 summed)" -eq $((W * $(jobrow 1 completed))) -a "$(jobrow 1 n)" -eq "$W"
 sed 's/^/        /' "$log/jobs1.txt"
-jobs_gone() {
-	for _ in $(seq 50); do
-		[ "$(stat jobs)" -eq 0 ] && [ "$(stat state_bytes_used)" -eq 0 ] && return 0
-		sleep 0.1
-	done
-	return 1
-}
 check "jobs freed when their registrar left (jobs 0, state 0 bytes)" jobs_gone
 
 # loss and duplication on every worker link, both ways

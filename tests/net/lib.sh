@@ -45,6 +45,15 @@ check() { # DESCRIPTION COMMAND...
 }
 
 stat() { $ctl stats | awk -v k="$1" '$1 == k { print $2 }'; }
+
+# jobs_gone: the box holds no job and no job state (within 5 s)
+jobs_gone() {
+	for _ in $(seq 50); do
+		[ "$(stat jobs)" -eq 0 ] && [ "$(stat state_bytes_used)" -eq 0 ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
 wns() { ip netns exec "$(pbox_ns "$tag" "w$1")" "${@:2}"; }
 
 # run_job JOB DTYPE ROUNDS BYTES [extra client args]: a registrar holds the
