@@ -33,6 +33,7 @@ struct wrk_cfg {
 		uint64_t credit_bytes;
 		uint64_t retransmit_us;
 		uint64_t deadline_us;
+		bool pacing;
 	} tuning;
 	struct {
 		unsigned kind;

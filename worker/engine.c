@@ -8,8 +8,9 @@
  *          retransmit what expired (one FIFO per backoff level: only heads
  *          are looked at, no timer per packet)
  *          send new fragments, highest priority first, within the credit
+ *          and no faster than the link (pacing)
  *          flush the batch (sendmmsg); read the control connections
- *          nothing to do: poll() until the next expiry
+ *          nothing to do: ppoll() until the next expiry or pacing slot
  *
  * A fragment whose SS is this worker's own SS_GPU never touches the
  * network: it goes straight into ss_push(), and our own result is copied
@@ -241,6 +242,29 @@ static void tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port
 					    .msg_iovlen = len ? 2 : 1};
 	px->st.tx_pkts++;
 	px->st.tx_bytes += len;
+	if (px->cfg.tuning.pacing) {
+		uint64_t start = px->tx_clock_ns > px->now_ns ? px->tx_clock_ns : px->now_ns;
+
+		px->tx_clock_ns = start + ((uint64_t)len + PBOX_HDR_LEN + WK_L2L4_OVERHEAD) * 8000 /
+						  px->cfg.data.bandwidth_mbps;
+	}
+}
+
+/*
+ * Pacing: the link is booked further ahead than a burst. A datagram handed
+ * to the kernel sits in the NIC's queue, out of reach of the priority
+ * scheduler, and its retransmission timer would run while it waits there.
+ * So new sends and resends wait here instead; results still go at once.
+ */
+static bool link_busy(const struct pbox *px)
+{
+	return px->cfg.tuning.pacing && px->tx_clock_ns > px->now_ns + px->pace_burst_ns;
+}
+
+/* When the last datagram queued will have left: the time its wait starts. */
+static uint64_t departure(const struct pbox *px)
+{
+	return px->cfg.tuning.pacing && px->tx_clock_ns > px->now_ns ? px->tx_clock_ns : px->now_ns;
 }
 
 /* A reply to the sender of @req: an error (@code rides in the slot after
@@ -385,10 +409,13 @@ static int deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, u
 	struct wk_frag *f = &px->frag[g];
 	const struct wk_tensor *t;
 
-	if (f->state != WK_INFLIGHT || f->op->round != round || len != f->len)
+	/* after a failure the ops are the callers' again (and maybe freed) */
+	if (px->fail || f->state != WK_INFLIGHT || f->op->round != round || len != f->len)
 		return 0;
 	if (f->tries == 1) { /* Karn: only unambiguous samples */
-		rtt_sample(px, wk_now() - f->sent);
+		uint64_t now = wk_now();
+
+		rtt_sample(px, now > f->sent ? now - f->sent : 0);
 		cwnd_grow(px, len);
 	}
 	t = f->op->t;
@@ -470,6 +497,7 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 		return;
 	}
 	tx_add(px, e, px->unit[u].ip_be, px->unit[u].port, &h, payload, f->len);
+	f->sent = departure(px);
 	px->unit[u].tx += f->len;
 	if (retrans) {
 		px->unit[u].retrans++;
@@ -560,7 +588,7 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
 		px->credit_extra += px->cfg.tuning.partition_size;
 		px->credit_grown_ns = now;
 	}
-	while (px->heap_n && !px->fail) {
+	while (px->heap_n && !px->fail && !link_busy(px)) {
 		struct wk_part *p = px->heap[0];
 		struct wk_frag *f;
 		uint32_t g = p->g;
@@ -616,8 +644,8 @@ static int retransmit(struct pbox *px, struct eng *e, uint64_t now)
 
 		uint64_t wait = backoff(px, l);
 
-		while (!px->fail && (f = ring_head(px, &px->ring[l], &g)) &&
-		       now - f->sent >= wait) {
+		while (!px->fail && !link_busy(px) && (f = ring_head(px, &px->ring[l], &g)) &&
+		       now >= f->sent && now - f->sent >= wait) {
 			/* acknowledged: only waiting for slower ranks, unless its
 			 * result was lost; ask again much later */
 			if (f->acked && now - f->sent < 4 * wait &&
@@ -645,11 +673,19 @@ static int retransmit(struct pbox *px, struct eng *e, uint64_t now)
 	return sent;
 }
 
-/* The next expiry among the FIFO heads, in ns from @now (capped). */
+/* The next expiry among the FIFO heads, or the next pacing slot when
+ * something waits for one, in ns from @now (capped). */
 static uint64_t next_expiry(struct pbox *px, uint64_t now, uint64_t cap)
 {
 	uint64_t best = cap;
 	uint32_t g;
+
+	if (link_busy(px)) {
+		uint64_t slot = px->tx_clock_ns - px->pace_burst_ns - now;
+
+		if (px->heap_n && slot < best)
+			best = slot;
+	}
 
 	for (unsigned l = 0; l < WK_LEVELS; l++) {
 		struct wk_frag *f = ring_head(px, &px->ring[l], &g);
@@ -937,7 +973,7 @@ static void *engine(void *arg)
 	struct eng *e = px->eng;
 
 	for (;;) {
-		uint64_t now = wk_now();
+		uint64_t now = px->now_ns = wk_now();
 		int work = 0;
 		bool fin;
 
@@ -974,8 +1010,11 @@ static void *engine(void *arg)
 					      {.fd = px->efd, .events = POLLIN}};
 			uint64_t cnt,
 				wait_ns = next_expiry(px, now, fin ? 5000000ull : 20000000ull);
-			if (wait_ns && poll(p, 2, (int)(wait_ns / 1000000) + 1) > 0 &&
-			    (p[1].revents & POLLIN) && read(px->efd, &cnt, sizeof(cnt)) < 0) {
+			struct timespec ts = {.tv_sec = (time_t)(wait_ns / 1000000000ull),
+					      .tv_nsec = (long)(wait_ns % 1000000000ull)};
+
+			if (wait_ns && ppoll(p, 2, &ts, NULL) > 0 && (p[1].revents & POLLIN) &&
+			    read(px->efd, &cnt, sizeof(cnt)) < 0) {
 				/* nothing: the counter was read by an earlier wake-up */
 			}
 		}
@@ -1010,6 +1049,11 @@ int wk_engine_start(struct pbox *px)
 		px->rto_min_ns = px->credit * 16000 / px->cfg.data.bandwidth_mbps;
 	px->rto_ns = px->rto_min_ns;
 	px->deadline_ns = px->cfg.tuning.deadline_us * 1000;
+	/* a burst: 64 KiB of link time or half a millisecond, the longer (the
+	 * thread cannot count on waking up more precisely than that) */
+	px->pace_burst_ns = 64 * 1024 * 8000ull / px->cfg.data.bandwidth_mbps;
+	if (px->pace_burst_ns < 500000)
+		px->pace_burst_ns = 500000;
 	publish(px, wk_now());
 	px->progress_ns = wk_now();
 	if (pthread_create(&px->thr, NULL, engine, px) != 0) {

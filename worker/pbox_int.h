@@ -19,11 +19,12 @@
 #include "pbox.h"
 #include "ss.h"
 
-#define WK_LEVELS  5   /* retransmission backoff levels: rto << 0..4 */
-#define WK_BATCH   64  /* datagrams per sendmmsg/recvmmsg */
-#define WK_MAX_EPS 256 /* box endpoints a job can use */
-#define WK_ERR_LEN 512
-#define WK_LINEBUF 8192 /* control-line buffer per connection */
+#define WK_LEVELS	 5   /* retransmission backoff levels: rto << 0..4 */
+#define WK_BATCH	 64  /* datagrams per sendmmsg/recvmmsg */
+#define WK_MAX_EPS	 256 /* box endpoints a job can use */
+#define WK_ERR_LEN	 512
+#define WK_LINEBUF	 8192 /* control-line buffer per connection */
+#define WK_L2L4_OVERHEAD 42   /* Ethernet, IPv4 and UDP headers: what pacing adds */
 
 /* A summation service instance: one box endpoint or one rank's SS_GPU. */
 struct wk_unit {
@@ -145,6 +146,9 @@ struct pbox {
 	uint64_t srtt_ns, rttvar_ns; /* time to a sum, smoothed */
 	uint64_t rto_boost_ns;	     /* raised by premature timeouts (ACKs), decays */
 	uint32_t stamp;
+	uint64_t now_ns;	/* the loop's clock, read once per turn */
+	uint64_t tx_clock_ns;	/* pacing: when our link has sent all we gave it */
+	uint64_t pace_burst_ns; /* how far ahead of now the link may be booked */
 	struct pbox_stats st;
 	uint64_t published_ns, progress_ns, control_ns;
 	bool bye_sent, bye_done;
