@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -476,6 +477,15 @@ static int udp_open(struct pbox *px)
 		setsockopt(px->udp, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
 	if (setsockopt(px->udp, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
 		setsockopt(px->udp, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	/* GRO: the kernel may hand us runs of datagrams from one sender in one
+	 * buffer; a kernel without it leaves them single (GSO is tried on the
+	 * first send, see engine.c) */
+	px->gro = false;
+	if (px->cfg.transport.gso) {
+		int one = 1;
+
+		px->gro = setsockopt(px->udp, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+	}
 	return PBOX_OK;
 }
 

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,17 +33,39 @@
 
 #define LINE_MAX_LEN 512
 
+/*
+ * UDP GSO: consecutive datagrams to one destination leave in one send, the
+ * kernel (or the NIC) cutting it at the first datagram's size; only the
+ * last may be shorter. UDP's 64 KiB bound comes first: 7 fragments of 8 KiB.
+ */
+#define WK_GSO_MAX   16
+#define WK_GSO_BYTES 65507u /* IPv4's largest UDP payload */
+#define WK_RX_GRO    65536u /* a receive buffer when GRO may coalesce */
+
 struct eng {
-	/* transmit batch */
+	/* transmit batch: entries of one or more datagrams (GSO), each
+	 * datagram two iovecs (header, payload) */
 	struct mmsghdr tmm[WK_BATCH];
-	struct iovec tiov[WK_BATCH][2];
+	struct iovec tiov[WK_BATCH][2 * WK_GSO_MAX];
 	struct sockaddr_in to[WK_BATCH];
-	uint8_t thdr[WK_BATCH][PBOX_HDR_LEN + 2];
-	unsigned tn;
+	union {
+		char buf[CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	} tcm[WK_BATCH];
+	uint16_t seg[WK_BATCH]; /* the entry's first datagram size */
+	uint8_t nseg[WK_BATCH];
+	bool open[WK_BATCH]; /* its last datagram is full size: more may follow */
+	uint8_t thdr[WK_BATCH * WK_GSO_MAX][PBOX_HDR_LEN + 2];
+	unsigned tn, nh; /* entries, header slots used */
+	bool gso;
 	/* receive batch */
 	struct mmsghdr rmm[WK_BATCH];
 	struct iovec riov[WK_BATCH];
 	struct sockaddr_in from[WK_BATCH];
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} rcm[WK_BATCH];
 	uint8_t *rbuf;
 	size_t rsize;
 };
@@ -193,10 +216,61 @@ static void heap_pop(struct pbox *px)
 
 /* ---- transmit -------------------------------------------------------------- */
 
+/* Whether @err is one peer not there (yet): the datagram is lost, and
+ * recovered later like any other. */
+static bool peer_absent(int err)
+{
+	return err == ECONNREFUSED || err == EHOSTUNREACH || err == ENETUNREACH;
+}
+
+/* The kernel refused GSO (a device without checksum offload, an old
+ * kernel): entry @i goes as single datagrams, and GSO stays off. */
+static int tx_split(struct pbox *px, struct eng *e, unsigned i)
+{
+	if (e->gso)
+		wk_log(px, CFG_LOG_INFO, "UDP GSO refused (%s): sending datagrams one by one",
+		       strerror(errno));
+	e->gso = false;
+	for (unsigned d = 0; d < e->nseg[i]; d++) {
+		struct msghdr m = {.msg_name = &e->to[i],
+				   .msg_namelen = sizeof(e->to[i]),
+				   .msg_iov = &e->tiov[i][2 * d],
+				   .msg_iovlen = 2};
+
+		while (sendmsg(px->udp, &m, 0) < 0 && !peer_absent(errno)) {
+			struct pollfd p = {.fd = px->udp, .events = POLLOUT};
+
+			if (errno != EINTR && errno != EAGAIN && errno != ENOBUFS)
+				return -1;
+			poll(&p, 1, 1);
+		}
+	}
+	return 0;
+}
+
 static void tx_flush(struct pbox *px, struct eng *e)
 {
 	unsigned s = 0;
 
+	for (unsigned i = 0; i < e->tn; i++) {
+		struct msghdr *m = &e->tmm[i].msg_hdr;
+
+		m->msg_iovlen = 2 * (size_t)e->nseg[i];
+		m->msg_control = NULL;
+		m->msg_controllen = 0;
+		if (e->nseg[i] > 1) {
+			struct cmsghdr *c;
+
+			m->msg_control = e->tcm[i].buf;
+			m->msg_controllen = sizeof(e->tcm[i].buf);
+			c = CMSG_FIRSTHDR(m);
+			c->cmsg_level = SOL_UDP;
+			c->cmsg_type = UDP_SEGMENT;
+			c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+			memcpy(CMSG_DATA(c), &e->seg[i], sizeof(uint16_t));
+			px->st.tx_gso += e->nseg[i];
+		}
+	}
 	while (s < e->tn) {
 		int w = sendmmsg(px->udp, e->tmm + s, e->tn - s, 0);
 
@@ -207,10 +281,14 @@ static void tx_flush(struct pbox *px, struct eng *e)
 				poll(&p, 1, 1);
 				continue;
 			}
-			if (errno == ECONNREFUSED || errno == EHOSTUNREACH ||
-			    errno == ENETUNREACH) {
-				s++; /* one peer not there (yet): the datagram is lost, recovered
-					later */
+			if (peer_absent(errno)) {
+				s++;
+				continue;
+			}
+			if (e->nseg[s] > 1 && (errno == EIO || errno == EINVAL) &&
+			    tx_split(px, e, s) == 0) {
+				px->st.tx_gso -= e->nseg[s];
+				s++;
 				continue;
 			}
 			wk_fail(px, PBOX_ENET, "sending on UDP port %u: %s", px->cfg.data.port,
@@ -219,27 +297,40 @@ static void tx_flush(struct pbox *px, struct eng *e)
 		}
 		s += (unsigned)w;
 	}
-	e->tn = 0;
+	e->tn = e->nh = 0;
 }
 
-/* Queue one datagram: header @h, then @len bytes at @payload. */
+/*
+ * Queue one datagram: header @h, then @len bytes at @payload; joined to
+ * the previous entry when GSO can carry both and @gso allows it: to peers'
+ * sockets only. A box port may be a virtual device that takes a GSO frame
+ * whole (af_packet on a veth) where a NIC would have cut it.
+ */
 static void tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port,
-		   const struct pbox_hdr *h, const void *payload, uint16_t len)
+		   const struct pbox_hdr *h, const void *payload, uint16_t len, bool gso)
 {
-	unsigned i;
+	uint16_t dlen = (uint16_t)(PBOX_HDR_LEN + len);
+	unsigned i = e->tn - 1, d;
 
-	if (e->tn == WK_BATCH)
-		tx_flush(px, e);
-	i = e->tn++;
-	nic_wire_put_hdr(e->thdr[i], h);
-	e->to[i] = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(port)};
-	e->to[i].sin_addr.s_addr = ip_be;
-	e->tiov[i][0] = (struct iovec){e->thdr[i], PBOX_HDR_LEN};
-	e->tiov[i][1] = (struct iovec){(void *)(uintptr_t)payload, len};
-	e->tmm[i].msg_hdr = (struct msghdr){.msg_name = &e->to[i],
-					    .msg_namelen = sizeof(e->to[i]),
-					    .msg_iov = e->tiov[i],
-					    .msg_iovlen = len ? 2 : 1};
+	if (!(gso && e->gso && e->tn && e->open[i] && dlen <= e->seg[i] &&
+	      e->nseg[i] < WK_GSO_MAX && (e->nseg[i] + 1u) * e->seg[i] <= WK_GSO_BYTES &&
+	      e->to[i].sin_addr.s_addr == ip_be && e->to[i].sin_port == htons(port))) {
+		if (e->tn == WK_BATCH)
+			tx_flush(px, e);
+		i = e->tn++;
+		e->to[i] = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(port)};
+		e->to[i].sin_addr.s_addr = ip_be;
+		e->tmm[i].msg_hdr = (struct msghdr){.msg_name = &e->to[i],
+						    .msg_namelen = sizeof(e->to[i]),
+						    .msg_iov = e->tiov[i]};
+		e->seg[i] = dlen;
+		e->nseg[i] = 0;
+	}
+	d = e->nseg[i]++;
+	e->open[i] = gso && dlen == e->seg[i];
+	nic_wire_put_hdr(e->thdr[e->nh], h);
+	e->tiov[i][2 * d] = (struct iovec){e->thdr[e->nh++], PBOX_HDR_LEN};
+	e->tiov[i][2 * d + 1] = (struct iovec){(void *)(uintptr_t)payload, len};
 	px->st.tx_pkts++;
 	px->st.tx_bytes += len;
 	if (px->cfg.tuning.pacing) {
@@ -248,6 +339,24 @@ static void tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port
 		px->tx_clock_ns = start + ((uint64_t)len + PBOX_HDR_LEN + WK_L2L4_OVERHEAD) * 8000 /
 						  px->cfg.data.bandwidth_mbps;
 	}
+}
+
+/* A reply to the sender of @req: an error (@code rides in the slot after
+ * the header) or an ACK (no payload). */
+static void tx_reply(struct pbox *px, struct eng *e, const struct nic_addr *to,
+		     const struct pbox_hdr *req, uint8_t op, uint16_t code)
+{
+	struct pbox_hdr r = *req;
+	uint8_t *slot;
+
+	r.op = op;
+	r.flags = 0;
+	r.len = op == PBOX_OP_ERROR ? 2 : 0;
+	if (e->tn == WK_BATCH) /* tx_add must not flush: the code sits in its slot */
+		tx_flush(px, e);
+	slot = e->thdr[e->nh] + PBOX_HDR_LEN;
+	nic_put16(slot, code);
+	tx_add(px, e, to->ip_be, to->port, &r, slot, r.len, true);
 }
 
 /*
@@ -265,24 +374,6 @@ static bool link_busy(const struct pbox *px)
 static uint64_t departure(const struct pbox *px)
 {
 	return px->cfg.tuning.pacing && px->tx_clock_ns > px->now_ns ? px->tx_clock_ns : px->now_ns;
-}
-
-/* A reply to the sender of @req: an error (@code rides in the slot after
- * the header) or an ACK (no payload). */
-static void tx_reply(struct pbox *px, struct eng *e, const struct nic_addr *to,
-		     const struct pbox_hdr *req, uint8_t op, uint16_t code)
-{
-	struct pbox_hdr r = *req;
-	unsigned i;
-
-	r.op = op;
-	r.flags = 0;
-	r.len = op == PBOX_OP_ERROR ? 2 : 0;
-	if (e->tn == WK_BATCH)
-		tx_flush(px, e);
-	i = e->tn;
-	nic_put16(e->thdr[i] + PBOX_HDR_LEN, code);
-	tx_add(px, e, to->ip_be, to->port, &r, e->thdr[i] + PBOX_HDR_LEN, r.len);
 }
 
 /* ---- fragments ---------------------------------------------------------- */
@@ -451,8 +542,8 @@ static void fan_out(struct pbox *px, struct eng *e, uint32_t chunk, uint16_t fra
 			continue;
 		}
 		result_hdr(px, &h, r, chunk, frag, out);
-		tx_add(px, e, px->ssj->peer[r].ip_be, px->ssj->peer[r].port, &h, out->buf,
-		       out->len);
+		tx_add(px, e, px->ssj->peer[r].ip_be, px->ssj->peer[r].port, &h, out->buf, out->len,
+		       true);
 		px->st.ssgpu_results += out->len;
 	}
 }
@@ -496,7 +587,8 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 		}
 		return;
 	}
-	tx_add(px, e, px->unit[u].ip_be, px->unit[u].port, &h, payload, f->len);
+	tx_add(px, e, px->unit[u].ip_be, px->unit[u].port, &h, payload, f->len,
+	       px->unit[u].rank >= 0);
 	f->sent = departure(px);
 	px->unit[u].tx += f->len;
 	if (retrans) {
@@ -736,7 +828,7 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 		struct pbox_hdr r;
 
 		result_hdr(px, &r, h->rank, h->chunk, h->frag, &out);
-		tx_add(px, e, src.ip_be, src.port, &r, out.buf, out.len);
+		tx_add(px, e, src.ip_be, src.port, &r, out.buf, out.len, true);
 		px->st.ssgpu_results += out.len;
 		break;
 	}
@@ -805,37 +897,73 @@ static void on_result(struct pbox *px, const struct pbox_hdr *h, const uint8_t *
 		un->rx += h->len;
 }
 
+static void on_datagram(struct pbox *px, struct eng *e, const uint8_t *b, size_t len,
+			const struct sockaddr_in *from, uint64_t now)
+{
+	const struct nic_wire_expect exp = {.max_payload = (uint16_t)px->frag_size,
+					    .accept_ops = 1u << PBOX_OP_PUSH |
+							  1u << PBOX_OP_RESULT |
+							  1u << PBOX_OP_ERROR | 1u << PBOX_OP_ACK};
+	struct pbox_hdr h;
+
+	px->st.rx_pkts++;
+	if (nic_wire_parse_hdr(b, len, &exp, &h) != NIC_DROP_NONE || h.job != px->job)
+		return;
+	px->st.rx_bytes += h.len;
+	if (h.op == PBOX_OP_PUSH)
+		on_push(px, e, &h, b + PBOX_HDR_LEN, from);
+	else if (!px->fail)
+		on_result(px, &h, b + PBOX_HDR_LEN, from, now);
+}
+
+/* The size GRO cut a coalesced message at, or 0. */
+static size_t gro_size(struct msghdr *m)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c))
+		if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+			int v;
+
+			memcpy(&v, CMSG_DATA(c), sizeof(v));
+			return v > 0 ? (size_t)v : 0;
+		}
+	return 0;
+}
+
 static int receive(struct pbox *px, struct eng *e, uint64_t now)
 {
-	struct nic_wire_expect exp = {.max_payload = (uint16_t)px->frag_size,
-				      .accept_ops = 1u << PBOX_OP_PUSH | 1u << PBOX_OP_RESULT |
-						    1u << PBOX_OP_ERROR};
 	int n, i;
 
 	for (i = 0; i < WK_BATCH; i++) {
 		e->riov[i] = (struct iovec){e->rbuf + (size_t)i * e->rsize, e->rsize};
-		e->rmm[i].msg_hdr = (struct msghdr){.msg_name = &e->from[i],
-						    .msg_namelen = sizeof(e->from[i]),
-						    .msg_iov = &e->riov[i],
-						    .msg_iovlen = 1};
+		e->rmm[i].msg_hdr =
+			(struct msghdr){.msg_name = &e->from[i],
+					.msg_namelen = sizeof(e->from[i]),
+					.msg_iov = &e->riov[i],
+					.msg_iovlen = 1,
+					.msg_control = px->gro ? e->rcm[i].buf : NULL,
+					.msg_controllen = px->gro ? sizeof(e->rcm[i].buf) : 0};
 	}
 	n = recvmmsg(px->udp, e->rmm, WK_BATCH, MSG_DONTWAIT, NULL);
 	if (n <= 0)
 		return 0;
 	for (i = 0; i < n; i++) {
 		const uint8_t *b = e->riov[i].iov_base;
-		struct pbox_hdr h;
+		size_t len = e->rmm[i].msg_len, seg = px->gro ? gro_size(&e->rmm[i].msg_hdr) : 0;
 
-		px->st.rx_pkts++;
-		if ((e->rmm[i].msg_hdr.msg_flags & MSG_TRUNC) ||
-		    nic_wire_parse_hdr(b, e->rmm[i].msg_len, &exp, &h) != NIC_DROP_NONE ||
-		    h.job != px->job)
+		if (e->rmm[i].msg_hdr.msg_flags & MSG_TRUNC) {
+			px->st.rx_pkts++;
 			continue;
-		px->st.rx_bytes += h.len;
-		if (h.op == PBOX_OP_PUSH)
-			on_push(px, e, &h, b + PBOX_HDR_LEN, &e->from[i]);
-		else if (!px->fail)
-			on_result(px, &h, b + PBOX_HDR_LEN, &e->from[i], now);
+		}
+		if (!seg || seg >= len) {
+			on_datagram(px, e, b, len, &e->from[i], now);
+			continue;
+		}
+		/* coalesced by GRO: datagrams of @seg bytes, the last maybe shorter */
+		for (size_t off = 0; off < len; off += seg) {
+			px->st.rx_gro++;
+			on_datagram(px, e, b + off, len - off < seg ? len - off : seg, &e->from[i],
+				    now);
+		}
 	}
 	return n;
 }
@@ -1030,7 +1158,8 @@ int wk_engine_start(struct pbox *px)
 	if (!e)
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	px->eng = e;
-	e->rsize = PBOX_HDR_LEN + px->frag_size + 64;
+	e->gso = px->cfg.transport.gso;
+	e->rsize = px->gro ? WK_RX_GRO : PBOX_HDR_LEN + px->frag_size + 64;
 	e->rbuf = malloc(e->rsize * WK_BATCH);
 	px->ss_pub = calloc(px->n_units, sizeof(*px->ss_pub));
 	px->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

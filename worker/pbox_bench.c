@@ -320,6 +320,9 @@ static void print_traffic(struct pbox *px, uint32_t rank)
 	       " retransmits; its SS_GPU summed %.1f MiB and sent %.1f MiB of results\n",
 	       rank, (double)st.tx_bytes / 1048576, (double)st.rx_bytes / 1048576, st.retransmits,
 	       (double)st.ssgpu_summed / 1048576, (double)st.ssgpu_results / 1048576);
+	printf("bench: rank %u datagrams: %" PRIu64 " out (%" PRIu64 " in GSO sends), %" PRIu64
+	       " in (%" PRIu64 " GRO-coalesced); %" PRIu64 " resends acknowledged as needless\n",
+	       rank, st.tx_pkts, st.tx_gso, st.rx_pkts, st.rx_gro, st.acks);
 	for (uint32_t i = 0; i < st.n_ss; i++)
 		if (ss[i].bytes)
 			printf("bench:   %-40s sent %10.1f MiB  got %10.1f MiB  retrans %" PRIu64

@@ -113,6 +113,7 @@ struct pbox {
 
 	/* sockets: data (UDP), control (TCP to rank 0 / from the others, box) */
 	int udp, efd;
+	bool gro;     /* the socket takes GRO-coalesced datagrams (UDP_GRO) */
 	int box_fd;   /* rank 0: the box's control connection, the job's life */
 	int *peer_fd; /* rank 0: each rank's bootstrap connection; others: [0] */
 	char **peer_buf;

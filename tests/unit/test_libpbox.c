@@ -6,6 +6,7 @@
  * every rank, the bootstrap's mismatch and missing-rank errors, and the
  * API's refusals.
  */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,8 @@ struct rank_run {
 	uint32_t *layout; /* a copy of chunk_unit */
 	uint32_t n_chunks;
 	bool wrong;
+	const char *extra;    /* configuration lines after [tuning] */
+	struct pbox_stats st; /* at the end of the run */
 };
 
 static float val(unsigned r, uint64_t i, unsigned v)
@@ -89,7 +92,7 @@ static void *rank_main(void *arg)
 	struct pbox_handle *op[NT];
 	size_t es = rr->dt == PBOX_FP32 ? 4 : 2;
 
-	write_cfg(path, sizeof(path), rr->rank, rr->n, NULL);
+	write_cfg(path, sizeof(path), rr->rank, rr->n, rr->extra);
 	if (pbox_init(path, &px)) {
 		snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
 		rr->start_rc = -100;
@@ -127,6 +130,7 @@ static void *rank_main(void *arg)
 	}
 	if (rr->run_rc)
 		snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
+	pbox_stats(px, &rr->st, NULL, 0);
 out:
 	rr->fin_rc = pbox_finalize(px);
 	for (unsigned t = 0; t < NT; t++)
@@ -160,11 +164,12 @@ static void setup_runs(struct rank_run *rr, unsigned n, enum pbox_dtype dt, unsi
 	}
 }
 
-static void exact_in(enum pbox_dtype dt)
+/* Four ranks, @iters push-pulls of every tensor; @extra: configuration. */
+static void exact_with(struct rank_run *rr, enum pbox_dtype dt, const char *extra)
 {
-	struct rank_run rr[NR];
-
 	setup_runs(rr, NR, dt, 4);
+	for (unsigned r = 0; r < NR; r++)
+		rr[r].extra = extra;
 	run_ranks(rr, NR);
 	for (unsigned r = 0; r < NR; r++) {
 		ck_assert_msg(rr[r].start_rc == 0 && rr[r].run_rc == 0, "rank %u: %s", r,
@@ -178,6 +183,46 @@ static void exact_in(enum pbox_dtype dt)
 	for (unsigned r = 0; r < NR; r++)
 		free(rr[r].layout);
 }
+
+static void exact_in(enum pbox_dtype dt)
+{
+	struct rank_run rr[NR];
+
+	exact_with(rr, dt, NULL);
+}
+
+/* GSO on (the default): runs of fragments to one SS leave in one send and
+ * arrive coalesced (loopback keeps them whole for a UDP_GRO socket). */
+START_TEST(test_gso_gro)
+{
+	struct rank_run rr[NR];
+	uint64_t gso = 0, gro = 0, pkts = 0;
+
+	exact_with(rr, PBOX_FP32, NULL);
+	for (unsigned r = 0; r < NR; r++) {
+		gso += rr[r].st.tx_gso;
+		gro += rr[r].st.rx_gro;
+		pkts += rr[r].st.tx_pkts;
+		ck_assert_uint_le(rr[r].st.tx_gso, rr[r].st.tx_pkts);
+	}
+	ck_assert_msg(gso > pkts / 4, "%" PRIu64 " of %" PRIu64 " datagrams sent by GSO", gso,
+		      pkts);
+	ck_assert_msg(gro > 0, "no datagram arrived GRO-coalesced");
+}
+END_TEST
+
+START_TEST(test_gso_off)
+{
+	struct rank_run rr[NR];
+
+	exact_with(rr, PBOX_FP32, "[transport]\ngso = false");
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_uint_eq(rr[r].st.tx_gso, 0);
+		ck_assert_uint_eq(rr[r].st.rx_gro, 0);
+		ck_assert_uint_gt(rr[r].st.tx_pkts, 0);
+	}
+}
+END_TEST
 
 START_TEST(test_exact_fp32)
 {
@@ -285,6 +330,8 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_exact_fp32);
 	tcase_add_test(tc, test_exact_fp16);
 	tcase_add_test(tc, test_exact_bf16);
+	tcase_add_test(tc, test_gso_gro);
+	tcase_add_test(tc, test_gso_off);
 	tcase_add_test(tc, test_mismatch_named);
 	tcase_add_test(tc, test_missing_rank_named);
 	tcase_add_test(tc, test_api_refusals);

@@ -159,6 +159,8 @@ struct pbox_stats {
 	uint64_t tx_pkts, rx_pkts;
 	uint64_t retransmits;
 	uint64_t acks;		/* retransmissions an SS said it did not need */
+	uint64_t tx_gso;	/* datagrams sent as segments of a UDP GSO send */
+	uint64_t rx_gro;	/* datagrams received coalesced by UDP GRO */
 	uint64_t ssgpu_summed;	/* bytes this rank's SS_GPU took in (peers and own) */
 	uint64_t ssgpu_results; /* result bytes it sent to peers */
 	uint32_t n_ss;		/* entries of @ss filled (box endpoints, then ranks) */
