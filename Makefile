@@ -50,9 +50,10 @@ PBOXD_SRCS  := appliance/pboxd.c appliance/box_lcore.c appliance/box_ctl.c appli
 WORKER_SRCS := worker/pbox_worker.c
 # libpbox: the API, bootstrap, engine and layout, over the core objects
 # (configuration, SS core, sum kernels, wire code).
-LIBPBOX_SRCS := worker/pbox.c worker/boot.c worker/engine.c worker/layout.c
+LIBPBOX_SRCS := worker/pbox.c worker/boot.c worker/engine.c worker/layout.c worker/dpdk.c
 LIBPBOX_CORE := config/cfg.c config/cfg_box.c config/cfg_worker.c appliance/ss.c appliance/sum.c \
-                appliance/sum_scalar.c appliance/sum_avx2.c appliance/sum_avx512.c nic/nic_wire.c
+                appliance/sum_scalar.c appliance/sum_avx2.c appliance/sum_avx512.c nic/nic_wire.c \
+                nic/nic_host.c nic/nic_port.c
 LIBPBOX_SONAME := libpbox.so.1
 LIBPBOX_SO     := $(BUILD)/lib/libpbox.so.1.0
 BENCH_SRCS  := worker/pbox_bench.c worker/models.c
@@ -90,7 +91,7 @@ $(BUILD)/lib/libpboxcore.a: $(CORE_OBJS) $(CUDA_OBJS)
 $(LIBPBOX_SO): $(call obj,$(LIBPBOX_SRCS) $(LIBPBOX_CORE)) worker/libpbox.map
 	@mkdir -p $(@D)
 	$(CC) $(OPT_FLAGS) -shared -Wl,-soname,$(LIBPBOX_SONAME) -Wl,--version-script=worker/libpbox.map \
-		-Wl,-z,defs -o $@ $(filter %.o,$^) $(INIH_LIBS) -lm -pthread
+		-Wl,-z,defs -o $@ $(filter %.o,$^) $(INIH_LIBS) $(DPDK_LIBS) -lm -pthread
 	ln -sf libpbox.so.1.0 $(BUILD)/lib/$(LIBPBOX_SONAME)
 	ln -sf $(LIBPBOX_SONAME) $(BUILD)/lib/libpbox.so
 
@@ -105,7 +106,8 @@ $(BUILD)/obj/perf/sum/perf_sum_ref_avx512.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx
 $(BUILD)/obj/tests/%.o: EXTRA_OBJ_FLAGS := $(CHECK_CFLAGS)
 $(BUILD)/obj/config/%.o: EXTRA_OBJ_FLAGS := $(INIH_CFLAGS)
 # Only the files that talk to DPDK see its headers.
-DPDK_OBJS := $(call obj,$(filter-out appliance/pboxd.c,$(PBOXD_SRCS))) $(BUILD)/obj/appliance/pboxd.o
+DPDK_OBJS := $(call obj,$(filter-out appliance/pboxd.c,$(PBOXD_SRCS))) $(BUILD)/obj/appliance/pboxd.o \
+             $(BUILD)/obj/worker/dpdk.o
 $(DPDK_OBJS): EXTRA_OBJ_FLAGS := $(DPDK_CFLAGS)
 
 $(BUILD)/obj/%.o: %.c
@@ -140,9 +142,10 @@ $(BUILD)/bin/pbox-bench: $(call obj,$(BENCH_SRCS)) $(LIBPBOX_SO) $(BUILD)/lib/li
 	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) -L$(BUILD)/lib -lpbox -Wl,-rpath,'$$ORIGIN/../lib' \
 		$(CORE_LIBS)
 
-$(BUILD)/tests/unit_tests: $(call obj,$(TEST_SRCS) $(LIBPBOX_SRCS) worker/models.c) $(BUILD)/lib/libpboxcore.a
+$(BUILD)/tests/unit_tests: $(call obj,$(TEST_SRCS) $(LIBPBOX_SRCS) worker/models.c nic/nic_port.c) \
+                          $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
-	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(CHECK_LIBS)
+	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(CHECK_LIBS) $(DPDK_LIBS)
 
 $(BUILD)/perf/perf_sum: $(call obj,$(PERF_SUM_SRCS)) $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)

@@ -419,8 +419,11 @@ static int parse_value(const struct cfg_key *k, const char *val, void *dst, char
 			return -1;
 		}
 		for (i = 0; i < n; i++)
-			if (!isgraph((unsigned char)val[i])) {
-				err = "contains a space or a control character";
+			if (!isgraph((unsigned char)val[i]) &&
+			    !((k->flags & CFG_SPACES) && val[i] == ' ')) {
+				err = k->flags & CFG_SPACES
+					      ? "contains a control character"
+					      : "contains a space or a control character";
 				break;
 			}
 		if (!err) {

@@ -46,6 +46,7 @@ enum cfg_type {
 #define CFG_REQUIRED 0x1u /* must be given (no default) */
 #define CFG_POW2     0x2u /* numbers: must be a power of two */
 #define CFG_AUTO     0x4u /* numbers: "auto" accepted, stored as 0 */
+#define CFG_SPACES   0x8u /* strings: single spaces between words accepted */
 
 enum cfg_log_level { CFG_LOG_ERROR, CFG_LOG_WARNING, CFG_LOG_INFO, CFG_LOG_DEBUG };
 

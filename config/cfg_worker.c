@@ -65,7 +65,9 @@ static const struct cfg_key transport_keys[] = {
 	CFG_KEY(W, transport.dpdk_port, "dpdk_port", CFG_STR, 0, 0, 0, NULL,
 		"dpdk: PCI address or vdev string of the port"),
 	CFG_KEY(W, transport.dpdk_lcores, "dpdk_lcores", CFG_STR, 0, 0, 0, NULL,
-		"dpdk: EAL --lcores value"),
+		"dpdk: EAL --lcores value; unset: the CPU pbox_start() runs on"),
+	CFG_KEY(W, transport.dpdk_args, "dpdk_args", CFG_STR, CFG_SPACES, 0, 0, "--in-memory",
+		"dpdk: more EAL arguments, space-separated (e.g. --no-huge -m 256)"),
 	CFG_KEY(W, transport.gso, "gso", CFG_BOOL, 0, 0, 0, "true",
 		"udp: use UDP GSO/GRO where the kernel has it"),
 };

@@ -39,6 +39,7 @@ struct wrk_cfg {
 		unsigned kind;
 		char dpdk_port[160];
 		char dpdk_lcores[64];
+		char dpdk_args[256];
 		bool gso;
 	} transport;
 	struct {

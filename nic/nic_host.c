@@ -6,6 +6,12 @@
 
 #define ARP_LEN 28
 
+/* Ethernet hardware, IPv4 protocol, 6- and 4-byte addresses */
+static int arp_ipv4(const uint8_t *a)
+{
+	return nic_be16(a) == 1 && nic_be16(a + 2) == 0x0800 && a[4] == 6 && a[5] == 4;
+}
+
 size_t nic_host_arp_reply(void *frame, size_t len, const uint8_t mac[6], uint32_t ip_be)
 {
 	uint8_t *f = frame, *a = f + NIC_ETH_LEN;
@@ -13,8 +19,7 @@ size_t nic_host_arp_reply(void *frame, size_t len, const uint8_t mac[6], uint32_
 	if (len < NIC_ETH_LEN + ARP_LEN || nic_be16(f + 12) != 0x0806)
 		return 0;
 	/* Ethernet, IPv4, 6-byte and 4-byte addresses, a request, for us */
-	if (nic_be16(a) != 1 || nic_be16(a + 2) != 0x0800 || a[4] != 6 || a[5] != 4 ||
-	    nic_be16(a + 6) != 1 || memcmp(a + 24, &ip_be, 4) != 0)
+	if (!arp_ipv4(a) || nic_be16(a + 6) != 1 || memcmp(a + 24, &ip_be, 4) != 0)
 		return 0;
 	memcpy(f, a + 8, 6); /* to the sender's hardware address */
 	memcpy(f + 6, mac, 6);
@@ -23,6 +28,40 @@ size_t nic_host_arp_reply(void *frame, size_t len, const uint8_t mac[6], uint32_
 	memcpy(a + 8, mac, 6);
 	memcpy(a + 14, &ip_be, 4);
 	return len;
+}
+
+size_t nic_host_arp_request(void *buf, const uint8_t mac[6], uint32_t ip_be, uint32_t target_be)
+{
+	uint8_t *f = buf, *a = f + NIC_ETH_LEN;
+
+	memset(f, 0, NIC_ARP_FRAME_LEN);
+	memset(f, 0xff, 6);
+	memcpy(f + 6, mac, 6);
+	nic_put16(f + 12, 0x0806);
+	nic_put16(a, 1);
+	nic_put16(a + 2, 0x0800);
+	a[4] = 6;
+	a[5] = 4;
+	nic_put16(a + 6, 1);
+	memcpy(a + 8, mac, 6);
+	memcpy(a + 14, &ip_be, 4);
+	memcpy(a + 24, &target_be, 4); /* target MAC stays zero */
+	return NIC_ARP_FRAME_LEN;
+}
+
+int nic_host_arp_sender(const void *frame, size_t len, uint32_t *ip_be, uint8_t mac[6])
+{
+	const uint8_t *f = frame, *a = f + NIC_ETH_LEN;
+	unsigned op;
+
+	if (len < NIC_ETH_LEN + ARP_LEN || nic_be16(f + 12) != 0x0806 || !arp_ipv4(a))
+		return 0;
+	op = nic_be16(a + 6);
+	if ((op != 1 && op != 2) || (a[8] & 1)) /* a multicast sender is no host */
+		return 0;
+	memcpy(mac, a + 8, 6);
+	memcpy(ip_be, a + 14, 4);
+	return 1;
 }
 
 size_t nic_host_icmp_reply(void *frame, size_t len, const struct nic_pkt *pkt, const uint8_t mac[6])

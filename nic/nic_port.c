@@ -75,7 +75,7 @@ int nic_port_setup(struct nic_port *p, unsigned n_queues, uint32_t mtu, unsigned
 	if (info.max_rx_pktlen &&
 	    mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN > info.max_rx_pktlen) {
 		conf.rxmode.mtu = info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN;
-		printf("pboxd: [port %s] %s: device frame limit %u; ethdev MTU set to %u, frames "
+		printf("pbox: [port %s] %s: device frame limit %u; ethdev MTU set to %u, frames "
 		       "up to the mbuf size (mtu %u) still pass\n",
 		       p->name, p->dev, info.max_rx_pktlen, conf.rxmode.mtu, mtu);
 	}

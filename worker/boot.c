@@ -721,7 +721,7 @@ int wk_boot(struct pbox *px)
 			      px->cfg.data.mtu);
 	rc = alloc_peers(px);
 	if (rc == PBOX_OK)
-		rc = udp_open(px);
+		rc = px->cfg.transport.kind == WRK_TRANSPORT_DPDK ? wk_dpdk_open(px) : udp_open(px);
 	for (uint32_t r = 0; rc == PBOX_OK && r < px->n; r++)
 		if (!(px->peer_buf[r] = malloc(WK_LINEBUF)))
 			rc = wk_err(PBOX_ENOMEM, "pbox_start: out of memory");

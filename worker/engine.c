@@ -38,9 +38,10 @@
  * kernel (or the NIC) cutting it at the first datagram's size; only the
  * last may be shorter. UDP's 64 KiB bound comes first: 7 fragments of 8 KiB.
  */
-#define WK_GSO_MAX   16
-#define WK_GSO_BYTES 65507u /* IPv4's largest UDP payload */
-#define WK_RX_GRO    65536u /* a receive buffer when GRO may coalesce */
+#define WK_GSO_MAX     16
+#define WK_GSO_BYTES   65507u	/* IPv4's largest UDP payload */
+#define WK_RX_GRO      65536u	/* a receive buffer when GRO may coalesce */
+#define WK_DPDK_NAP_NS 50000ull /* idle wait of a DPDK engine */
 
 struct eng {
 	/* transmit batch: entries of one or more datagrams (GSO), each
@@ -252,6 +253,10 @@ static void tx_flush(struct pbox *px, struct eng *e)
 {
 	unsigned s = 0;
 
+	if (px->dp) {
+		wk_dpdk_flush(px);
+		return;
+	}
 	for (unsigned i = 0; i < e->tn; i++) {
 		struct msghdr *m = &e->tmm[i].msg_hdr;
 
@@ -312,6 +317,18 @@ static void tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port
 	uint16_t dlen = (uint16_t)(PBOX_HDR_LEN + len);
 	unsigned i = e->tn - 1, d;
 
+	px->st.tx_pkts++;
+	px->st.tx_bytes += len;
+	if (px->cfg.tuning.pacing) {
+		uint64_t start = px->tx_clock_ns > px->now_ns ? px->tx_clock_ns : px->now_ns;
+
+		px->tx_clock_ns = start + ((uint64_t)len + PBOX_HDR_LEN + WK_L2L4_OVERHEAD) * 8000 /
+						  px->cfg.data.bandwidth_mbps;
+	}
+	if (px->dp) {
+		wk_dpdk_tx(px, ip_be, port, h, payload, len);
+		return;
+	}
 	if (!(gso && e->gso && e->tn && e->open[i] && dlen <= e->seg[i] &&
 	      e->nseg[i] < WK_GSO_MAX && (e->nseg[i] + 1u) * e->seg[i] <= WK_GSO_BYTES &&
 	      e->to[i].sin_addr.s_addr == ip_be && e->to[i].sin_port == htons(port))) {
@@ -331,14 +348,6 @@ static void tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port
 	nic_wire_put_hdr(e->thdr[e->nh], h);
 	e->tiov[i][2 * d] = (struct iovec){e->thdr[e->nh++], PBOX_HDR_LEN};
 	e->tiov[i][2 * d + 1] = (struct iovec){(void *)(uintptr_t)payload, len};
-	px->st.tx_pkts++;
-	px->st.tx_bytes += len;
-	if (px->cfg.tuning.pacing) {
-		uint64_t start = px->tx_clock_ns > px->now_ns ? px->tx_clock_ns : px->now_ns;
-
-		px->tx_clock_ns = start + ((uint64_t)len + PBOX_HDR_LEN + WK_L2L4_OVERHEAD) * 8000 /
-						  px->cfg.data.bandwidth_mbps;
-	}
 }
 
 /* A reply to the sender of @req: an error (@code rides in the slot after
@@ -464,6 +473,11 @@ static void rtt_sample(struct pbox *px, uint64_t r)
 	rto = px->srtt_ns + 4 * px->rttvar_ns;
 	if (rto < px->rto_min_ns)
 		rto = px->rto_min_ns;
+	/* Samples include waits for other ranks' lost pushes, which feed back
+	 * into the estimate; past a few floors a premature resend (paced, and
+	 * acknowledged) costs less than a stalled sum. */
+	if (rto > 4 * px->rto_min_ns)
+		rto = 4 * px->rto_min_ns;
 	if (rto > px->deadline_ns / 12)
 		rto = px->deadline_ns / 12;
 	px->rto_ns = rto;
@@ -720,7 +734,7 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
  * least a dozen tries fit in the deadline. */
 static uint64_t backoff(const struct pbox *px, unsigned l)
 {
-	uint64_t rto = px->rto_ns > px->rto_boost_ns ? px->rto_ns : px->rto_boost_ns;
+	uint64_t rto = px->rto_ns;
 	uint64_t w = rto << l, cap = px->deadline_ns / 12;
 
 	return w < cap ? w : cap > px->rto_min_ns ? cap : px->rto_min_ns;
@@ -738,17 +752,28 @@ static int retransmit(struct pbox *px, struct eng *e, uint64_t now)
 
 		while (!px->fail && !link_busy(px) && (f = ring_head(px, &px->ring[l], &g)) &&
 		       now >= f->sent && now - f->sent >= wait) {
-			/* acknowledged: only waiting for slower ranks, unless its
-			 * result was lost; ask again much later */
-			if (f->acked && now - f->sent < 4 * wait &&
-			    now - f->first < px->deadline_ns)
-				break;
 			px->ring[l].head++;
 			if (now - f->first >= px->deadline_ns) {
 				fail_remote(px, g, now);
 				break;
 			}
-			cwnd_cut(px, now);
+			/* acknowledged: only waiting for slower ranks, unless its
+			 * result was lost: wait once more, at the back of the FIFO
+			 * (not at its head, where it would hold up the others) */
+			if (f->acked == 1) {
+				f->acked = 2;
+				f->sent = now;
+				f->stamp = ++px->stamp;
+				if (ring_push(&px->ring[l], g, f->stamp))
+					wk_fail(px, PBOX_ENOMEM,
+						"out of memory for the send FIFOs");
+				continue;
+			}
+			/* Paced, we never send faster than our link: a timeout is a
+			 * loss, most often of a slower rank's push, not congestion */
+			if (!px->cfg.tuning.pacing && !f->acked)
+				cwnd_cut(px, now);
+			f->acked = 0;
 			f->tries++;
 			f->sent = now;
 			f->level = (uint8_t)(l + 1 < WK_LEVELS ? l + 1 : l);
@@ -848,14 +873,20 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
  * The SS says our retransmission was a duplicate: the first copy arrived and
  * the sum waits for slower ranks. The timeout was premature (F-RTO's
  * spurious timeout): raise it to twice what this fragment has waited, and
- * resend this one only after a long silence (its result may still be lost).
+ * let this one wait one timeout more before it asks again (its result may
+ * still be lost).
+ * The raise is bounded by 8 floors: a rank whose push was lost recovers
+ * within its own timeout, and a longer wait here only delays the recovery
+ * of results that were lost.
  */
 static void on_ack(struct pbox *px, uint32_t g, uint32_t round, uint64_t now)
 {
 	struct wk_frag *f = &px->frag[g];
 	uint64_t waited = now - f->first, cap = px->deadline_ns / 12;
 
-	if (f->state != WK_INFLIGHT || f->op->round != round || f->acked)
+	if (cap > 8 * px->rto_min_ns)
+		cap = 8 * px->rto_min_ns;
+	if (f->state != WK_INFLIGHT || f->op->round != round || f->acked == 1)
 		return;
 	f->acked = 1;
 	px->st.acks++;
@@ -929,10 +960,18 @@ static size_t gro_size(struct msghdr *m)
 	return 0;
 }
 
+static void on_dpdk_datagram(struct pbox *px, void *arg, const uint8_t *b, size_t len,
+			     const struct sockaddr_in *from, uint64_t now)
+{
+	on_datagram(px, arg, b, len, from, now);
+}
+
 static int receive(struct pbox *px, struct eng *e, uint64_t now)
 {
 	int n, i;
 
+	if (px->dp)
+		return wk_dpdk_rx(px, on_dpdk_datagram, e, now);
 	for (i = 0; i < WK_BATCH; i++) {
 		e->riov[i] = (struct iovec){e->rbuf + (size_t)i * e->rsize, e->rsize};
 		e->rmm[i].msg_hdr =
@@ -1136,8 +1175,11 @@ static void *engine(void *arg)
 		if (!work) {
 			struct pollfd p[2] = {{.fd = px->udp, .events = POLLIN},
 					      {.fd = px->efd, .events = POLLIN}};
-			uint64_t cnt,
-				wait_ns = next_expiry(px, now, fin ? 5000000ull : 20000000ull);
+			/* a DPDK port has no descriptor to wait on: nap briefly */
+			uint64_t cnt, wait_ns = next_expiry(px, now,
+							    px->dp ? WK_DPDK_NAP_NS
+							    : fin  ? 5000000ull
+								   : 20000000ull);
 			struct timespec ts = {.tv_sec = (time_t)(wait_ns / 1000000000ull),
 					      .tv_nsec = (long)(wait_ns % 1000000000ull)};
 
@@ -1158,7 +1200,7 @@ int wk_engine_start(struct pbox *px)
 	if (!e)
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	px->eng = e;
-	e->gso = px->cfg.transport.gso;
+	e->gso = px->cfg.transport.gso && !px->dp;
 	e->rsize = px->gro ? WK_RX_GRO : PBOX_HDR_LEN + px->frag_size + 64;
 	e->rbuf = malloc(e->rsize * WK_BATCH);
 	px->ss_pub = calloc(px->n_units, sizeof(*px->ss_pub));
@@ -1169,13 +1211,26 @@ int wk_engine_start(struct pbox *px)
 		px->eng = NULL;
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	}
+	if (px->dp && wk_dpdk_resolve(px, 3000000000ull)) {
+		free(e->rbuf);
+		free(e);
+		px->eng = NULL;
+		return PBOX_ENOMEM;
+	}
 	px->credit = px->cwnd = px->ssthresh = px->cfg.tuning.credit_bytes;
-	/* The floor: the configured timeout, or the time to drain twice the
-	 * credit at the worker's line rate, whichever is longer. Sooner than
-	 * that, a fragment at the back of a window is only queued, not lost. */
+	/* The floor: the configured timeout, or the time to drain the credit
+	 * at the worker's line rate, whichever is longer: the results of a
+	 * whole credit can be queued ahead of a fragment's on our link (and,
+	 * without pacing, its pushes too: twice that). Sooner, a fragment is
+	 * only queued, not lost. */
 	px->rto_min_ns = px->cfg.tuning.retransmit_us * 1000;
-	if (px->credit * 16000 / px->cfg.data.bandwidth_mbps > px->rto_min_ns)
-		px->rto_min_ns = px->credit * 16000 / px->cfg.data.bandwidth_mbps;
+	{
+		uint64_t drain = px->credit * (px->cfg.tuning.pacing ? 8000 : 16000) /
+				 px->cfg.data.bandwidth_mbps;
+
+		if (drain > px->rto_min_ns)
+			px->rto_min_ns = drain;
+	}
 	px->rto_ns = px->rto_min_ns;
 	px->deadline_ns = px->cfg.tuning.deadline_us * 1000;
 	/* a burst: 64 KiB of link time or half a millisecond, the longer (the

@@ -562,6 +562,11 @@ int pbox_layout(const struct pbox *px, struct pbox_layout_info *o)
 	o->ssgpu_bytes_mine = px->unit[px->self_unit].bytes;
 	o->box_share = lay_box_share(px->n, px->k);
 	o->ssgpu_share = lay_ssgpu_share(px->n, px->k);
+	if (px->dp)
+		wk_dpdk_describe(px, o->transport, sizeof(o->transport));
+	else
+		snprintf(o->transport, sizeof(o->transport), "udp%s",
+			 px->cfg.transport.gso ? (px->gro ? ", GSO and GRO" : ", GSO") : "");
 	return PBOX_OK;
 }
 
@@ -595,6 +600,7 @@ static void free_all(struct pbox *px)
 		close(px->box_fd);
 	if (px->udp >= 0)
 		close(px->udp);
+	wk_dpdk_close(px);
 	if (px->efd >= 0)
 		close(px->efd);
 	for (u = 0; px->unit && u < px->n_units; u++)

@@ -374,6 +374,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	pbox_layout(px, &li);
+	printf("bench: rank %u transport: %s\n", li.rank, li.transport);
 	if (o.layout)
 		print_layout(px, &m, o.dtype);
 	for (v = 0; v < o.warmup + o.iters; v++) {

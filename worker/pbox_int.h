@@ -113,9 +113,10 @@ struct pbox {
 
 	/* sockets: data (UDP), control (TCP to rank 0 / from the others, box) */
 	int udp, efd;
-	bool gro;     /* the socket takes GRO-coalesced datagrams (UDP_GRO) */
-	int box_fd;   /* rank 0: the box's control connection, the job's life */
-	int *peer_fd; /* rank 0: each rank's bootstrap connection; others: [0] */
+	bool gro;	    /* the socket takes GRO-coalesced datagrams (UDP_GRO) */
+	struct wk_dpdk *dp; /* [transport] kind = dpdk: the port; NULL with UDP */
+	int box_fd;	    /* rank 0: the box's control connection, the job's life */
+	int *peer_fd;	    /* rank 0: each rank's bootstrap connection; others: [0] */
 	char **peer_buf;
 	uint32_t *peer_len;
 	bool *peer_bye;
@@ -179,6 +180,21 @@ int wk_layout(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_
 
 /* The unit whose address is @ip_be:@port, or UINT32_MAX. */
 uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port);
+
+/* dpdk.c: the DPDK transport. A received datagram (pbox header first) goes
+ * to @fn; wk_dpdk_tx() copies it into a frame, wk_dpdk_flush() sends. */
+struct wk_dpdk;
+struct sockaddr_in;
+typedef void wk_dgram_fn(struct pbox *px, void *arg, const uint8_t *b, size_t len,
+			 const struct sockaddr_in *from, uint64_t now);
+int wk_dpdk_open(struct pbox *px);
+int wk_dpdk_resolve(struct pbox *px, uint64_t wait_ns); /* MACs of every unit */
+void wk_dpdk_tx(struct pbox *px, uint32_t ip_be, uint16_t port, const struct pbox_hdr *h,
+		const void *payload, uint16_t len);
+void wk_dpdk_flush(struct pbox *px);
+int wk_dpdk_rx(struct pbox *px, wk_dgram_fn *fn, void *arg, uint64_t now);
+void wk_dpdk_close(struct pbox *px);
+void wk_dpdk_describe(const struct pbox *px, char *buf, size_t cap);
 
 /* engine.c */
 int wk_engine_start(struct pbox *px);

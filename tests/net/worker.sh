@@ -143,6 +143,26 @@ for dt in fp16 bf16; do
 	check "k=2: $dt, every sum exact" bench_all "$dt" --size "$SIZE" --tensors 8 --iters "$ITERS" --dtype "$dt"
 done
 
+# ---- the DPDK transport: ranks 1 and 3 on a DPDK port each (af_packet on
+# their eth0, no hugepages), ranks 0 and 2 on kernel UDP, one job
+for r in 1 3; do
+	printf '[transport]\nkind = dpdk\ndpdk_port = net_af_packet0,iface=eth0,blocksz=20480,framesz=10240,framecnt=512\ndpdk_args = --no-huge --no-shconf -m 256\n' >>"$log/w$r.ini"
+done
+snapshot "$log/before-dpdk"
+if bench_all dpdk --size "$SIZE" --tensors 8 --iters "$ITERS"; then
+	snapshot "$log/after-dpdk"
+	ok "k=2: ranks 1 and 3 on DPDK ports, 0 and 2 on kernel UDP: every sum exact"
+	grep -h "transport:" "$log"/dpdk-w*.log | sed 's/^/        /'
+	check "k=2: the DPDK ranks said so, the others UDP" bash -c "
+		[ \$(grep -l 'transport: dpdk net_af_packet0' $log/dpdk-w{1,3}.log | wc -l) = 2 ] &&
+		[ \$(grep -l 'transport: udp' $log/dpdk-w{0,2}.log | wc -l) = 2 ]"
+	check "k=2 with DPDK ranks: bytes each host sent and received, and each worker pushed to each SS, within 2% of Theorem 1" \
+		within_theorem 2 dpdk
+else
+	bad "k=2: DPDK and UDP ranks together (logs in $log)"
+fi
+worker_cfgs 1
+
 # ---- 1% loss on every worker's link, both ways -------------------------------
 for ((r = 0; r < N; r++)); do pbox_net_impair "$tag" "w$r" 1 0 || bad "impair w$r"; done
 check "k=2: 1% loss both ways on every link: every sum exact" \

@@ -393,6 +393,34 @@ START_TEST(arp_requests_for_us_answered)
 }
 END_TEST
 
+/* The worker's side: its request is the one built by hand above, and the
+ * sender of a request or of the box's reply is learnt; nothing else is. */
+START_TEST(arp_request_built_and_sender_learnt)
+{
+	uint8_t built[NIC_ARP_FRAME_LEN], mac[6];
+	uint32_t ip = 0;
+
+	ck_assert_uint_eq(nic_host_arp_request(built, W.mac, W.ip_be, B.ip_be), 60);
+	ck_assert_uint_eq(arp_request(B.ip_be), 60);
+	ck_assert_mem_eq(built, frame, 60);
+	ck_assert_int_eq(nic_host_arp_sender(frame, 60, &ip, mac), 1);
+	ck_assert(ip == W.ip_be && memcmp(mac, W.mac, 6) == 0);
+	ck_assert_uint_eq(nic_host_arp_reply(frame, 60, B.mac, B.ip_be), 60);
+	ck_assert_int_eq(nic_host_arp_sender(frame, 60, &ip, mac), 1);
+	ck_assert(ip == B.ip_be && memcmp(mac, B.mac, 6) == 0);
+
+	ck_assert_int_eq(nic_host_arp_sender(frame, 41, &ip, mac), 0); /* short */
+	frame[21] = 3;						       /* RARP */
+	ck_assert_int_eq(nic_host_arp_sender(frame, 60, &ip, mac), 0);
+	frame[21] = 2;
+	frame[22] |= 1; /* a multicast sender */
+	ck_assert_int_eq(nic_host_arp_sender(frame, 60, &ip, mac), 0);
+	frame[22] &= 0xfe;
+	frame[12] = 0x86; /* not ARP */
+	ck_assert_int_eq(nic_host_arp_sender(frame, 60, &ip, mac), 0);
+}
+END_TEST
+
 START_TEST(icmp_echo_answered)
 {
 	struct nic_pkt p;
@@ -459,6 +487,7 @@ Suite *wire_suite(void)
 	tcase_add_test(tc, arp_and_icmp_are_classified);
 	tcase_add_test(tc, header_alone_for_sockets);
 	tcase_add_test(tc, arp_requests_for_us_answered);
+	tcase_add_test(tc, arp_request_built_and_sender_learnt);
 	tcase_add_test(tc, icmp_echo_answered);
 	suite_add_tcase(s, tc);
 	return s;

@@ -142,6 +142,7 @@ struct pbox_layout_info {
 	uint64_t ssgpu_bytes_mine; /* assigned to this rank's SS_GPU */
 	double box_share;	   /* Theorem 1: the box's fraction of M */
 	double ssgpu_share;	   /* Theorem 1: one SS_GPU's fraction of M */
+	char transport[96];	   /* "udp, GSO and GRO", "dpdk net_af_packet0 02:..." */
 };
 int pbox_layout(const struct pbox *px, struct pbox_layout_info *out);
 
@@ -161,6 +162,7 @@ struct pbox_stats {
 	uint64_t acks;		/* retransmissions an SS said it did not need */
 	uint64_t tx_gso;	/* datagrams sent as segments of a UDP GSO send */
 	uint64_t rx_gro;	/* datagrams received coalesced by UDP GRO */
+	uint64_t tx_dropped;	/* DPDK: not sent (no MAC yet, no mbuf, ring full); resent */
 	uint64_t ssgpu_summed;	/* bytes this rank's SS_GPU took in (peers and own) */
 	uint64_t ssgpu_results; /* result bytes it sent to peers */
 	uint32_t n_ss;		/* entries of @ss filled (box endpoints, then ranks) */
