@@ -1196,12 +1196,16 @@ static void print_keys(const struct cfg_section *s, const uint8_t *base, FILE *f
 			continue;
 		}
 		if (k->def) {
-			uint8_t tmp[sizeof(struct cfg_cores)] = {0};
+			union {
+				uint8_t b[512];
+				struct cfg_cores c;
+				uint64_t align;
+			} tmp = {{0}};
 			char why[CFG_MSG_LEN];
 
 			if (k->size <= sizeof(tmp) &&
-			    !parse_value(k, k->def, tmp, why, sizeof(why)) &&
-			    fmt_value(k, tmp, dbuf, sizeof(dbuf)))
+			    !parse_value(k, k->def, &tmp, why, sizeof(why)) &&
+			    fmt_value(k, &tmp, dbuf, sizeof(dbuf)))
 				isdef = strcmp(buf, dbuf) == 0;
 		}
 		fprintf(f, "%s = %s%s\n", k->name, buf, isdef ? " ; default" : "");

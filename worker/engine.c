@@ -444,7 +444,6 @@ static void frag_done(struct pbox *px, uint32_t g)
 	 * completing while another, that some rank cannot send, holds the rest */
 	px->progress_ns = wk_now();
 	px->credit_extra = 0;
-	px->rto_boost_ns -= px->rto_boost_ns / 64; /* forget a past skew slowly */
 	pthread_mutex_lock(&px->mu);
 	op_complete_locked(px, op, PBOX_OK, NULL);
 	px->st_pub = px->st;
@@ -871,27 +870,20 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 
 /*
  * The SS says our retransmission was a duplicate: the first copy arrived and
- * the sum waits for slower ranks. The timeout was premature (F-RTO's
- * spurious timeout): raise it to twice what this fragment has waited, and
- * let this one wait one timeout more before it asks again (its result may
- * still be lost).
- * The raise is bounded by 8 floors: a rank whose push was lost recovers
- * within its own timeout, and a longer wait here only delays the recovery
- * of results that were lost.
+ * the sum waits for slower ranks (F-RTO's spurious timeout). This fragment
+ * waits one timeout more before it asks again (its result may still be
+ * lost). The timeout itself stays: most of these follow another rank's
+ * loss, which that rank repairs within its own timeout, and a longer one
+ * here would only delay the repair of our own losses.
  */
-static void on_ack(struct pbox *px, uint32_t g, uint32_t round, uint64_t now)
+static void on_ack(struct pbox *px, uint32_t g, uint32_t round)
 {
 	struct wk_frag *f = &px->frag[g];
-	uint64_t waited = now - f->first, cap = px->deadline_ns / 12;
 
-	if (cap > 8 * px->rto_min_ns)
-		cap = 8 * px->rto_min_ns;
 	if (f->state != WK_INFLIGHT || f->op->round != round || f->acked == 1)
 		return;
 	f->acked = 1;
 	px->st.acks++;
-	if (2 * waited > px->rto_boost_ns)
-		px->rto_boost_ns = 2 * waited < cap ? 2 * waited : cap;
 }
 
 static void on_result(struct pbox *px, const struct pbox_hdr *h, const uint8_t *p,
@@ -921,7 +913,7 @@ static void on_result(struct pbox *px, const struct pbox_hdr *h, const uint8_t *
 		return;
 	g = un->global[h->chunk] * px->fpc + h->frag;
 	if (h->op == PBOX_OP_ACK) {
-		on_ack(px, g, h->round, now);
+		on_ack(px, g, h->round);
 		return;
 	}
 	if (deliver(px, g, p, h->len, h->round))

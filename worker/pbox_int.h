@@ -146,7 +146,6 @@ struct pbox {
 	uint64_t cwnd, ssthresh, cwnd_cut_ns; /* congestion window */
 	uint64_t rto_ns, rto_min_ns, deadline_ns;
 	uint64_t srtt_ns, rttvar_ns; /* time to a sum, smoothed */
-	uint64_t rto_boost_ns;	     /* raised by premature timeouts (ACKs), decays */
 	uint32_t stamp;
 	uint64_t now_ns;	/* the loop's clock, read once per turn */
 	uint64_t tx_clock_ns;	/* pacing: when our link has sent all we gave it */
