@@ -482,8 +482,19 @@ static int serve(const char *path, const char *prefix, int n_extra, char **extra
 	for (i = 0; i < s->plan.n_warnings; i++)
 		fprintf(stderr, "pboxd: warning: %s\n", s->plan.warning[i]);
 	/* link check: report, do not fail (a cable may come later) */
-	for (i = 0; i < s->cfg->n_ports; i++)
-		nic_port_link_wait(&s->port[i], i == 0 ? 3000 : 500);
+	for (i = 0; i < s->cfg->n_ports; i++) {
+		const struct nic_port *p = &s->port[i];
+		unsigned wait_ms = i == 0 ? 3000 : 500;
+		uint32_t mbps;
+		bool full;
+
+		if (nic_port_link_wait(p, wait_ms, &mbps, &full))
+			printf("pboxd: [port %s] %s: link up, %u Mb/s, %s-duplex\n", p->name,
+			       p->dev, mbps, full ? "full" : "half");
+		else
+			printf("pboxd: [port %s] %s: link down after %u ms (serving anyway)\n",
+			       p->name, p->dev, wait_ms);
+	}
 	if (make_lcores(s))
 		goto out;
 	s->ctl = box_ctl_create(&s->box);

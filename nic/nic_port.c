@@ -149,7 +149,8 @@ int nic_port_steer(struct nic_port *p, uint32_t ip_be, uint16_t udp_base, char *
 	return 0;
 }
 
-bool nic_port_link_wait(const struct nic_port *p, unsigned timeout_ms)
+bool nic_port_link_wait(const struct nic_port *p, unsigned timeout_ms, uint32_t *speed_mbps,
+			bool *full_duplex)
 {
 	struct rte_eth_link link;
 	unsigned waited = 0;
@@ -163,12 +164,10 @@ bool nic_port_link_wait(const struct nic_port *p, unsigned timeout_ms)
 		usleep(100 * 1000);
 		waited += 100;
 	}
-	if (link.link_status)
-		printf("pboxd: [port %s] %s: link up, %u Mb/s, %s-duplex\n", p->name, p->dev,
-		       link.link_speed, link.link_duplex ? "full" : "half");
-	else
-		printf("pboxd: [port %s] %s: link down after %u ms (serving anyway)\n", p->name,
-		       p->dev, timeout_ms);
+	if (speed_mbps)
+		*speed_mbps = link.link_speed;
+	if (full_duplex)
+		*full_duplex = link.link_duplex != 0;
 	return link.link_status != 0;
 }
 

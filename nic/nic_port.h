@@ -45,8 +45,10 @@ int nic_port_setup(struct nic_port *p, unsigned n_queues, uint32_t mtu, unsigned
  * every queue. -ENOTSUP when the port cannot (rules removed again). */
 int nic_port_steer(struct nic_port *p, uint32_t ip_be, uint16_t udp_base, char *err, size_t errlen);
 
-/* Wait up to @timeout_ms for the link; true when it is up. Prints it. */
-bool nic_port_link_wait(const struct nic_port *p, unsigned timeout_ms);
+/* Wait up to @timeout_ms for the link; true when it is up. @speed_mbps and
+ * @full_duplex (either may be NULL) get what the device reports. */
+bool nic_port_link_wait(const struct nic_port *p, unsigned timeout_ms, uint32_t *speed_mbps,
+			bool *full_duplex);
 
 void nic_port_stop(struct nic_port *p);
 void nic_port_close(struct nic_port *p);

@@ -45,10 +45,12 @@ struct wk_dpdk {
 	unsigned tn;
 	struct nic_addr self;
 	struct nic_wire_expect exp;
-	uint8_t (*mac)[6]; /* per unit: its MAC once known */
-	uint64_t *asked;   /* per unit: when we last asked ARP for it */
-	bool *known;
-	int guard; /* UDP socket on the data port: no ICMP port unreachable */
+	struct dp_neigh {
+		uint8_t mac[6];
+		bool known;
+		uint64_t asked; /* when we last asked ARP for it */
+	} * nb;			/* per unit */
+	int guard;		/* UDP socket on the data port: no ICMP port unreachable */
 };
 
 static pthread_mutex_t eal_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -163,7 +165,6 @@ int wk_dpdk_open(struct pbox *px)
 {
 	struct wk_dpdk *d;
 	char err[256], name[RTE_MEMPOOL_NAMESIZE];
-	struct rte_eth_link link;
 	int rc = eal_up(px);
 
 	if (rc)
@@ -200,13 +201,7 @@ int wk_dpdk_open(struct pbox *px)
 		free(d);
 		return wk_err(PBOX_ENET, "pbox_start: %s", err);
 	}
-	for (unsigned i = 0; i < 50; i++) { /* up to 5 s for the link */
-		memset(&link, 0, sizeof(link));
-		if (rte_eth_link_get_nowait(d->port.port_id, &link) == 0 && link.link_status)
-			break;
-		usleep(100000);
-	}
-	if (!link.link_status)
+	if (!nic_port_link_wait(&d->port, 5000, NULL, NULL))
 		wk_log(px, CFG_LOG_WARNING, "DPDK port %s: link down; going on", d->port.dev);
 	memcpy(d->self.mac, d->port.mac, 6);
 	d->self.ip_be = px->cfg.data.address.be;
@@ -229,9 +224,7 @@ void wk_dpdk_close(struct pbox *px)
 	rte_mempool_free(d->pool);
 	if (d->guard >= 0)
 		close(d->guard);
-	free(d->mac);
-	free(d->asked);
-	free(d->known);
+	free(d->nb);
 	free(d);
 	px->dp = NULL;
 }
@@ -252,8 +245,8 @@ static void learn(struct pbox *px, uint32_t ip_be, const uint8_t mac[6])
 
 	for (uint32_t u = 0; u < px->n_units; u++)
 		if (px->unit[u].ip_be == ip_be) {
-			memcpy(d->mac[u], mac, 6);
-			d->known[u] = true;
+			memcpy(d->nb[u].mac, mac, 6);
+			d->nb[u].known = true;
 		}
 }
 
@@ -264,9 +257,9 @@ static void ask(struct pbox *px, uint32_t u, uint64_t now)
 	struct wk_dpdk *d = px->dp;
 	struct rte_mbuf *m;
 
-	if (d->asked[u] && now - d->asked[u] < DP_ARP_EVERY)
+	if (d->nb[u].asked && now - d->nb[u].asked < DP_ARP_EVERY)
 		return;
-	d->asked[u] = now;
+	d->nb[u].asked = now;
 	m = rte_pktmbuf_alloc(d->pool);
 	if (!m)
 		return;
@@ -281,17 +274,15 @@ int wk_dpdk_resolve(struct pbox *px, uint64_t wait_ns)
 	uint64_t t0 = wk_now();
 	uint32_t u, missing = 0;
 
-	d->mac = calloc(px->n_units, 6);
-	d->asked = calloc(px->n_units, sizeof(uint64_t));
-	d->known = calloc(px->n_units, sizeof(bool));
-	if (!d->mac || !d->asked || !d->known)
+	d->nb = calloc(px->n_units, sizeof(*d->nb));
+	if (!d->nb)
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	for (;;) {
 		uint64_t now = wk_now();
 
 		missing = 0;
 		for (u = 0; u < px->n_units; u++)
-			if (u != px->self_unit && !d->known[u]) {
+			if (u != px->self_unit && !d->nb[u].known) {
 				missing++;
 				ask(px, u, now);
 			}
@@ -302,7 +293,7 @@ int wk_dpdk_resolve(struct pbox *px, uint64_t wait_ns)
 		wk_dpdk_rx(px, NULL, NULL, now);
 	}
 	for (u = 0; u < px->n_units && missing; u++)
-		if (u != px->self_unit && !d->known[u])
+		if (u != px->self_unit && !d->nb[u].known)
 			wk_log(px, CFG_LOG_WARNING,
 			       "DPDK transport: no ARP answer from %s yet; asking again as we go",
 			       px->unit[u].name);
@@ -321,7 +312,7 @@ static void tx_frame(struct pbox *px, struct rte_mbuf *m)
 }
 
 void wk_dpdk_tx(struct pbox *px, uint32_t ip_be, uint16_t port, const struct pbox_hdr *h,
-		const void *payload, uint16_t len)
+		const void *payload)
 {
 	struct wk_dpdk *d = px->dp;
 	uint32_t u = wk_unit_of(px, ip_be, port);
@@ -329,21 +320,18 @@ void wk_dpdk_tx(struct pbox *px, uint32_t ip_be, uint16_t port, const struct pbo
 	struct rte_mbuf *m;
 	size_t n;
 
-	if (u == UINT32_MAX || !d->known[u]) { /* lost: resent once ARP answers */
+	if (u == UINT32_MAX || !d->nb[u].known) { /* lost: resent once ARP answers */
 		px->st.tx_dropped++;
 		if (u != UINT32_MAX)
 			ask(px, u, px->now_ns);
 		return;
 	}
 	m = rte_pktmbuf_alloc(d->pool);
-	if (!m || len != h->len || NIC_HDRS_LEN + (size_t)len > rte_pktmbuf_tailroom(m)) {
-		rte_pktmbuf_free(m);
-		px->st.tx_dropped++;
-		return;
-	}
-	memcpy(dst.mac, d->mac[u], 6);
-	n = nic_wire_build(rte_pktmbuf_mtod(m, void *), rte_pktmbuf_tailroom(m), &d->self, &dst, h,
-			   payload);
+	memcpy(dst.mac, d->nb[u].mac, 6);
+	/* nic_wire_build() refuses what does not fit the mbuf */
+	n = m ? nic_wire_build(rte_pktmbuf_mtod(m, void *), rte_pktmbuf_tailroom(m), &d->self, &dst,
+			       h, payload)
+	      : 0;
 	if (!n) {
 		rte_pktmbuf_free(m);
 		px->st.tx_dropped++;

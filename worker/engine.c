@@ -224,6 +224,18 @@ static bool peer_absent(int err)
 	return err == ECONNREFUSED || err == EHOSTUNREACH || err == ENETUNREACH;
 }
 
+/* Whether a send failed with @err only for want of room now: then it has
+ * waited (up to a millisecond) for the socket to drain, and may try again. */
+static bool tx_wait_room(const struct pbox *px, int err)
+{
+	struct pollfd p = {.fd = px->udp, .events = POLLOUT};
+
+	if (err != EINTR && err != EAGAIN && err != ENOBUFS)
+		return false;
+	poll(&p, 1, 1);
+	return true;
+}
+
 /* The kernel refused GSO (a device without checksum offload, an old
  * kernel): entry @i goes as single datagrams, and GSO stays off. */
 static int tx_split(struct pbox *px, struct eng *e, unsigned i)
@@ -238,13 +250,9 @@ static int tx_split(struct pbox *px, struct eng *e, unsigned i)
 				   .msg_iov = &e->tiov[i][2 * d],
 				   .msg_iovlen = 2};
 
-		while (sendmsg(px->udp, &m, 0) < 0 && !peer_absent(errno)) {
-			struct pollfd p = {.fd = px->udp, .events = POLLOUT};
-
-			if (errno != EINTR && errno != EAGAIN && errno != ENOBUFS)
+		while (sendmsg(px->udp, &m, 0) < 0 && !peer_absent(errno))
+			if (!tx_wait_room(px, errno))
 				return -1;
-			poll(&p, 1, 1);
-		}
 	}
 	return 0;
 }
@@ -280,12 +288,8 @@ static void tx_flush(struct pbox *px, struct eng *e)
 		int w = sendmmsg(px->udp, e->tmm + s, e->tn - s, 0);
 
 		if (w < 0) {
-			if (errno == EINTR || errno == EAGAIN || errno == ENOBUFS) {
-				struct pollfd p = {.fd = px->udp, .events = POLLOUT};
-
-				poll(&p, 1, 1);
+			if (tx_wait_room(px, errno))
 				continue;
-			}
 			if (peer_absent(errno)) {
 				s++;
 				continue;
@@ -326,7 +330,7 @@ static void tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port
 						  px->cfg.data.bandwidth_mbps;
 	}
 	if (px->dp) {
-		wk_dpdk_tx(px, ip_be, port, h, payload, len);
+		wk_dpdk_tx(px, ip_be, port, h, payload);
 		return;
 	}
 	if (!(gso && e->gso && e->tn && e->open[i] && dlen <= e->seg[i] &&
@@ -920,9 +924,12 @@ static void on_result(struct pbox *px, const struct pbox_hdr *h, const uint8_t *
 		un->rx += h->len;
 }
 
-static void on_datagram(struct pbox *px, struct eng *e, const uint8_t *b, size_t len,
+/* One received datagram, pbox header first (from the socket or, through
+ * wk_dpdk_rx(), from a frame); @arg is the engine's struct eng. */
+static void on_datagram(struct pbox *px, void *arg, const uint8_t *b, size_t len,
 			const struct sockaddr_in *from, uint64_t now)
 {
+	struct eng *e = arg;
 	const struct nic_wire_expect exp = {.max_payload = (uint16_t)px->frag_size,
 					    .accept_ops = 1u << PBOX_OP_PUSH |
 							  1u << PBOX_OP_RESULT |
@@ -952,18 +959,12 @@ static size_t gro_size(struct msghdr *m)
 	return 0;
 }
 
-static void on_dpdk_datagram(struct pbox *px, void *arg, const uint8_t *b, size_t len,
-			     const struct sockaddr_in *from, uint64_t now)
-{
-	on_datagram(px, arg, b, len, from, now);
-}
-
 static int receive(struct pbox *px, struct eng *e, uint64_t now)
 {
 	int n, i;
 
 	if (px->dp)
-		return wk_dpdk_rx(px, on_dpdk_datagram, e, now);
+		return wk_dpdk_rx(px, on_datagram, e, now);
 	for (i = 0; i < WK_BATCH; i++) {
 		e->riov[i] = (struct iovec){e->rbuf + (size_t)i * e->rsize, e->rsize};
 		e->rmm[i].msg_hdr =

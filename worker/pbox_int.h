@@ -181,7 +181,8 @@ int wk_layout(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_
 uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port);
 
 /* dpdk.c: the DPDK transport. A received datagram (pbox header first) goes
- * to @fn; wk_dpdk_tx() copies it into a frame, wk_dpdk_flush() sends. */
+ * to @fn; wk_dpdk_tx() copies one (@h->len bytes at @payload) into a frame,
+ * wk_dpdk_flush() sends. */
 struct wk_dpdk;
 struct sockaddr_in;
 typedef void wk_dgram_fn(struct pbox *px, void *arg, const uint8_t *b, size_t len,
@@ -189,7 +190,7 @@ typedef void wk_dgram_fn(struct pbox *px, void *arg, const uint8_t *b, size_t le
 int wk_dpdk_open(struct pbox *px);
 int wk_dpdk_resolve(struct pbox *px, uint64_t wait_ns); /* MACs of every unit */
 void wk_dpdk_tx(struct pbox *px, uint32_t ip_be, uint16_t port, const struct pbox_hdr *h,
-		const void *payload, uint16_t len);
+		const void *payload);
 void wk_dpdk_flush(struct pbox *px);
 int wk_dpdk_rx(struct pbox *px, wk_dgram_fn *fn, void *arg, uint64_t now);
 void wk_dpdk_close(struct pbox *px);

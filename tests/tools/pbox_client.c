@@ -583,6 +583,17 @@ static void udp_to(const void *p, size_t n, const struct ep *e, uint16_t port)
 	sendto(sock, p, n, 0, (struct sockaddr *)&sa, sizeof(sa));
 }
 
+/* A valid round-0 push of 64 bytes from us: what each storm kind breaks. */
+static struct pbox_hdr storm_push(void)
+{
+	return (struct pbox_hdr){.op = PBOX_OP_PUSH,
+				 .dtype = o.dtype,
+				 .rank = o.rank,
+				 .job = o.job,
+				 .len = 64,
+				 .token = nic_wire_token(o.token)};
+}
+
 /* Datagrams the box must refuse, each kind @count times, round-robin over
  * the endpoints; prints what it sent as "STORM kind=count ...". */
 static int storm(void)
@@ -597,13 +608,7 @@ static int storm(void)
 	for (i = 0; i < o.storm; i++)
 		for (k = 0; k < NK; k++) {
 			const struct ep *e = &eps[(i + k) % n_eps];
-			struct pbox_hdr h = {.op = PBOX_OP_PUSH,
-					     .dtype = o.dtype,
-					     .rank = o.rank,
-					     .job = o.job,
-					     .len = 64,
-					     .round = 0,
-					     .token = nic_wire_token(o.token)};
+			struct pbox_hdr h = storm_push();
 			size_t n = PBOX_HDR_LEN + 64;
 			uint16_t port = e->port;
 
@@ -682,12 +687,7 @@ static int storm_raw(void)
 	for (i = 0; i < o.storm; i++)
 		for (k = 0; k < NK; k++) {
 			const struct ep *e = &eps[(i + k) % n_eps];
-			struct pbox_hdr h = {.op = PBOX_OP_PUSH,
-					     .dtype = o.dtype,
-					     .rank = o.rank,
-					     .job = o.job,
-					     .len = 64,
-					     .token = nic_wire_token(o.token)};
+			struct pbox_hdr h = storm_push();
 			size_t n;
 
 			memcpy(dst.mac, e->mac, 6);
