@@ -34,6 +34,7 @@ struct wrk_cfg {
 		uint64_t retransmit_us;
 		uint64_t deadline_us;
 		bool pacing;
+		unsigned layout; /* enum lay_mode: unified, ps, ssgpu */
 	} tuning;
 	struct {
 		unsigned kind;

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "cfg_box.h"
+#include "layout.h"
 #include "pbox_int.h"
 
 #define LINE_CAP 512
@@ -159,6 +160,7 @@ static const char *ipstr(uint32_t ip_be, char *buf)
 	_(bandwidth)                                                                               \
 	_(dtype)                                                                                   \
 	_(peers)                                                                                   \
+	_(layout)                                                                                  \
 	_(tensors)
 
 enum {
@@ -207,6 +209,7 @@ static void own_hello(const struct pbox *px, struct hello *h)
 	h->v[HF_bandwidth] = px->cfg.data.bandwidth_mbps;
 	h->v[HF_dtype] = px->dtype;
 	h->v[HF_peers] = peers_hash(px);
+	h->v[HF_layout] = px->cfg.tuning.layout;
 	h->v[HF_tensors] = px->n_t;
 }
 
@@ -298,6 +301,8 @@ static void field_str(int f, uint64_t v, char *buf, size_t cap)
 {
 	if (f == HF_dtype && v < SUM_DTYPE_COUNT)
 		snprintf(buf, cap, "%s", sum_dtype_name((enum sum_dtype)v));
+	else if (f == HF_layout)
+		snprintf(buf, cap, "%s", lay_mode_name((enum lay_mode)v));
 	else if (f == HF_token || f == HF_peers)
 		snprintf(buf, cap, "%#" PRIx64, v);
 	else

@@ -326,8 +326,8 @@ static void tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port
 	if (px->cfg.tuning.pacing) {
 		uint64_t start = px->tx_clock_ns > px->now_ns ? px->tx_clock_ns : px->now_ns;
 
-		px->tx_clock_ns = start + ((uint64_t)len + PBOX_HDR_LEN + WK_L2L4_OVERHEAD) * 8000 /
-						  px->cfg.data.bandwidth_mbps;
+		px->tx_clock_ns = start + ((uint64_t)len + PBOX_HDR_LEN + WK_L2L4_OVERHEAD) *
+						  8000000 / px->pace_kbps;
 	}
 	if (px->dp) {
 		wk_dpdk_tx(px, ip_be, port, h, payload);
@@ -1212,14 +1212,15 @@ int wk_engine_start(struct pbox *px)
 	}
 	px->credit = px->cwnd = px->ssthresh = px->cfg.tuning.credit_bytes;
 	/* The floor: the configured timeout, or the time to drain the credit
-	 * at the worker's line rate, whichever is longer: the results of a
+	 * at the rate we pace at, whichever is longer: the results of a
 	 * whole credit can be queued ahead of a fragment's on our link (and,
 	 * without pacing, its pushes too: twice that). Sooner, a fragment is
 	 * only queued, not lost. */
 	px->rto_min_ns = px->cfg.tuning.retransmit_us * 1000;
 	{
-		uint64_t drain = px->credit * (px->cfg.tuning.pacing ? 8000 : 16000) /
-				 px->cfg.data.bandwidth_mbps;
+		uint64_t drain =
+			(uint64_t)((double)px->credit * (px->cfg.tuning.pacing ? 8e6 : 16e6) /
+				   (double)px->pace_kbps);
 
 		if (drain > px->rto_min_ns)
 			px->rto_min_ns = drain;
@@ -1228,7 +1229,7 @@ int wk_engine_start(struct pbox *px)
 	px->deadline_ns = px->cfg.tuning.deadline_us * 1000;
 	/* a burst: 64 KiB of link time or half a millisecond, the longer (the
 	 * thread cannot count on waking up more precisely than that) */
-	px->pace_burst_ns = 64 * 1024 * 8000ull / px->cfg.data.bandwidth_mbps;
+	px->pace_burst_ns = 64 * 1024 * 8000000ull / px->pace_kbps;
 	if (px->pace_burst_ns < 500000)
 		px->pace_burst_ns = 500000;
 	publish(px, wk_now());

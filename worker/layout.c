@@ -4,6 +4,13 @@
 
 #include <stdlib.h>
 
+const char *lay_mode_name(enum lay_mode mode)
+{
+	static const char *const names[] = {"unified", "ps", "ssgpu"};
+
+	return (unsigned)mode < sizeof(names) / sizeof(names[0]) ? names[mode] : "?";
+}
+
 void lay_weights(const struct lay_in *in, uint64_t *w)
 {
 	uint64_t b = 0, gpu;
@@ -11,11 +18,12 @@ void lay_weights(const struct lay_in *in, uint64_t *w)
 
 	for (e = 0; e < in->n_eps; e++)
 		b += in->ep_kbps[e];
-	if (b == 0) { /* no box: the SS_GPUs alone */
+	if (b == 0 || in->mode == LAY_SSGPU) { /* no box: the SS_GPUs alone */
 		for (e = 0; e < in->n_eps; e++)
 			w[e] = 0;
 		gpu = 1;
-	} else if (b >= (uint64_t)in->n * in->worker_kbps) { /* k >= n: all on the box */
+	} else if (in->mode == LAY_PS || b >= (uint64_t)in->n * in->worker_kbps) {
+		/* k >= n: all on the box */
 		for (e = 0; e < in->n_eps; e++)
 			w[e] = in->ep_kbps[e];
 		gpu = 0;
@@ -28,18 +36,20 @@ void lay_weights(const struct lay_in *in, uint64_t *w)
 		w[in->n_eps + r] = gpu;
 }
 
-double lay_box_share(uint32_t n, double k)
+double lay_box_share(uint32_t n, double k, enum lay_mode mode)
 {
-	if (k <= 0)
+	if (k <= 0 || mode == LAY_SSGPU)
 		return 0;
-	if (k >= n)
+	if (k >= n || mode == LAY_PS)
 		return 1;
 	return 2.0 * k * (n - 1) / ((double)n * n + k * n - 2 * k);
 }
 
-double lay_ssgpu_share(uint32_t n, double k)
+double lay_ssgpu_share(uint32_t n, double k, enum lay_mode mode)
 {
-	if (k >= n)
+	if (k <= 0 || mode == LAY_SSGPU)
+		return 1.0 / n;
+	if (k >= n || mode == LAY_PS)
 		return 0;
 	return (n - k) / ((double)n * n + k * n - 2 * k);
 }

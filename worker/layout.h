@@ -13,6 +13,11 @@
  *
  * so the weights are exact integers. k ≥ n: the box takes everything;
  * k = 0: the SS_GPUs share equally (all-reduce).
+ *
+ * Two other layouts, for comparison (perf/cluster) and for clusters where
+ * one side should stay idle: LAY_PS sends every chunk to the box (BytePS's
+ * parameter-server mode, endpoints weighted by bandwidth), LAY_SSGPU to the
+ * workers' SS_GPUs only (the box unused, whatever k).
  */
 #ifndef PBOX_LAYOUT_H
 #define PBOX_LAYOUT_H
@@ -21,20 +26,26 @@
 
 /* Units are numbered: box endpoints 0..n_eps-1, then SS_GPU of rank r at
  * n_eps + r. */
+enum lay_mode { LAY_UNIFIED, LAY_PS, LAY_SSGPU };
+
 struct lay_in {
 	uint32_t n;		 /* workers */
 	uint64_t worker_kbps;	 /* w */
 	uint32_t n_eps;		 /* box endpoints; 0: no box */
 	const uint64_t *ep_kbps; /* b_e */
+	enum lay_mode mode;
 };
+
+/* "unified", "ps", "ssgpu" ([tuning] layout); "?" past the end. */
+const char *lay_mode_name(enum lay_mode mode);
 
 /* The layout weight of every unit (n_eps + n entries) into @w. */
 void lay_weights(const struct lay_in *in, uint64_t *w);
 
 /* Theorem 1 as fractions of M, for checking: the whole box's share and one
- * SS_GPU's share at (n, k). */
-double lay_box_share(uint32_t n, double k);
-double lay_ssgpu_share(uint32_t n, double k);
+ * SS_GPU's share at (n, k); under LAY_PS and LAY_SSGPU, that layout's. */
+double lay_box_share(uint32_t n, double k, enum lay_mode mode);
+double lay_ssgpu_share(uint32_t n, double k, enum lay_mode mode);
 
 /*
  * Assign @n_chunks chunks (bytes of each in @chunk_bytes, in the order all

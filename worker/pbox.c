@@ -280,17 +280,48 @@ static int ssgpu_job(struct pbox *px)
 	return PBOX_OK;
 }
 
+/*
+ * The rate this rank sends at: its line rate, or less where the layout
+ * gives some box endpoint more than its bandwidth can take in the time our
+ * own link needs (every rank sends each endpoint the same bytes). Then
+ * every rank paces at the rate the slowest resource drains, and no queue
+ * builds in front of it (where timers would run and fire). Our link
+ * carries our pushes to others and our SS_GPU's results to the n-1 peers;
+ * a peer's SS_GPU takes as much in as ours sends out. Under the unified
+ * layout the box and the links finish together (Theorem 1): the line rate.
+ * Under [tuning] layout = ps with k < n: k/n of it.
+ */
+static uint64_t pace_kbps(const struct pbox *px, const uint64_t *ep_kbps)
+{
+	uint64_t w = px->cfg.data.bandwidth_mbps * 1000;
+	double own = (double)px->unit[px->self_unit].bytes;
+	double t_link = ((double)px->total_bytes - own + (px->n - 1) * own) / (double)w, t = t_link;
+
+	for (uint32_t e = 0; e < px->n_eps; e++)
+		if (ep_kbps[e] && px->unit[e].bytes) {
+			double te = (double)px->n * (double)px->unit[e].bytes / (double)ep_kbps[e];
+
+			if (te > t)
+				t = te;
+		}
+	return t > t_link && t_link > 0 ? (uint64_t)((double)w * t_link / t) + 1 : w;
+}
+
 int wk_layout(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_t *ep_ip,
 	      const uint16_t *ep_port, const uint64_t *ep_kbps)
 {
 	struct lay_in in = {.n = px->n,
 			    .worker_kbps = px->cfg.data.bandwidth_mbps * 1000,
 			    .n_eps = n_eps,
-			    .ep_kbps = ep_kbps};
+			    .ep_kbps = ep_kbps,
+			    .mode = (enum lay_mode)px->cfg.tuning.layout};
 	uint64_t *w = NULL, box_kbps = 0;
 	uint32_t *bytes = NULL, *unit_of = NULL, *count = NULL, c, u, i, g;
 	int rc = PBOX_ENOMEM;
 
+	if (in.mode == LAY_PS && n_eps == 0)
+		return wk_err(PBOX_EINVAL, "pbox_start: [tuning] layout = ps needs a box "
+					   "([box] control)");
 	px->frag_size = frag_size;
 	px->chunk_size = (uint32_t)px->cfg.tuning.chunk_size;
 	px->fpc = px->chunk_size / frag_size;
@@ -383,6 +414,7 @@ int wk_layout(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_
 					     : cb - off < frag_size ? cb - off
 								    : frag_size);
 	}
+	px->pace_kbps = pace_kbps(px, ep_kbps);
 	if (build_hash(px)) {
 		wk_err(rc, "pbox_start: out of memory");
 		goto out;
@@ -560,8 +592,11 @@ int pbox_layout(const struct pbox *px, struct pbox_layout_info *o)
 	for (uint32_t e = 0; e < px->n_eps; e++)
 		o->box_bytes += px->unit[e].bytes;
 	o->ssgpu_bytes_mine = px->unit[px->self_unit].bytes;
-	o->box_share = lay_box_share(px->n, px->k);
-	o->ssgpu_share = lay_ssgpu_share(px->n, px->k);
+	o->pace_mbps = (double)px->pace_kbps / 1000;
+	o->box_share = lay_box_share(px->n, px->k, (enum lay_mode)px->cfg.tuning.layout);
+	o->ssgpu_share = lay_ssgpu_share(px->n, px->k, (enum lay_mode)px->cfg.tuning.layout);
+	snprintf(o->layout, sizeof(o->layout), "%s",
+		 lay_mode_name((enum lay_mode)px->cfg.tuning.layout));
 	if (px->dp)
 		wk_dpdk_describe(px, o->transport, sizeof(o->transport));
 	else

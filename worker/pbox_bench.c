@@ -291,15 +291,18 @@ static void print_layout(struct pbox *px, const struct model *m, enum pbox_dtype
 
 	if (pbox_layout(px, &li))
 		return;
-	printf("layout: n=%u k=%.2f box endpoints=%u fragment=%u chunk=%u model %s %.1f MiB %s\n",
-	       li.world_size, li.k, li.box_endpoints, li.fragment_size, li.chunk_size, m->name,
-	       (double)li.total_bytes / 1048576,
+	printf("layout: %s n=%u k=%.2f box endpoints=%u fragment=%u chunk=%u model %s %.1f MiB "
+	       "%s\n",
+	       li.layout, li.world_size, li.k, li.box_endpoints, li.fragment_size, li.chunk_size,
+	       m->name, (double)li.total_bytes / 1048576,
 	       dt == PBOX_FP32	 ? "fp32"
 	       : dt == PBOX_FP16 ? "fp16"
 				 : "bf16");
-	printf("layout: Theorem 1: box %.4f of M, each SS_GPU %.4f of M; assigned: box %.4f, this "
+	printf("layout: pacing at %.0f Mb/s\n", li.pace_mbps);
+	printf("layout: %s: box %.4f of M, each SS_GPU %.4f of M; assigned: box %.4f, this "
 	       "SS_GPU %.4f\n",
-	       li.box_share, li.ssgpu_share, (double)li.box_bytes / (double)li.total_bytes,
+	       strcmp(li.layout, "unified") ? "shares" : "Theorem 1", li.box_share, li.ssgpu_share,
+	       (double)li.box_bytes / (double)li.total_bytes,
 	       (double)li.ssgpu_bytes_mine / (double)li.total_bytes);
 	ss = calloc(li.box_endpoints + li.world_size, sizeof(*ss));
 	if (ss && pbox_stats(px, &st, ss, li.box_endpoints + li.world_size) == 0)

@@ -27,12 +27,15 @@ struct run {
 	uint64_t *w, *bytes;
 };
 
-static void assign(struct run *r, uint32_t n, double k, uint32_t n_eps, const unsigned *rel,
-		   const uint32_t *chunk_bytes, uint32_t n_chunks)
+static void assign_mode(struct run *r, enum lay_mode mode, uint32_t n, double k, uint32_t n_eps,
+			const unsigned *rel, const uint32_t *chunk_bytes, uint32_t n_chunks)
 {
 	uint64_t kbps[8];
-	struct lay_in in = {
-		.n = n, .worker_kbps = W_KBPS, .n_eps = k > 0 ? n_eps : 0, .ep_kbps = kbps};
+	struct lay_in in = {.n = n,
+			    .worker_kbps = W_KBPS,
+			    .n_eps = k > 0 ? n_eps : 0,
+			    .ep_kbps = kbps,
+			    .mode = mode};
 
 	box_kbps(k, n_eps, rel, kbps);
 	r->n_units = in.n_eps + n;
@@ -48,6 +51,12 @@ static void assign(struct run *r, uint32_t n, double k, uint32_t n_eps, const un
 			 0);
 	for (uint32_t c = 0; c < n_chunks; c++)
 		r->bytes[r->unit_of[c]] += chunk_bytes[c];
+}
+
+static void assign(struct run *r, uint32_t n, double k, uint32_t n_eps, const unsigned *rel,
+		   const uint32_t *chunk_bytes, uint32_t n_chunks)
+{
+	assign_mode(r, LAY_UNIFIED, n, k, n_eps, rel, chunk_bytes, n_chunks);
 }
 
 static void run_free(struct run *r)
@@ -85,29 +94,29 @@ START_TEST(test_shares_match_theorem1)
 				box_w += (double)r.w[e];
 			}
 			/* the weights are the formula */
-			ck_assert_msg(fabs(box_w / wsum - lay_box_share(n, k)) < 1e-9,
+			ck_assert_msg(fabs(box_w / wsum - lay_box_share(n, k, LAY_UNIFIED)) < 1e-9,
 				      "n=%u k=%.1f: box weight %.9f, Theorem 1 %.9f", n, k,
-				      box_w / wsum, lay_box_share(n, k));
+				      box_w / wsum, lay_box_share(n, k, LAY_UNIFIED));
 			for (uint32_t q = 0; q < n; q++)
 				ck_assert_msg(fabs((double)r.w[eps + q] / wsum -
-						   lay_ssgpu_share(n, k)) < 1e-9,
+						   lay_ssgpu_share(n, k, LAY_UNIFIED)) < 1e-9,
 					      "n=%u k=%.1f: SS_GPU %u weight off", n, k, q);
 			/* and the chunks follow, within two chunks per unit */
 			for (uint32_t e = 0; e < eps; e++)
 				ck_assert_msg(
-					fabs((double)r.bytes[e] - lay_box_share(n, k) * M / 2) <=
-						2 * CHUNK,
+					fabs((double)r.bytes[e] -
+					     lay_box_share(n, k, LAY_UNIFIED) * M / 2) <= 2 * CHUNK,
 					"n=%u k=%.1f: box endpoint %u got %llu bytes, Theorem 1 "
 					"%.0f",
 					n, k, e, (unsigned long long)r.bytes[e],
-					lay_box_share(n, k) * M / 2);
+					lay_box_share(n, k, LAY_UNIFIED) * M / 2);
 			for (uint32_t q = 0; q < n; q++)
 				ck_assert_msg(
 					fabs((double)r.bytes[eps + q] -
-					     lay_ssgpu_share(n, k) * M) <= 2 * CHUNK,
+					     lay_ssgpu_share(n, k, LAY_UNIFIED) * M) <= 2 * CHUNK,
 					"n=%u k=%.1f: SS_GPU %u got %llu bytes, Theorem 1 %.0f", n,
 					k, q, (unsigned long long)r.bytes[eps + q],
-					lay_ssgpu_share(n, k) * M);
+					lay_ssgpu_share(n, k, LAY_UNIFIED) * M);
 			run_free(&r);
 			combos++;
 		}
@@ -137,8 +146,43 @@ START_TEST(test_limits)
 	ck_assert_uint_eq(r.count[0], 32);
 	ck_assert_uint_eq(r.count[1], 32);
 	run_free(&r);
-	ck_assert(lay_box_share(4, 0) == 0 && lay_ssgpu_share(4, 0) == 0.25);
-	ck_assert(lay_box_share(4, 6) == 1 && lay_ssgpu_share(4, 6) == 0);
+	ck_assert(lay_box_share(4, 0, LAY_UNIFIED) == 0 &&
+		  lay_ssgpu_share(4, 0, LAY_UNIFIED) == 0.25);
+	ck_assert(lay_box_share(4, 6, LAY_UNIFIED) == 1 && lay_ssgpu_share(4, 6, LAY_UNIFIED) == 0);
+}
+END_TEST
+
+/* [tuning] layout = ps: every chunk on the box, endpoints by bandwidth,
+ * at any k; ssgpu: the SS_GPUs share equally and the box gets nothing, at
+ * any k. The shares reported follow the mode. */
+START_TEST(test_modes)
+{
+	static const unsigned rel[2] = {1, 3};
+	uint32_t cb[64];
+	struct run r;
+
+	for (int i = 0; i < 64; i++)
+		cb[i] = 32768;
+	for (double k = 0.5; k <= 6; k += 0.5) {
+		assign_mode(&r, LAY_PS, 4, k, 2, rel, cb, 64);
+		ck_assert_uint_eq(r.count[0], 16);
+		ck_assert_uint_eq(r.count[1], 48);
+		for (int q = 0; q < 4; q++)
+			ck_assert_uint_eq(r.count[2 + q], 0);
+		run_free(&r);
+		ck_assert(lay_box_share(4, k, LAY_PS) == 1 && lay_ssgpu_share(4, k, LAY_PS) == 0);
+		assign_mode(&r, LAY_SSGPU, 4, k, 2, rel, cb, 64);
+		ck_assert_uint_eq(r.count[0] + r.count[1], 0);
+		for (int q = 0; q < 4; q++)
+			ck_assert_uint_eq(r.count[2 + q], 16);
+		run_free(&r);
+		ck_assert(lay_box_share(4, k, LAY_SSGPU) == 0 &&
+			  lay_ssgpu_share(4, k, LAY_SSGPU) == 0.25);
+	}
+	ck_assert_str_eq(lay_mode_name(LAY_UNIFIED), "unified");
+	ck_assert_str_eq(lay_mode_name(LAY_PS), "ps");
+	ck_assert_str_eq(lay_mode_name(LAY_SSGPU), "ssgpu");
+	ck_assert_str_eq(lay_mode_name((enum lay_mode)7), "?");
 }
 END_TEST
 
@@ -177,12 +221,12 @@ START_TEST(test_balance_large_model)
 				elo = fmin(elo, (double)r.bytes[e] / rel[e]);
 				ehi = fmax(ehi, (double)r.bytes[e] / rel[e]);
 			}
-			if (r.w[eps] && lay_ssgpu_share(n, ks[b]) * n_chunks >= 200) {
+			if (r.w[eps] && lay_ssgpu_share(n, ks[b], LAY_UNIFIED) * n_chunks >= 200) {
 				ck_assert_msg(hi / lo <= 1.01, "n=%u k=%.1f: SS_GPU max/min %.4f",
 					      n, ks[b], hi / lo);
 				checked++;
 			}
-			if (eps && lay_box_share(n, ks[b]) * n_chunks / 6 >= 200) {
+			if (eps && lay_box_share(n, ks[b], LAY_UNIFIED) * n_chunks / 6 >= 200) {
 				ck_assert_msg(ehi / elo <= 1.01,
 					      "n=%u k=%.1f: box endpoints max/min per weight %.4f",
 					      n, ks[b], ehi / elo);
@@ -253,6 +297,7 @@ Suite *layout_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_shares_match_theorem1);
 	tcase_add_test(tc, test_limits);
+	tcase_add_test(tc, test_modes);
 	tcase_add_test(tc, test_balance_large_model);
 	tcase_add_test(tc, test_deterministic);
 	tcase_add_test(tc, test_models);

@@ -140,9 +140,11 @@ struct pbox_layout_info {
 	uint64_t total_bytes;	   /* of all declared tensors */
 	uint64_t box_bytes;	   /* assigned to the box, all endpoints */
 	uint64_t ssgpu_bytes_mine; /* assigned to this rank's SS_GPU */
-	double box_share;	   /* Theorem 1: the box's fraction of M */
-	double ssgpu_share;	   /* Theorem 1: one SS_GPU's fraction of M */
-	char transport[96];	   /* "udp, GSO and GRO", "dpdk net_af_packet0 02:..." */
+	double box_share;	   /* Theorem 1 (or [tuning] layout's): the box's fraction of M */
+	double ssgpu_share;	   /* the same for one SS_GPU */
+	char layout[16];	   /* [tuning] layout: "unified", "ps" or "ssgpu" */
+	double pace_mbps;   /* [data] bandwidth, or less where the layout overloads the box */
+	char transport[96]; /* "udp, GSO and GRO", "dpdk net_af_packet0 02:..." */
 };
 int pbox_layout(const struct pbox *px, struct pbox_layout_info *out);
 
