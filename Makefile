@@ -3,6 +3,9 @@
 #   make            build everything
 #   make test       lint, then every test (ends with Check's summary)
 #   make perf-sum   summation kernels against a streaming reference
+#   make perf-cluster  BytePS Fig. 12 on shaped links: pbox against t_opt and
+#                   Gloo's ring, n = 4 and n = 8 (root; libgloo-dev)
+#   make perf-dataplane  pboxd on memif against dpdk-testpmd (root; dpdk-dev)
 #   make demo       the main job on an emulated cluster on this machine (root)
 #   make integration  pboxd on the emulated network (root; part of make test)
 #   CUDA=auto|0|1   build the worker's CUDA objects when nvcc is found (auto)
@@ -77,10 +80,14 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 CORE_OBJS := $(call obj,$(CORE_SRCS))
 CUDA_OBJS := $(if $(filter 1,$(WITH_CUDA)),$(patsubst %.cu,$(BUILD)/obj/%.o,$(CUDA_SRCS)))
 
-BINS := $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(BUILD)/bin/pbox-client $(BUILD)/tests/unit_tests \
+# The ring all-reduce perf/cluster compares with: Gloo (C++), when installed.
+GLOO_HDR := $(wildcard /usr/include/gloo/allreduce.h)
+RING_BIN := $(if $(GLOO_HDR),$(BUILD)/perf/ring_gloo)
+
+BINS := $(RING_BIN) $(BUILD)/bin/pbox-gen $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(BUILD)/bin/pbox-client $(BUILD)/tests/unit_tests \
         $(BUILD)/perf/perf_sum $(BUILD)/lib/libpbox.a $(LIBPBOX_SO) $(BUILD)/bin/pbox-bench
 
-.PHONY: all test unit integration lint docs check-docs fuzz format perf-sum demo clean
+.PHONY: all test unit integration lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane demo clean
 all: $(BINS)
 
 $(BUILD)/lib/libpboxcore.a: $(CORE_OBJS) $(CUDA_OBJS)
@@ -107,7 +114,7 @@ $(BUILD)/obj/tests/%.o: EXTRA_OBJ_FLAGS := $(CHECK_CFLAGS)
 $(BUILD)/obj/config/%.o: EXTRA_OBJ_FLAGS := $(INIH_CFLAGS)
 # Only the files that talk to DPDK see its headers.
 DPDK_OBJS := $(call obj,$(filter-out appliance/pboxd.c,$(PBOXD_SRCS))) $(BUILD)/obj/appliance/pboxd.o \
-             $(BUILD)/obj/worker/dpdk.o
+             $(BUILD)/obj/worker/dpdk.o $(BUILD)/obj/perf/dataplane/pbox_gen.o
 $(DPDK_OBJS): EXTRA_OBJ_FLAGS := $(DPDK_CFLAGS)
 
 $(BUILD)/obj/%.o: %.c
@@ -150,6 +157,15 @@ $(BUILD)/tests/unit_tests: $(call obj,$(TEST_SRCS) $(LIBPBOX_SRCS) worker/models
 $(BUILD)/perf/perf_sum: $(call obj,$(PERF_SUM_SRCS)) $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
 	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS)
+
+$(BUILD)/bin/pbox-gen: $(BUILD)/obj/perf/dataplane/pbox_gen.o $(BUILD)/obj/nic/nic_port.o \
+                      $(BUILD)/lib/libpboxcore.a
+	@mkdir -p $(@D)
+	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(DPDK_LIBS)
+
+$(BUILD)/perf/ring_gloo: perf/cluster/ring_gloo.cc
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 $(OPT_FLAGS) -Wall -Wextra -Werror -o $@ $< -lgloo -pthread
 
 # ---- checks ----------------------------------------------------------------
 # The files that run per packet on a data core (the rest is control path).
@@ -214,6 +230,14 @@ test: lint check-docs all fuzz
 
 perf-sum: $(BUILD)/perf/perf_sum
 	$(BUILD)/perf/perf_sum $(PERF_ARGS)
+
+perf-cluster: all
+	@test -n "$(RING_BIN)" || { echo "perf-cluster: needs Gloo: apt-get install libgloo-dev"; exit 1; }
+	N=4 perf/cluster/cluster.sh $(BUILD)
+	N=8 perf/cluster/cluster.sh $(BUILD)
+
+perf-dataplane: all
+	perf/dataplane/dataplane.sh $(BUILD)
 
 demo: all
 	tests/net/demo.sh $(BUILD)

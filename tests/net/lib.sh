@@ -1,7 +1,7 @@
 # Shared by tests/net/integration.sh and tests/net/demo.sh: the emulated
 # cluster (a box with 4 ports and W workers), pboxd on it, and jobs of
 # pbox-client runs. Source it after setting W; it installs the teardown.
-here=$(cd "$(dirname "$0")" && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src=$(cd "$here/../.." && pwd)
 build=$(cd "${1:-$src/build}" && pwd)
 . "$here/pbox-net.sh"
@@ -103,6 +103,38 @@ start_box() {
 }
 
 # ---- libpbox workers (set N, wbw and bench first) ----------------------------
+
+# Shaped clusters: every worker link at $wbw Mb/s, the box's first $ports
+# ports at k·wbw/ports each, so the box offers k·B.
+ports=${ports:-2}
+
+# box_cfg MBPS_PER_PORT: the emulated box with its first $ports ports at that rate
+box_cfg() {
+	awk -v rate="$1M" -v last="$ports" '/^\[port p[0-9]+\]/ && substr($2, 2) + 0 >= last { exit }
+		/^bandwidth/ { $0 = "bandwidth = " rate } { print }' \
+		"$src/config/examples/box-emulated.ini" >"$log/box.ini"
+	cfg="$log/box.ini"
+}
+
+# shape K: workers' links at B, the box's ports at k·B/ports (both
+# directions; B when k = 0, the box idle); queues deep enough for a
+# worker's whole credit
+shape() {
+	local r p rate=$(($1 * wbw / ports > 0 ? $1 * wbw / ports : wbw))
+	for ((r = 0; r < N; r++)); do
+		pbox_net_shape "$tag" "w$r" tbf rate "${wbw}mbit" burst 128kb limit 16mb || return 1
+	done
+	for ((p = 0; p < ports; p++)); do
+		pbox_net_shape "$tag" "box-p$p" tbf rate "${rate}mbit" burst 128kb limit 16mb || return 1
+	done
+}
+
+restart_box() { # MBPS_PER_PORT
+	[ -n "$pboxd_pid" ] && kill "$pboxd_pid" 2>/dev/null && wait "$pboxd_pid" 2>/dev/null
+	pboxd_pid=
+	box_cfg "$1"
+	start_box
+}
 
 # worker_cfgs WITH_BOX [TUNING...]: one configuration per rank, $N ranks at
 # $wbw Mb/s, into $log/wR.ini

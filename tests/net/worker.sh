@@ -21,33 +21,6 @@ ITERS=${ITERS:-3}
 bench="$build/bin/pbox-bench"
 wbw=200 # worker bandwidth, Mb/s: the box keeps up with 4 workers at k = 6 on 2 shared cores
 
-# box_cfg MBPS_PER_PORT: the emulated box with its first 2 ports at that rate
-box_cfg() {
-	awk -v rate="$1M" '/^\[port p2\]/ { exit } /^bandwidth/ { $0 = "bandwidth = " rate } { print }' \
-		"$src/config/examples/box-emulated.ini" >"$log/box.ini"
-	cfg="$log/box.ini"
-}
-
-# shape K: workers' links at B, the box's ports at k·B/2 (both directions);
-# queues deep enough for a worker's whole credit
-shape() {
-	local r p
-	for ((r = 0; r < N; r++)); do
-		pbox_net_shape "$tag" "w$r" tbf rate "${wbw}mbit" burst 128kb limit 16mb || return 1
-	done
-	for p in 0 1; do
-		pbox_net_shape "$tag" "box-p$p" tbf rate "$(($1 * wbw / 2 > 0 ? $1 * wbw / 2 : wbw))mbit" \
-			burst 128kb limit 16mb || return 1
-	done
-}
-
-restart_box() { # MBPS_PER_PORT
-	[ -n "$pboxd_pid" ] && kill "$pboxd_pid" 2>/dev/null && wait "$pboxd_pid" 2>/dev/null
-	pboxd_pid=
-	box_cfg "$1"
-	start_box
-}
-
 # Interface byte counters: "tx rx" of a worker's eth0, or of the box's ports.
 counters() { # HOST
 	if [ "$1" = box ]; then

@@ -1,0 +1,664 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * pbox-gen: a DPDK traffic generator that plays W workers against one box
+ * port, for perf/dataplane and perf/scale.
+ *
+ *   pbox-gen [EAL args] -- --port VDEV --mode box|echo [--ctl IP:PORT]
+ *            [--workers W] [--bytes M] [--frag F] [--window P]
+ *            [--warmup S] [--seconds S] [--job ID]
+ *
+ * box:  registers a job of M bytes for W workers over pboxd's control
+ *       plane, then every emulated worker pushes every fragment, round
+ *       after round; each RESULT that comes back is parsed and its payload
+ *       compared, byte for byte, with the sum it must hold. A fragment's
+ *       next round goes out once all W results of this one are in.
+ * echo: the same pushes to a reflector (dpdk-testpmd in macswap mode): each
+ *       comes back as is and is compared with what was sent. The I/O
+ *       ceiling of the port type, with the generator doing the same work.
+ *
+ * At most --window packets are outstanding (so the far side's transmit
+ * ring cannot overflow); a fragment silent for 200 ms is pushed again.
+ * After --warmup seconds the counters are zeroed; after --seconds more it
+ * prints one line:
+ *   GEN mode=M workers=W frag=F pkts_in=N pps=P gbps_in=G gbps_out=G
+ *       rounds=R resent=X bad=B
+ * (pps, Gb/s: what came back per second; gbps_out: what was sent) and, in
+ * box mode, the box's own memory for the job (the REGISTER reply).
+ * Exit status 0 when every packet checked, 1 otherwise, 2 bad usage.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#include "nic_port.h"
+#include "nic_wire.h"
+
+#define BURST	     32
+#define MAX_WORKERS  256
+#define MAX_EPS	     64
+#define VARIANTS     5 /* rounds cycle through this many payload patterns */
+#define STALL_MS     200
+#define GEN_UDP_PORT 9700
+
+enum gen_mode { GEN_BOX, GEN_ECHO };
+
+struct gen_ep {
+	struct nic_addr addr;
+	uint32_t n_chunks;
+};
+
+struct gen_frag {
+	uint32_t round;
+	uint16_t next_w;  /* the next worker to push this round (W: all sent) */
+	uint16_t got;	  /* results of this round in */
+	uint64_t sent_at; /* TSC of the round's first push */
+	uint64_t seen[MAX_WORKERS / 64];
+	uint32_t ring_next; /* in the send FIFO: link */
+	bool queued;
+	bool resending; /* this round's missing parts go again */
+};
+
+struct gen {
+	/* options */
+	enum gen_mode mode;
+	const char *port_dev, *ctl;
+	uint32_t workers, frag, window, job;
+	uint64_t bytes;
+	double warmup_s, seconds;
+	/* port */
+	struct nic_port port;
+	struct rte_mempool *pool;
+	/* the job */
+	struct gen_ep ep[MAX_EPS];
+	uint32_t n_eps, chunk, fpc, n_chunks, n_frags;
+	uint64_t token;
+	int ctl_fd;
+	char reg_reply[512];
+	struct nic_addr worker[MAX_WORKERS];
+	/* payloads: push[v][w] and what the sum (box) or echo must hold */
+	float *push, *want; /* frag / 4 elements each */
+	struct gen_frag *f;
+	uint32_t fifo_head, fifo_tail; /* fragments with pushes to send */
+	uint32_t outstanding;	       /* packets sent, not answered */
+	struct rte_mbuf *txq[BURST];   /* built, not yet taken by the port */
+	uint16_t txn;
+	uint8_t lin[16384]; /* a chained frame, made contiguous */
+	/* counters */
+	uint64_t pkts_in, bytes_in, pkts_out, bytes_out, rounds, resent, bad, stale, foreign;
+};
+
+static volatile sig_atomic_t quit;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	quit = 1;
+}
+
+/* ---- values ----------------------------------------------------------------- */
+
+/* Worker w's element i in variant v: small integers, so every fp32 sum of
+ * up to 256 workers is exact. */
+static float value(uint32_t w, uint32_t i, uint32_t v)
+{
+	return (float)((int)((i % 7) + 3 * w + 11 * v) % 97 - 48);
+}
+
+static int build_payloads(struct gen *g)
+{
+	uint32_t n = g->frag / 4, v, w, i;
+
+	g->push = malloc((size_t)VARIANTS * g->workers * g->frag);
+	g->want = malloc((size_t)VARIANTS * g->frag);
+	if (!g->push || !g->want)
+		return -1;
+	for (v = 0; v < VARIANTS; v++) {
+		float *want = g->want + (size_t)v * n;
+
+		for (i = 0; i < n; i++)
+			want[i] = 0;
+		for (w = 0; w < g->workers; w++) {
+			float *p = g->push + ((size_t)v * g->workers + w) * n;
+
+			for (i = 0; i < n; i++) {
+				p[i] = value(w, i, v);
+				want[i] += p[i];
+			}
+		}
+	}
+	return 0;
+}
+
+/* ---- control plane (box mode) ----------------------------------------------- */
+
+static int ctl_line(struct gen *g, char *line, size_t cap)
+{
+	size_t n = 0;
+	char c;
+
+	while (n + 1 < cap) {
+		ssize_t r = read(g->ctl_fd, &c, 1);
+
+		if (r <= 0)
+			return -1;
+		if (c == '\n')
+			break;
+		line[n++] = c;
+	}
+	line[n] = 0;
+	return 0;
+}
+
+static int parse_ep(struct gen *g, const char *line)
+{
+	unsigned idx, m[6], port;
+	char ip[32];
+
+	if (sscanf(line, "EP %u ip=%31s mac=%x:%x:%x:%x:%x:%x port=%u", &idx, ip, &m[0], &m[1],
+		   &m[2], &m[3], &m[4], &m[5], &port) != 9 ||
+	    idx >= MAX_EPS || inet_pton(AF_INET, ip, &g->ep[idx].addr.ip_be) != 1)
+		return -1;
+	for (int i = 0; i < 6; i++)
+		g->ep[idx].addr.mac[i] = (uint8_t)m[i];
+	g->ep[idx].addr.port = (uint16_t)port;
+	if (idx + 1 > g->n_eps)
+		g->n_eps = idx + 1;
+	return 0;
+}
+
+/* ENDPOINTS, then REGISTER a job of @g->bytes over every endpoint. */
+static int box_register(struct gen *g)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	char host[64], line[512], *colon, req[1024];
+	unsigned frag = 0, chunk = 0, e;
+	size_t off;
+
+	snprintf(host, sizeof(host), "%s", g->ctl);
+	colon = strrchr(host, ':');
+	if (!colon)
+		return fprintf(stderr, "pbox-gen: --ctl %s: want IP:PORT\n", g->ctl), -1;
+	*colon = 0;
+	sa.sin_port = htons((uint16_t)atoi(colon + 1));
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+		return fprintf(stderr, "pbox-gen: --ctl %s: bad address\n", g->ctl), -1;
+	g->ctl_fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (g->ctl_fd < 0 || connect(g->ctl_fd, (struct sockaddr *)&sa, sizeof(sa)))
+		return fprintf(stderr, "pbox-gen: control plane %s: %s\n", g->ctl, strerror(errno)),
+		       -1;
+	if (write(g->ctl_fd, "ENDPOINTS\n", 10) != 10)
+		return -1;
+	while (ctl_line(g, line, sizeof(line)) == 0) {
+		if (strncmp(line, "EP ", 3) == 0 && parse_ep(g, line) == 0)
+			continue;
+		if (sscanf(line, "OK endpoints=%*u frag=%u chunk=%u", &frag, &chunk) == 2)
+			break;
+		return fprintf(stderr, "pbox-gen: ENDPOINTS: '%s'\n", line), -1;
+	}
+	if (!g->n_eps || !frag || !chunk || chunk % frag)
+		return fprintf(stderr, "pbox-gen: ENDPOINTS: no endpoint or geometry\n"), -1;
+	g->frag = frag;
+	g->chunk = chunk;
+	g->n_chunks = (uint32_t)(g->bytes / chunk);
+	if (!g->n_chunks || g->bytes % chunk)
+		return fprintf(stderr, "pbox-gen: --bytes must be a multiple of the chunk (%u)\n",
+			       chunk),
+		       -1;
+	for (uint32_t c = 0; c < g->n_chunks; c++) /* round robin over the endpoints */
+		g->ep[c % g->n_eps].n_chunks++;
+	g->token = 0x5eed0000ull + g->job;
+	off = (size_t)snprintf(req, sizeof(req),
+			       "REGISTER job=%u token=%" PRIu64 " n=%u dtype=fp32 frag=%u chunk=%u "
+			       "chunks=",
+			       g->job, g->token, g->workers, frag, chunk);
+	for (e = 0; e < g->n_eps && off < sizeof(req) - 16; e++)
+		off += (size_t)snprintf(req + off, sizeof(req) - off, "%s%u", e ? "," : "",
+					g->ep[e].n_chunks);
+	off += (size_t)snprintf(req + off, sizeof(req) - off, "\n");
+	if (write(g->ctl_fd, req, off) != (ssize_t)off)
+		return -1;
+	while (ctl_line(g, line, sizeof(line)) == 0) {
+		if (strncmp(line, "OK", 2) == 0) {
+			snprintf(g->reg_reply, sizeof(g->reg_reply), "%s", line);
+			return 0;
+		}
+		if (strncmp(line, "ERR", 3) == 0)
+			return fprintf(stderr, "pbox-gen: REGISTER refused: %s\n", line), -1;
+	}
+	return fprintf(stderr, "pbox-gen: REGISTER: connection closed\n"), -1;
+}
+
+/* ---- the send FIFO ------------------------------------------------------------- */
+
+static void fifo_push(struct gen *g, uint32_t i)
+{
+	struct gen_frag *f = &g->f[i];
+
+	if (f->queued)
+		return;
+	f->queued = true;
+	f->ring_next = UINT32_MAX;
+	if (g->fifo_head == UINT32_MAX)
+		g->fifo_head = i;
+	else
+		g->f[g->fifo_tail].ring_next = i;
+	g->fifo_tail = i;
+}
+
+static void fifo_pop(struct gen *g)
+{
+	struct gen_frag *f = &g->f[g->fifo_head];
+
+	f->queued = false;
+	g->fifo_head = f->ring_next;
+}
+
+/* ---- pushes ------------------------------------------------------------------- */
+
+/* Fragment @i's header for worker @w: where it goes and what it says. */
+static const struct nic_addr *frag_hdr(const struct gen *g, uint32_t i, uint32_t w,
+				       struct pbox_hdr *h, bool resend)
+{
+	uint32_t chunk = i / g->fpc, e = g->mode == GEN_BOX ? chunk % g->n_eps : 0;
+
+	*h = (struct pbox_hdr){.op = PBOX_OP_PUSH,
+			       .dtype = PBOX_DTYPE_FP32,
+			       .flags = resend ? PBOX_F_RETRANS : 0,
+			       .rank = (uint16_t)w,
+			       .job = g->job,
+			       .chunk = g->mode == GEN_BOX ? chunk / g->n_eps : chunk,
+			       .frag = (uint16_t)(i % g->fpc),
+			       .len = (uint16_t)g->frag,
+			       .round = g->f[i].round,
+			       .token = nic_wire_token(g->token)};
+	return &g->ep[e].addr;
+}
+
+/* Pushes from the FIFO into the transmit buffer, within the window, then
+ * one transmit burst; what the port did not take stays for next time. */
+static void send_pushes(struct gen *g)
+{
+	uint16_t sent;
+
+	while (g->txn < BURST && g->fifo_head != UINT32_MAX && g->outstanding < g->window) {
+		uint32_t i = g->fifo_head, w = g->f[i].next_w;
+		struct pbox_hdr h;
+
+		if (g->f[i].resending && (g->f[i].seen[w / 64] >> (w % 64) & 1)) {
+			if (++g->f[i].next_w == g->workers)
+				fifo_pop(g);
+			continue;
+		}
+		{
+			const struct nic_addr *dst = frag_hdr(g, i, w, &h, g->f[i].resending);
+			const float *pl = g->push + ((size_t)(h.round % VARIANTS) * g->workers +
+						     w) * (g->frag / 4);
+			struct rte_mbuf *m = rte_pktmbuf_alloc(g->pool);
+			size_t len;
+
+			if (!m)
+				break;
+			len = nic_wire_build(rte_pktmbuf_mtod(m, uint8_t *),
+					     rte_pktmbuf_tailroom(m), &g->worker[w], dst, &h, pl);
+			if (!len) {
+				rte_pktmbuf_free(m);
+				fprintf(stderr,
+					"pbox-gen: a %u-byte fragment does not fit an mbuf\n",
+					g->frag);
+				quit = 1;
+				break;
+			}
+			m->data_len = (uint16_t)len;
+			m->pkt_len = (uint32_t)len;
+			g->txq[g->txn++] = m;
+			g->outstanding++;
+			g->bytes_out += g->frag;
+			if (w == 0 && !g->f[i].resending)
+				g->f[i].sent_at = rte_rdtsc();
+			if (++g->f[i].next_w == g->workers)
+				fifo_pop(g);
+		}
+	}
+	if (!g->txn)
+		return;
+	sent = rte_eth_tx_burst(g->port.port_id, 0, g->txq, g->txn);
+	g->pkts_out += sent;
+	if (sent < g->txn)
+		memmove(g->txq, g->txq + sent, (g->txn - sent) * sizeof(g->txq[0]));
+	g->txn = (uint16_t)(g->txn - sent);
+}
+
+/* ---- answers ------------------------------------------------------------------ */
+
+/* One answer: a RESULT (box) or our own push back (echo). Every field and
+ * every payload byte is checked; a duplicate (a resend answered twice) is
+ * counted once. */
+static void on_answer(struct gen *g, const uint8_t *frame, uint32_t len)
+{
+	struct nic_wire_expect exp = {.port_lo = GEN_UDP_PORT,
+				      .port_hi = GEN_UDP_PORT,
+				      .max_payload = (uint16_t)g->frag,
+				      .accept_ops = g->mode == GEN_BOX ? 1u << PBOX_OP_RESULT |
+										 1u << PBOX_OP_ACK
+								       : 1u << PBOX_OP_PUSH};
+	struct nic_pkt pkt;
+	const float *want;
+	struct gen_frag *f;
+	uint32_t i, w;
+
+	if (nic_wire_parse(frame, len, &exp, &pkt) != NIC_DROP_NONE) {
+		g->foreign++; /* ARP, or a frame not for a worker */
+		return;
+	}
+	if (pkt.kind != NIC_KIND_PBOX || pkt.hdr.job != g->job || pkt.hdr.rank >= g->workers ||
+	    pkt.hdr.len != g->frag || pkt.hdr.frag >= g->fpc) {
+		g->bad++;
+		return;
+	}
+	if (pkt.hdr.op == PBOX_OP_ACK) /* a resend's part is in: its sum will come */
+		return;
+	w = pkt.hdr.rank;
+	i = pkt.hdr.chunk * g->fpc + pkt.hdr.frag;
+	if (g->mode == GEN_BOX) { /* which endpoint: by the source address */
+		uint32_t e = 0;
+
+		while (e < g->n_eps && g->ep[e].addr.ip_be != pkt.src_ip_be)
+			e++;
+		if (e == g->n_eps) {
+			g->bad++;
+			return;
+		}
+		i = (pkt.hdr.chunk * g->n_eps + e) * g->fpc + pkt.hdr.frag;
+	}
+	if (i >= g->n_frags || pkt.dst_ip_be != g->worker[w].ip_be) {
+		g->bad++;
+		return;
+	}
+	f = &g->f[i];
+	if (pkt.hdr.round != f->round || (f->seen[w / 64] >> (w % 64) & 1)) {
+		g->stale++; /* an answer to a resend we no longer need */
+		return;
+	}
+	want = g->mode == GEN_BOX
+		       ? g->want + (size_t)(f->round % VARIANTS) * (g->frag / 4)
+		       : g->push + ((size_t)(f->round % VARIANTS) * g->workers + w) * (g->frag / 4);
+	if (memcmp(frame + pkt.payload_off, want, g->frag)) {
+		g->bad++;
+		return;
+	}
+	f->seen[w / 64] |= 1ull << (w % 64);
+	g->pkts_in++;
+	g->bytes_in += g->frag;
+	if (g->outstanding)
+		g->outstanding--;
+	if (++f->got == g->workers) { /* the round is done: the next one */
+		f->round++;
+		f->got = 0;
+		f->next_w = 0;
+		f->resending = false;
+		memset(f->seen, 0, sizeof(f->seen));
+		g->rounds++;
+		fifo_push(g, i);
+	}
+}
+
+/* Frames may come chained (the box sends header and payload apart). */
+static void receive(struct gen *g)
+{
+	struct rte_mbuf *m[BURST];
+	uint16_t n = rte_eth_rx_burst(g->port.port_id, 0, m, BURST);
+
+	for (uint16_t k = 0; k < n; k++) {
+		const uint8_t *frame = rte_pktmbuf_mtod(m[k], const uint8_t *);
+
+		if (m[k]->nb_segs > 1)
+			frame = m[k]->pkt_len <= sizeof(g->lin)
+					? rte_pktmbuf_read(m[k], 0, m[k]->pkt_len, g->lin)
+					: NULL;
+		if (frame)
+			on_answer(g, frame, m[k]->pkt_len);
+		else
+			g->bad++;
+		rte_pktmbuf_free(m[k]);
+	}
+}
+
+/* A fragment whose round has been out for STALL_MS: lost somewhere (a
+ * ring was full); push its missing workers' parts again. */
+static void resend_stalled(struct gen *g, uint64_t now, uint64_t stall)
+{
+	for (uint32_t i = 0; i < g->n_frags; i++) {
+		struct gen_frag *f = &g->f[i];
+
+		if (f->queued || f->next_w < g->workers || now - f->sent_at < stall)
+			continue;
+		g->resent++;
+		g->outstanding -=
+			g->outstanding < g->workers - f->got ? g->outstanding : g->workers - f->got;
+		f->next_w = 0;
+		f->resending = true;
+		f->sent_at = now;
+		fifo_push(g, i);
+	}
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: pbox-gen [EAL args] -- --port VDEV --mode box|echo [--ctl IP:PORT]\n"
+		"                [--workers W] [--bytes M] [--frag F] [--window P]\n"
+		"                [--warmup S] [--seconds S] [--job ID]\n");
+}
+
+static int parse_args(int argc, char **argv, struct gen *g)
+{
+	static const struct option lo[] = {
+		{"port", 1, 0, 'p'},	{"mode", 1, 0, 'm'},   {"ctl", 1, 0, 'c'},
+		{"workers", 1, 0, 'w'}, {"bytes", 1, 0, 'b'},  {"frag", 1, 0, 'f'},
+		{"window", 1, 0, 'W'},	{"warmup", 1, 0, 'u'}, {"seconds", 1, 0, 's'},
+		{"job", 1, 0, 'j'},	{0, 0, 0, 0}};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			g->port_dev = optarg;
+			break;
+		case 'm':
+			if (strcmp(optarg, "box") && strcmp(optarg, "echo"))
+				return -1;
+			g->mode = strcmp(optarg, "box") ? GEN_ECHO : GEN_BOX;
+			break;
+		case 'c':
+			g->ctl = optarg;
+			break;
+		case 'w':
+			g->workers = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'b':
+			g->bytes = strtoull(optarg, NULL, 0);
+			break;
+		case 'f':
+			g->frag = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'W':
+			g->window = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'u':
+			g->warmup_s = strtod(optarg, NULL);
+			break;
+		case 's':
+			g->seconds = strtod(optarg, NULL);
+			break;
+		case 'j':
+			g->job = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		default:
+			return -1;
+		}
+	}
+	if (!g->port_dev || (g->mode == GEN_BOX && !g->ctl) || g->workers < 1 ||
+	    g->workers > MAX_WORKERS || g->frag < 64 || g->frag % 4 || g->frag > 9000 ||
+	    g->window < g->workers || g->seconds <= 0 || g->warmup_s < 0 || !g->bytes)
+		return -1;
+	return 0;
+}
+
+/* The emulated workers: 198.18.128.0/17 host addresses, our port's MAC. */
+static void make_workers(struct gen *g)
+{
+	for (uint32_t w = 0; w < g->workers; w++) {
+		memcpy(g->worker[w].mac, g->port.mac, 6);
+		g->worker[w].ip_be = htonl(0xc6128000u + 256 * (w / 250) + w % 250 + 1);
+		g->worker[w].port = GEN_UDP_PORT;
+	}
+}
+
+static int port_up(struct gen *g)
+{
+	char err[256];
+	unsigned room = RTE_PKTMBUF_HEADROOM + RTE_ALIGN_CEIL(g->frag + NIC_HDRS_LEN, 1024) + 1024;
+
+	g->pool = rte_pktmbuf_pool_create("gen_pool", 16383, 256, 0, (uint16_t)room,
+					  (int)rte_socket_id());
+	if (!g->pool)
+		return fprintf(stderr, "pbox-gen: mempool: %s\n", rte_strerror(rte_errno)), -1;
+	nic_port_dev_name(NULL, g->port_dev, g->port.dev, sizeof(g->port.dev));
+	snprintf(g->port.name, sizeof(g->port.name), "gen");
+	if (nic_port_probe(&g->port, err, sizeof(err)) ||
+	    nic_port_setup(&g->port, 1, g->frag + NIC_L3_OVERHEAD, 1024, 1024, &g->pool, err,
+			   sizeof(err)))
+		return fprintf(stderr, "pbox-gen: %s\n", err), -1;
+	if (!nic_port_link_wait(&g->port, 10000, NULL, NULL))
+		return fprintf(stderr, "pbox-gen: %s: no link in 10 s\n", g->port_dev), -1;
+	return 0;
+}
+
+/* Run until @until (TSC), keeping the pipe full. */
+static void run(struct gen *g, uint64_t until)
+{
+	uint64_t hz = rte_get_tsc_hz(), stall = hz / 1000 * STALL_MS, last_scan = rte_rdtsc();
+
+	while (!quit) {
+		uint64_t now = rte_rdtsc();
+
+		if (now >= until)
+			break;
+		receive(g);
+		send_pushes(g);
+		if (now - last_scan > stall / 4) {
+			resend_stalled(g, now, stall);
+			last_scan = now;
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct gen *g;
+	uint64_t hz, t0, t1;
+	int used, rc = 1;
+
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return 1;
+	*g = (struct gen){.mode = GEN_BOX,
+			  .workers = 4,
+			  .bytes = 32u << 20,
+			  .frag = 8192,
+			  .window = 512,
+			  .warmup_s = 2,
+			  .seconds = 10,
+			  .job = 7};
+	used = rte_eal_init(argc, argv);
+	if (used < 0) {
+		fprintf(stderr, "pbox-gen: EAL: %s\n", rte_strerror(rte_errno));
+		free(g);
+		return 1;
+	}
+	argc -= used;
+	argv += used;
+	if (parse_args(argc, argv, g)) {
+		usage();
+		rte_eal_cleanup();
+		return 2;
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	if (port_up(g))
+		goto out;
+	make_workers(g);
+	if (g->mode == GEN_BOX) {
+		if (box_register(g))
+			goto out;
+	} else {
+		g->n_eps = 1;
+		g->ep[0].addr = (struct nic_addr){.ip_be = htonl(0xc6120101u), .port = 9600};
+		memcpy(g->ep[0].addr.mac, g->port.mac, 6);
+		g->chunk = 32768 / g->frag * g->frag;
+		g->n_chunks = (uint32_t)(g->bytes / g->chunk);
+	}
+	g->fpc = g->chunk / g->frag;
+	g->n_frags = g->n_chunks * g->fpc;
+	g->f = calloc(g->n_frags ? g->n_frags : 1, sizeof(*g->f));
+	if (!g->f || !g->n_frags || build_payloads(g)) {
+		fprintf(stderr, "pbox-gen: out of memory, or a model of no fragment\n");
+		goto out;
+	}
+	g->fifo_head = UINT32_MAX;
+	for (uint32_t i = 0; i < g->n_frags; i++)
+		fifo_push(g, i);
+	hz = rte_get_tsc_hz();
+	t0 = rte_rdtsc();
+	run(g, t0 + (uint64_t)(g->warmup_s * (double)hz));
+	g->pkts_in = g->bytes_in = g->pkts_out = g->bytes_out = g->rounds = 0;
+	t0 = rte_rdtsc();
+	run(g, t0 + (uint64_t)(g->seconds * (double)hz));
+	t1 = rte_rdtsc();
+	{
+		double s = (double)(t1 - t0) / (double)hz;
+
+		printf("GEN mode=%s workers=%u frag=%u bytes=%" PRIu64
+		       " seconds=%.2f pkts_in=%" PRIu64
+		       " pps=%.0f gbps_in=%.3f gbps_out=%.3f rounds=%" PRIu64 " resent=%" PRIu64
+		       " stale=%" PRIu64 " bad=%" PRIu64 "%s%s\n",
+		       g->mode == GEN_BOX ? "box" : "echo", g->workers, g->frag, g->bytes, s,
+		       g->pkts_in, (double)g->pkts_in / s, (double)g->bytes_in * 8 / s / 1e9,
+		       (double)g->bytes_out * 8 / s / 1e9, g->rounds, g->resent, g->stale, g->bad,
+		       g->mode == GEN_BOX ? " box: " : "", g->mode == GEN_BOX ? g->reg_reply : "");
+	}
+	rc = g->bad || !g->pkts_in ? 1 : 0;
+	if (g->bad)
+		fprintf(stderr, "pbox-gen: %" PRIu64 " answers failed their checks\n", g->bad);
+out:
+	for (uint16_t k = 0; k < g->txn; k++)
+		rte_pktmbuf_free(g->txq[k]);
+	if (g->port.started) {
+		nic_port_stop(&g->port);
+		nic_port_close(&g->port);
+	}
+	if (g->ctl_fd > 0)
+		close(g->ctl_fd);
+	free(g->f);
+	free(g->push);
+	free(g->want);
+	free(g);
+	rte_eal_cleanup();
+	return rc;
+}
