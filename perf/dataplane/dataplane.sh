@@ -18,8 +18,8 @@
 # Needs root (a network namespace: memif's abstract sockets stay in it) and
 # hugepages.
 #
-#   perf/dataplane/dataplane.sh [BUILD_DIR]   W (4), SIZE (16M), DURATION (8 s),
-#                                             ROUNDS (2), MTU (9000)
+#   perf/dataplane/dataplane.sh [BUILD_DIR]   W (4), SIZE (16M), DURATION (5 s),
+#                                             ROUNDS (3), MTU (9000)
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,8 +27,8 @@ src=$(cd "$here/../.." && pwd)
 build=$(cd "${1:-$src/build}" && pwd)
 W=${W:-4}
 SIZE=${SIZE:-16M}
-DURATION=${DURATION:-8}
-ROUNDS=${ROUNDS:-2}
+DURATION=${DURATION:-5}
+ROUNDS=${ROUNDS:-3}
 MTU=${MTU:-9000}
 EXTRA_GEN=${EXTRA_GEN:-}
 gen="$build/bin/pbox-gen"
@@ -50,7 +50,7 @@ cleanup() {
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
 	ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
 	ip netns del "$ns" 2>/dev/null
-	rm -rf /var/run/dpdk/pbox-dp$$-*
+	rm -rf /var/run/dpdk/pbox-dp$$-* /dev/hugepages/pbox-dp$$-*
 	if [ "$fail" -ne 0 ]; then echo "dataplane: logs kept in $log"; else rm -rf "$log"; fi
 }
 trap cleanup EXIT
@@ -81,24 +81,44 @@ ip = 198.18.1.1
 bandwidth = 100G
 EOF
 
-# gen MODE NAME SOCKET [ROLE]: pbox-gen on core 0 at the other end of SOCKET
+# gen MODE NAME SOCKET SERVER_PID: pbox-gen on core 0, the memif client at
+# the other end of SOCKET. Once it has printed its result it stops polling
+# (--hold); then the server (pboxd or testpmd) stops first, closing the
+# memif, and the generator leaves. A memif peer leaving while the other side
+# polls can crash the poller (DPDK 22.11's memif PMD unmaps the rings from
+# its control thread under the data core)
 gen() {
-	local port
-	port=$(memif "${4:-client}" "$3")
-	ip netns exec "$ns" "$gen" -l 0 --no-pci --file-prefix "pbox-dp$$-gen" --vdev "$port" -m 512 \
+	local port pid rc st
+	port=$(memif client "$3")
+	ip netns exec "$ns" "$gen" -l 0 --no-pci --file-prefix "pbox-dp$$-gen" --huge-unlink --vdev "$port" -m 512 \
 		--log-level=error -- --port "$port" --mode "$1" --ctl 127.0.0.1:9570 \
 		--workers "$W" --bytes "$bytes" --frag "$frag" --warmup 2 --seconds "$DURATION" \
-		$EXTRA_GEN >"$log/$2.log" 2>&1
-	local rc=$?
+		--hold $EXTRA_GEN >"$log/$2.log" 2>&1 &
+	pid=$!
+	while kill -0 "$pid" 2>/dev/null && ! grep -qs "^GEN" "$log/$2.log"; do sleep 0.2; done
+	[ "$1" = box ] && ip netns exec "$ns" "$build/bin/pboxctl" --prefix "pbox-dp$$-box" stats \
+		>"$log/$2-stats.txt" 2>&1
+	stop "$4"
+	st=$?
+	(sleep 5; kill -INT "$pid" 2>/dev/null) &
+	wait "$pid"
+	rc=$?
 	grep -h "^GEN" "$log/$2.log" || { sed 's/^/  /' "$log/$2.log"; }
+	if [ "$1" = box ] && [ "$st" -ne 0 ]; then
+		echo "dataplane: pboxd exited with status $st"
+		rc=1
+	fi
 	return $rc
 }
 
-# stop PID: SIGINT, then wait
+# stop PID: SIGINT, then wait; its exit status
 stop() {
+	local st
 	kill -INT "$1" 2>/dev/null
 	wait "$1" 2>/dev/null
+	st=$?
 	pids=("${pids[@]/$1/}")
+	return $st
 }
 
 box_run() { # NAME
@@ -115,27 +135,22 @@ box_run() { # NAME
 		stop "$pid"
 		return 1
 	fi
-	gen box "$1" "$log/box.sock" || fail=1
-	ip netns exec "$ns" "$build/bin/pboxctl" --prefix "pbox-dp$$-box" stats >"$log/$1-stats.txt" 2>&1
-	stop "$pid"
+	gen box "$1" "$log/box.sock" "$pid" || fail=1
 }
 
 testpmd_run() { # NAME
 	rm -f "$log/tp.sock"
-	# stdin held open: testpmd without -i forwards until its stdin says enter
-	# testpmd as the memif client, the generator the server. Not working yet
-	# here (DPDK 22.11): as the server testpmd receives nothing; as the client
-	# it receives one ring's worth and transmits nothing back
-	( sleep 1; exec sleep 3600 ) | ip netns exec "$ns" "$testpmd" -l 0,1 --main-lcore 0 --no-pci --file-prefix "pbox-dp$$-tp" \
-		--vdev "$(memif client "$log/tp.sock")" -m 512 --log-level=error -- \
+	# testpmd as the memif server on the box's core, as pboxd was. With
+	# --stats-period it forwards until a signal, whatever its stdin
+	ip netns exec "$ns" "$testpmd" -l 0,1 --main-lcore 0 --no-pci --file-prefix "pbox-dp$$-tp" --huge-unlink \
+		--vdev "$(memif server "$log/tp.sock")" -m 512 --log-level=error -- \
 		--forward-mode=macswap --nb-cores=1 --rxq=1 --txq=1 --rxd=1024 --txd=1024 \
 		--mbuf-size=$((bsize + 128)) --total-num-mbufs=16384 --auto-start \
-		--no-lsc-interrupt >"$log/$1-testpmd.log" 2>&1 &
+		--no-lsc-interrupt --stats-period=3600 </dev/null >"$log/$1-testpmd.log" 2>&1 &
 	local pid=$!
 	pids+=("$pid")
-	gen echo "$1" "$log/tp.sock" server || fail=1
-	pkill -INT -f "file-prefix pbox-dp$$-tp" 2>/dev/null
-	stop "$pid"
+	for _ in $(seq 100); do grep -qs "Port 0: " "$log/$1-testpmd.log" && break; sleep 0.1; done
+	gen echo "$1" "$log/tp.sock" "$pid" || fail=1
 }
 
 pps() { sed -n 's/.* pps=\([0-9.]*\).*/\1/p' "$log/$1.log" | head -1; }

@@ -5,7 +5,7 @@
  *
  *   pbox-gen [EAL args] -- --port VDEV --mode box|echo [--ctl IP:PORT]
  *            [--workers W] [--bytes M] [--frag F] [--window P]
- *            [--warmup S] [--seconds S] [--job ID]
+ *            [--warmup S] [--seconds S] [--job ID] [--hold]
  *
  * box:  registers a job of M bytes for W workers over pboxd's control
  *       plane, then every emulated worker pushes every fragment, round
@@ -13,7 +13,8 @@
  *       compared, byte for byte, with the sum it must hold. A fragment's
  *       next round goes out once all W results of this one are in.
  * echo: the same pushes to a reflector (dpdk-testpmd in macswap mode): each
- *       comes back as is and is compared with what was sent. The I/O
+ *       comes back with its MAC addresses swapped and is compared, header
+ *       and payload, with what was sent. The I/O
  *       ceiling of the port type, with the generator doing the same work.
  *
  * At most --window packets are outstanding (so the far side's transmit
@@ -21,9 +22,15 @@
  * After --warmup seconds the counters are zeroed; after --seconds more it
  * prints one line:
  *   GEN mode=M workers=W frag=F pkts_in=N pps=P gbps_in=G gbps_out=G
- *       rounds=R resent=X bad=B
+ *       rounds=R resent=X stale=S foreign=O bad=B
  * (pps, Gb/s: what came back per second; gbps_out: what was sent) and, in
  * box mode, the box's own memory for the job (the REGISTER reply).
+ * With --hold it then stops polling and keeps its port open until the far
+ * side closes it (or a signal): a memif peer that leaves while the other
+ * side polls can crash it (DPDK 22.11's memif PMD unmaps the shared rings
+ * from its control thread while the data core reads them), so the harness
+ * stops the far side first. A held generator leaves without tearing its
+ * port down: run it with --huge-unlink.
  * Exit status 0 when every packet checked, 1 otherwise, 2 bad usage.
  */
 #include <arpa/inet.h>
@@ -99,6 +106,7 @@ struct gen {
 	uint8_t lin[16384]; /* a chained frame, made contiguous */
 	/* counters */
 	uint64_t pkts_in, bytes_in, pkts_out, bytes_out, rounds, resent, bad, stale, foreign;
+	bool hold; /* after the result, keep the port until the far side leaves */
 };
 
 static volatile sig_atomic_t quit;
@@ -349,8 +357,11 @@ static void send_pushes(struct gen *g)
  * counted once. */
 static void on_answer(struct gen *g, const uint8_t *frame, uint32_t len)
 {
-	struct nic_wire_expect exp = {.port_lo = GEN_UDP_PORT,
-				      .port_hi = GEN_UDP_PORT,
+	/* macswap swaps the MAC addresses only: an echoed push is still
+	 * addressed to the box's endpoint, from the worker */
+	uint16_t port = g->mode == GEN_BOX ? GEN_UDP_PORT : g->ep[0].addr.port;
+	struct nic_wire_expect exp = {.port_lo = port,
+				      .port_hi = port,
 				      .max_payload = (uint16_t)g->frag,
 				      .accept_ops = g->mode == GEN_BOX ? 1u << PBOX_OP_RESULT |
 										 1u << PBOX_OP_ACK
@@ -358,7 +369,7 @@ static void on_answer(struct gen *g, const uint8_t *frame, uint32_t len)
 	struct nic_pkt pkt;
 	const float *want;
 	struct gen_frag *f;
-	uint32_t i, w;
+	uint32_t i, w, to;
 
 	if (nic_wire_parse(frame, len, &exp, &pkt) != NIC_DROP_NONE) {
 		g->foreign++; /* ARP, or a frame not for a worker */
@@ -384,7 +395,9 @@ static void on_answer(struct gen *g, const uint8_t *frame, uint32_t len)
 		}
 		i = (pkt.hdr.chunk * g->n_eps + e) * g->fpc + pkt.hdr.frag;
 	}
-	if (i >= g->n_frags || pkt.dst_ip_be != g->worker[w].ip_be) {
+	to = g->mode == GEN_BOX ? pkt.dst_ip_be : pkt.src_ip_be;
+	if (i >= g->n_frags || to != g->worker[w].ip_be ||
+	    (g->mode == GEN_ECHO && pkt.dst_ip_be != g->ep[0].addr.ip_be)) {
 		g->bad++;
 		return;
 	}
@@ -463,7 +476,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: pbox-gen [EAL args] -- --port VDEV --mode box|echo [--ctl IP:PORT]\n"
 		"                [--workers W] [--bytes M] [--frag F] [--window P]\n"
-		"                [--warmup S] [--seconds S] [--job ID]\n");
+		"                [--warmup S] [--seconds S] [--job ID] [--hold]\n");
 }
 
 static int parse_args(int argc, char **argv, struct gen *g)
@@ -472,7 +485,7 @@ static int parse_args(int argc, char **argv, struct gen *g)
 		{"port", 1, 0, 'p'},	{"mode", 1, 0, 'm'},   {"ctl", 1, 0, 'c'},
 		{"workers", 1, 0, 'w'}, {"bytes", 1, 0, 'b'},  {"frag", 1, 0, 'f'},
 		{"window", 1, 0, 'W'},	{"warmup", 1, 0, 'u'}, {"seconds", 1, 0, 's'},
-		{"job", 1, 0, 'j'},	{0, 0, 0, 0}};
+		{"job", 1, 0, 'j'},	{"hold", 0, 0, 'h'},   {0, 0, 0, 0}};
 	int c;
 
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -508,6 +521,9 @@ static int parse_args(int argc, char **argv, struct gen *g)
 			break;
 		case 'j':
 			g->job = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'h':
+			g->hold = true;
 			break;
 		default:
 			return -1;
@@ -637,15 +653,27 @@ int main(int argc, char **argv)
 		printf("GEN mode=%s workers=%u frag=%u bytes=%" PRIu64
 		       " seconds=%.2f pkts_in=%" PRIu64
 		       " pps=%.0f gbps_in=%.3f gbps_out=%.3f rounds=%" PRIu64 " resent=%" PRIu64
-		       " stale=%" PRIu64 " bad=%" PRIu64 "%s%s\n",
+		       " stale=%" PRIu64 " foreign=%" PRIu64 " bad=%" PRIu64 "%s%s\n",
 		       g->mode == GEN_BOX ? "box" : "echo", g->workers, g->frag, g->bytes, s,
 		       g->pkts_in, (double)g->pkts_in / s, (double)g->bytes_in * 8 / s / 1e9,
-		       (double)g->bytes_out * 8 / s / 1e9, g->rounds, g->resent, g->stale, g->bad,
-		       g->mode == GEN_BOX ? " box: " : "", g->mode == GEN_BOX ? g->reg_reply : "");
+		       (double)g->bytes_out * 8 / s / 1e9, g->rounds, g->resent, g->stale,
+		       g->foreign, g->bad, g->mode == GEN_BOX ? " box: " : "",
+		       g->mode == GEN_BOX ? g->reg_reply : "");
 	}
+	fflush(stdout);
 	rc = g->bad || !g->pkts_in ? 1 : 0;
 	if (g->bad)
 		fprintf(stderr, "pbox-gen: %" PRIu64 " answers failed their checks\n", g->bad);
+	if (g->hold) { /* no more polling: the far side may now stop and close */
+		while (!quit && nic_port_link_wait(&g->port, 0, NULL, NULL))
+			usleep(10000);
+		/* and no teardown either: 22.11's memif control thread, handling
+		 * the peer's leaving, can crash or deadlock a port close and EAL
+		 * cleanup racing it. The harness runs us with --huge-unlink, so
+		 * the hugepages go back with the process */
+		fflush(stdout);
+		_exit(rc);
+	}
 out:
 	for (uint16_t k = 0; k < g->txn; k++)
 		rte_pktmbuf_free(g->txq[k]);
