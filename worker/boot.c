@@ -12,7 +12,7 @@
  *   rank 0 -> rank r
  *       ERR <message>              a mismatch, a missing rank, the box refused
  *     or
- *       GO frag=F eps=E
+ *       GO frag=F eps=E nonce=X
  *       EP <ip> <port> <kbps>      E lines: the box's endpoints
  *       END
  *
@@ -22,6 +22,12 @@
  * life. The bootstrap connections stay open as well: they tell rank 0 when
  * a rank goes away (rank 0 then tells the others: LOST <rank>), and carry
  * the finalize barrier (BYE).
+ *
+ * Every incarnation of a job gets a token of its own: rank 0 draws a nonce
+ * and every rank uses [job] token ^ nonce on the wire and with the box. A
+ * run that reuses the job id and addresses of the one before it then cannot
+ * take that run's late datagrams (a resend still queued somewhere, and the
+ * box's "no such job" answers to it) for its own.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -418,7 +425,7 @@ closed:
 
 static int box_register(struct pbox *px, uint64_t deadline, char *msg, size_t cap)
 {
-	size_t room = 64 + 12 * (size_t)px->n_eps, off;
+	size_t room = 192 + 12 * (size_t)px->n_eps, off; /* 20-digit token and ids */
 	char *req = malloc(room), buf[8192], line[LINE_CAP];
 	uint32_t len = 0, e;
 	int rc;
@@ -430,12 +437,16 @@ static int box_register(struct pbox *px, uint64_t deadline, char *msg, size_t ca
 	off = (size_t)snprintf(req, room,
 			       "REGISTER job=%u token=%" PRIu64 " n=%u dtype=%s frag=%u chunk=%u "
 			       "chunks=",
-			       px->job, px->cfg.job.token, px->n,
-			       sum_dtype_name((enum sum_dtype)px->dtype), px->frag_size,
-			       px->chunk_size);
-	for (e = 0; e < px->n_eps; e++)
+			       px->job, px->token, px->n, sum_dtype_name((enum sum_dtype)px->dtype),
+			       px->frag_size, px->chunk_size);
+	for (e = 0; e < px->n_eps && off < room; e++)
 		off += (size_t)snprintf(req + off, room - off, "%s%u", e ? "," : "",
 					px->unit[e].n_chunks);
+	if (off >= room - 1) { /* cannot be, by room's reckoning: but never send half */
+		free(req);
+		snprintf(msg, cap, "the REGISTER request does not fit in %zu bytes", room);
+		return -1;
+	}
 	/* the line can be long: not through wk_line_send's buffer */
 	req[off++] = '\n';
 	rc = send(px->box_fd, req, off, MSG_NOSIGNAL) == (ssize_t)off ? 0 : -1;
@@ -507,6 +518,23 @@ static int alloc_peers(struct pbox *px)
 	return PBOX_OK;
 }
 
+/* Rank 0's nonce for this incarnation: the kernel's randomness, or (should
+ * getrandom fail) the clock and the pid, which still differ between runs. */
+static uint64_t draw_nonce(void)
+{
+	uint64_t v;
+
+	if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+		v = wk_now() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid() << 32;
+	return v;
+}
+
+static void set_token(struct pbox *px, uint64_t nonce)
+{
+	px->token = px->cfg.job.token ^ nonce;
+	px->token32 = nic_wire_token(px->token);
+}
+
 /* Rank 0's side. */
 static int boot_root(struct pbox *px, uint64_t deadline)
 {
@@ -515,6 +543,7 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 	char msg[WK_ERR_LEN] = "", ip[INET_ADDRSTRLEN];
 	int lfd = -1, one = 1, rc = PBOX_OK;
 	uint32_t got = 0, r, frag = (uint32_t)own_frag(px);
+	uint64_t nonce = 0;
 
 	if (!eps)
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
@@ -599,6 +628,8 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 		}
 	}
 	if (!msg[0]) {
+		nonce = draw_nonce();
+		set_token(px, nonce);
 		rc = wk_layout(px, frag, eps->n, eps->ip, eps->port, eps->kbps);
 		if (rc)
 			snprintf(msg, sizeof(msg), "%s", pbox_last_error());
@@ -618,7 +649,8 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 			wk_line_send(px->peer_fd[r], "ERR %s", msg);
 			continue;
 		}
-		wk_line_send(px->peer_fd[r], "GO frag=%u eps=%u", frag, eps->n);
+		wk_line_send(px->peer_fd[r], "GO frag=%u eps=%u nonce=%#" PRIx64, frag, eps->n,
+			     nonce);
 		for (uint32_t e = 0; e < eps->n; e++)
 			wk_line_send(px->peer_fd[r], "EP %s %u %" PRIu64, ipstr(eps->ip[e], ip),
 				     eps->port[e], eps->kbps[e]);
@@ -640,6 +672,7 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 	struct box_eps *eps = calloc(1, sizeof(*eps));
 	char buf[WK_LINEBUF], line[LINE_CAP], name[96];
 	uint32_t len = 0, frag = 0, n_eps = 0;
+	uint64_t nonce = 0;
 	int fd = -1, rc;
 
 	if (!eps)
@@ -678,7 +711,8 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 		rc = wk_err(rc, "pbox_start: %s", line + 4);
 		goto out;
 	}
-	if (sscanf(line, "GO frag=%u eps=%u", &frag, &n_eps) != 2 || n_eps > WK_MAX_EPS) {
+	if (sscanf(line, "GO frag=%u eps=%u nonce=%" SCNx64, &frag, &n_eps, &nonce) != 3 ||
+	    n_eps > WK_MAX_EPS) {
 		rc = wk_err(PBOX_EPEER, "pbox_start: %s sent '%.60s'", name, line);
 		goto out;
 	}
@@ -705,6 +739,7 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 		rc = wk_err(PBOX_EPEER, "pbox_start: %s sent fragment size %u", name, frag);
 		goto out;
 	}
+	set_token(px, nonce);
 	rc = wk_layout(px, frag, eps->n, eps->ip, eps->port, eps->kbps);
 	if (rc == PBOX_OK && len <= WK_LINEBUF) { /* anything after END is the engine's */
 		memcpy(px->peer_buf[0], buf, len);

@@ -915,6 +915,8 @@ static void on_result(struct pbox *px, const struct pbox_hdr *h, const uint8_t *
 	}
 	if (h->rank != px->rank || h->chunk >= un->n_chunks || h->frag >= px->fpc)
 		return;
+	if (un->rank < 0) /* the box answers for our job: a "no such job" was stale */
+		px->nojob_since = 0;
 	g = un->global[h->chunk] * px->fpc + h->frag;
 	if (h->op == PBOX_OP_ACK) {
 		on_ack(px, g, h->round);
@@ -1097,8 +1099,7 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 		px->bye_done = true;
 	}
 	if (px->bye_done && px->rank == 0 && px->box_fd >= 0) {
-		wk_line_send(px->box_fd, "UNREGISTER job=%u token=%" PRIu64, px->job,
-			     px->cfg.job.token);
+		wk_line_send(px->box_fd, "UNREGISTER job=%u token=%" PRIu64, px->job, px->token);
 		close(px->box_fd);
 		px->box_fd = -1;
 	}

@@ -136,7 +136,8 @@ int pbox_init(const char *config, struct pbox **out)
 	px->rank = px->cfg.worker.rank;
 	px->n = px->cfg.worker.world_size;
 	px->job = px->cfg.job.id;
-	px->token32 = nic_wire_token(px->cfg.job.token);
+	px->token = px->cfg.job.token; /* until the bootstrap mixes in rank 0's nonce */
+	px->token32 = nic_wire_token(px->token);
 	px->udp = px->efd = px->box_fd = -1;
 	rc = pthread_mutex_init(&px->mu, NULL);
 	if (rc == 0 && pthread_cond_init(&px->cv, NULL) != 0) {

@@ -97,7 +97,8 @@ struct pbox {
 	uint8_t dtype;
 	bool dtype_set;
 	uint32_t rank, n, job;
-	uint32_t token32;
+	uint64_t token;	  /* this incarnation's: [job] token ^ rank 0's nonce (bootstrap) */
+	uint32_t token32; /* its wire form */
 
 	/* tensors, sorted by key at pbox_start() */
 	struct wk_tensor *t;

@@ -49,6 +49,7 @@ struct rank_run {
 	char msg[WK_ERR_LEN];
 	uint32_t *layout; /* a copy of chunk_unit */
 	uint32_t n_chunks;
+	uint32_t token32; /* the incarnation's wire token */
 	bool wrong;
 	const char *extra;    /* configuration lines after [tuning] */
 	struct pbox_stats st; /* at the end of the run */
@@ -108,6 +109,7 @@ static void *rank_main(void *arg)
 		goto out;
 	}
 	rr->n_chunks = px->n_chunks;
+	rr->token32 = px->token32;
 	rr->layout = malloc(px->n_chunks * sizeof(uint32_t));
 	memcpy(rr->layout, px->chunk_unit, px->n_chunks * sizeof(uint32_t));
 	for (unsigned v = 0; v < rr->iters && !rr->run_rc; v++) {
@@ -179,6 +181,8 @@ static void exact_with(struct rank_run *rr, enum pbox_dtype dt, const char *extr
 		/* every rank computed the same layout */
 		ck_assert_uint_eq(rr[r].n_chunks, rr[0].n_chunks);
 		ck_assert_mem_eq(rr[r].layout, rr[0].layout, rr[0].n_chunks * sizeof(uint32_t));
+		/* and the same incarnation token, rank 0's nonce mixed in */
+		ck_assert_uint_eq(rr[r].token32, rr[0].token32);
 	}
 	for (unsigned r = 0; r < NR; r++)
 		free(rr[r].layout);
@@ -244,6 +248,20 @@ END_TEST
 
 /* Rank 3 declares another size: every rank fails at pbox_start, and the
  * message names rank 3, rank 0, the key and both counts. */
+/* Two runs of the same job (id, token, addresses) get different wire tokens,
+ * so the second cannot take the first's late datagrams for its own. */
+START_TEST(test_incarnation_token)
+{
+	struct rank_run rr[NR];
+	uint32_t first;
+
+	exact_with(rr, PBOX_FP32, NULL);
+	first = rr[0].token32;
+	exact_with(rr, PBOX_FP32, NULL);
+	ck_assert_uint_ne(rr[0].token32, first);
+}
+END_TEST
+
 START_TEST(test_mismatch_named)
 {
 	struct rank_run rr[NR];
@@ -332,6 +350,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_exact_bf16);
 	tcase_add_test(tc, test_gso_gro);
 	tcase_add_test(tc, test_gso_off);
+	tcase_add_test(tc, test_incarnation_token);
 	tcase_add_test(tc, test_mismatch_named);
 	tcase_add_test(tc, test_missing_rank_named);
 	tcase_add_test(tc, test_api_refusals);
