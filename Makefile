@@ -6,6 +6,8 @@
 #   make perf-cluster  BytePS Fig. 12 on shaped links: pbox against t_opt and
 #                   Gloo's ring, n = 4 and n = 8 (root; libgloo-dev)
 #   make perf-dataplane  pboxd on memif against dpdk-testpmd (root; dpdk-dev)
+#   make perf-scale  box memory and cost per fragment, 1 MB to 4 GB models and
+#                   2 to 256 workers (root; about 9 GB free for hugepages)
 #   make demo       the main job on an emulated cluster on this machine (root)
 #   make integration  pboxd on the emulated network (root; part of make test)
 #   CUDA=auto|0|1   build the worker's CUDA objects when nvcc is found (auto)
@@ -87,7 +89,7 @@ RING_BIN := $(if $(GLOO_HDR),$(BUILD)/perf/ring_gloo)
 BINS := $(RING_BIN) $(BUILD)/bin/pbox-gen $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(BUILD)/bin/pbox-client $(BUILD)/tests/unit_tests \
         $(BUILD)/perf/perf_sum $(BUILD)/lib/libpbox.a $(LIBPBOX_SO) $(BUILD)/bin/pbox-bench
 
-.PHONY: all test unit integration lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane demo clean
+.PHONY: all test unit integration lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-scale demo install uninstall image boot-test clean
 all: $(BINS)
 
 $(BUILD)/lib/libpboxcore.a: $(CORE_OBJS) $(CUDA_OBJS)
@@ -223,6 +225,7 @@ fuzz: $(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/gen_seeds
 integration: all
 	tests/net/integration.sh $(BUILD)
 	tests/net/worker.sh $(BUILD)
+	tests/deploy/deploy.sh $(BUILD)
 
 test: lint check-docs all fuzz
 	@$(MAKE) --no-print-directory unit
@@ -239,8 +242,59 @@ perf-cluster: all
 perf-dataplane: all
 	perf/dataplane/dataplane.sh $(BUILD)
 
+perf-scale: all
+	perf/scale/scale.sh $(BUILD)
+
 demo: all
 	tests/net/demo.sh $(BUILD)
+
+# Installing on an existing host (the image does this into its root):
+#   make install [PREFIX=/usr/local] [DESTDIR=]   then pbox-setup, systemctl
+#   make uninstall (same PREFIX, DESTDIR; /etc/pbox is left)
+PREFIX  ?= /usr/local
+DESTDIR ?=
+UNITDIR ?= $(if $(filter /usr,$(PREFIX)),/lib/systemd/system,$(PREFIX)/lib/systemd/system)
+INSTALLED := $(PREFIX)/bin/pboxd $(PREFIX)/bin/pboxctl $(PREFIX)/bin/pbox-worker \
+	$(PREFIX)/sbin/pbox-setup $(PREFIX)/lib/libpbox.so.1.0 $(PREFIX)/lib/libpbox.so.1 \
+	$(PREFIX)/lib/libpbox.so $(PREFIX)/lib/libpbox.a $(PREFIX)/include/pbox.h \
+	$(UNITDIR)/pboxd.service $(UNITDIR)/pbox-setup.service $(PREFIX)/share/doc/pbox
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib \
+		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(UNITDIR) $(DESTDIR)/etc/pbox \
+		$(DESTDIR)$(PREFIX)/share/doc/pbox/examples
+	install -m 0755 $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 deploy/pbox-setup $(DESTDIR)$(PREFIX)/sbin/
+	install -m 0755 $(LIBPBOX_SO) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libpbox.so.1.0 $(DESTDIR)$(PREFIX)/lib/libpbox.so.1
+	ln -sf libpbox.so.1 $(DESTDIR)$(PREFIX)/lib/libpbox.so
+	install -m 0644 $(BUILD)/lib/libpbox.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 0644 worker/include/pbox.h $(DESTDIR)$(PREFIX)/include/
+	for u in pboxd pbox-setup; do \
+		sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@SBINDIR@|$(PREFIX)/sbin|g' deploy/systemd/$$u.service \
+			>$(DESTDIR)$(UNITDIR)/$$u.service && chmod 0644 $(DESTDIR)$(UNITDIR)/$$u.service; \
+	done
+	install -m 0644 README.md config/REFERENCE.md $(DESTDIR)$(PREFIX)/share/doc/pbox/
+	install -m 0644 config/examples/*.ini $(DESTDIR)$(PREFIX)/share/doc/pbox/examples/
+	$(if $(DESTDIR),,-ldconfig)
+	@echo "installed under $(DESTDIR)$(PREFIX); next: write /etc/pbox/box.ini, then"
+	@echo "  systemctl daemon-reload && systemctl enable --now pboxd   (pbox-setup runs first)"
+
+uninstall:
+	$(if $(DESTDIR),,-systemctl disable --now pboxd.service pbox-setup.service 2>/dev/null)
+	rm -rf $(addprefix $(DESTDIR),$(INSTALLED))
+	$(if $(DESTDIR),,-systemctl daemon-reload 2>/dev/null)
+
+# The appliance image (deploy/mkimage.sh) and its boot test in qemu
+# (deploy/boot-test.sh); both need root. IMAGE_DIR holds the disk, kernel,
+# initrd and package manifest.
+IMAGE_DIR ?= $(BUILD)/image
+
+image: all
+	deploy/mkimage.sh $(BUILD) $(IMAGE_DIR)
+
+boot-test: all
+	deploy/boot-test.sh $(BUILD) $(IMAGE_DIR)
 
 clean:
 	rm -rf $(BUILD)

@@ -51,6 +51,7 @@
 	_(foreign, "valid frames not for us (ARP for others, ICMP not echo)")                      \
 	_(multiseg, "received frames in several segments (dropped)")                               \
 	_(busy_cleanups, "tx completions reaped to free a result buffer")                          \
+	_(busy_cycles, "TSC cycles in loops that received frames (cost per frame: / rx_pkts)")     \
 	_(idle_sleeps, "adaptive polling naps")                                                    \
 	_(ctl_msgs, "control requests handled")
 
@@ -138,6 +139,12 @@ int box_ctl_run(struct box_ctl *c);
 
 /* box_telemetry.c */
 int box_telemetry_register(struct box *b, struct box_ctl *c);
+/* Every active data core's counters summed into @tot. */
+void box_stats_total(const struct box *b, struct box_core_stats *tot);
+/* Each counter of @st with its telemetry key (drops as drop_<reason> and
+ * ss_<reason>): /pbox/stats and the control plane's STATS say the same. */
+void box_stats_each(const struct box_core_stats *st,
+		    void (*fn)(void *arg, const char *key, uint64_t value), void *arg);
 
 /* For telemetry: the registry, read under its lock. */
 struct box_job_view {

@@ -13,6 +13,9 @@
  *   LIST
  *       JOB id=ID n=N dtype=T frag=F chunk=C chunks=K bytes=B
  *       OK jobs=N
+ *   STATS
+ *       STAT key=value    one per box counter (pboxctl stats, summed over
+ *                         the data cores), then OK stats=N jobs=J state_bytes=B
  *
  * chunks= gives the job's chunk count on each endpoint, in ENDPOINTS order.
  * A job lives as long as the connection that registered it: when the
@@ -509,6 +512,20 @@ fail:
 	free(j);
 }
 
+/* STATS: one "STAT key=value" line per box counter. */
+struct stat_out {
+	int fd;
+	unsigned n;
+};
+
+static void say_stat(void *arg, const char *key, uint64_t value)
+{
+	struct stat_out *so = arg;
+
+	say(so->fd, "STAT %s=%" PRIu64, key, value);
+	so->n++;
+}
+
 static void do_request(struct box_ctl *c, int slot, char *line)
 {
 	int fd = c->conn[slot].fd;
@@ -565,8 +582,21 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 		}
 		say(fd, "OK jobs=%u", c->n_jobs);
 		box_ctl_unlock(c);
+	} else if (strcmp(verb, "STATS") == 0) {
+		struct box_core_stats tot;
+		struct stat_out so = {.fd = fd};
+		uint64_t used = 0;
+
+		box_stats_total(c->b, &tot);
+		box_stats_each(&tot, say_stat, &so);
+		box_ctl_lock(c);
+		for (i = 0; i < NUMA_MAX_NODES; i++)
+			used += c->used[i];
+		say(fd, "OK stats=%u jobs=%u state_bytes=%" PRIu64, so.n, c->n_jobs, used);
+		box_ctl_unlock(c);
 	} else {
-		say(fd, "ERR unknown request '%.40s' (ENDPOINTS, REGISTER, UNREGISTER, LIST)",
+		say(fd,
+		    "ERR unknown request '%.40s' (ENDPOINTS, REGISTER, UNREGISTER, LIST, STATS)",
 		    verb);
 	}
 }

@@ -347,6 +347,7 @@ int box_lcore_main(void *arg)
 	if (!lc || !lc->n_eps)
 		return 0; /* nothing to poll here */
 	while (!b->stop) {
+		uint64_t t0 = rte_rdtsc();
 		uint16_t got = 0;
 
 		for (e = 0; e < lc->n_eps; e++) {
@@ -364,6 +365,7 @@ int box_lcore_main(void *arg)
 		if (unlikely(++loops % BOX_CTL_EVERY == 0))
 			ctl_poll(lc);
 		if (got) {
+			lc->st.busy_cycles += rte_rdtsc() - t0;
 			idle = 0;
 		} else if (lc->adaptive && ++idle >= lc->idle_polls) {
 			ctl_poll(lc);

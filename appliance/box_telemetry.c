@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <rte_lcore.h>
+#include <rte_cycles.h>
 #include <rte_telemetry.h>
 
 #include "box.h"
@@ -48,25 +49,36 @@ static void key(char *out, size_t len, const char *prefix, const char *name)
 		out[i] = (char)tolower((unsigned char)out[i]);
 }
 
-/* The counters of @st into @d; the struct is a run of uint64_t. */
-static void add_core_stats(struct rte_tel_data *d, const struct box_core_stats *st)
+void box_stats_each(const struct box_core_stats *st,
+		    void (*fn)(void *arg, const char *key, uint64_t value), void *arg)
 {
-	const uint64_t *v = (const uint64_t *)st;
+	const uint64_t *v = (const uint64_t *)st; /* the struct is a run of uint64_t */
 	char k[64];
 	unsigned i;
 
 	for (i = 0; i < N_CORE_CNT; i++)
-		rte_tel_data_add_dict_u64(d, core_cnt_names[i], v[i]);
-	rte_tel_data_add_dict_u64(d, "summed", st->summed);
-	rte_tel_data_add_dict_u64(d, "completed", st->completed);
+		fn(arg, core_cnt_names[i], v[i]);
+	fn(arg, "summed", st->summed);
+	fn(arg, "completed", st->completed);
 	for (i = 1; i < NIC_DROP_COUNT; i++) {
 		key(k, sizeof(k), "drop", nic_drop_ids[i]);
-		rte_tel_data_add_dict_u64(d, k, st->nic_drop[i]);
+		fn(arg, k, st->nic_drop[i]);
 	}
 	for (i = 0; i < SS_DROP_COUNT; i++) {
 		key(k, sizeof(k), "ss", ss_drop_ids[i]);
-		rte_tel_data_add_dict_u64(d, k, st->ss_drop[i]);
+		fn(arg, k, st->ss_drop[i]);
 	}
+}
+
+static void add_u64(void *d, const char *k, uint64_t v)
+{
+	rte_tel_data_add_dict_u64(d, k, v);
+}
+
+/* The counters of @st into @d. */
+static void add_core_stats(struct rte_tel_data *d, const struct box_core_stats *st)
+{
+	box_stats_each(st, add_u64, d);
 }
 
 static void sum_stats(struct box_core_stats *t, const struct box_core_stats *s)
@@ -79,6 +91,16 @@ static void sum_stats(struct box_core_stats *t, const struct box_core_stats *s)
 		a[i] += b[i];
 }
 
+void box_stats_total(const struct box *b, struct box_core_stats *tot)
+{
+	unsigned l;
+
+	memset(tot, 0, sizeof(*tot));
+	for (l = 0; l < RTE_MAX_LCORE; l++)
+		if (b->lc[l] && b->lc[l]->active)
+			sum_stats(tot, &b->lc[l]->st);
+}
+
 static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	struct box_core_stats tot;
@@ -87,10 +109,7 @@ static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d
 
 	(void)cmd;
 	(void)params;
-	memset(&tot, 0, sizeof(tot));
-	for (l = 0; l < RTE_MAX_LCORE; l++)
-		if (tb->lc[l] && tb->lc[l]->active)
-			sum_stats(&tot, &tb->lc[l]->st);
+	box_stats_total(tb, &tot);
 	rte_tel_data_start_dict(d);
 	add_core_stats(d, &tot);
 	box_ctl_lock(tc);
@@ -104,6 +123,7 @@ static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d
 	rte_tel_data_add_dict_u64(d, "state_bytes_used", used);
 	rte_tel_data_add_dict_u64(d, "state_bytes_budget", budget);
 	rte_tel_data_add_dict_u64(d, "endpoints", tb->n_eps);
+	rte_tel_data_add_dict_u64(d, "tsc_hz", rte_get_tsc_hz());
 	return 0;
 }
 

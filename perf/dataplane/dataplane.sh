@@ -31,130 +31,37 @@ DURATION=${DURATION:-5}
 ROUNDS=${ROUNDS:-3}
 MTU=${MTU:-9000}
 EXTRA_GEN=${EXTRA_GEN:-}
-gen="$build/bin/pbox-gen"
+NAME=dataplane
 testpmd=$(command -v dpdk-testpmd || true)
-bytes=$(numfmt --from=iec "$SIZE")
-frag=$((MTU > 8300 ? 8192 : MTU > 4200 ? 4096 : MTU > 2100 ? 2048 : 1024))
-bsize=$(((frag + 74 + 1023) / 1024 * 1024))
-log=$(mktemp -d /tmp/pbox-dp.XXXXXX)
-ns="pbox-dp$$"
-pids=()
-fail=0
-
-[ "$(id -u)" -eq 0 ] || { echo "dataplane: needs root"; exit 1; }
 [ -n "$testpmd" ] || { echo "dataplane: no dpdk-testpmd: apt-get install dpdk-dev"; exit 1; }
-[ -x "$gen" ] || { echo "dataplane: no $gen: make"; exit 1; }
-
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-	ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
-	ip netns del "$ns" 2>/dev/null
-	rm -rf /var/run/dpdk/pbox-dp$$-* /dev/hugepages/pbox-dp$$-*
-	if [ "$fail" -ne 0 ]; then echo "dataplane: logs kept in $log"; else rm -rf "$log"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-ip netns add "$ns" && ip -n "$ns" link set lo up || exit 1
-memif() { # ROLE SOCKET
-	echo "net_memif0,role=$1,socket=$2,bsize=$bsize,rsize=11"
-}
-
-cat >"$log/box.ini" <<EOF
-; perf/dataplane: one data core, one memif port
-[management]
-address = 127.0.0.1
-[cores]
-list = 1
-[memory]
-hugepage_budget = 384M
-[data]
-mtu = $MTU
-[polling]
-mode = busy
-[log]
-level = info
-[port p0]
-vdev = $(memif server "$log/box.sock")
-ip = 198.18.1.1
-bandwidth = 100G
-EOF
-
-# gen MODE NAME SOCKET SERVER_PID: pbox-gen on core 0, the memif client at
-# the other end of SOCKET. Once it has printed its result it stops polling
-# (--hold); then the server (pboxd or testpmd) stops first, closing the
-# memif, and the generator leaves. A memif peer leaving while the other side
-# polls can crash the poller (DPDK 22.11's memif PMD unmaps the rings from
-# its control thread under the data core)
-gen() {
-	local port pid rc st
-	port=$(memif client "$3")
-	ip netns exec "$ns" "$gen" -l 0 --no-pci --file-prefix "pbox-dp$$-gen" --huge-unlink --vdev "$port" -m 512 \
-		--log-level=error -- --port "$port" --mode "$1" --ctl 127.0.0.1:9570 \
-		--workers "$W" --bytes "$bytes" --frag "$frag" --warmup 2 --seconds "$DURATION" \
-		--hold $EXTRA_GEN >"$log/$2.log" 2>&1 &
-	pid=$!
-	while kill -0 "$pid" 2>/dev/null && ! grep -qs "^GEN" "$log/$2.log"; do sleep 0.2; done
-	[ "$1" = box ] && ip netns exec "$ns" "$build/bin/pboxctl" --prefix "pbox-dp$$-box" stats \
-		>"$log/$2-stats.txt" 2>&1
-	stop "$4"
-	st=$?
-	(sleep 5; kill -INT "$pid" 2>/dev/null) &
-	wait "$pid"
-	rc=$?
-	grep -h "^GEN" "$log/$2.log" || { sed 's/^/  /' "$log/$2.log"; }
-	if [ "$1" = box ] && [ "$st" -ne 0 ]; then
-		echo "dataplane: pboxd exited with status $st"
-		rc=1
-	fi
-	return $rc
-}
-
-# stop PID: SIGINT, then wait; its exit status
-stop() {
-	local st
-	kill -INT "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-	st=$?
-	pids=("${pids[@]/$1/}")
-	return $st
-}
+. "$here/memif.sh"
+memif_setup
+GEN_ARGS="--workers $W --bytes $(numfmt --from=iec "$SIZE") --warmup 2 --seconds $DURATION"
+box_ini "$log/box.ini" 384M
 
 box_run() { # NAME
-	rm -f "$log/box.sock"
-	ip netns exec "$ns" "$build/bin/pboxd" --file-prefix "pbox-dp$$-box" "$log/box.ini" \
-		>"$log/$1-pboxd.log" 2>&1 &
-	local pid=$!
-	pids+=("$pid")
-	for _ in $(seq 100); do grep -q "pboxd: serving" "$log/$1-pboxd.log" && break; sleep 0.1; done
-	if ! grep -q "pboxd: serving" "$log/$1-pboxd.log"; then
-		sed 's/^/  /' "$log/$1-pboxd.log"
-		echo "dataplane: pboxd did not start"
-		fail=1
-		stop "$pid"
-		return 1
-	fi
-	gen box "$1" "$log/box.sock" "$pid" || fail=1
+	box_start "$1" "$log/box.ini" || return 1
+	gen_run box "$1" "$log/box.sock" "$box_pid" || fail=1
 }
 
 testpmd_run() { # NAME
+	local pid
 	rm -f "$log/tp.sock"
 	# testpmd as the memif server on the box's core, as pboxd was. With
 	# --stats-period it forwards until a signal, whatever its stdin
-	ip netns exec "$ns" "$testpmd" -l 0,1 --main-lcore 0 --no-pci --file-prefix "pbox-dp$$-tp" --huge-unlink \
+	ip netns exec "$netns" "$testpmd" -l 0,1 --main-lcore 0 --no-pci --file-prefix "$pfx-tp" --huge-unlink \
 		--vdev "$(memif server "$log/tp.sock")" -m 512 --log-level=error -- \
 		--forward-mode=macswap --nb-cores=1 --rxq=1 --txq=1 --rxd=1024 --txd=1024 \
 		--mbuf-size=$((bsize + 128)) --total-num-mbufs=16384 --auto-start \
 		--no-lsc-interrupt --stats-period=3600 </dev/null >"$log/$1-testpmd.log" 2>&1 &
-	local pid=$!
+	pid=$!
 	pids+=("$pid")
 	for _ in $(seq 100); do grep -qs "Port 0: " "$log/$1-testpmd.log" && break; sleep 0.1; done
-	gen echo "$1" "$log/tp.sock" "$pid" || fail=1
+	gen_run echo "$1" "$log/tp.sock" "$pid" || fail=1
 }
 
-pps() { sed -n 's/.* pps=\([0-9.]*\).*/\1/p' "$log/$1.log" | head -1; }
-gbps() { sed -n 's/.* gbps_in=\([0-9.]*\).*/\1/p' "$log/$1.log" | head -1; }
+pps() { gen_field "$1" pps; }
+gbps() { gen_field "$1" gbps_in; }
 
 echo "dataplane: pboxd (1 data core, busy polling) on memif, $W emulated workers, $SIZE model," \
 	"fragment $frag B (MTU $MTU), against dpdk-testpmd macswap on memif; $ROUNDS rounds of" \

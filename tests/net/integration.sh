@@ -41,12 +41,19 @@ results=$(stat results)
 check "results sent = n x completed fragments ($results = $W x $completed)" \
 	test "$results" -eq $((W * completed)) -a "$completed" -gt 0
 check "payload copies on transmit = 0" test "$(stat tx_payload_copies)" -eq 0
+check "busy cycles accounted: between 0 and 1 ms of TSC per frame received" \
+	test "$(stat busy_cycles)" -gt 0 -a "$(stat busy_cycles)" -lt $(($(stat tsc_hz) / 1000 * $(stat rx_pkts)))
 jobrow() { awk -v k="$2" '$1 == k { print $2 }' "$log/jobs$1.txt"; }
 check "pboxctl jobs after the fp32 run: results = n x completed, every push summed once" \
 	test "$(jobrow 1 results)" -eq $((W * $(jobrow 1 completed))) -a \
 	"$(jobrow 1 summed)" -eq $((W * $(jobrow 1 completed))) -a "$(jobrow 1 n)" -eq "$W"
 sed 's/^/        /' "$log/jobs1.txt"
 check "jobs freed when their registrar left (jobs 0, state 0 bytes)" jobs_gone
+wns 1 bash -c "$(declare -f pbox_ctl); pbox_ctl $boxaddr STATS" >"$log/stats-ctl.txt"
+check "STATS on the management connection says what pboxctl says (completed, results)" \
+	test "$(sed -n 's/^STAT completed=//p' "$log/stats-ctl.txt")" = "$(stat completed)" -a \
+	"$(sed -n 's/^STAT results=//p' "$log/stats-ctl.txt")" = "$(stat results)" -a \
+	"$(grep -c '^STAT ' "$log/stats-ctl.txt")" -gt 20
 
 # loss and duplication on every worker link, both ways
 for ((i = 0; i < W; i++)); do

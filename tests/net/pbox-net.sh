@@ -23,6 +23,25 @@ PBOX_NET_MTU=${PBOX_NET_MTU:-9000}
 
 pbox_ns() { echo "pbox-$1-$2"; }
 
+# pbox_ctl HOST:PORT REQUEST: one request to pboxd's control plane (bash's
+# /dev/tcp); prints the reply's lines up to its OK or ERR line, true on OK.
+# Run it inside a namespace with: ip netns exec NS bash -c "$(declare -f
+# pbox_ctl); pbox_ctl ADDR REQUEST"
+pbox_ctl() {
+	local fd line
+	exec {fd}<>"/dev/tcp/${1%:*}/${1##*:}" || return 1
+	printf '%s\n' "$2" >&"$fd"
+	while IFS= read -r -t 5 line <&"$fd"; do
+		echo "$line"
+		case $line in
+		OK*) exec {fd}>&-; return 0 ;;
+		ERR*) break ;;
+		esac
+	done
+	exec {fd}>&-
+	return 1
+}
+
 _pbox_quiet_ns() {
 	local ns=$1
 	ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \

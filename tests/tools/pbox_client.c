@@ -13,6 +13,7 @@
  *   --bytes B         tensor bytes (default 16M); --rounds V (default 100)
  *   --window W        fragments in flight (default 128); --rto-ms (default 40)
  *   --deadline-s S    fail when no progress for S seconds (default 20)
+ *   --port P          our UDP port (default 9700): several clients on one host
  *   --storm N         send N of each kind of malformed datagram instead
  *   --storm-raw IFACE also N of each malformed frame through AF_PACKET
  *   --quiet           only the summary line
@@ -66,7 +67,7 @@ struct opts {
 	uint16_t box_port;
 	uint32_t job;
 	uint64_t token;
-	uint16_t rank, n;
+	uint16_t rank, n, port;
 	uint8_t dtype;
 	uint64_t bytes;
 	uint32_t rounds, window, rto_ms, deadline_s, storm;
@@ -74,8 +75,12 @@ struct opts {
 	bool reg, hold, quiet;
 };
 
-static struct opts o = {
-	.bytes = 16u << 20, .rounds = 100, .window = 128, .rto_ms = 40, .deadline_s = 20};
+static struct opts o = {.bytes = 16u << 20,
+			.rounds = 100,
+			.window = 128,
+			.rto_ms = 40,
+			.deadline_s = 20,
+			.port = 9700};
 static struct ep eps[MAX_EPS];
 static unsigned n_eps;
 static uint32_t frag_size, chunk_size;
@@ -748,7 +753,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: pbox-client --box IP:PORT --job ID --token T --rank R --n N\n"
 		   "         [--register] [--hold] [--dtype fp32|fp16|bf16] [--bytes B]\n"
-		   "         [--rounds V] [--window W] [--rto-ms MS] [--deadline-s S]\n"
+		   "         [--rounds V] [--window W] [--rto-ms MS] [--deadline-s S] [--port P]\n"
 		   "         [--storm N] [--storm-raw IFACE] [--quiet]\n");
 }
 
@@ -764,6 +769,7 @@ static const struct {
 	{'B', &o.bytes, 8, 1ull << 40}, {'V', &o.rounds, 4, UINT32_MAX},
 	{'w', &o.window, 4, 1u << 20},	{'R', &o.rto_ms, 4, 600000},
 	{'D', &o.deadline_s, 4, 86400}, {'s', &o.storm, 4, 1u << 20},
+	{'p', &o.port, 2, UINT16_MAX},
 };
 
 /* Option @c's number into its field; -1 (said why) when it is no number in
@@ -801,23 +807,13 @@ static int num_opt(const struct option *lo, int c, const char *arg)
 
 static int parse_args(int argc, char **argv)
 {
-	static const struct option lo[] = {{"box", 1, 0, 'b'},
-					   {"job", 1, 0, 'j'},
-					   {"token", 1, 0, 't'},
-					   {"rank", 1, 0, 'r'},
-					   {"n", 1, 0, 'n'},
-					   {"dtype", 1, 0, 'd'},
-					   {"bytes", 1, 0, 'B'},
-					   {"rounds", 1, 0, 'V'},
-					   {"window", 1, 0, 'w'},
-					   {"rto-ms", 1, 0, 'R'},
-					   {"deadline-s", 1, 0, 'D'},
-					   {"storm", 1, 0, 's'},
-					   {"storm-raw", 1, 0, 'S'},
-					   {"register", 0, 0, 'g'},
-					   {"hold", 0, 0, 'H'},
-					   {"quiet", 0, 0, 'q'},
-					   {0, 0, 0, 0}};
+	static const struct option lo[] = {
+		{"box", 1, 0, 'b'},    {"job", 1, 0, 'j'},	  {"token", 1, 0, 't'},
+		{"rank", 1, 0, 'r'},   {"n", 1, 0, 'n'},	  {"dtype", 1, 0, 'd'},
+		{"bytes", 1, 0, 'B'},  {"rounds", 1, 0, 'V'},	  {"window", 1, 0, 'w'},
+		{"rto-ms", 1, 0, 'R'}, {"deadline-s", 1, 0, 'D'}, {"port", 1, 0, 'p'},
+		{"storm", 1, 0, 's'},  {"storm-raw", 1, 0, 'S'},  {"register", 0, 0, 'g'},
+		{"hold", 0, 0, 'H'},   {"quiet", 0, 0, 'q'},	  {0, 0, 0, 0}};
 	int c;
 	bool have_box = false;
 
@@ -859,7 +855,7 @@ static int parse_args(int argc, char **argv)
 			break;
 		}
 	}
-	if (optind != argc || !have_box || o.n < 1 || o.rank >= o.n || o.window < 1 ||
+	if (optind != argc || !have_box || o.n < 1 || o.rank >= o.n || o.window < 1 || !o.port ||
 	    o.bytes == 0 || o.bytes % 4 || o.rto_ms < 1)
 		return -1;
 	return 0;
@@ -867,7 +863,7 @@ static int parse_args(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in me = {.sin_family = AF_INET, .sin_port = htons(9700)};
+	struct sockaddr_in me = {.sin_family = AF_INET};
 	int sz = 8 << 20, rc;
 	uint64_t t0, t1;
 	uint32_t v, g;
@@ -876,6 +872,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	me.sin_port = htons(o.port);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
@@ -905,7 +902,8 @@ int main(int argc, char **argv)
 	if (!o.rounds)
 		goto hold;
 	if (sock < 0 || bind(sock, (struct sockaddr *)&me, sizeof(me))) {
-		fprintf(stderr, "pbox-client: cannot bind UDP port 9700: %s\n", strerror(errno));
+		fprintf(stderr, "pbox-client: cannot bind UDP port %u: %s\n", o.port,
+			strerror(errno));
 		return 1;
 	}
 	n_frags = n_chunks * fpc;
