@@ -486,9 +486,13 @@ static int serve(const char *path, const char *prefix, int n_extra, char **extra
 		const struct nic_port *p = &s->port[i];
 		unsigned wait_ms = i == 0 ? 3000 : 500;
 		uint32_t mbps;
-		bool full;
+		bool full, up = nic_port_link_wait(p, wait_ms, &mbps, &full);
 
-		if (nic_port_link_wait(p, wait_ms, &mbps, &full))
+		if (up && (mbps == 0 || mbps == RTE_ETH_SPEED_NUM_UNKNOWN)) /* virtio, vdevs */
+			printf("pboxd: [port %s] %s: link up, speed not reported (using the "
+			       "configured bandwidth)\n",
+			       p->name, p->dev);
+		else if (up)
 			printf("pboxd: [port %s] %s: link up, %u Mb/s, %s-duplex\n", p->name,
 			       p->dev, mbps, full ? "full" : "half");
 		else
