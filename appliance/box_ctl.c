@@ -138,16 +138,16 @@ static int say(int fd, const char *fmt, ...)
 static void say_endpoints(struct box_ctl *c, int fd)
 {
 	struct box *b = c->b;
-	char ip[INET_ADDRSTRLEN];
+	char line[128];
 	unsigned g;
 
 	for (g = 0; g < b->n_eps; g++) {
 		const struct box_ep *ep = &b->lc[b->ep[g].lcore]->ep[b->ep[g].slot];
-		const uint8_t *m = ep->self.mac;
+		const struct nic_ctl_ep e = {
+			.idx = g, .addr = ep->self, .weight_kbps = b->ep[g].weight_kbps};
 
-		inet_ntop(AF_INET, &ep->self.ip_be, ip, sizeof(ip));
-		say(fd, "EP %u ip=%s mac=%02x:%02x:%02x:%02x:%02x:%02x port=%u weight=%" PRIu64, g,
-		    ip, m[0], m[1], m[2], m[3], m[4], m[5], ep->self.port, b->ep[g].weight_kbps);
+		if (nic_ctl_format_ep(line, sizeof(line), &e) > 0)
+			say(fd, "%s", line);
 	}
 }
 

@@ -11,7 +11,7 @@ typedef struct wrk_cfg W;
 
 static const char *const transports[] = {"udp", "dpdk", NULL};
 /* In enum lay_mode's order (worker/layout.h). */
-static const char *const layouts[] = {"unified", "ps", "ssgpu", NULL};
+const char *const cfg_layout_names[] = {"unified", "ps", "ssgpu", NULL};
 
 /* PBOX_* variables that are not configuration keys. */
 static const char *const env_ignore[] = {"PBOX_SIMD", "PBOX_CONFIG", NULL};
@@ -59,7 +59,7 @@ static const struct cfg_key tuning_keys[] = {
 	CFG_KEY(W, tuning.pacing, "pacing", CFG_BOOL, 0, 0, 0, "true",
 		"send no faster than bandwidth: the queue stays in the priority scheduler, "
 		"not in the NIC"),
-	CFG_KEY_ENUM(W, tuning.layout, "layout", layouts, "unified",
+	CFG_KEY_ENUM(W, tuning.layout, "layout", cfg_layout_names, "unified",
 		     "unified (Theorem 1), ps (every chunk to the box) or ssgpu (the workers' "
 		     "SS_GPUs only); the same on every rank"),
 };

@@ -34,7 +34,7 @@ struct wrk_cfg {
 		uint64_t retransmit_us;
 		uint64_t deadline_us;
 		bool pacing;
-		unsigned layout; /* enum lay_mode: unified, ps, ssgpu */
+		unsigned layout; /* enum lay_mode: cfg_layout_names[layout] */
 	} tuning;
 	struct {
 		unsigned kind;
@@ -55,5 +55,8 @@ extern const struct cfg_schema wrk_cfg_schema;
 
 /* Load, apply PBOX_* overrides from @envp (may be NULL), validate. */
 int wrk_cfg_load(const char *path, char *const *envp, struct wrk_cfg *out, struct cfg_errors *errs);
+
+/* [tuning] layout's names, in enum lay_mode's order (worker/layout.h), NULL-ended. */
+extern const char *const cfg_layout_names[];
 
 #endif /* PBOX_CFG_WORKER_H */

@@ -180,6 +180,24 @@ static inline void nic_put32(uint8_t *p, uint32_t v)
 /* The 32-bit token check carried in every packet, from the job's token. */
 uint32_t nic_wire_token(uint64_t token);
 
+/*
+ * The box's control plane tells where its endpoints are, one line each:
+ *   EP <i> ip=A mac=M port=P weight=KBPS
+ * pboxd writes them (ENDPOINTS, REGISTER) with nic_ctl_format_ep(); libpbox,
+ * pbox-client and pbox-gen read them with nic_ctl_parse_ep().
+ */
+struct nic_ctl_ep {
+	unsigned idx;
+	struct nic_addr addr;
+	uint64_t weight_kbps; /* this endpoint's share of the box's bandwidth */
+};
+
+/* The line for @e into @buf (no newline); its length, or -1 if it does not fit. */
+int nic_ctl_format_ep(char *buf, size_t cap, const struct nic_ctl_ep *e);
+/* @line into @out: 0, or -1 when it is no EP line or a field is out of range
+ * (an address, a MAC, a port of 0 or over 65535, a weight of 0, trailing text). */
+int nic_ctl_parse_ep(const char *line, struct nic_ctl_ep *out);
+
 /* The Internet checksum (RFC 1071) of @len bytes, folded, not inverted. */
 uint16_t nic_csum_fold(const void *p, size_t len, uint32_t sum);
 

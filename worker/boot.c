@@ -389,20 +389,19 @@ static int box_endpoints(struct pbox *px, struct box_eps *eps, uint64_t deadline
 	if (wk_line_send(px->box_fd, "ENDPOINTS"))
 		goto closed;
 	while (line_wait(px->box_fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) == 1) {
-		unsigned idx, port, frag, chunk;
-		unsigned long long w;
-		char ips[32];
+		unsigned frag, chunk;
+		struct nic_ctl_ep ep;
 
-		if (sscanf(line, "EP %u ip=%31s mac=%*s port=%u weight=%llu", &idx, ips, &port,
-			   &w) == 4) {
-			if (idx >= WK_MAX_EPS || idx != eps->n ||
-			    inet_pton(AF_INET, ips, &eps->ip[idx]) != 1 || port > 65535 || !w) {
+		if (strncmp(line, "EP ", 3) == 0) {
+			if (nic_ctl_parse_ep(line, &ep) || ep.idx >= WK_MAX_EPS ||
+			    ep.idx != eps->n) {
 				snprintf(msg, cap, "the box at %s:%u sent a bad endpoint: '%.80s'",
 					 ipstr(bc->ip_be, ip), bc->port, line);
 				return -1;
 			}
-			eps->port[idx] = (uint16_t)port;
-			eps->kbps[idx] = w;
+			eps->ip[ep.idx] = ep.addr.ip_be;
+			eps->port[ep.idx] = ep.addr.port;
+			eps->kbps[ep.idx] = ep.weight_kbps;
 			eps->n++;
 		} else if (sscanf(line, "OK endpoints=%*u frag=%u chunk=%u", &frag, &chunk) == 2) {
 			eps->frag = frag;

@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The unified layout: Theorem 1 weights and chunk assignment by smooth weighted round robin. */
 #include "layout.h"
+#include "cfg_worker.h"
 
 #include <stdlib.h>
 
 const char *lay_mode_name(enum lay_mode mode)
 {
-	static const char *const names[] = {"unified", "ps", "ssgpu"};
-
-	return (unsigned)mode < sizeof(names) / sizeof(names[0]) ? names[mode] : "?";
+	return (unsigned)mode <= LAY_SSGPU ? cfg_layout_names[mode] : "?";
 }
 
 void lay_weights(const struct lay_in *in, uint64_t *w)

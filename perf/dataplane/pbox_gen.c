@@ -173,18 +173,13 @@ static int ctl_line(struct gen *g, char *line, size_t cap)
 
 static int parse_ep(struct gen *g, const char *line)
 {
-	unsigned idx, m[6], port;
-	char ip[32];
+	struct nic_ctl_ep e;
 
-	if (sscanf(line, "EP %u ip=%31s mac=%x:%x:%x:%x:%x:%x port=%u", &idx, ip, &m[0], &m[1],
-		   &m[2], &m[3], &m[4], &m[5], &port) != 9 ||
-	    idx >= MAX_EPS || inet_pton(AF_INET, ip, &g->ep[idx].addr.ip_be) != 1)
+	if (nic_ctl_parse_ep(line, &e) || e.idx >= MAX_EPS)
 		return -1;
-	for (int i = 0; i < 6; i++)
-		g->ep[idx].addr.mac[i] = (uint8_t)m[i];
-	g->ep[idx].addr.port = (uint16_t)port;
-	if (idx + 1 > g->n_eps)
-		g->n_eps = idx + 1;
+	g->ep[e.idx].addr = e.addr;
+	if (e.idx + 1 > g->n_eps)
+		g->n_eps = e.idx + 1;
 	return 0;
 }
 

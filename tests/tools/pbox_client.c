@@ -146,23 +146,20 @@ static int ctl_send(const char *s)
 
 static void parse_ep(const char *line)
 {
-	unsigned idx, m[6];
-	char ip[32];
-	unsigned port;
-	unsigned long long w;
+	struct nic_ctl_ep e;
+	char ip[INET_ADDRSTRLEN];
 
-	if (sscanf(line, "EP %u ip=%31s mac=%x:%x:%x:%x:%x:%x port=%u weight=%llu", &idx, ip, &m[0],
-		   &m[1], &m[2], &m[3], &m[4], &m[5], &port, &w) != 10 ||
-	    idx >= MAX_EPS)
+	if (nic_ctl_parse_ep(line, &e) || e.idx >= MAX_EPS)
 		return;
-	inet_pton(AF_INET, ip, &eps[idx].ip_be);
-	eps[idx].port = (uint16_t)port;
-	for (int i = 0; i < 6; i++)
-		eps[idx].mac[i] = (uint8_t)m[i];
-	eps[idx].weight = w;
-	snprintf(eps[idx].name, sizeof(eps[idx].name), "endpoint %u (%s:%u)", idx, ip, port);
-	if (idx + 1 > n_eps)
-		n_eps = idx + 1;
+	eps[e.idx].ip_be = e.addr.ip_be;
+	eps[e.idx].port = e.addr.port;
+	memcpy(eps[e.idx].mac, e.addr.mac, 6);
+	eps[e.idx].weight = e.weight_kbps;
+	inet_ntop(AF_INET, &e.addr.ip_be, ip, sizeof(ip));
+	snprintf(eps[e.idx].name, sizeof(eps[e.idx].name), "endpoint %u (%s:%u)", e.idx, ip,
+		 e.addr.port);
+	if (e.idx + 1 > n_eps)
+		n_eps = e.idx + 1;
 }
 
 /* ENDPOINTS, and the frag/chunk geometry. */
