@@ -37,8 +37,10 @@ ns="pbox-boot$$"
 mgmt=198.18.0.1:9570
 log=$(mktemp -d /tmp/pbox-boot.XXXXXX)
 qemu_pid=""
-pass=0 fail=0
 t_start=$(date +%s)
+elapsed() { echo "  ($(($(date +%s) - t_start)) s)"; }
+CHECK_SUFFIX=elapsed
+. "$src/tests/check.sh"
 
 [ "$(id -u)" -eq 0 ] || { echo "boot-test: needs root"; exit 1; }
 command -v qemu-system-x86_64 >/dev/null || { echo "boot-test: no qemu: apt-get install qemu-system-x86"; exit 1; }
@@ -58,8 +60,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-ok() { echo "  PASS  $*  ($(($(date +%s) - t_start)) s)"; pass=$((pass + 1)); }
-bad() { echo "  FAIL  $*"; fail=$((fail + 1)); }
 in_ns() { ip netns exec "$ns" "$@"; }
 ctl() { in_ns bash -c "$(declare -f pbox_ctl); pbox_ctl $mgmt $1"; }
 

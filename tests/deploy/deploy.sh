@@ -12,14 +12,7 @@ src=$(cd "$here/../.." && pwd)
 build=$(cd "${1:-$src/build}" && pwd)
 tmp=$(mktemp -d /tmp/pbox-deploy.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { echo "  PASS  $*"; pass=$((pass + 1)); }
-bad() { echo "  FAIL  $*"; fail=$((fail + 1)); }
-check() { # DESCRIPTION COMMAND...
-	local d=$1
-	shift
-	if "$@"; then ok "$d"; else bad "$d"; fi
-}
+. "$src/tests/check.sh"
 setup="$src/deploy/pbox-setup"
 
 echo "deploy: make install, pbox-setup"

@@ -18,10 +18,9 @@ box_ns=$(pbox_ns "$tag" box)
 ctl="$build/bin/pboxctl --prefix $prefix --all"
 client="$build/bin/pbox-client"
 boxaddr=198.18.0.1:9570
-pass=0
-fail=0
 pboxd_pid=
 job=0
+. "$src/tests/check.sh"
 
 cleanup() {
 	[ -n "$pboxd_pid" ] && kill "$pboxd_pid" 2>/dev/null && wait "$pboxd_pid" 2>/dev/null
@@ -35,14 +34,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-ok() { echo "  PASS  $*"; pass=$((pass + 1)); }
-bad() { echo "  FAIL  $*"; fail=$((fail + 1)); }
-check() { # DESCRIPTION COMMAND...
-	local d=$1
-	shift
-	if "$@"; then ok "$d"; else bad "$d"; fi
-}
 
 stat() { $ctl stats | awk -v k="$1" '$1 == k { print $2 }'; }
 
