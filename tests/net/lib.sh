@@ -25,7 +25,7 @@ job=0
 cleanup() {
 	[ -n "$pboxd_pid" ] && kill "$pboxd_pid" 2>/dev/null && wait "$pboxd_pid" 2>/dev/null
 	pbox_net_down "$tag"
-	rm -rf "/var/run/dpdk/$prefix"
+	rm -rf "/var/run/dpdk/$prefix" /dev/hugepages/"$prefix"*
 	if [ "$fail" -ne 0 ]; then
 		echo "integration: logs kept in $log"
 	else
