@@ -14,6 +14,7 @@ tmp=$(mktemp -d /tmp/pbox-deploy.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 . "$src/tests/check.sh"
 setup="$src/deploy/pbox-setup"
+export PBOXD="$build/bin/pboxd" # the one it asks to read the config
 
 echo "deploy: make install, pbox-setup"
 
@@ -55,7 +56,8 @@ hugepage_budget = 1G'
 good=$(cfg good "$base
 [port v0]
 vdev = net_null0
-ip = 198.18.1.1")
+ip = 198.18.1.1
+bandwidth = 10G")
 out=$("$setup" --dry-run "$good" 2>&1)
 check "dry run on a good config: 1 GB + 512 MB of pools = 768 pages of 2 MB, nothing bound, ready" \
 	bash -c "grep -q 'would reserve 768 pages of 2 MB\|would run: sh -c echo 768' <<<'$out' && grep -q 'ready for pboxd' <<<'$out'"
@@ -63,12 +65,13 @@ out=$("$setup" --dry-run "$tmp/none.ini" 2>&1)
 check "a missing config is named" grep -q "none.ini: no such file" <<<"$out"
 bad_size=$(cfg badsize "${base/1G/lots}")
 out=$("$setup" --dry-run "$bad_size" 2>&1)
-check "a bad hugepage_budget is named with its section" \
-	grep -q "badsize.ini: \[memory\] hugepage_budget: 'lots' is not a size" <<<"$out"
+check "a bad hugepage_budget is named with its line and section (pboxd's own parser)" \
+	grep -q "badsize.ini:4: \[memory\] hugepage_budget: 'lots' is not a number" <<<"$out"
 nopci=$(cfg nopci "$base
 [port d0]
 pci = 0000:ff:1f.7
-ip = 198.18.1.1")
+ip = 198.18.1.1
+bandwidth = 10G")
 out=$("$setup" --dry-run "$nopci" 2>&1)
 rc=$?
 check "a data NIC that is not there is named, and setup fails" \
@@ -77,7 +80,8 @@ commented=$(cfg commented "$base ; a comment
 ; [port x] pci = 0000:ff:1f.7
 [port v0] ; the null port
 vdev = net_null0 ; no PCI
-ip = 198.18.1.1")
+ip = 198.18.1.1
+bandwidth = 10G ; line rate")
 out=$("$setup" --dry-run "$commented" 2>&1)
 check "comments are not read as keys or sections" grep -q "ready for pboxd" <<<"$out"
 
