@@ -10,7 +10,10 @@
 #                   2 to 256 workers (root; about 9 GB free for hugepages)
 #   make demo       the main job on an emulated cluster on this machine (root)
 #   make integration  pboxd on the emulated network (root; part of make test)
+#   make setup      install what is missing (Debian packages, hugepages); make
+#                   test and make demo do this first (deploy/host-setup.sh)
 #   CUDA=auto|0|1   build the worker's CUDA objects when nvcc is found (auto)
+#   V=1             print every command in full (default: one short line each)
 
 SHELL   := /bin/bash
 BUILD   ?= build
@@ -23,6 +26,17 @@ ifeq ($(origin CC),default)
 CC := gcc
 endif
 
+# Quiet by default: one line per target ("CC appliance/ss.o"), so that a
+# warning stands out; V=1 prints the commands.
+V ?= 0
+ifeq ($(V),1)
+Q :=
+say :=
+else
+Q := @
+say = printf '  %-7s %s\n' $(1) $(patsubst $(BUILD)/obj/%,%,$(2));
+endif
+
 # Baseline: any x86-64 from the last decade. Wider code lives in its own
 # objects (see SIMD_FLAGS) and is chosen at run time.
 ARCH_FLAGS := -march=x86-64-v2 -mtune=generic
@@ -31,13 +45,13 @@ OPT_FLAGS  ?= -O3 -g
 CFLAGS_ALL := -std=c11 -D_GNU_SOURCE $(OPT_FLAGS) $(ARCH_FLAGS) $(WARN_FLAGS) \
               -fPIC -fno-strict-aliasing -MMD -MP $(EXTRA_CFLAGS)
 
-DPDK_CFLAGS := $(filter-out -march=%,$(shell $(PKGCONF) --cflags libdpdk))
-DPDK_LIBS   := $(shell $(PKGCONF) --libs libdpdk)
-INIH_CFLAGS := $(shell $(PKGCONF) --cflags inih)
-INIH_LIBS   := $(shell $(PKGCONF) --libs inih)
+DPDK_CFLAGS := $(filter-out -march=%,$(shell $(PKGCONF) --cflags libdpdk 2>/dev/null))
+DPDK_LIBS   := $(shell $(PKGCONF) --libs libdpdk 2>/dev/null)
+INIH_CFLAGS := $(shell $(PKGCONF) --cflags inih 2>/dev/null)
+INIH_LIBS   := $(shell $(PKGCONF) --libs inih 2>/dev/null)
 NUMA_LIBS   := $(shell $(PKGCONF) --libs numa 2>/dev/null || echo -lnuma)
-CHECK_CFLAGS:= $(shell $(PKGCONF) --cflags check)
-CHECK_LIBS  := $(shell $(PKGCONF) --libs check)
+CHECK_CFLAGS:= $(shell $(PKGCONF) --cflags check 2>/dev/null)
+CHECK_LIBS  := $(shell $(PKGCONF) --libs check 2>/dev/null)
 
 INCLUDES := -Iconfig -Inuma -Iappliance -Inic -Iworker/include -Iworker -Iperf/sum
 
@@ -89,24 +103,32 @@ RING_BIN := $(if $(GLOO_HDR),$(BUILD)/perf/ring_gloo)
 BINS := $(RING_BIN) $(BUILD)/bin/pbox-gen $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(BUILD)/bin/pbox-client $(BUILD)/tests/unit_tests \
         $(BUILD)/perf/perf_sum $(BUILD)/lib/libpbox.a $(LIBPBOX_SO) $(BUILD)/bin/pbox-bench
 
-.PHONY: all test unit integration lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-scale demo install uninstall image boot-test clean
+# A build without DPDK's development files fails with a hint, not with a
+# missing header.
+ifeq ($(DPDK_LIBS),)
+ifneq ($(filter-out setup test demo clean lint format,$(or $(MAKECMDGOALS),all)),)
+$(error libdpdk not found by pkg-config: run 'make setup' (as root), or 'make test' / 'make demo', which set up first)
+endif
+endif
+
+.PHONY: setup test-run demo-run all test unit integration lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-scale demo install uninstall image boot-test clean
 all: $(BINS)
 
 $(BUILD)/lib/libpboxcore.a: $(CORE_OBJS) $(CUDA_OBJS)
 	@mkdir -p $(@D)
-	$(AR) rcs $@ $^
+	$(Q)$(call say,AR,$@)$(AR) rcs $@ $^
 
 # The versioned shared library exports pbox_* only (worker/libpbox.map).
 $(LIBPBOX_SO): $(call obj,$(LIBPBOX_SRCS) $(LIBPBOX_CORE)) worker/libpbox.map
 	@mkdir -p $(@D)
-	$(CC) $(OPT_FLAGS) -shared -Wl,-soname,$(LIBPBOX_SONAME) -Wl,--version-script=worker/libpbox.map \
+	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -shared -Wl,-soname,$(LIBPBOX_SONAME) -Wl,--version-script=worker/libpbox.map \
 		-Wl,-z,defs -o $@ $(filter %.o,$^) $(INIH_LIBS) $(DPDK_LIBS) -lm -pthread
-	ln -sf libpbox.so.1.0 $(BUILD)/lib/$(LIBPBOX_SONAME)
-	ln -sf $(LIBPBOX_SONAME) $(BUILD)/lib/libpbox.so
+	$(Q)ln -sf libpbox.so.1.0 $(BUILD)/lib/$(LIBPBOX_SONAME)
+	$(Q)ln -sf $(LIBPBOX_SONAME) $(BUILD)/lib/libpbox.so
 
 $(BUILD)/lib/libpbox.a: $(call obj,$(LIBPBOX_SRCS) $(LIBPBOX_CORE))
 	@mkdir -p $(@D)
-	rm -f $@ && $(AR) rcs $@ $^
+	$(Q)$(call say,AR,$@)rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/obj/appliance/sum_avx2.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx2)
 $(BUILD)/obj/appliance/sum_avx512.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx512)
@@ -121,53 +143,53 @@ $(DPDK_OBJS): EXTRA_OBJ_FLAGS := $(DPDK_CFLAGS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(INCLUDES) $(EXTRA_OBJ_FLAGS) -c $< -o $@
+	$(Q)$(call say,CC,$@)$(CC) $(CFLAGS_ALL) $(INCLUDES) $(EXTRA_OBJ_FLAGS) -c $< -o $@
 
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(@D)
-	$(NVCC) -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Werror $(INCLUDES) -c $< -o $@
+	$(Q)$(call say,NVCC,$@)$(NVCC) -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Werror $(INCLUDES) -c $< -o $@
 
 CORE_LIBS := $(BUILD)/lib/libpboxcore.a $(INIH_LIBS) $(NUMA_LIBS) -lm -pthread
 
 $(BUILD)/bin/pboxd: $(call obj,$(PBOXD_SRCS)) $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
-	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(DPDK_LIBS)
+	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(DPDK_LIBS)
 
 $(BUILD)/bin/pbox-worker: $(call obj,$(WORKER_SRCS)) $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
-	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS)
+	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS)
 
 $(BUILD)/bin/pboxctl: $(BUILD)/obj/appliance/pboxctl.o
 	@mkdir -p $(@D)
-	$(CC) $(OPT_FLAGS) -o $@ $^
+	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $^
 
 $(BUILD)/bin/pbox-client: $(BUILD)/obj/tests/tools/pbox_client.o $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
-	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS)
+	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS)
 
 # The bench links the shared library, as applications do.
 $(BUILD)/bin/pbox-bench: $(call obj,$(BENCH_SRCS)) $(LIBPBOX_SO) $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
-	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) -L$(BUILD)/lib -lpbox -Wl,-rpath,'$$ORIGIN/../lib' \
+	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) -L$(BUILD)/lib -lpbox -Wl,-rpath,'$$ORIGIN/../lib' \
 		$(CORE_LIBS)
 
 $(BUILD)/tests/unit_tests: $(call obj,$(TEST_SRCS) $(LIBPBOX_SRCS) worker/models.c nic/nic_port.c) \
                           $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
-	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(CHECK_LIBS) $(DPDK_LIBS)
+	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(CHECK_LIBS) $(DPDK_LIBS)
 
 $(BUILD)/perf/perf_sum: $(call obj,$(PERF_SUM_SRCS)) $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
-	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS)
+	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS)
 
 $(BUILD)/bin/pbox-gen: $(BUILD)/obj/perf/dataplane/pbox_gen.o $(BUILD)/obj/nic/nic_port.o \
                       $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
-	$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(DPDK_LIBS)
+	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(DPDK_LIBS)
 
 $(BUILD)/perf/ring_gloo: perf/cluster/ring_gloo.cc
 	@mkdir -p $(@D)
-	$(CXX) -std=c++17 $(OPT_FLAGS) -Wall -Wextra -Werror -o $@ $< -lgloo -pthread
+	$(Q)$(call say,CXX,$@)$(CXX) -std=c++17 $(OPT_FLAGS) -Wall -Wextra -Werror -o $@ $< -lgloo -pthread
 
 # ---- checks ----------------------------------------------------------------
 # The files that run per packet on a data core (the rest is control path).
@@ -205,12 +227,12 @@ FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
 $(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c nic/nic_wire.c nic/nic_wire.h
 	@mkdir -p $(@D)
-	$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	$(Q)$(call say,FUZZ_CC,$@)$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 		$(INCLUDES) tests/fuzz/fuzz_wire.c nic/nic_wire.c -o $@
 
 $(BUILD)/fuzz/gen_seeds: tests/fuzz/gen_seeds.c $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(INCLUDES) $< -o $@ $(BUILD)/lib/libpboxcore.a
+	$(Q)$(call say,LD,$@)$(CC) $(CFLAGS_ALL) $(INCLUDES) $< -o $@ $(BUILD)/lib/libpboxcore.a
 
 fuzz: $(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/gen_seeds
 	@rm -rf $(BUILD)/fuzz/corpus && mkdir -p $(BUILD)/fuzz/corpus
@@ -227,7 +249,15 @@ integration: all
 	tests/net/worker.sh $(BUILD)
 	tests/deploy/deploy.sh $(BUILD)
 
-test: lint check-docs all fuzz
+# The two README commands set the host up first (packages, hugepages), then
+# run in a fresh make so that pkg-config sees what was just installed.
+setup:
+	@deploy/host-setup.sh
+
+test: setup
+	@$(MAKE) --no-print-directory test-run
+
+test-run: lint check-docs all fuzz
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
 
@@ -245,7 +275,10 @@ perf-dataplane: all
 perf-scale: all
 	perf/scale/scale.sh $(BUILD)
 
-demo: all
+demo: setup
+	@$(MAKE) --no-print-directory demo-run
+
+demo-run: all
 	tests/net/demo.sh $(BUILD)
 
 # Installing on an existing host (the image does this into its root):
