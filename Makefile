@@ -53,7 +53,7 @@ NUMA_LIBS   := $(shell $(PKGCONF) --libs numa 2>/dev/null || echo -lnuma)
 CHECK_CFLAGS:= $(shell $(PKGCONF) --cflags check 2>/dev/null)
 CHECK_LIBS  := $(shell $(PKGCONF) --libs check 2>/dev/null)
 
-INCLUDES := -Iconfig -Inuma -Iappliance -Inic -Iworker/include -Iworker -Iperf/sum
+INCLUDES := -Iconfig -Inuma -Iappliance -Iappliance/ss -Inic -Iworker/include -Iworker -Iperf/sum
 
 # Per-object flags for the run-time dispatched kernels.
 SIMD_FLAGS_avx2   := -mavx2 -mfma -mf16c
@@ -62,7 +62,7 @@ SIMD_FLAGS_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mf16c -mfma
 # ---- sources ---------------------------------------------------------------
 CORE_SRCS := config/cfg.c config/cfg_box.c config/cfg_worker.c \
              numa/numa_topo.c numa/numa_plan.c \
-             appliance/ss.c appliance/sum.c appliance/sum_scalar.c appliance/sum_avx2.c appliance/sum_avx512.c \
+             appliance/ss/ss.c appliance/ss/sum.c appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c \
              nic/nic_wire.c nic/nic_host.c
 PBOXD_SRCS  := appliance/pboxd.c appliance/box_lcore.c appliance/box_ctl.c appliance/box_telemetry.c \
                nic/nic_port.c
@@ -70,8 +70,8 @@ WORKER_SRCS := worker/pbox_worker.c
 # libpbox: the API, bootstrap, engine and layout, over the core objects
 # (configuration, SS core, sum kernels, wire code).
 LIBPBOX_SRCS := worker/pbox.c worker/boot.c worker/engine.c worker/layout.c worker/dpdk.c
-LIBPBOX_CORE := config/cfg.c config/cfg_box.c config/cfg_worker.c appliance/ss.c appliance/sum.c \
-                appliance/sum_scalar.c appliance/sum_avx2.c appliance/sum_avx512.c nic/nic_wire.c \
+LIBPBOX_CORE := config/cfg.c config/cfg_box.c config/cfg_worker.c appliance/ss/ss.c appliance/ss/sum.c \
+                appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c nic/nic_wire.c \
                 nic/nic_host.c nic/nic_port.c
 LIBPBOX_SONAME := libpbox.so.1
 LIBPBOX_SO     := $(BUILD)/lib/libpbox.so.1.0
@@ -130,8 +130,8 @@ $(BUILD)/lib/libpbox.a: $(call obj,$(LIBPBOX_SRCS) $(LIBPBOX_CORE))
 	@mkdir -p $(@D)
 	$(Q)$(call say,AR,$@)rm -f $@ && $(AR) rcs $@ $^
 
-$(BUILD)/obj/appliance/sum_avx2.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx2)
-$(BUILD)/obj/appliance/sum_avx512.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx512)
+$(BUILD)/obj/appliance/ss/sum_avx2.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx2)
+$(BUILD)/obj/appliance/ss/sum_avx512.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx512)
 $(BUILD)/obj/perf/sum/perf_sum_ref_avx2.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx2)
 $(BUILD)/obj/perf/sum/perf_sum_ref_avx512.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx512)
 $(BUILD)/obj/tests/%.o: EXTRA_OBJ_FLAGS := $(CHECK_CFLAGS)
@@ -193,8 +193,8 @@ $(BUILD)/perf/ring_gloo: perf/cluster/ring_gloo.cc
 
 # ---- checks ----------------------------------------------------------------
 # The files that run per packet on a data core (the rest is control path).
-DATA_PATH_SRCS := appliance/box_lcore.c appliance/ss.c appliance/ss.h appliance/sum_scalar.c \
-                  appliance/sum_avx2.c appliance/sum_avx512.c nic/nic_wire.c nic/nic_host.c
+DATA_PATH_SRCS := appliance/box_lcore.c appliance/ss/ss.c appliance/ss/ss.h appliance/ss/sum_scalar.c \
+                  appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c nic/nic_wire.c nic/nic_host.c
 C_SOURCES = $(shell git ls-files --cached --others --exclude-standard '*.c' '*.h' 2>/dev/null || find . -name '*.[ch]' -not -path './build/*')
 
 lint:
@@ -205,6 +205,8 @@ lint:
 		-D__x86_64__ -D__GNUC__ $(INCLUDES) $(filter-out %.bpf.c,$(C_SOURCES))
 	@echo "lint: data-path files take no lock and no atomic"
 	@! grep -nE 'pthread_(mutex|rwlock|spin)|rte_(spinlock|rwlock|atomic)|__atomic_|_Atomic|stdatomic|__sync_|sem_(wait|post)' $(DATA_PATH_SRCS)
+	@echo "lint: layers (nic/ includes only nic/; the SS core no config/ and no DPDK)"
+	@tests/lint-layers.sh
 	@echo "lint: clang-format"
 	@clang-format --dry-run --Werror $(C_SOURCES)
 

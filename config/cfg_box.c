@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* pboxd's configuration schema and its cross-field checks. */
 #include "cfg_box.h"
+#include "nic_wire.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -115,17 +116,6 @@ static const struct cfg_section box_sections[] = {
 	},
 };
 
-uint64_t box_cfg_auto_fragment(uint32_t mtu, uint64_t chunk)
-{
-	uint64_t f = 1;
-
-	if (mtu <= BOX_L3_OVERHEAD_MAX)
-		return 0;
-	while (f * 2 <= mtu - BOX_L3_OVERHEAD_MAX && f * 2 <= chunk)
-		f *= 2;
-	return f;
-}
-
 /* DDDD:BB:DD.F or BB:DD.F, hex digits. */
 static int valid_pci(const char *s)
 {
@@ -175,9 +165,9 @@ static void box_validate(struct cfg_ctx *ctx, void *v)
 	if (!c->cores.list.autosel && cfg_cores_count(&c->cores.list) == 0)
 		cfg_error_at(ctx, "cores", 0, "list", "[cores] list: no core given");
 
-	uint64_t room = c->data.mtu - BOX_L3_OVERHEAD_MAX;
+	uint64_t room = c->data.mtu - NIC_L3_BUDGET;
 	if (c->data.fragment_size == 0) {
-		c->data.fragment_size = box_cfg_auto_fragment(c->data.mtu, c->data.chunk_size);
+		c->data.fragment_size = nic_frag_for_mtu(c->data.mtu, c->data.chunk_size);
 		if (c->data.fragment_size < 256)
 			cfg_error_at(ctx, "data", 0, "mtu",
 				     "[data] mtu: %u leaves no room for a 256-byte fragment",
@@ -185,7 +175,7 @@ static void box_validate(struct cfg_ctx *ctx, void *v)
 	} else if (c->data.fragment_size > room) {
 		cfg_error_at(ctx, "data", 0, "fragment_size",
 			     "[data] fragment_size: %llu bytes plus %u of headers exceed mtu %u",
-			     (unsigned long long)c->data.fragment_size, BOX_L3_OVERHEAD_MAX,
+			     (unsigned long long)c->data.fragment_size, NIC_L3_BUDGET,
 			     c->data.mtu);
 	}
 	if (c->data.fragment_size > c->data.chunk_size)

@@ -7,11 +7,6 @@
 
 #define BOX_MAX_PORTS	32
 #define BOX_MAX_WORKERS 1024 /* the contributor bitmap of a fragment */
-/*
- * Bytes of a data frame's IP MTU spent before the payload: IPv4 (20) + UDP
- * (8) + pbox header. The wire format (nic/) asserts it stays within this.
- */
-#define BOX_L3_OVERHEAD_MAX 64
 
 enum box_poll_mode { BOX_POLL_BUSY, BOX_POLL_ADAPTIVE };
 
@@ -68,7 +63,5 @@ extern const struct cfg_schema box_cfg_schema;
 /* Load and validate; see cfg_load(). */
 int box_cfg_load(const char *path, struct box_cfg *out, struct cfg_errors *errs);
 
-/* Largest power-of-two fragment that fits @mtu, at most @chunk. */
-uint64_t box_cfg_auto_fragment(uint32_t mtu, uint64_t chunk);
 
 #endif /* PBOX_CFG_BOX_H */

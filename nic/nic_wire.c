@@ -12,14 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cfg_box.h"
-#include "sum.h"
-
 _Static_assert(NIC_HDRS_LEN == 74, "header sizes changed: update nic/WIRE.md");
-_Static_assert(PBOX_DTYPE_FP32 == SUM_FP32 && PBOX_DTYPE_FP16 == SUM_FP16 &&
-		       PBOX_DTYPE_BF16 == SUM_BF16 && PBOX_DTYPE_COUNT == SUM_DTYPE_COUNT,
-	       "wire dtypes are enum sum_dtype");
-_Static_assert(NIC_L3_OVERHEAD <= BOX_L3_OVERHEAD_MAX, "fragment_size auto would not fit the MTU");
 
 static const char *const drop_names[NIC_DROP_COUNT] = {[NIC_DROP_NONE] = "none",
 #define NIC__DROP_NAME(n, s) [NIC_DROP_##n] = s,
@@ -106,7 +99,7 @@ enum nic_drop nic_wire_parse_hdr(const void *src, size_t n, const struct nic_wir
 		return h->len == 2 ? NIC_DROP_NONE : NIC_DROP_LEN;
 	if (h->op == PBOX_OP_ACK)
 		return h->len == 0 ? NIC_DROP_NONE : NIC_DROP_LEN;
-	if (h->len == 0 || h->len % sum_dtype_size((enum sum_dtype)h->dtype) ||
+	if (h->len == 0 || h->len % nic_dtype_size(h->dtype) ||
 	    (exp->max_payload && h->len > exp->max_payload))
 		return NIC_DROP_LEN;
 	return NIC_DROP_NONE;

@@ -25,8 +25,26 @@
 #define PBOX_HDR_LEN 32u
 #define NIC_HDRS_LEN (NIC_ETH_LEN + NIC_IP4_LEN + NIC_UDP_LEN + PBOX_HDR_LEN) /* 74 */
 
-/* IP MTU spent before the payload, which cfg_box.h budgets for. */
+/* IP MTU spent before the payload (60 bytes), and what fragment sizing
+ * reserves for it: 4 bytes spare, so a fragment never needs IP options'
+ * room to be recomputed. */
 #define NIC_L3_OVERHEAD (NIC_IP4_LEN + NIC_UDP_LEN + PBOX_HDR_LEN)
+#define NIC_L3_BUDGET	64u
+_Static_assert(NIC_L3_OVERHEAD <= NIC_L3_BUDGET, "fragment sizing would not fit the MTU");
+
+/* The MTU -> fragment rule, the same for the box and the workers: the
+ * largest power of two that fits @mtu after NIC_L3_BUDGET, at most @chunk;
+ * 0 when none does (8192 at MTU 9000, 1024 at 1500). */
+static inline uint32_t nic_frag_for_mtu(uint32_t mtu, uint64_t chunk)
+{
+	uint64_t f = 1;
+
+	if (mtu <= NIC_L3_BUDGET)
+		return 0;
+	while (f * 2 <= mtu - NIC_L3_BUDGET && f * 2 <= chunk)
+		f *= 2;
+	return (uint32_t)f;
+}
 
 enum pbox_op {
 	PBOX_OP_PUSH = 1,   /* worker -> SS: a contribution to a fragment's round */
@@ -45,11 +63,18 @@ enum pbox_err {
 #define PBOX_F_RETRANS 0x01u /* a retransmission (for counters only) */
 #define PBOX_F_KNOWN   PBOX_F_RETRANS
 
-/* Wire dtypes, the same numbers as enum sum_dtype. */
+/* Wire dtypes. The summation kernels' enum sum_dtype uses the same numbers
+ * (checked where both meet, in ss.c). */
 #define PBOX_DTYPE_FP32	 0u
 #define PBOX_DTYPE_FP16	 1u
 #define PBOX_DTYPE_BF16	 2u
 #define PBOX_DTYPE_COUNT 3u
+
+/* Bytes per element of wire dtype @t (< PBOX_DTYPE_COUNT). */
+static inline unsigned nic_dtype_size(unsigned t)
+{
+	return t == PBOX_DTYPE_FP32 ? 4u : 2u;
+}
 
 /* The pbox header in host byte order. */
 struct pbox_hdr {

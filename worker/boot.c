@@ -470,7 +470,7 @@ static int box_register(struct pbox *px, uint64_t deadline, char *msg, size_t ca
 
 static int own_frag(const struct pbox *px)
 {
-	return (int)box_cfg_auto_fragment(px->cfg.data.mtu, px->cfg.tuning.chunk_size);
+	return (int)nic_frag_for_mtu(px->cfg.data.mtu, px->cfg.tuning.chunk_size);
 }
 
 static int udp_open(struct pbox *px)

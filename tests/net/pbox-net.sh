@@ -10,6 +10,10 @@
 #                                       HOST's link, both ways: a tc BPF
 #                                       program (tests/net/impair.bpf.c), since
 #                                       kernels without netem are common in VMs
+#   pbox-net.sh wire TAG HOST          HOST's link delivers frames as a wire
+#                                       does: UDP GSO super-frames are cut into
+#                                       datagrams on the way to it (for hosts
+#                                       on DPDK's af_packet; see pbox_net_wire)
 #   pbox-net.sh down TAG               remove everything TAG made
 #
 # Namespaces are pbox-TAG-{sw,box,w0..}. The box gets PORTS data interfaces
@@ -75,6 +79,7 @@ pbox_net_up() {
 	_pbox_quiet_ns "$box"
 	for ((j = 0; j < ports; j++)); do
 		_pbox_link "$tag" "$box" "pbox-p$j" "bp$j"
+		pbox_net_wire "$tag" "box-p$j" # pboxd takes it with af_packet
 	done
 	_pbox_link "$tag" "$box" mgmt0 bm
 	ip -n "$box" addr add 198.18.0.1/16 dev mgmt0
@@ -85,6 +90,19 @@ pbox_net_up() {
 		_pbox_link "$tag" "$ns" eth0 "w$i"
 		ip -n "$ns" addr add "198.18.100.$((i + 1))/16" dev eth0
 	done
+}
+
+# wire TAG HOST: a kernel UDP sender's GSO send (up to 64 KB of datagrams
+# in one skb) crosses veth and the bridge whole, where a real NIC would have
+# cut it into datagrams. A kernel socket on the far end copes; DPDK's
+# af_packet takes it as one frame, which does not fit the ring's frame size
+# and is lost, so every such run of pushes was resent (+3-13% bytes on the
+# wire, failing worker.sh's Theorem 1 check). gso_max_segs 1 on the
+# switch's port towards HOST makes the kernel segment there, as a wire would.
+pbox_net_wire() {
+	local tag=$1 host=$2 ns ifc swns swi
+	read -r ns ifc swns swi < <(_pbox_host_ifaces "$tag" "$host") || return 1
+	ip -n "$swns" link set dev "$swi" gso_max_segs 1
 }
 
 # shape TAG HOST qdisc-args...: the same qdisc on both directions of HOST's link.
@@ -150,7 +168,8 @@ if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
 	up) pbox_net_up "$@" ;;
 	shape) pbox_net_shape "$@" ;;
 	impair) pbox_net_impair "$@" ;;
+	wire) pbox_net_wire "$@" ;;
 	down) pbox_net_down "$@" ;;
-	*) echo "usage: $0 up TAG PORTS WORKERS | shape TAG HOST QDISC... | impair TAG HOST LOSS% DUP% | down TAG" >&2; exit 2 ;;
+	*) echo "usage: $0 up TAG PORTS WORKERS | shape TAG HOST QDISC... | impair TAG HOST LOSS% DUP% | wire TAG HOST | down TAG" >&2; exit 2 ;;
 	esac
 fi

@@ -119,6 +119,7 @@ done
 # ---- the DPDK transport: ranks 1 and 3 on a DPDK port each (af_packet on
 # their eth0, no hugepages), ranks 0 and 2 on kernel UDP, one job
 for r in 1 3; do
+	pbox_net_wire "$tag" "w$r" # af_packet takes frames, not GSO super-frames
 	printf '[transport]\nkind = dpdk\ndpdk_port = net_af_packet0,iface=eth0,blocksz=20480,framesz=10240,framecnt=512\ndpdk_args = --no-huge --no-shconf -m 256\n' >>"$log/w$r.ini"
 done
 snapshot "$log/before-dpdk"

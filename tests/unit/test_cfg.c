@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cfg_box.h"
+#include "nic_wire.h"
 #include "cfg_worker.h"
 #include "test.h"
 
@@ -399,11 +400,11 @@ END_TEST
 
 START_TEST(box_auto_fragment)
 {
-	ck_assert_uint_eq(box_cfg_auto_fragment(9000, 32768), 8192);
-	ck_assert_uint_eq(box_cfg_auto_fragment(1500, 32768), 1024);
-	ck_assert_uint_eq(box_cfg_auto_fragment(9000, 4096), 4096);
-	ck_assert_uint_eq(box_cfg_auto_fragment(576, 32768), 512);
-	ck_assert_uint_eq(box_cfg_auto_fragment(40, 32768), 0);
+	ck_assert_uint_eq(nic_frag_for_mtu(9000, 32768), 8192);
+	ck_assert_uint_eq(nic_frag_for_mtu(1500, 32768), 1024);
+	ck_assert_uint_eq(nic_frag_for_mtu(9000, 4096), 4096);
+	ck_assert_uint_eq(nic_frag_for_mtu(576, 32768), 512);
+	ck_assert_uint_eq(nic_frag_for_mtu(40, 32768), 0);
 }
 END_TEST
 

@@ -10,6 +10,10 @@
 
 #include "ss.h"
 
+_Static_assert(PBOX_DTYPE_FP32 == SUM_FP32 && PBOX_DTYPE_FP16 == SUM_FP16 &&
+		       PBOX_DTYPE_BF16 == SUM_BF16 && PBOX_DTYPE_COUNT == SUM_DTYPE_COUNT,
+	       "wire dtypes are enum sum_dtype");
+
 static const char *const drop_names[SS_DROP_COUNT] = {
 #define SS__DROP_NAME(n, s) [SS_DROP_##n] = s,
 	SS_FOREACH_DROP(SS__DROP_NAME)
