@@ -50,6 +50,7 @@ DPDK_LIBS   := $(shell $(PKGCONF) --libs libdpdk 2>/dev/null)
 INIH_CFLAGS := $(shell $(PKGCONF) --cflags inih 2>/dev/null)
 INIH_LIBS   := $(shell $(PKGCONF) --libs inih 2>/dev/null)
 NUMA_LIBS   := $(shell $(PKGCONF) --libs numa 2>/dev/null || echo -lnuma)
+MHD_LIBS    := $(shell $(PKGCONF) --libs libmicrohttpd 2>/dev/null)
 CHECK_CFLAGS:= $(shell $(PKGCONF) --cflags check 2>/dev/null)
 CHECK_LIBS  := $(shell $(PKGCONF) --libs check 2>/dev/null)
 
@@ -64,7 +65,8 @@ CORE_SRCS := config/cfg.c config/cfg_box.c config/cfg_worker.c \
              numa/numa_topo.c numa/numa_plan.c \
              appliance/ss/ss.c appliance/ss/sum.c appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c \
              nic/nic_wire.c nic/nic_host.c
-PBOXD_SRCS  := appliance/pboxd.c appliance/box_lcore.c appliance/box_ctl.c appliance/box_telemetry.c \
+PBOXD_SRCS  := appliance/pboxd.c appliance/box_lcore.c appliance/box_txref.c appliance/box_ctl.c \
+               appliance/box_stats.c appliance/box_telemetry.c appliance/box_metrics.c \
                nic/nic_port.c
 WORKER_SRCS := worker/pbox_worker.c
 # libpbox: the API, bootstrap, engine and layout, over the core objects
@@ -153,7 +155,7 @@ CORE_LIBS := $(BUILD)/lib/libpboxcore.a $(INIH_LIBS) $(NUMA_LIBS) -lm -pthread
 
 $(BUILD)/bin/pboxd: $(call obj,$(PBOXD_SRCS)) $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
-	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(DPDK_LIBS)
+	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(DPDK_LIBS) $(MHD_LIBS)
 
 $(BUILD)/bin/pbox-worker: $(call obj,$(WORKER_SRCS)) $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
@@ -193,7 +195,7 @@ $(BUILD)/perf/ring_gloo: perf/cluster/ring_gloo.cc
 
 # ---- checks ----------------------------------------------------------------
 # The files that run per packet on a data core (the rest is control path).
-DATA_PATH_SRCS := appliance/box_lcore.c appliance/ss/ss.c appliance/ss/ss.h appliance/ss/sum_scalar.c \
+DATA_PATH_SRCS := appliance/box_lcore.c appliance/box_txref.c appliance/ss/ss.c appliance/ss/ss.h appliance/ss/sum_scalar.c \
                   appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c nic/nic_wire.c nic/nic_host.c
 C_SOURCES = $(shell git ls-files --cached --others --exclude-standard '*.c' '*.h' 2>/dev/null || find . -name '*.[ch]' -not -path './build/*')
 

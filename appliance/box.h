@@ -117,15 +117,30 @@ struct box {
 	struct box_lcore *lc[RTE_MAX_LCORE];
 	unsigned n_eps;
 	struct box_ep_ref ep[NUMA_MAX_PORTS * NUMA_MAX_CORES];
+	unsigned n_ports; /* for the ports' own counters (rte_eth_stats) */
+	struct {
+		uint16_t id;
+		const char *name; /* the [port NAME] section */
+	} port[BOX_MAX_PORTS];
 	uint64_t node_budget[NUMA_MAX_NODES]; /* bytes of job state per node */
 	int node_socket[NUMA_MAX_NODES];      /* OS node id, for rte_malloc_socket */
 	volatile bool quit;		      /* control plane: stop serving (signals) */
 	volatile bool stop;		      /* data cores: leave the loop (after quit) */
 };
 
-/* box_lcore.c */
-int box_lcore_main(void *arg);		    /* rte_eal_remote_launch() target */
-bool box_txref_busy(void *txref);	    /* on the owning core */
+/* box_lcore.c: the data path */
+int box_lcore_main(void *arg); /* rte_eal_remote_launch() target */
+/* Push this core's queued frames out and reap transmit completions. */
+void box_lcore_tx_reap(struct box_lcore *lc);
+
+/* box_txref.c: the transmit reference of one result buffer, DPDK's shared
+ * info of an external buffer. Its count is 1 (the job's) plus one per mbuf
+ * in flight; the result buffer is reused only at 1. */
+struct box_txref {
+	struct rte_mbuf_ext_shared_info sh;
+	rte_iova_t iova; /* of the buffer, looked up once at registration */
+};
+bool box_txref_busy(void *txref);	    /* on the owning core: reaps before saying yes */
 bool box_txref_inflight(const void *txref); /* anywhere: read only */
 size_t box_txref_size(void);
 void box_txref_init(void *txref, struct box_lcore *lc, const void *buf);
@@ -137,16 +152,22 @@ void box_ctl_destroy(struct box_ctl *c);
 /* Serve control connections until b->quit; returns 0 or -errno. */
 int box_ctl_run(struct box_ctl *c);
 
-/* box_telemetry.c */
-int box_telemetry_register(struct box *b, struct box_ctl *c);
+/* box_stats.c: the counters as their readers (STATS, telemetry, metrics) see them */
+enum box_stat_kind { BOX_STAT_CORE, BOX_STAT_NIC_DROP, BOX_STAT_SS_DROP };
+struct box_stat_desc {
+	const char *key;    /* STATS and telemetry key: "rx_pkts", "drop_ip_csum", "ss_dup" */
+	const char *help;   /* what it counts */
+	enum box_stat_kind kind;
+	const char *reason; /* drops: the reason alone ("ip_csum"); else NULL */
+};
+typedef void box_stat_fn(void *arg, const struct box_stat_desc *d, uint64_t value);
+/* Every counter of @st, in one fixed order. */
+void box_stats_visit(const struct box_core_stats *st, box_stat_fn *fn, void *arg);
 /* Every active data core's counters summed into @tot. */
 void box_stats_total(const struct box *b, struct box_core_stats *tot);
-/* Each counter of @st with its telemetry key (drops as drop_<reason> and
- * ss_<reason>): /pbox/stats and the control plane's STATS say the same. */
-void box_stats_each(const struct box_core_stats *st,
-		    void (*fn)(void *arg, const char *key, uint64_t value), void *arg);
 
-/* For telemetry: the registry, read under its lock. */
+/* A registered job, for the readers: copied from the registry under its
+ * lock (box_ctl_lock), valid until the lock is released. */
 struct box_job_view {
 	uint32_t id;
 	uint16_t n;
@@ -155,7 +176,22 @@ struct box_job_view {
 	uint64_t chunks, bytes;
 	struct ss_job *const *per_lcore; /* RTE_MAX_LCORE entries, NULL where none */
 };
+/* @v's counters summed over the cores that serve it. */
+void box_job_counters(const struct box_job_view *v, struct ss_counters *sum);
 
+/* box_telemetry.c: /pbox/stats, /pbox/cores, /pbox/jobs on DPDK's socket */
+int box_telemetry_register(struct box *b, struct box_ctl *c);
+
+/* box_metrics.c: Prometheus text format over HTTP (libmicrohttpd) */
+struct box_metrics;
+/* Serve GET /metrics on [management] address:[telemetry] metrics_port from
+ * a thread of libmicrohttpd's; NULL (and a message) when it cannot listen. */
+struct box_metrics *box_metrics_start(struct box *b, struct box_ctl *c);
+void box_metrics_stop(struct box_metrics *m);
+/* The whole exposition into a malloc'd string (for tests and for GET). */
+char *box_metrics_render(struct box *b, struct box_ctl *c, size_t *len);
+
+/* box_ctl.c: the job registry, read under its lock */
 void box_ctl_lock(struct box_ctl *c);
 void box_ctl_unlock(struct box_ctl *c);
 unsigned box_ctl_n_jobs(const struct box_ctl *c);

@@ -518,11 +518,11 @@ struct stat_out {
 	unsigned n;
 };
 
-static void say_stat(void *arg, const char *key, uint64_t value)
+static void say_stat(void *arg, const struct box_stat_desc *d, uint64_t value)
 {
 	struct stat_out *so = arg;
 
-	say(so->fd, "STAT %s=%" PRIu64, key, value);
+	say(so->fd, "STAT %s=%" PRIu64, d->key, value);
 	so->n++;
 }
 
@@ -588,7 +588,7 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 		uint64_t used = 0;
 
 		box_stats_total(c->b, &tot);
-		box_stats_each(&tot, say_stat, &so);
+		box_stats_visit(&tot, say_stat, &so);
 		box_ctl_lock(c);
 		for (i = 0; i < NUMA_MAX_NODES; i++)
 			used += c->used[i];

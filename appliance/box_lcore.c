@@ -21,35 +21,6 @@
 #include "box.h"
 #include "nic_host.h"
 
-/* The transmit reference of one result buffer: DPDK's shared info of an
- * external buffer. Its count is 1 (ours) plus one per mbuf in flight. */
-struct box_txref {
-	struct rte_mbuf_ext_shared_info sh;
-	rte_iova_t iova; /* of the buffer, looked up once at registration */
-};
-
-static void txref_free(void *addr, void *opaque)
-{
-	(void)addr; /* the buffer belongs to the job; never freed through mbufs */
-	(void)opaque;
-}
-
-size_t box_txref_size(void)
-{
-	return sizeof(struct box_txref);
-}
-
-void box_txref_init(void *txref, struct box_lcore *lc, const void *buf)
-{
-	struct box_txref *t = txref;
-
-	t->iova = rte_eal_iova_mode() == RTE_IOVA_VA ? (rte_iova_t)(uintptr_t)buf
-						     : rte_mem_virt2iova(buf);
-	t->sh.free_cb = txref_free;
-	t->sh.fcb_opaque = lc;
-	rte_mbuf_ext_refcnt_set(&t->sh, 1);
-}
-
 static void ep_flush(struct box_lcore *lc, struct box_ep *ep)
 {
 	uint16_t sent = 0, n = ep->n_tx;
@@ -73,32 +44,15 @@ static inline void ep_send(struct box_lcore *lc, struct box_ep *ep, struct rte_m
 		ep_flush(lc, ep);
 }
 
-/* A result buffer may be overwritten only when no mbuf points at it. On a
- * NIC that frees transmitted mbufs lazily, push our queued frames out and
- * reap completions before saying it is busy. */
-bool box_txref_busy(void *txref)
+void box_lcore_tx_reap(struct box_lcore *lc)
 {
-	struct box_txref *t = txref;
-	struct box_lcore *lc;
 	unsigned e;
 
-	if (likely(rte_mbuf_ext_refcnt_read(&t->sh) <= 1))
-		return false;
-	lc = t->sh.fcb_opaque;
-	lc->st.busy_cleanups++;
 	for (e = 0; e < lc->n_eps; e++) {
 		if (lc->ep[e].n_tx)
 			ep_flush(lc, &lc->ep[e]);
 		rte_eth_tx_done_cleanup(lc->ep[e].port_id, lc->ep[e].queue, 0);
 	}
-	return rte_mbuf_ext_refcnt_read(&t->sh) > 1;
-}
-
-bool box_txref_inflight(const void *txref)
-{
-	const struct box_txref *t = txref;
-
-	return rte_mbuf_ext_refcnt_read(&t->sh) > 1;
 }
 
 /* One result frame to @to: our headers in a fresh mbuf, the payload by
@@ -309,7 +263,6 @@ static void handle_burst(struct box_lcore *lc, unsigned slot, struct rte_mbuf **
 static void ctl_poll(struct box_lcore *lc)
 {
 	struct box_msg *msg;
-	unsigned e;
 
 	while (rte_ring_dequeue(lc->req, (void **)&msg) == 0) {
 		lc->st.ctl_msgs++;
@@ -318,11 +271,7 @@ static void ctl_poll(struct box_lcore *lc)
 		} else {
 			msg->job = ss_table_del(&lc->jobs, msg->job_id);
 			msg->rc = msg->job ? 0 : -ENOENT;
-			for (e = 0; e < lc->n_eps; e++) {
-				if (lc->ep[e].n_tx)
-					ep_flush(lc, &lc->ep[e]);
-				rte_eth_tx_done_cleanup(lc->ep[e].port_id, lc->ep[e].queue, 0);
-			}
+			box_lcore_tx_reap(lc);
 		}
 		/* The reply ring has room for every request in flight. */
 		rte_ring_enqueue(lc->resp, msg);

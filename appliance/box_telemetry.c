@@ -7,7 +7,6 @@
  * Runs on DPDK's telemetry thread. Core counters are read, never written,
  * from here; the job registry is read under the control plane's lock.
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,85 +19,15 @@
 static struct box *tb;
 static struct box_ctl *tc;
 
-static const char *const core_cnt_names[] = {
-#define BOX__CNT_NAME(n, s) #n,
-	BOX_FOREACH_CORE_CNT(BOX__CNT_NAME)
-#undef BOX__CNT_NAME
-};
-#define N_CORE_CNT (sizeof(core_cnt_names) / sizeof(core_cnt_names[0]))
-
-static const char *const nic_drop_ids[NIC_DROP_COUNT] = {[NIC_DROP_NONE] = "none",
-#define BOX__NIC_ID(n, s) [NIC_DROP_##n] = #n,
-							 NIC_FOREACH_DROP(BOX__NIC_ID)
-#undef BOX__NIC_ID
-};
-
-static const char *const ss_drop_ids[SS_DROP_COUNT] = {
-#define BOX__SS_ID(n, s) [SS_DROP_##n] = #n,
-	SS_FOREACH_DROP(BOX__SS_ID)
-#undef BOX__SS_ID
-};
-
-/* "prefix_name" in lower case: the key of a drop counter. */
-static void key(char *out, size_t len, const char *prefix, const char *name)
+static void add_u64(void *d, const struct box_stat_desc *k, uint64_t v)
 {
-	size_t i;
-
-	snprintf(out, len, "%s_%s", prefix, name);
-	for (i = 0; out[i]; i++)
-		out[i] = (char)tolower((unsigned char)out[i]);
-}
-
-void box_stats_each(const struct box_core_stats *st,
-		    void (*fn)(void *arg, const char *key, uint64_t value), void *arg)
-{
-	const uint64_t *v = (const uint64_t *)st; /* the struct is a run of uint64_t */
-	char k[64];
-	unsigned i;
-
-	for (i = 0; i < N_CORE_CNT; i++)
-		fn(arg, core_cnt_names[i], v[i]);
-	fn(arg, "summed", st->summed);
-	fn(arg, "completed", st->completed);
-	for (i = 1; i < NIC_DROP_COUNT; i++) {
-		key(k, sizeof(k), "drop", nic_drop_ids[i]);
-		fn(arg, k, st->nic_drop[i]);
-	}
-	for (i = 0; i < SS_DROP_COUNT; i++) {
-		key(k, sizeof(k), "ss", ss_drop_ids[i]);
-		fn(arg, k, st->ss_drop[i]);
-	}
-}
-
-static void add_u64(void *d, const char *k, uint64_t v)
-{
-	rte_tel_data_add_dict_u64(d, k, v);
+	rte_tel_data_add_dict_u64(d, k->key, v);
 }
 
 /* The counters of @st into @d. */
 static void add_core_stats(struct rte_tel_data *d, const struct box_core_stats *st)
 {
-	box_stats_each(st, add_u64, d);
-}
-
-static void sum_stats(struct box_core_stats *t, const struct box_core_stats *s)
-{
-	uint64_t *a = (uint64_t *)t;
-	const uint64_t *b = (const uint64_t *)s;
-	size_t i;
-
-	for (i = 0; i < sizeof(*t) / sizeof(uint64_t); i++)
-		a[i] += b[i];
-}
-
-void box_stats_total(const struct box *b, struct box_core_stats *tot)
-{
-	unsigned l;
-
-	memset(tot, 0, sizeof(*tot));
-	for (l = 0; l < RTE_MAX_LCORE; l++)
-		if (b->lc[l] && b->lc[l]->active)
-			sum_stats(tot, &b->lc[l]->st);
+	box_stats_visit(st, add_u64, d);
 }
 
 static int tel_stats(const char *cmd, const char *params, struct rte_tel_data *d)
@@ -157,7 +86,7 @@ static int tel_cores(const char *cmd, const char *params, struct rte_tel_data *d
 
 static int tel_jobs(const char *cmd, const char *params, struct rte_tel_data *d)
 {
-	unsigned i, l, r, n;
+	unsigned i, r, n;
 	char name[32], k[64];
 
 	(void)cmd;
@@ -173,21 +102,7 @@ static int tel_jobs(const char *cmd, const char *params, struct rte_tel_data *d)
 		if (!c)
 			break;
 		box_ctl_job(tc, i, &v);
-		memset(&sum, 0, sizeof(sum));
-		for (l = 0; l < RTE_MAX_LCORE; l++) {
-			const struct ss_job *s = v.per_lcore[l];
-
-			if (!s)
-				continue;
-			sum.rx += s->cnt.rx;
-			sum.summed += s->cnt.summed;
-			sum.completed += s->cnt.completed;
-			sum.results += s->cnt.results;
-			sum.answers += s->cnt.answers;
-			sum.retrans_rx += s->cnt.retrans_rx;
-			for (r = 0; r < SS_DROP_COUNT; r++)
-				sum.drop[r] += s->cnt.drop[r];
-		}
+		box_job_counters(&v, &sum);
 		rte_tel_data_start_dict(c);
 		rte_tel_data_add_dict_u64(c, "n", v.n);
 		rte_tel_data_add_dict_string(c, "dtype", sum_dtype_name((enum sum_dtype)v.dtype));
@@ -202,7 +117,7 @@ static int tel_jobs(const char *cmd, const char *params, struct rte_tel_data *d)
 		rte_tel_data_add_dict_u64(c, "answers", sum.answers);
 		rte_tel_data_add_dict_u64(c, "retrans_rx", sum.retrans_rx);
 		for (r = 0; r < SS_DROP_COUNT; r++) {
-			key(k, sizeof(k), "ss", ss_drop_ids[r]);
+			snprintf(k, sizeof(k), "ss_%s", ss_drop_id((enum ss_drop)r));
 			rte_tel_data_add_dict_u64(c, k, sum.drop[r]);
 		}
 		snprintf(name, sizeof(name), "job%u", v.id);

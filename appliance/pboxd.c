@@ -163,6 +163,7 @@ struct serve {
 	struct nic_port port[BOX_MAX_PORTS];
 	struct rte_mempool *rx_pool[NUMA_MAX_NODES], *hdr_pool[NUMA_MAX_NODES];
 	struct box_ctl *ctl;
+	struct box_metrics *metrics;
 	bool eal, launched;
 	unsigned lcore_cpu[RTE_MAX_LCORE];
 };
@@ -391,6 +392,7 @@ static void teardown(struct serve *s)
 {
 	unsigned i;
 
+	box_metrics_stop(s->metrics); /* it reads the registry and the cores */
 	if (s->ctl)
 		box_ctl_destroy(s->ctl); /* jobs leave the cores, which still run */
 	s->box.stop = true;
@@ -501,11 +503,18 @@ static int serve(const char *path, const char *prefix, int n_extra, char **extra
 	}
 	if (make_lcores(s))
 		goto out;
+	for (i = 0; i < s->cfg->n_ports; i++) {
+		s->box.port[i].id = s->port[i].port_id;
+		s->box.port[i].name = s->port[i].name;
+	}
+	s->box.n_ports = s->cfg->n_ports;
 	s->ctl = box_ctl_create(&s->box);
 	if (!s->ctl)
 		goto out;
 	if (s->cfg->telemetry.enabled && box_telemetry_register(&s->box, s->ctl))
 		fprintf(stderr, "pboxd: telemetry commands not registered\n");
+	if (s->cfg->telemetry.metrics_port && !(s->metrics = box_metrics_start(&s->box, s->ctl)))
+		goto out;
 	numa_plan_print(&s->plan, &s->in, stdout);
 	printf("pboxd: serving %u endpoints on %u data cores; summation kernels %s; "
 	       "telemetry prefix %s\n",

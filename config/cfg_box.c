@@ -66,6 +66,9 @@ static const struct cfg_key poll_keys[] = {
 static const struct cfg_key tele_keys[] = {
 	CFG_KEY(B, telemetry.enabled, "enabled", CFG_BOOL, 0, 0, 0, "true",
 		"serve /pbox/* on DPDK's telemetry socket"),
+	CFG_KEY(B, telemetry.metrics_port, "metrics_port", CFG_UINT, 0, 0, 65535, "9571",
+		"TCP port of the Prometheus endpoint (GET /metrics) on the management address; 0: "
+		"off"),
 };
 
 static const struct cfg_key log_keys[] = {
@@ -188,6 +191,9 @@ static void box_validate(struct cfg_ctx *ctx, void *v)
 	if (c->data.udp_port == c->mgmt.port)
 		cfg_error_at(ctx, "data", 0, "udp_port",
 			     "[data] udp_port: same as the management port");
+	if (c->telemetry.metrics_port && c->telemetry.metrics_port == c->mgmt.port)
+		cfg_error_at(ctx, "telemetry", 0, "metrics_port",
+			     "[telemetry] metrics_port: same as [management] port");
 
 	if (c->limits.job_memory == 0)
 		c->limits.job_memory = c->memory.hugepage_budget;

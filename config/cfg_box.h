@@ -50,6 +50,7 @@ struct box_cfg {
 	} polling;
 	struct {
 		bool enabled;
+		uint32_t metrics_port; /* 0: no Prometheus endpoint */
 	} telemetry;
 	struct {
 		unsigned level;

@@ -15,14 +15,25 @@
 _Static_assert(NIC_HDRS_LEN == 74, "header sizes changed: update nic/WIRE.md");
 
 static const char *const drop_names[NIC_DROP_COUNT] = {[NIC_DROP_NONE] = "none",
-#define NIC__DROP_NAME(n, s) [NIC_DROP_##n] = s,
+#define NIC__DROP_NAME(n, id, s) [NIC_DROP_##n] = s,
 						       NIC_FOREACH_DROP(NIC__DROP_NAME)
 #undef NIC__DROP_NAME
+};
+
+static const char *const drop_ids[NIC_DROP_COUNT] = {[NIC_DROP_NONE] = "none",
+#define NIC__DROP_ID(n, id, s) [NIC_DROP_##n] = #id,
+						     NIC_FOREACH_DROP(NIC__DROP_ID)
+#undef NIC__DROP_ID
 };
 
 const char *nic_drop_name(enum nic_drop d)
 {
 	return (unsigned)d < NIC_DROP_COUNT ? drop_names[d] : "?";
+}
+
+const char *nic_drop_id(enum nic_drop d)
+{
+	return (unsigned)d < NIC_DROP_COUNT ? drop_ids[d] : "?";
 }
 
 uint16_t nic_csum_fold(const void *p, size_t len, uint32_t sum)

@@ -90,31 +90,34 @@ struct pbox_hdr {
 
 /* Why a frame was refused. X-macro: the enum and the counter names. */
 #define NIC_FOREACH_DROP(_)                                                                        \
-	_(SHORT, "frame shorter than its headers")                                                 \
-	_(ETHERTYPE, "not IPv4, ARP")                                                              \
-	_(IP_HDR, "IPv4 version, header length or total length wrong")                             \
-	_(IP_CSUM, "IPv4 header checksum wrong")                                                   \
-	_(IP_FRAG, "IPv4 fragment")                                                                \
-	_(IP_DST, "IPv4 destination is not ours")                                                  \
-	_(IP_PROTO, "not UDP or ICMP")                                                             \
-	_(UDP_LEN, "UDP length does not match IPv4 length")                                        \
-	_(UDP_PORT, "UDP destination port not ours")                                               \
-	_(MAGIC, "pbox magic wrong")                                                               \
-	_(VERSION, "pbox version unsupported")                                                     \
-	_(OP, "pbox op unknown or not for us")                                                     \
-	_(DTYPE, "pbox dtype unknown")                                                             \
-	_(FLAGS, "pbox flags or reserved bits set")                                                \
-	_(LEN, "pbox payload length wrong")
+	_(SHORT, short, "frame shorter than its headers")                                                 \
+	_(ETHERTYPE, ethertype, "not IPv4, ARP")                                                              \
+	_(IP_HDR, ip_hdr, "IPv4 version, header length or total length wrong")                             \
+	_(IP_CSUM, ip_csum, "IPv4 header checksum wrong")                                                   \
+	_(IP_FRAG, ip_frag, "IPv4 fragment")                                                                \
+	_(IP_DST, ip_dst, "IPv4 destination is not ours")                                                  \
+	_(IP_PROTO, ip_proto, "not UDP or ICMP")                                                             \
+	_(UDP_LEN, udp_len, "UDP length does not match IPv4 length")                                        \
+	_(UDP_PORT, udp_port, "UDP destination port not ours")                                               \
+	_(MAGIC, magic, "pbox magic wrong")                                                               \
+	_(VERSION, version, "pbox version unsupported")                                                     \
+	_(OP, op, "pbox op unknown or not for us")                                                     \
+	_(DTYPE, dtype, "pbox dtype unknown")                                                             \
+	_(FLAGS, flags, "pbox flags or reserved bits set")                                                \
+	_(LEN, len, "pbox payload length wrong")
 
 enum nic_drop {
 	NIC_DROP_NONE = 0,
-#define NIC__DROP_ENUM(n, s) NIC_DROP_##n,
+#define NIC__DROP_ENUM(n, id, s) NIC_DROP_##n,
 	NIC_FOREACH_DROP(NIC__DROP_ENUM)
 #undef NIC__DROP_ENUM
 		NIC_DROP_COUNT
 };
 
+/* What the reason means ("IPv4 header checksum wrong"), and its short id
+ * ("ip_csum": counter keys and metric labels). */
 const char *nic_drop_name(enum nic_drop d);
+const char *nic_drop_id(enum nic_drop d);
 
 /* What a valid frame is. */
 enum nic_kind {

@@ -15,14 +15,25 @@ _Static_assert(PBOX_DTYPE_FP32 == SUM_FP32 && PBOX_DTYPE_FP16 == SUM_FP16 &&
 	       "wire dtypes are enum sum_dtype");
 
 static const char *const drop_names[SS_DROP_COUNT] = {
-#define SS__DROP_NAME(n, s) [SS_DROP_##n] = s,
+#define SS__DROP_NAME(n, id, s) [SS_DROP_##n] = s,
 	SS_FOREACH_DROP(SS__DROP_NAME)
 #undef SS__DROP_NAME
+};
+
+static const char *const drop_ids[SS_DROP_COUNT] = {
+#define SS__DROP_ID(n, id, s) [SS_DROP_##n] = #id,
+	SS_FOREACH_DROP(SS__DROP_ID)
+#undef SS__DROP_ID
 };
 
 const char *ss_drop_name(enum ss_drop d)
 {
 	return (unsigned)d < SS_DROP_COUNT ? drop_names[d] : "?";
+}
+
+const char *ss_drop_id(enum ss_drop d)
+{
+	return (unsigned)d < SS_DROP_COUNT ? drop_ids[d] : "?";
 }
 
 const char *ss_job_desc_check(const struct ss_job_desc *d)

@@ -44,25 +44,27 @@
 
 /* Why ss_push() dropped a push. X-macro: the enum and the counter names. */
 #define SS_FOREACH_DROP(_)                                                                         \
-	_(NO_JOB, "job not registered")                                                            \
-	_(TOKEN, "job token wrong")                                                                \
-	_(DTYPE, "dtype is not the job's")                                                         \
-	_(RANK, "rank not below the job's n")                                                      \
-	_(CHUNK, "chunk not on this endpoint")                                                     \
-	_(FRAG, "fragment outside the chunk")                                                      \
-	_(LEN, "payload length wrong for the round")                                               \
-	_(DUP, "duplicate of an incomplete round")                                                 \
-	_(STALE, "round neither current, next nor previous")                                       \
-	_(BUSY, "result buffer still being transmitted")
+	_(NO_JOB, no_job, "job not registered")                                                            \
+	_(TOKEN, token, "job token wrong")                                                                \
+	_(DTYPE, dtype, "dtype is not the job's")                                                         \
+	_(RANK, rank, "rank not below the job's n")                                                      \
+	_(CHUNK, chunk, "chunk not on this endpoint")                                                     \
+	_(FRAG, frag, "fragment outside the chunk")                                                      \
+	_(LEN, len, "payload length wrong for the round")                                               \
+	_(DUP, dup, "duplicate of an incomplete round")                                                 \
+	_(STALE, stale, "round neither current, next nor previous")                                       \
+	_(BUSY, busy, "result buffer still being transmitted")
 
 enum ss_drop {
-#define SS__DROP_ENUM(n, s) SS_DROP_##n,
+#define SS__DROP_ENUM(n, id, s) SS_DROP_##n,
 	SS_FOREACH_DROP(SS__DROP_ENUM)
 #undef SS__DROP_ENUM
 		SS_DROP_COUNT
 };
 
+/* What the reason means, and its short id ("no_job", "dup"). */
 const char *ss_drop_name(enum ss_drop d);
+const char *ss_drop_id(enum ss_drop d);
 
 /* Whether the sender should hear about a drop (PBOX_OP_ERROR): the push
  * will never succeed as sent. */

@@ -55,6 +55,41 @@ check "STATS on the management connection says what pboxctl says (completed, res
 	"$(sed -n 's/^STAT results=//p' "$log/stats-ctl.txt")" = "$(stat results)" -a \
 	"$(grep -c '^STAT ' "$log/stats-ctl.txt")" -gt 20
 
+# Prometheus: /metrics on the management address in the text format, and a
+# real Prometheus server scraping it answers PromQL with pboxd's counters
+murl="http://${boxaddr%:*}:9571/metrics"
+wns 1 curl -sf "$murl" >"$log/metrics.txt"
+check "GET $murl passes promtool check metrics" \
+	bash -c "promtool check metrics <'$log/metrics.txt' >'$log/promtool.txt' 2>&1 || { cat '$log/promtool.txt'; exit 1; }"
+msum() { awk -v m="$1" '$1 ~ "^" m "[{ ]" || $1 == m { s += $NF } END { printf "%.0f\n", s }' "$log/metrics.txt"; }
+check "/metrics agrees with pboxctl: completed, results, rx_pkts summed over cores; jobs 0" \
+	test "$(msum pbox_core_completed_total)" = "$(stat completed)" -a \
+	"$(msum pbox_core_results_total)" = "$(stat results)" -a \
+	"$(msum pbox_core_rx_pkts_total)" = "$(stat rx_pkts)" -a "$(msum pbox_jobs)" = 0
+check "/metrics has the ports' own counters (imissed, rx_nombuf, oerrors) for 4 ports, drops by reason" \
+	test "$(grep -c '^pbox_port_rx_missed_total{port=' "$log/metrics.txt")" = 4 -a \
+	"$(grep -c '^pbox_port_rx_nombuf_total{' "$log/metrics.txt")" = 4 -a \
+	"$(grep -c '^pbox_port_tx_errors_total{' "$log/metrics.txt")" = 4 -a \
+	"$(grep -c 'pbox_core_drops_total{.*reason="ip_csum"' "$log/metrics.txt")" -ge 1
+if prom_start w2 "${boxaddr%:*}:9571"; then
+	want=$(stat completed)
+	got=none
+	for _ in $(seq 50); do
+		got=$(prom_query w2 'sum(pbox_core_completed_total)')
+		[ "$got" = "$want" ] && break
+		sleep 0.2
+	done
+	check "a Prometheus server scraped pboxd: sum(pbox_core_completed_total) = $got, pboxctl says $want" \
+		test "$got" = "$want"
+	check "PromQL: up{job=\"pboxd\"} = 1 and pbox_state_bytes_budget > 0" \
+		test "$(prom_query w2 'up{job="pboxd"}')" = 1 -a \
+		"$(prom_query w2 'sum(pbox_state_bytes_budget) > 0')" != none
+	kill "$prom_pid" 2>/dev/null && wait "$prom_pid" 2>/dev/null
+	prom_pid=
+else
+	bad "a Prometheus server starts in the emulated cluster"
+fi
+
 # loss and duplication on every worker link, both ways
 for ((i = 0; i < W; i++)); do
 	pbox_net_impair "$tag" "w$i" 1 1 || bad "impair w$i"
@@ -114,7 +149,9 @@ echo "  pboxctl cores after the runs:"
 cat >"$log/tap.ini" <<EOF
 [management]
 address = 198.18.0.1
-port = 9571
+port = 9573
+[telemetry]
+metrics_port = 9574
 [cores]
 list = 0-1
 [memory]

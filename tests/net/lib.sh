@@ -22,7 +22,9 @@ pboxd_pid=
 job=0
 . "$src/tests/check.sh"
 
+prom_pid=
 cleanup() {
+	[ -n "$prom_pid" ] && kill "$prom_pid" 2>/dev/null && wait "$prom_pid" 2>/dev/null
 	[ -n "$pboxd_pid" ] && kill "$pboxd_pid" 2>/dev/null && wait "$pboxd_pid" 2>/dev/null
 	pbox_net_down "$tag"
 	rm -rf "/var/run/dpdk/$prefix" /dev/hugepages/"$prefix"*
@@ -74,6 +76,31 @@ run_job() {
 	return $rc
 }
 
+
+# prom_start HOST TARGET: a Prometheus server in HOST's namespace scraping
+# TARGET (host:port) every second, its API on 127.0.0.1:9090 there; true
+# once it is ready. prom_query HOST PROMQL: the first sample's value.
+prom_start() {
+	local ns
+	ns=$(pbox_ns "$tag" "$1")
+	printf 'global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: pboxd\n    static_configs:\n      - targets: ["%s"]\n' \
+		"$2" >"$log/prometheus.yml"
+	ip netns exec "$ns" prometheus --config.file="$log/prometheus.yml" \
+		--storage.tsdb.path="$log/prom-data" --web.listen-address=127.0.0.1:9090 \
+		>"$log/prometheus.log" 2>&1 &
+	prom_pid=$!
+	for _ in $(seq 100); do
+		ip netns exec "$ns" curl -sf http://127.0.0.1:9090/-/ready >/dev/null 2>&1 && return 0
+		sleep 0.2
+	done
+	tail -5 "$log/prometheus.log"
+	return 1
+}
+prom_query() {
+	ip netns exec "$(pbox_ns "$tag" "$1")" curl -sf --data-urlencode "query=$2" \
+		http://127.0.0.1:9090/api/v1/query |
+		python3 -c 'import json, sys; r = json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "none")'
+}
 
 need_root() {
 	[ "$(id -u)" -eq 0 ] || { echo "$1: needs root (network namespaces, hugepages)"; exit 1; }
