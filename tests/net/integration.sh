@@ -84,6 +84,9 @@ if prom_start w2 "${boxaddr%:*}:9571"; then
 	check "PromQL: up{job=\"pboxd\"} = 1 and pbox_state_bytes_budget > 0" \
 		test "$(prom_query w2 'up{job="pboxd"}')" = 1 -a \
 		"$(prom_query w2 'sum(pbox_state_bytes_budget) > 0')" != none
+	check "deploy/grafana: every panel's query is valid PromQL on this server, and every metric it names is served" \
+		ip netns exec "$(pbox_ns "$tag" w2)" python3 "$here/dashboard-check.py" \
+		"$src/deploy/grafana/pbox-dashboard.json" "$log/metrics.txt" http://127.0.0.1:9090
 	kill "$prom_pid" 2>/dev/null && wait "$prom_pid" 2>/dev/null
 	prom_pid=
 else
