@@ -64,7 +64,7 @@ SIMD_FLAGS_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mf16c -mfma
 CORE_SRCS := config/cfg.c config/cfg_box.c config/cfg_worker.c \
              numa/numa_topo.c numa/numa_plan.c \
              appliance/ss/ss.c appliance/ss/sum.c appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c \
-             nic/nic_wire.c nic/nic_host.c
+             nic/nic_wire.c nic/nic_ctl.c nic/nic_host.c
 PBOXD_SRCS  := appliance/pboxd.c appliance/box_lcore.c appliance/box_txref.c appliance/box_ctl.c \
                appliance/box_stats.c appliance/box_telemetry.c appliance/box_metrics.c \
                nic/nic_port.c
@@ -74,7 +74,7 @@ WORKER_SRCS := worker/pbox_worker.c
 LIBPBOX_SRCS := worker/pbox.c worker/boot.c worker/engine.c worker/layout.c worker/dpdk.c
 LIBPBOX_CORE := config/cfg.c config/cfg_box.c config/cfg_worker.c appliance/ss/ss.c appliance/ss/sum.c \
                 appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c nic/nic_wire.c \
-                nic/nic_host.c nic/nic_port.c
+                nic/nic_ctl.c nic/nic_host.c nic/nic_port.c
 LIBPBOX_SONAME := libpbox.so.1
 LIBPBOX_SO     := $(BUILD)/lib/libpbox.so.1.0
 BENCH_SRCS  := worker/pbox_bench.c worker/models.c
@@ -113,7 +113,7 @@ $(error libdpdk not found by pkg-config: run 'make setup' (as root), or 'make te
 endif
 endif
 
-.PHONY: setup test-run demo-run all test unit integration lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-scale demo install uninstall image boot-test clean
+.PHONY: setup test-run demo-run all test unit unit-asan integration lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-scale demo install uninstall image boot-test clean
 all: $(BINS)
 
 $(BUILD)/lib/libpboxcore.a: $(CORE_OBJS) $(CUDA_OBJS)
@@ -165,7 +165,8 @@ $(BUILD)/bin/pboxctl: $(BUILD)/obj/appliance/pboxctl.o
 	@mkdir -p $(@D)
 	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $^
 
-$(BUILD)/bin/pbox-client: $(BUILD)/obj/tests/tools/pbox_client.o $(BUILD)/lib/libpboxcore.a
+$(BUILD)/bin/pbox-client: $(BUILD)/obj/tests/tools/pbox_client.o $(BUILD)/obj/worker/layout.o \
+                         $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
 	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS)
 
@@ -226,6 +227,17 @@ check-docs: all
 unit: all
 	cd $(BUILD) && TEST_BUILD_DIR=$(CURDIR)/$(BUILD) TEST_SRC_DIR=$(CURDIR) ./tests/unit_tests
 
+# The same unit tests built with AddressSanitizer and UndefinedBehaviorSanitizer
+# (their own object tree under $(BUILD)/asan; the programs the CLI tests run
+# are the normal build's). Any report fails the run.
+SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+unit-asan: all
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan OPT_FLAGS="$(SAN_FLAGS)" CUDA=0 \
+		$(BUILD)/asan/tests/unit_tests
+	cd $(BUILD)/asan && TEST_BUILD_DIR=$(CURDIR)/$(BUILD) TEST_SRC_DIR=$(CURDIR) \
+		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		./tests/unit_tests
+
 # The wire parser under libFuzzer with ASan and UBSan, for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
@@ -263,6 +275,7 @@ test: setup
 
 test-run: lint check-docs all fuzz
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory unit-asan
 	@$(MAKE) --no-print-directory integration
 
 perf-sum: $(BUILD)/perf/perf_sum

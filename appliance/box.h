@@ -155,8 +155,8 @@ int box_ctl_run(struct box_ctl *c);
 /* box_stats.c: the counters as their readers (STATS, telemetry, metrics) see them */
 enum box_stat_kind { BOX_STAT_CORE, BOX_STAT_NIC_DROP, BOX_STAT_SS_DROP };
 struct box_stat_desc {
-	const char *key;    /* STATS and telemetry key: "rx_pkts", "drop_ip_csum", "ss_dup" */
-	const char *help;   /* what it counts */
+	const char *key;  /* STATS and telemetry key: "rx_pkts", "drop_ip_csum", "ss_dup" */
+	const char *help; /* what it counts */
 	enum box_stat_kind kind;
 	const char *reason; /* drops: the reason alone ("ip_csum"); else NULL */
 };

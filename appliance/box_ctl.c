@@ -1,15 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The control plane of pboxd: a TCP listener on the management address
- * speaking one request per line, one reply per request (zero or more data
- * lines, then "OK ..." or "ERR message"):
+ * speaking the protocol of nic/nic_ctl.h (one request per line, one reply
+ * per request), whose codec parses REGISTER here and formats the replies
+ * the clients parse. Besides ENDPOINTS, REGISTER and UNREGISTER:
  *
- *   ENDPOINTS
- *       EP <i> ip=A mac=M port=P weight=KBPS    one per endpoint
- *       OK endpoints=N frag=F chunk=C mtu=MTU
- *   REGISTER job=ID token=HEX n=N dtype=fp32|fp16|bf16 [frag=F] [chunk=C] chunks=C0,C1,...
- *       EP lines as above, then OK job=ID bytes=B
- *   UNREGISTER job=ID token=HEX
  *   LIST
  *       JOB id=ID n=N dtype=T frag=F chunk=C chunks=K bytes=B
  *       OK jobs=N
@@ -17,7 +12,6 @@
  *       STAT key=value    one per box counter (pboxctl stats, summed over
  *                         the data cores), then OK stats=N jobs=J state_bytes=B
  *
- * chunks= gives the job's chunk count on each endpoint, in ENDPOINTS order.
  * A job lives as long as the connection that registered it: when the
  * registering process goes away, the box frees the job and its memory.
  * Job state is allocated here, on the node of each owning core, and handed
@@ -41,9 +35,10 @@
 #include <rte_ring.h>
 
 #include "box.h"
+#include "nic_ctl.h"
 
 #define CTL_MAX_CONNS 64
-#define CTL_LINE_MAX  (256 * 1024)
+#define CTL_LINE_MAX  NIC_CTL_LINE_MAX
 #define CTL_REPLY_MAX 256
 
 struct ctl_job {
@@ -325,189 +320,208 @@ static void human(uint64_t b, char *out, size_t len)
 		snprintf(out, len, "%.1f MiB", (double)b / (1ull << 20));
 }
 
-static void do_register(struct box_ctl *c, int slot, const struct kv *kv)
+/*
+ * REGISTER, in five steps: parse (the codec, strict), admit (id, job slots,
+ * what each core would hold and whether the budget has room), allocate (on
+ * each core's node), install (through the cores' rings), reply. A failed
+ * step undoes what the earlier ones did and answers ERR saying why.
+ */
+struct reg {
+	struct nic_ctl_reg req;
+	struct ss_job_desc desc[RTE_MAX_LCORE]; /* what each active core holds */
+	uint64_t need[NUMA_MAX_NODES];
+	struct box_msg msg[RTE_MAX_LCORE];
+};
+
+static int reg_parse(struct box_ctl *c, int fd, const char *args, struct nic_ctl_reg *r)
+{
+	const struct box_cfg *cfg = c->b->cfg;
+	const struct nic_ctl_reg_limits lim = {.max_workers = cfg->limits.workers,
+					       .max_frag = (uint32_t)cfg->data.fragment_size,
+					       .dflt_frag = (uint32_t)cfg->data.fragment_size,
+					       .dflt_chunk = (uint32_t)cfg->data.chunk_size,
+					       .n_eps = c->b->n_eps};
+	char err[CTL_REPLY_MAX - 8];
+
+	if (nic_ctl_parse_register(args, &lim, r, err, sizeof(err)) == 0)
+		return 0;
+	say(fd, "ERR %s", err);
+	return -1;
+}
+
+static int reg_admit(struct box_ctl *c, int fd, struct reg *g)
 {
 	struct box *b = c->b;
 	const struct box_cfg *cfg = b->cfg;
-	int fd = c->conn[slot].fd;
-	uint64_t id, token, n, frag, chunk, total = 0, need[NUMA_MAX_NODES] = {0};
-	static struct box_msg msgs[RTE_MAX_LCORE];
-	static struct ss_job_desc descs[RTE_MAX_LCORE];
-	const char *dt = get(kv, "dtype"), *list = get(kv, "chunks");
-	struct ctl_job *j;
-	unsigned g, l, t;
+	const struct nic_ctl_reg *r = &g->req;
+	uint64_t total = 0;
+	unsigned e, l;
 	char a[32], z[32];
 
-	if (num(fd, kv, "job", 0, UINT32_MAX, UINT64_MAX, &id) ||
-	    num(fd, kv, "token", 0, UINT64_MAX, UINT64_MAX, &token) ||
-	    num(fd, kv, "n", 1, cfg->limits.workers, UINT64_MAX, &n) ||
-	    num(fd, kv, "frag", 64, cfg->data.fragment_size, cfg->data.fragment_size, &frag) ||
-	    num(fd, kv, "chunk", frag, 1 << 20, cfg->data.chunk_size, &chunk))
-		return;
-	if (frag & (frag - 1) || chunk & (chunk - 1)) {
-		say(fd, "ERR frag and chunk must be powers of two");
-		return;
-	}
-	for (t = 0; t < SUM_DTYPE_COUNT; t++)
-		if (dt && strcmp(dt, sum_dtype_name((enum sum_dtype)t)) == 0)
-			break;
-	if (t == SUM_DTYPE_COUNT) {
-		say(fd, "ERR dtype: '%.20s' is not fp32, fp16 or bf16", dt ? dt : "");
-		return;
-	}
-	if (!list) {
-		say(fd, "ERR chunks: missing (one count per endpoint, %u endpoints)", b->n_eps);
-		return;
-	}
-	if (find_job(c, (uint32_t)id) >= 0) {
-		say(fd, "ERR job %" PRIu64 ": id in use", id);
-		return;
+	if (find_job(c, r->job) >= 0) {
+		say(fd, "ERR job %u: id in use", r->job);
+		return -1;
 	}
 	if (c->n_jobs >= cfg->limits.jobs) {
-		say(fd, "ERR job %" PRIu64 ": the box holds %u jobs already ([limits] jobs)", id,
+		say(fd, "ERR job %u: the box holds %u jobs already ([limits] jobs)", r->job,
 		    cfg->limits.jobs);
-		return;
+		return -1;
 	}
+	memset(g->need, 0, sizeof(g->need));
+	for (l = 0; l < RTE_MAX_LCORE; l++) {
+		struct box_lcore *lc = b->lc[l];
+		struct ss_job_desc *d = &g->desc[l];
+		const char *why;
+
+		if (!lc || !lc->active)
+			continue;
+		*d = (struct ss_job_desc){.id = r->job,
+					  .token32 = nic_wire_token(r->token),
+					  .n = (uint16_t)r->n,
+					  .dtype = r->dtype,
+					  .frag_size = r->frag,
+					  .chunk_size = r->chunk,
+					  .n_eps = (uint16_t)lc->n_eps};
+		for (e = 0; e < b->n_eps; e++)
+			if (b->ep[e].lcore == l)
+				d->ep_chunks[b->ep[e].slot] = r->chunks[e];
+		why = ss_job_desc_check(d);
+		if (why) {
+			say(fd, "ERR job %u: %s", r->job, why);
+			return -1;
+		}
+		g->need[lc->node] += ss_job_bytes(d, box_txref_size());
+	}
+	for (l = 0; l < NUMA_MAX_NODES; l++) {
+		total += g->need[l];
+		if (c->used[l] + g->need[l] > b->node_budget[l]) {
+			human(g->need[l], a, sizeof(a));
+			human(b->node_budget[l] - c->used[l], z, sizeof(z));
+			say(fd,
+			    "ERR job %u: over the memory budget: needs %s of state on node %u, %s "
+			    "free there (memory.hugepage_budget)",
+			    r->job, a, l, z);
+			return -1;
+		}
+	}
+	if (total > cfg->limits.job_memory) {
+		human(total, a, sizeof(a));
+		human(cfg->limits.job_memory, z, sizeof(z));
+		say(fd, "ERR job %u: needs %s of state, over limits.job_memory %s", r->job, a, z);
+		return -1;
+	}
+	return 0;
+}
+
+/* Each core's share on its node, laid out and its transmit references set. */
+static int reg_allocate(struct box_ctl *c, int fd, struct reg *g, struct ctl_job *j)
+{
+	struct box *b = c->b;
+	unsigned l;
+	uint32_t f;
+	char a[32];
+
+	for (l = 0; l < RTE_MAX_LCORE; l++) {
+		struct box_lcore *lc = b->lc[l];
+		const struct ss_job_desc *d = &g->desc[l];
+		struct ss_job *s;
+		size_t bytes;
+
+		if (!lc || !lc->active)
+			continue;
+		bytes = ss_job_bytes(d, box_txref_size());
+		s = rte_malloc_socket("pbox_job", bytes, ss_job_align(d), b->node_socket[lc->node]);
+		if (!s) {
+			human(bytes, a, sizeof(a));
+			say(fd, "ERR job %u: cannot allocate %s on node %u (hugepages exhausted?)",
+			    j->id, a, lc->node);
+			return -1;
+		}
+		j->state[l] = ss_job_init(s, d, box_txref_size(), sum_ops_best());
+		s->busy = box_txref_busy;
+		for (f = 0; f < s->n_frags; f++) {
+			box_txref_init(ss_job_txref(s, f, 0), lc, ss_job_res(s, f, 0));
+			box_txref_init(ss_job_txref(s, f, 1), lc, ss_job_res(s, f, 1));
+		}
+		g->msg[l] = (struct box_msg){.type = BOX_MSG_ADD, .job_id = j->id, .job = s};
+		j->node_bytes[lc->node] += bytes;
+		j->bytes += bytes;
+	}
+	return 0;
+}
+
+static int reg_install(struct box_ctl *c, int fd, struct reg *g, const struct ctl_job *j)
+{
+	struct box *b = c->b;
+	unsigned l;
+
+	if (to_cores(c, g->msg) != 0) {
+		say(fd, "ERR job %u: a data core did not take it", j->id);
+		return -1;
+	}
+	for (l = 0; l < RTE_MAX_LCORE; l++)
+		if (b->lc[l] && b->lc[l]->active && g->msg[l].rc != 0) {
+			say(fd, "ERR job %u: core %u refused it: %s", j->id, l,
+			    strerror(-g->msg[l].rc));
+			return -1;
+		}
+	return 0;
+}
+
+static void reg_reply(struct box_ctl *c, int fd, const struct ctl_job *j)
+{
+	const struct nic_ctl_reg_ok ok = {.job = j->id,
+					  .bytes = j->bytes,
+					  .frag = j->desc.frag_size,
+					  .chunk = j->desc.chunk_size};
+	char line[CTL_REPLY_MAX];
+
+	say_endpoints(c, fd);
+	if (nic_ctl_format_reg_ok(line, sizeof(line), &ok) > 0)
+		say(fd, "%s", line);
+}
+
+static void do_register(struct box_ctl *c, int slot, const char *args)
+{
+	static struct reg g; /* the control thread's; ~100 KB, not on its stack */
+	int fd = c->conn[slot].fd;
+	struct ctl_job *j;
+	unsigned l;
+
+	memset(g.msg, 0, sizeof(g.msg));
+	if (reg_parse(c, fd, args, &g.req) || reg_admit(c, fd, &g))
+		return;
 	j = calloc(1, sizeof(*j));
 	if (!j) {
 		say(fd, "ERR out of memory");
 		return;
 	}
-	j->id = (uint32_t)id;
-	j->token = token;
+	j->id = g.req.job;
+	j->token = g.req.token;
 	j->owner = slot;
-	j->desc = (struct ss_job_desc){.id = (uint32_t)id,
-				       .token32 = nic_wire_token(token),
-				       .n = (uint16_t)n,
-				       .dtype = (uint8_t)t,
-				       .frag_size = (uint32_t)frag,
-				       .chunk_size = (uint32_t)chunk};
-	/* chunks=C0,C1,... one per endpoint */
-	{
-		const char *p = list;
-		uint32_t counts[NUMA_MAX_PORTS * NUMA_MAX_CORES];
-
-		for (g = 0; g < b->n_eps; g++) {
-			char *end;
-			unsigned long long v;
-
-			errno = 0;
-			v = strtoull(p, &end, 10);
-			if (errno || end == p || v > (1u << 24) || (*end && *end != ',')) {
-				say(fd, "ERR chunks: entry %u is not a count", g);
-				goto fail;
-			}
-			counts[g] = (uint32_t)v;
-			j->chunks += v;
-			p = *end ? end + 1 : end;
-			if (!*end && g + 1 < b->n_eps) {
-				say(fd, "ERR chunks: %u counts for %u endpoints", g + 1, b->n_eps);
-				goto fail;
-			}
-		}
-		if (*p) {
-			say(fd, "ERR chunks: more counts than the %u endpoints", b->n_eps);
-			goto fail;
-		}
-		/* what each core holds of the job, and its size */
-		for (l = 0; l < RTE_MAX_LCORE; l++) {
-			struct box_lcore *lc = b->lc[l];
-			struct ss_job_desc *d = &descs[l];
-			const char *why;
-
-			if (!lc || !lc->active)
-				continue;
-			*d = j->desc;
-			d->n_eps = (uint16_t)lc->n_eps;
-			for (g = 0; g < b->n_eps; g++)
-				if (b->ep[g].lcore == l)
-					d->ep_chunks[b->ep[g].slot] = counts[g];
-			why = ss_job_desc_check(d);
-			if (why) {
-				say(fd, "ERR job %" PRIu64 ": %s", id, why);
-				goto fail;
-			}
-			need[lc->node] += ss_job_bytes(d, box_txref_size());
-			msgs[l] = (struct box_msg){.type = BOX_MSG_ADD, .job_id = j->id};
-		}
-		for (l = 0; l < NUMA_MAX_NODES; l++) {
-			total += need[l];
-			if (c->used[l] + need[l] > b->node_budget[l]) {
-				human(need[l], a, sizeof(a));
-				human(b->node_budget[l] - c->used[l], z, sizeof(z));
-				say(fd,
-				    "ERR job %" PRIu64
-				    ": over the memory budget: needs %s of state "
-				    "on node %u, %s free there (memory.hugepage_budget)",
-				    id, a, l, z);
-				goto fail;
-			}
-		}
-		if (total > cfg->limits.job_memory) {
-			human(total, a, sizeof(a));
-			human(cfg->limits.job_memory, z, sizeof(z));
-			say(fd, "ERR job %" PRIu64 ": needs %s of state, over limits.job_memory %s",
-			    id, a, z);
-			goto fail;
-		}
-		/* allocate and lay out on each core's node */
-		for (l = 0; l < RTE_MAX_LCORE; l++) {
-			struct box_lcore *lc = b->lc[l];
-			const struct ss_job_desc *d = &descs[l];
-			size_t bytes;
-			uint32_t f;
-
-			if (!lc || !lc->active)
-				continue;
-			bytes = ss_job_bytes(d, box_txref_size());
-			j->state[l] = rte_malloc_socket("pbox_job", bytes, ss_job_align(d),
-							b->node_socket[lc->node]);
-			if (!j->state[l]) {
-				human(bytes, a, sizeof(a));
-				say(fd,
-				    "ERR job %" PRIu64 ": cannot allocate %s on node %u "
-				    "(hugepages exhausted?)",
-				    id, a, lc->node);
-				goto fail;
-			}
-			ss_job_init(j->state[l], d, box_txref_size(), sum_ops_best());
-			j->state[l]->busy = box_txref_busy;
-			for (f = 0; f < j->state[l]->n_frags; f++) {
-				box_txref_init(ss_job_txref(j->state[l], f, 0), lc,
-					       ss_job_res(j->state[l], f, 0));
-				box_txref_init(ss_job_txref(j->state[l], f, 1), lc,
-					       ss_job_res(j->state[l], f, 1));
-			}
-			msgs[l].job = j->state[l];
-			j->node_bytes[lc->node] += bytes;
-			j->bytes += bytes;
-		}
-	}
-	if (to_cores(c, msgs) != 0) {
-		say(fd, "ERR job %" PRIu64 ": a data core did not take it", id);
-		goto fail; /* cores that did take it are told by no one: see below */
-	}
 	for (l = 0; l < RTE_MAX_LCORE; l++)
-		if (b->lc[l] && b->lc[l]->active && msgs[l].rc != 0) {
-			say(fd, "ERR job %" PRIu64 ": core %u refused it: %s", id, l,
-			    strerror(-msgs[l].rc));
-			goto fail;
+		if (g.desc[l].n) {
+			j->desc = g.desc[l];
+			break;
 		}
+	for (l = 0; l < g.req.n_eps; l++)
+		j->chunks += g.req.chunks[l];
+	if (reg_allocate(c, fd, &g, j) || reg_install(c, fd, &g, j))
+		goto fail;
 	for (l = 0; l < NUMA_MAX_NODES; l++)
 		c->used[l] += j->node_bytes[l];
 	c->job[c->n_jobs++] = j;
 	printf("pboxd: job %u registered by %s: n=%u %s, %" PRIu64 " chunks, %" PRIu64
 	       " bytes of state\n",
-	       j->id, c->conn[slot].peer, j->desc.n, sum_dtype_name((enum sum_dtype)t), j->chunks,
+	       j->id, c->conn[slot].peer, j->desc.n, nic_dtype_name(j->desc.dtype), j->chunks,
 	       j->bytes);
-	say_endpoints(c, fd);
-	say(fd, "OK job=%u bytes=%" PRIu64, j->id, j->bytes);
+	reg_reply(c, fd, j);
 	return;
 fail:
 	/* Cores that installed it must drop it before the memory goes. */
 	for (l = 0; l < RTE_MAX_LCORE; l++)
-		msgs[l] = (struct box_msg){.type = BOX_MSG_DEL, .job_id = j->id};
-	if (to_cores(c, msgs) == 0)
+		g.msg[l] = (struct box_msg){.type = BOX_MSG_DEL, .job_id = j->id};
+	if (to_cores(c, g.msg) == 0)
 		job_free_state(j);
 	free(j);
 }
@@ -537,19 +551,28 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 
 	if (!verb)
 		return;
+	if (strcmp(verb, "REGISTER") == 0) {
+		box_ctl_lock(c);
+		do_register(c, slot, rest ? rest : "");
+		box_ctl_unlock(c);
+		return;
+	}
 	bad = split(rest ? rest : (char[]){""}, &kv);
 	if (bad) {
 		say(fd, "ERR '%.40s': expected key=value", bad);
 		return;
 	}
 	if (strcmp(verb, "ENDPOINTS") == 0) {
+		const struct nic_ctl_geometry geo = {
+			.n_eps = c->b->n_eps,
+			.frag = (uint32_t)c->b->cfg->data.fragment_size,
+			.chunk = (uint32_t)c->b->cfg->data.chunk_size,
+			.mtu = c->b->cfg->data.mtu};
+		char ok[128];
+
 		say_endpoints(c, fd);
-		say(fd, "OK endpoints=%u frag=%" PRIu64 " chunk=%" PRIu64 " mtu=%u", c->b->n_eps,
-		    c->b->cfg->data.fragment_size, c->b->cfg->data.chunk_size, c->b->cfg->data.mtu);
-	} else if (strcmp(verb, "REGISTER") == 0) {
-		box_ctl_lock(c);
-		do_register(c, slot, &kv);
-		box_ctl_unlock(c);
+		if (nic_ctl_format_geometry(ok, sizeof(ok), &geo) > 0)
+			say(fd, "%s", ok);
 	} else if (strcmp(verb, "UNREGISTER") == 0) {
 		uint64_t id, token;
 		int idx;

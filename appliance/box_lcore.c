@@ -118,7 +118,7 @@ static void send_result(struct box_lcore *lc, struct box_ep *ep, const struct ss
  * incomplete round: the sender's part is in, it stops retransmitting).
  */
 static void reply_in_place(struct box_lcore *lc, struct box_ep *ep, struct rte_mbuf *m,
-			   const struct nic_pkt *pkt, uint8_t op, enum pbox_err err)
+			   const struct nic_pkt *pkt, uint8_t op, uint16_t err)
 {
 	struct pbox_hdr rh = pkt->hdr;
 	struct nic_addr to = {.ip_be = pkt->src_ip_be, .port = pkt->src_port};
@@ -130,29 +130,10 @@ static void reply_in_place(struct box_lcore *lc, struct box_ep *ep, struct rte_m
 	rh.len = op == PBOX_OP_ERROR ? 2 : 0;
 	nic_wire_write_headers(f, &ep->self, &to, &rh);
 	if (op == PBOX_OP_ERROR)
-		nic_put16(f + NIC_HDRS_LEN, (uint16_t)err);
+		nic_put16(f + NIC_HDRS_LEN, err);
 	rte_pktmbuf_data_len(m) = (uint16_t)(NIC_HDRS_LEN + rh.len);
 	rte_pktmbuf_pkt_len(m) = NIC_HDRS_LEN + rh.len;
 	ep_send(lc, ep, m);
-}
-
-static void send_error(struct box_lcore *lc, struct box_ep *ep, struct rte_mbuf *m,
-		       const struct nic_pkt *pkt, enum pbox_err err)
-{
-	lc->st.errors_sent++;
-	reply_in_place(lc, ep, m, pkt, PBOX_OP_ERROR, err);
-}
-
-static enum pbox_err err_of(enum ss_drop d)
-{
-	switch (d) {
-	case SS_DROP_NO_JOB:
-		return PBOX_ERR_NO_JOB;
-	case SS_DROP_TOKEN:
-		return PBOX_ERR_BAD_TOKEN;
-	default:
-		return PBOX_ERR_RANGE;
-	}
 }
 
 /* One pbox push. Returns true when @m was consumed (sent back). */
@@ -162,12 +143,12 @@ static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, 
 	struct ss_job *j = ss_table_find(&lc->jobs, pkt->hdr.job);
 	struct nic_addr from = {.ip_be = pkt->src_ip_be, .port = pkt->src_port};
 	struct ss_out out;
-	uint16_t r;
+	uint16_t r, err;
+	uint8_t op;
 
 	if (unlikely(!j)) {
-		lc->st.ss_drop[SS_DROP_NO_JOB]++;
-		send_error(lc, ep, m, pkt, PBOX_ERR_NO_JOB);
-		return true;
+		out.why = SS_DROP_NO_JOB;
+		goto dropped;
 	}
 	memcpy(from.mac, pkt->src_mac, 6);
 	switch (ss_push(j, slot, &pkt->hdr, rte_pktmbuf_mtod_offset(m, void *, pkt->payload_off),
@@ -188,19 +169,20 @@ static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, 
 		lc->st.answers++;
 		return false;
 	case SS_DROP:
-		lc->st.ss_drop[out.why]++;
-		if (ss_drop_is_error(out.why)) {
-			send_error(lc, ep, m, pkt, err_of(out.why));
-			return true;
-		}
-		if (out.why == SS_DROP_DUP) {
-			lc->st.acks_sent++;
-			reply_in_place(lc, ep, m, pkt, PBOX_OP_ACK, 0);
-			return true;
-		}
-		return false;
+		goto dropped;
 	}
 	return false;
+dropped:
+	lc->st.ss_drop[out.why]++;
+	op = ss_reply_of(out.why, &err);
+	if (!op)
+		return false;
+	if (op == PBOX_OP_ACK)
+		lc->st.acks_sent++;
+	else
+		lc->st.errors_sent++;
+	reply_in_place(lc, ep, m, pkt, op, err);
+	return true;
 }
 
 static void handle_burst(struct box_lcore *lc, unsigned slot, struct rte_mbuf **pkts, uint16_t n)

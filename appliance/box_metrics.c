@@ -288,8 +288,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_len, void **state)
 {
-	static char not_found[] = "pboxd serves /metrics only\n";
-	static char not_allowed[] = "GET only\n";
 	struct box_metrics *m = cls;
 	char *body;
 	size_t len = 0;
@@ -302,12 +300,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (*upload_len) /* a body we do not want */
 		return MHD_NO;
-	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
+	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD)) {
+		static char not_allowed[] = "GET only\n";
+
 		return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", not_allowed,
 			     strlen(not_allowed), MHD_RESPMEM_PERSISTENT);
-	if (strcmp(url, "/metrics"))
+	}
+	if (strcmp(url, "/metrics")) {
+		static char not_found[] = "pboxd serves /metrics only\n";
+
 		return reply(conn, MHD_HTTP_NOT_FOUND, "text/plain", not_found, strlen(not_found),
 			     MHD_RESPMEM_PERSISTENT);
+	}
 	body = box_metrics_render(m->b, m->c, &len);
 	if (!body)
 		return MHD_NO;
@@ -330,11 +334,11 @@ struct box_metrics *box_metrics_start(struct box *b, struct box_ctl *c)
 	sa.sin_port = htons(port);
 	inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
 	/* Bounded like the control plane: few connections, short timeouts. */
-	m->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, port, NULL,
-				NULL, on_request, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-				MHD_OPTION_CONNECTION_LIMIT, 32u, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-				8u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536, MHD_OPTION_END);
+	m->d = MHD_start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, port, NULL, NULL, on_request,
+		m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, 32u,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, 8u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536, MHD_OPTION_END);
 	if (!m->d) {
 		fprintf(stderr,
 			"pboxd: [telemetry] metrics_port: cannot serve http://%s:%u/metrics "

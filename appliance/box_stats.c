@@ -17,16 +17,16 @@ static const struct box_stat_desc core_descs[] = {
 #define BOX__CNT_DESC(n, s) {#n, s, BOX_STAT_CORE, NULL},
 	BOX_FOREACH_CORE_CNT(BOX__CNT_DESC)
 #undef BOX__CNT_DESC
-	{"summed", "contributions added into accumulators", BOX_STAT_CORE, NULL},
+		{"summed", "contributions added into accumulators", BOX_STAT_CORE, NULL},
 	{"completed", "fragment rounds completed (each sent to all n workers)", BOX_STAT_CORE,
 	 NULL},
 };
 #define N_CORE_DESCS (sizeof(core_descs) / sizeof(core_descs[0]))
 
 /* Both counter structs are runs of uint64_t: the core counters first. */
-_Static_assert(offsetof(struct box_core_stats, summed) ==
-		       (N_CORE_DESCS - 2) * sizeof(uint64_t) + sizeof(uint64_t[NIC_DROP_COUNT]) +
-			       sizeof(uint64_t[SS_DROP_COUNT]),
+_Static_assert(offsetof(struct box_core_stats, summed) == (N_CORE_DESCS - 2) * sizeof(uint64_t) +
+								  sizeof(uint64_t[NIC_DROP_COUNT]) +
+								  sizeof(uint64_t[SS_DROP_COUNT]),
 	       "struct box_core_stats and core_descs disagree");
 
 void box_stats_visit(const struct box_core_stats *st, box_stat_fn *fn, void *arg)

@@ -178,8 +178,7 @@ static void box_validate(struct cfg_ctx *ctx, void *v)
 	} else if (c->data.fragment_size > room) {
 		cfg_error_at(ctx, "data", 0, "fragment_size",
 			     "[data] fragment_size: %llu bytes plus %u of headers exceed mtu %u",
-			     (unsigned long long)c->data.fragment_size, NIC_L3_BUDGET,
-			     c->data.mtu);
+			     (unsigned long long)c->data.fragment_size, NIC_L3_BUDGET, c->data.mtu);
 	}
 	if (c->data.fragment_size > c->data.chunk_size)
 		cfg_error_at(ctx, "data", 0, "fragment_size",

@@ -64,5 +64,4 @@ extern const struct cfg_schema box_cfg_schema;
 /* Load and validate; see cfg_load(). */
 int box_cfg_load(const char *path, struct box_cfg *out, struct cfg_errors *errs);
 
-
 #endif /* PBOX_CFG_BOX_H */

@@ -26,6 +26,41 @@ static const char *const drop_ids[NIC_DROP_COUNT] = {[NIC_DROP_NONE] = "none",
 #undef NIC__DROP_ID
 };
 
+const char *nic_err_text(unsigned code)
+{
+	switch (code) {
+	case PBOX_ERR_NO_JOB:
+		return "the job is not registered there";
+	case PBOX_ERR_BAD_TOKEN:
+		return "the job token is refused";
+	case PBOX_ERR_RANGE:
+		return "rank, chunk or fragment out of the job's range: the layouts differ";
+	case PBOX_ERR_DTYPE:
+		return "the dtype is not the job's";
+	case PBOX_ERR_LEN:
+		return "the payload length is not the fragment's";
+	default:
+		return "an unknown error code";
+	}
+}
+
+static const char *const dtype_names[PBOX_DTYPE_COUNT] = {"fp32", "fp16", "bf16"};
+
+const char *nic_dtype_name(unsigned t)
+{
+	return t < PBOX_DTYPE_COUNT ? dtype_names[t] : "?";
+}
+
+int nic_dtype_parse(const char *s)
+{
+	unsigned t;
+
+	for (t = 0; t < PBOX_DTYPE_COUNT; t++)
+		if (strcmp(s, dtype_names[t]) == 0)
+			return (int)t;
+	return -1;
+}
+
 const char *nic_drop_name(enum nic_drop d)
 {
 	return (unsigned)d < NIC_DROP_COUNT ? drop_names[d] : "?";
@@ -221,40 +256,4 @@ size_t nic_wire_build(void *buf, size_t cap, const struct nic_addr *src, const s
 	nic_wire_write_headers(buf, src, dst, h);
 	memcpy((uint8_t *)buf + NIC_HDRS_LEN, payload, h->len);
 	return n;
-}
-
-int nic_ctl_format_ep(char *buf, size_t cap, const struct nic_ctl_ep *e)
-{
-	char ip[INET_ADDRSTRLEN];
-	const uint8_t *m = e->addr.mac;
-	int n;
-
-	if (!inet_ntop(AF_INET, &e->addr.ip_be, ip, sizeof(ip)))
-		return -1;
-	n = snprintf(buf, cap,
-		     "EP %u ip=%s mac=%02x:%02x:%02x:%02x:%02x:%02x port=%u weight=%" PRIu64,
-		     e->idx, ip, m[0], m[1], m[2], m[3], m[4], m[5], e->addr.port, e->weight_kbps);
-	return n < 0 || (size_t)n >= cap ? -1 : n;
-}
-
-int nic_ctl_parse_ep(const char *line, struct nic_ctl_ep *out)
-{
-	unsigned idx, m[6], port;
-	unsigned long long w;
-	char ip[INET_ADDRSTRLEN + 1];
-	int end = -1, i;
-
-	if (sscanf(line, "EP %u ip=%16s mac=%2x:%2x:%2x:%2x:%2x:%2x port=%u weight=%llu%n", &idx,
-		   ip, &m[0], &m[1], &m[2], &m[3], &m[4], &m[5], &port, &w, &end) != 10 ||
-	    end < 0 || line[end] != '\0' || port == 0 || port > 65535 || w == 0)
-		return -1;
-	memset(out, 0, sizeof(*out));
-	if (inet_pton(AF_INET, ip, &out->addr.ip_be) != 1)
-		return -1;
-	for (i = 0; i < 6; i++)
-		out->addr.mac[i] = (uint8_t)m[i];
-	out->idx = idx;
-	out->addr.port = (uint16_t)port;
-	out->weight_kbps = w;
-	return 0;
 }

@@ -58,7 +58,12 @@ enum pbox_err {
 	PBOX_ERR_NO_JOB = 1,	/* the job is not registered (any more) */
 	PBOX_ERR_BAD_TOKEN = 2, /* the token check does not match the job's */
 	PBOX_ERR_RANGE = 3,	/* rank, chunk or fragment outside the job */
+	PBOX_ERR_DTYPE = 4,	/* the push's dtype is not the job's */
+	PBOX_ERR_LEN = 5,	/* payload length not the fragment round's */
 };
+
+/* What an error code says, for messages ("an unknown error code" past the end). */
+const char *nic_err_text(unsigned code);
 
 #define PBOX_F_RETRANS 0x01u /* a retransmission (for counters only) */
 #define PBOX_F_KNOWN   PBOX_F_RETRANS
@@ -76,6 +81,11 @@ static inline unsigned nic_dtype_size(unsigned t)
 	return t == PBOX_DTYPE_FP32 ? 4u : 2u;
 }
 
+/* "fp32", "fp16", "bf16"; "?" past the end. nic_dtype_parse: the dtype
+ * named @s, or -1. */
+const char *nic_dtype_name(unsigned t);
+int nic_dtype_parse(const char *s);
+
 /* The pbox header in host byte order. */
 struct pbox_hdr {
 	uint8_t op, dtype, flags;
@@ -90,20 +100,20 @@ struct pbox_hdr {
 
 /* Why a frame was refused. X-macro: the enum and the counter names. */
 #define NIC_FOREACH_DROP(_)                                                                        \
-	_(SHORT, short, "frame shorter than its headers")                                                 \
-	_(ETHERTYPE, ethertype, "not IPv4, ARP")                                                              \
-	_(IP_HDR, ip_hdr, "IPv4 version, header length or total length wrong")                             \
-	_(IP_CSUM, ip_csum, "IPv4 header checksum wrong")                                                   \
-	_(IP_FRAG, ip_frag, "IPv4 fragment")                                                                \
-	_(IP_DST, ip_dst, "IPv4 destination is not ours")                                                  \
-	_(IP_PROTO, ip_proto, "not UDP or ICMP")                                                             \
-	_(UDP_LEN, udp_len, "UDP length does not match IPv4 length")                                        \
-	_(UDP_PORT, udp_port, "UDP destination port not ours")                                               \
-	_(MAGIC, magic, "pbox magic wrong")                                                               \
-	_(VERSION, version, "pbox version unsupported")                                                     \
-	_(OP, op, "pbox op unknown or not for us")                                                     \
-	_(DTYPE, dtype, "pbox dtype unknown")                                                             \
-	_(FLAGS, flags, "pbox flags or reserved bits set")                                                \
+	_(SHORT, short, "frame shorter than its headers")                                          \
+	_(ETHERTYPE, ethertype, "not IPv4, ARP")                                                   \
+	_(IP_HDR, ip_hdr, "IPv4 version, header length or total length wrong")                     \
+	_(IP_CSUM, ip_csum, "IPv4 header checksum wrong")                                          \
+	_(IP_FRAG, ip_frag, "IPv4 fragment")                                                       \
+	_(IP_DST, ip_dst, "IPv4 destination is not ours")                                          \
+	_(IP_PROTO, ip_proto, "not UDP or ICMP")                                                   \
+	_(UDP_LEN, udp_len, "UDP length does not match IPv4 length")                               \
+	_(UDP_PORT, udp_port, "UDP destination port not ours")                                     \
+	_(MAGIC, magic, "pbox magic wrong")                                                        \
+	_(VERSION, version, "pbox version unsupported")                                            \
+	_(OP, op, "pbox op unknown or not for us")                                                 \
+	_(DTYPE, dtype, "pbox dtype unknown")                                                      \
+	_(FLAGS, flags, "pbox flags or reserved bits set")                                         \
 	_(LEN, len, "pbox payload length wrong")
 
 enum nic_drop {
@@ -207,24 +217,6 @@ static inline void nic_put32(uint8_t *p, uint32_t v)
 
 /* The 32-bit token check carried in every packet, from the job's token. */
 uint32_t nic_wire_token(uint64_t token);
-
-/*
- * The box's control plane tells where its endpoints are, one line each:
- *   EP <i> ip=A mac=M port=P weight=KBPS
- * pboxd writes them (ENDPOINTS, REGISTER) with nic_ctl_format_ep(); libpbox,
- * pbox-client and pbox-gen read them with nic_ctl_parse_ep().
- */
-struct nic_ctl_ep {
-	unsigned idx;
-	struct nic_addr addr;
-	uint64_t weight_kbps; /* this endpoint's share of the box's bandwidth */
-};
-
-/* The line for @e into @buf (no newline); its length, or -1 if it does not fit. */
-int nic_ctl_format_ep(char *buf, size_t cap, const struct nic_ctl_ep *e);
-/* @line into @out: 0, or -1 when it is no EP line or a field is out of range
- * (an address, a MAC, a port of 0 or over 65535, a weight of 0, trailing text). */
-int nic_ctl_parse_ep(const char *line, struct nic_ctl_ep *out);
 
 /* The Internet checksum (RFC 1071) of @len bytes, folded, not inverted. */
 uint16_t nic_csum_fold(const void *p, size_t len, uint32_t sum);

@@ -47,6 +47,7 @@
 
 #include "cfg_box.h"
 #include "layout.h"
+#include "nic_ctl.h"
 #include "pbox_int.h"
 
 #define LINE_CAP 512
@@ -372,97 +373,72 @@ struct box_eps {
 	uint64_t kbps[WK_MAX_EPS];
 };
 
+/* The box's endpoints and geometry, through the control-protocol client;
+ * the connection stays open in px->box_fd: the job lives as long as it. */
 static int box_endpoints(struct pbox *px, struct box_eps *eps, uint64_t deadline, char *msg,
 			 size_t cap)
 {
-	char buf[8192], line[LINE_CAP], ip[INET_ADDRSTRLEN];
-	uint32_t len = 0;
+	static struct nic_ctl_ep got[WK_MAX_EPS]; /* the bootstrap runs once at a time */
 	const struct cfg_hostport *bc = &px->cfg.box.control;
+	struct nic_ctl_geometry geo;
+	char ip[INET_ADDRSTRLEN], err[512];
+	uint32_t e;
 
-	px->box_fd = tcp_to(bc->ip_be, bc->port);
+	px->box_fd = nic_ctl_connect(bc->ip_be, bc->port, deadline);
 	if (px->box_fd < 0) {
 		snprintf(msg, cap,
 			 "cannot reach the box's control plane at %s:%u ([box] control): %s",
 			 ipstr(bc->ip_be, ip), bc->port, strerror(errno));
 		return -1;
 	}
-	if (wk_line_send(px->box_fd, "ENDPOINTS"))
-		goto closed;
-	while (line_wait(px->box_fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) == 1) {
-		unsigned frag, chunk;
-		struct nic_ctl_ep ep;
-
-		if (strncmp(line, "EP ", 3) == 0) {
-			if (nic_ctl_parse_ep(line, &ep) || ep.idx >= WK_MAX_EPS ||
-			    ep.idx != eps->n) {
-				snprintf(msg, cap, "the box at %s:%u sent a bad endpoint: '%.80s'",
-					 ipstr(bc->ip_be, ip), bc->port, line);
-				return -1;
-			}
-			eps->ip[ep.idx] = ep.addr.ip_be;
-			eps->port[ep.idx] = ep.addr.port;
-			eps->kbps[ep.idx] = ep.weight_kbps;
-			eps->n++;
-		} else if (sscanf(line, "OK endpoints=%*u frag=%u chunk=%u", &frag, &chunk) == 2) {
-			eps->frag = frag;
-			eps->chunk = chunk;
-			if (!eps->n) {
-				snprintf(msg, cap, "the box at %s:%u has no endpoints",
-					 ipstr(bc->ip_be, ip), bc->port);
-				return -1;
-			}
-			return 0;
-		} else {
-			break;
-		}
+	if (nic_ctl_endpoints(px->box_fd, got, WK_MAX_EPS, &geo, deadline, err, sizeof(err))) {
+		snprintf(msg, cap, "the box at %s:%u: %.400s", ipstr(bc->ip_be, ip), bc->port, err);
+		return -1;
 	}
-closed:
-	snprintf(msg, cap, "the box at %s:%u did not answer ENDPOINTS", ipstr(bc->ip_be, ip),
-		 bc->port);
-	return -1;
+	eps->n = geo.n_eps;
+	eps->frag = geo.frag;
+	eps->chunk = geo.chunk;
+	for (e = 0; e < eps->n; e++) {
+		eps->ip[e] = got[e].addr.ip_be;
+		eps->port[e] = got[e].addr.port;
+		eps->kbps[e] = got[e].weight_kbps;
+	}
+	return 0;
 }
 
 static int box_register(struct pbox *px, uint64_t deadline, char *msg, size_t cap)
 {
-	size_t room = 192 + 12 * (size_t)px->n_eps, off; /* 20-digit token and ids */
-	char *req = malloc(room), buf[8192], line[LINE_CAP];
-	uint32_t len = 0, e;
+	struct nic_ctl_reg *r = calloc(1, sizeof(*r));
+	struct nic_ctl_reg_ok ok;
+	char err[512];
+	uint32_t e;
 	int rc;
 
-	if (!req) {
+	if (!r) {
 		snprintf(msg, cap, "out of memory");
 		return -1;
 	}
-	off = (size_t)snprintf(req, room,
-			       "REGISTER job=%u token=%" PRIu64 " n=%u dtype=%s frag=%u chunk=%u "
-			       "chunks=",
-			       px->job, px->token, px->n, sum_dtype_name((enum sum_dtype)px->dtype),
-			       px->frag_size, px->chunk_size);
-	for (e = 0; e < px->n_eps && off < room; e++)
-		off += (size_t)snprintf(req + off, room - off, "%s%u", e ? "," : "",
-					px->unit[e].n_chunks);
-	if (off >= room - 1) { /* cannot be, by room's reckoning: but never send half */
-		free(req);
-		snprintf(msg, cap, "the REGISTER request does not fit in %zu bytes", room);
-		return -1;
+	*r = (struct nic_ctl_reg){.job = px->job,
+				  .token = px->token,
+				  .n = px->n,
+				  .dtype = px->dtype,
+				  .frag = px->frag_size,
+				  .chunk = px->chunk_size,
+				  .n_eps = px->n_eps};
+	for (e = 0; e < px->n_eps; e++)
+		r->chunks[e] = px->unit[e].n_chunks;
+	rc = nic_ctl_register(px->box_fd, r, &ok, deadline, err, sizeof(err));
+	free(r);
+	if (rc == 0) {
+		wk_log(px, CFG_LOG_INFO,
+		       "job %u registered with the box: %" PRIu64 " bytes of its memory", px->job,
+		       ok.bytes);
+		return 0;
 	}
-	/* the line can be long: not through wk_line_send's buffer */
-	req[off++] = '\n';
-	rc = send(px->box_fd, req, off, MSG_NOSIGNAL) == (ssize_t)off ? 0 : -1;
-	free(req);
-	while (rc == 0 &&
-	       line_wait(px->box_fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) == 1) {
-		if (strncmp(line, "OK", 2) == 0) {
-			wk_log(px, CFG_LOG_INFO, "job %u registered with the box: %s", px->job,
-			       line);
-			return 0;
-		}
-		if (strncmp(line, "ERR", 3) == 0) {
-			snprintf(msg, cap, "the box refused job %u: %.400s", px->job, line + 4);
-			return -1;
-		}
-	}
-	snprintf(msg, cap, "the box closed the connection while registering job %u", px->job);
+	if (rc > 0)
+		snprintf(msg, cap, "the box refused job %u: %.400s", px->job, err);
+	else
+		snprintf(msg, cap, "registering job %u with the box: %.400s", px->job, err);
 	return -1;
 }
 

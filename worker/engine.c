@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "nic_ctl.h"
 #include "pbox_int.h"
 
 #define LINE_MAX_LEN 512
@@ -822,20 +823,6 @@ static uint64_t next_expiry(struct pbox *px, uint64_t now, uint64_t cap)
 	return best;
 }
 
-static const char *err_text(unsigned code)
-{
-	switch (code) {
-	case PBOX_ERR_NO_JOB:
-		return "the job is not registered there";
-	case PBOX_ERR_BAD_TOKEN:
-		return "our job token is refused";
-	case PBOX_ERR_RANGE:
-		return "rank, chunk or fragment out of the job's range: the layouts differ";
-	default:
-		return "an unknown error";
-	}
-}
-
 static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, const uint8_t *p,
 		    const struct sockaddr_in *from)
 {
@@ -860,15 +847,14 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 		px->st.ssgpu_results += out.len;
 		break;
 	}
-	case SS_DROP:
-		if (out.why == SS_DROP_DUP) /* their copy is in: stop resending it */
-			tx_reply(px, e, &src, h, PBOX_OP_ACK, 0);
-		if (ss_drop_is_error(out.why) && out.why != SS_DROP_LEN)
-			tx_reply(px, e, &src, h, PBOX_OP_ERROR,
-				 out.why == SS_DROP_TOKEN    ? PBOX_ERR_BAD_TOKEN
-				 : out.why == SS_DROP_NO_JOB ? PBOX_ERR_NO_JOB
-							     : PBOX_ERR_RANGE);
+	case SS_DROP: {
+		uint16_t err;
+		uint8_t op = ss_reply_of(out.why, &err);
+
+		if (op)
+			tx_reply(px, e, &src, h, op, err);
 		break;
+	}
 	}
 }
 
@@ -910,7 +896,7 @@ static void on_result(struct pbox *px, const struct pbox_hdr *h, const uint8_t *
 			return;
 		}
 		wk_fail(px, un->rank < 0 ? PBOX_EBOX : PBOX_EPEER, "%s refused our pushes: %s",
-			un->name, err_text(code));
+			un->name, nic_err_text(code));
 		return;
 	}
 	if (h->rank != px->rank || h->chunk >= un->n_chunks || h->frag >= px->fpc)
@@ -1099,7 +1085,10 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 		px->bye_done = true;
 	}
 	if (px->bye_done && px->rank == 0 && px->box_fd >= 0) {
-		wk_line_send(px->box_fd, "UNREGISTER job=%u token=%" PRIu64, px->job, px->token);
+		char bye[96];
+
+		if (nic_ctl_format_unregister(bye, sizeof(bye), px->job, px->token) > 0)
+			nic_ctl_send(px->box_fd, bye);
 		close(px->box_fd);
 		px->box_fd = -1;
 	}

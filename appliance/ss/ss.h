@@ -44,15 +44,15 @@
 
 /* Why ss_push() dropped a push. X-macro: the enum and the counter names. */
 #define SS_FOREACH_DROP(_)                                                                         \
-	_(NO_JOB, no_job, "job not registered")                                                            \
-	_(TOKEN, token, "job token wrong")                                                                \
-	_(DTYPE, dtype, "dtype is not the job's")                                                         \
-	_(RANK, rank, "rank not below the job's n")                                                      \
-	_(CHUNK, chunk, "chunk not on this endpoint")                                                     \
-	_(FRAG, frag, "fragment outside the chunk")                                                      \
-	_(LEN, len, "payload length wrong for the round")                                               \
-	_(DUP, dup, "duplicate of an incomplete round")                                                 \
-	_(STALE, stale, "round neither current, next nor previous")                                       \
+	_(NO_JOB, no_job, "job not registered")                                                    \
+	_(TOKEN, token, "job token wrong")                                                         \
+	_(DTYPE, dtype, "dtype is not the job's")                                                  \
+	_(RANK, rank, "rank not below the job's n")                                                \
+	_(CHUNK, chunk, "chunk not on this endpoint")                                              \
+	_(FRAG, frag, "fragment outside the chunk")                                                \
+	_(LEN, len, "payload length wrong for the round")                                          \
+	_(DUP, dup, "duplicate of an incomplete round")                                            \
+	_(STALE, stale, "round neither current, next nor previous")                                \
 	_(BUSY, busy, "result buffer still being transmitted")
 
 enum ss_drop {
@@ -66,11 +66,26 @@ enum ss_drop {
 const char *ss_drop_name(enum ss_drop d);
 const char *ss_drop_id(enum ss_drop d);
 
-/* Whether the sender should hear about a drop (PBOX_OP_ERROR): the push
- * will never succeed as sent. */
-static inline bool ss_drop_is_error(enum ss_drop d)
+/*
+ * What the sender of a dropped push hears, the same from the box (SS_CPU)
+ * and from a worker's SS_GPU: an ERROR whose code says what was wrong when
+ * the push can never succeed as sent, an ACK for a duplicate of a round
+ * still waiting for other ranks (its part is in: stop resending), nothing
+ * for a stale round or a busy buffer (a resend will do). Returns the op to
+ * send back (PBOX_OP_ERROR, PBOX_OP_ACK) or 0, and the error code in @err.
+ */
+static inline uint8_t ss_reply_of(enum ss_drop d, uint16_t *err)
 {
-	return d <= SS_DROP_LEN;
+	static const uint16_t code[SS_DROP_COUNT] = {
+		[SS_DROP_NO_JOB] = PBOX_ERR_NO_JOB, [SS_DROP_TOKEN] = PBOX_ERR_BAD_TOKEN,
+		[SS_DROP_DTYPE] = PBOX_ERR_DTYPE,   [SS_DROP_RANK] = PBOX_ERR_RANGE,
+		[SS_DROP_CHUNK] = PBOX_ERR_RANGE,   [SS_DROP_FRAG] = PBOX_ERR_RANGE,
+		[SS_DROP_LEN] = PBOX_ERR_LEN};
+
+	*err = (unsigned)d < SS_DROP_COUNT ? code[d] : 0;
+	if (*err)
+		return PBOX_OP_ERROR;
+	return d == SS_DROP_DUP ? PBOX_OP_ACK : 0;
 }
 
 /* What one core needs to know of a job. */

@@ -52,6 +52,7 @@
 #include <rte_mbuf.h>
 
 #include "nic_port.h"
+#include "nic_ctl.h"
 #include "nic_wire.h"
 
 #define BURST	     32
@@ -153,96 +154,62 @@ static int build_payloads(struct gen *g)
 
 /* ---- control plane (box mode) ----------------------------------------------- */
 
-static int ctl_line(struct gen *g, char *line, size_t cap)
-{
-	size_t n = 0;
-	char c;
-
-	while (n + 1 < cap) {
-		ssize_t r = read(g->ctl_fd, &c, 1);
-
-		if (r <= 0)
-			return -1;
-		if (c == '\n')
-			break;
-		line[n++] = c;
-	}
-	line[n] = 0;
-	return 0;
-}
-
-static int parse_ep(struct gen *g, const char *line)
-{
-	struct nic_ctl_ep e;
-
-	if (nic_ctl_parse_ep(line, &e) || e.idx >= MAX_EPS)
-		return -1;
-	g->ep[e.idx].addr = e.addr;
-	if (e.idx + 1 > g->n_eps)
-		g->n_eps = e.idx + 1;
-	return 0;
-}
-
-/* ENDPOINTS, then REGISTER a job of @g->bytes over every endpoint. */
+/* ENDPOINTS, then REGISTER a job of @g->bytes over every endpoint, through
+ * the one control-protocol client (nic/nic_ctl.h). */
 static int box_register(struct gen *g)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	char host[64], line[512], *colon, req[1024];
-	unsigned frag = 0, chunk = 0, e;
-	size_t off;
+	static struct nic_ctl_reg req;
+	static struct nic_ctl_ep eps[MAX_EPS];
+	struct nic_ctl_geometry geo;
+	struct nic_ctl_reg_ok ok;
+	uint64_t deadline = nic_ctl_now() + 10000000000ull;
+	char host[64], err[512], *colon;
+	uint32_t ip_be;
+	unsigned e;
+	int rc;
 
 	snprintf(host, sizeof(host), "%s", g->ctl);
 	colon = strrchr(host, ':');
 	if (!colon)
 		return fprintf(stderr, "pbox-gen: --ctl %s: want IP:PORT\n", g->ctl), -1;
 	*colon = 0;
-	sa.sin_port = htons((uint16_t)atoi(colon + 1));
-	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+	if (inet_pton(AF_INET, host, &ip_be) != 1)
 		return fprintf(stderr, "pbox-gen: --ctl %s: bad address\n", g->ctl), -1;
-	g->ctl_fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (g->ctl_fd < 0 || connect(g->ctl_fd, (struct sockaddr *)&sa, sizeof(sa)))
+	g->ctl_fd = nic_ctl_connect(ip_be, (uint16_t)atoi(colon + 1), deadline);
+	if (g->ctl_fd < 0)
 		return fprintf(stderr, "pbox-gen: control plane %s: %s\n", g->ctl, strerror(errno)),
 		       -1;
-	if (write(g->ctl_fd, "ENDPOINTS\n", 10) != 10)
-		return -1;
-	while (ctl_line(g, line, sizeof(line)) == 0) {
-		if (strncmp(line, "EP ", 3) == 0 && parse_ep(g, line) == 0)
-			continue;
-		if (sscanf(line, "OK endpoints=%*u frag=%u chunk=%u", &frag, &chunk) == 2)
-			break;
-		return fprintf(stderr, "pbox-gen: ENDPOINTS: '%s'\n", line), -1;
-	}
-	if (!g->n_eps || !frag || !chunk || chunk % frag)
-		return fprintf(stderr, "pbox-gen: ENDPOINTS: no endpoint or geometry\n"), -1;
-	g->frag = frag;
-	g->chunk = chunk;
-	g->n_chunks = (uint32_t)(g->bytes / chunk);
-	if (!g->n_chunks || g->bytes % chunk)
+	if (nic_ctl_endpoints(g->ctl_fd, eps, MAX_EPS, &geo, deadline, err, sizeof(err)))
+		return fprintf(stderr, "pbox-gen: %s\n", err), -1;
+	g->n_eps = geo.n_eps;
+	for (e = 0; e < g->n_eps; e++)
+		g->ep[e].addr = eps[e].addr;
+	g->frag = geo.frag;
+	g->chunk = geo.chunk;
+	g->n_chunks = (uint32_t)(g->bytes / geo.chunk);
+	if (!g->n_chunks || g->bytes % geo.chunk)
 		return fprintf(stderr, "pbox-gen: --bytes must be a multiple of the chunk (%u)\n",
-			       chunk),
+			       geo.chunk),
 		       -1;
 	for (uint32_t c = 0; c < g->n_chunks; c++) /* round robin over the endpoints */
 		g->ep[c % g->n_eps].n_chunks++;
 	g->token = 0x5eed0000ull + g->job;
-	off = (size_t)snprintf(req, sizeof(req),
-			       "REGISTER job=%u token=%" PRIu64 " n=%u dtype=fp32 frag=%u chunk=%u "
-			       "chunks=",
-			       g->job, g->token, g->workers, frag, chunk);
-	for (e = 0; e < g->n_eps && off < sizeof(req) - 16; e++)
-		off += (size_t)snprintf(req + off, sizeof(req) - off, "%s%u", e ? "," : "",
-					g->ep[e].n_chunks);
-	off += (size_t)snprintf(req + off, sizeof(req) - off, "\n");
-	if (write(g->ctl_fd, req, off) != (ssize_t)off)
-		return -1;
-	while (ctl_line(g, line, sizeof(line)) == 0) {
-		if (strncmp(line, "OK", 2) == 0) {
-			snprintf(g->reg_reply, sizeof(g->reg_reply), "%s", line);
-			return 0;
-		}
-		if (strncmp(line, "ERR", 3) == 0)
-			return fprintf(stderr, "pbox-gen: REGISTER refused: %s\n", line), -1;
-	}
-	return fprintf(stderr, "pbox-gen: REGISTER: connection closed\n"), -1;
+	req = (struct nic_ctl_reg){.job = g->job,
+				   .token = g->token,
+				   .n = g->workers,
+				   .dtype = PBOX_DTYPE_FP32,
+				   .frag = geo.frag,
+				   .chunk = geo.chunk,
+				   .n_eps = g->n_eps};
+	for (e = 0; e < g->n_eps; e++)
+		req.chunks[e] = g->ep[e].n_chunks;
+	rc = nic_ctl_register(g->ctl_fd, &req, &ok, deadline, err, sizeof(err));
+	if (rc)
+		return fprintf(stderr, "pbox-gen: REGISTER %s: %s\n", rc > 0 ? "refused" : "failed",
+			       err),
+		       -1;
+	snprintf(g->reg_reply, sizeof(g->reg_reply), "OK job=%u bytes=%" PRIu64, ok.job, ok.bytes);
+	return 0;
 }
 
 /* ---- the send FIFO ------------------------------------------------------------- */

@@ -43,6 +43,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "layout.h"
+#include "nic_ctl.h"
 #include "nic_wire.h"
 #include "sum.h"
 
@@ -100,166 +102,121 @@ static uint64_t now_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* ---- control connection ------------------------------------------------- */
+/* ---- control connection: the one client of nic/nic_ctl.h --------------------- */
 
 static int ctl_fd = -1;
-static char ctl_buf[LINE];
-static size_t ctl_len;
 
-static int ctl_line(char *out, size_t cap)
+static uint64_t ctl_deadline(void)
 {
-	for (;;) {
-		char *nl = memchr(ctl_buf, '\n', ctl_len);
-		ssize_t r;
-
-		if (nl) {
-			size_t n = (size_t)(nl - ctl_buf);
-
-			if (n >= cap)
-				n = cap - 1;
-			memcpy(out, ctl_buf, n);
-			out[n] = '\0';
-			ctl_len -= (size_t)(nl - ctl_buf) + 1;
-			memmove(ctl_buf, nl + 1, ctl_len);
-			return 0;
-		}
-		r = recv(ctl_fd, ctl_buf + ctl_len, sizeof(ctl_buf) - ctl_len, 0);
-		if (r <= 0)
-			return -1;
-		ctl_len += (size_t)r;
-	}
-}
-
-static int ctl_send(const char *s)
-{
-	size_t n = strlen(s), off = 0;
-
-	while (off < n) {
-		ssize_t w = send(ctl_fd, s + off, n - off, MSG_NOSIGNAL);
-
-		if (w <= 0)
-			return -1;
-		off += (size_t)w;
-	}
-	return 0;
-}
-
-static void parse_ep(const char *line)
-{
-	struct nic_ctl_ep e;
-	char ip[INET_ADDRSTRLEN];
-
-	if (nic_ctl_parse_ep(line, &e) || e.idx >= MAX_EPS)
-		return;
-	eps[e.idx].ip_be = e.addr.ip_be;
-	eps[e.idx].port = e.addr.port;
-	memcpy(eps[e.idx].mac, e.addr.mac, 6);
-	eps[e.idx].weight = e.weight_kbps;
-	inet_ntop(AF_INET, &e.addr.ip_be, ip, sizeof(ip));
-	snprintf(eps[e.idx].name, sizeof(eps[e.idx].name), "endpoint %u (%s:%u)", e.idx, ip,
-		 e.addr.port);
-	if (e.idx + 1 > n_eps)
-		n_eps = e.idx + 1;
+	return nic_ctl_now() + 10000000000ull;
 }
 
 /* ENDPOINTS, and the frag/chunk geometry. */
 static int endpoints(void)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(o.box_port)};
-	char line[512];
+	static struct nic_ctl_ep got[MAX_EPS];
+	struct nic_ctl_geometry geo;
+	char err[512], ip[INET_ADDRSTRLEN];
+	uint64_t deadline = ctl_deadline();
+	unsigned e;
 
-	sa.sin_addr.s_addr = o.box_ip;
-	ctl_fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (ctl_fd < 0 || connect(ctl_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+	ctl_fd = nic_ctl_connect(o.box_ip, o.box_port, deadline);
+	if (ctl_fd < 0) {
 		fprintf(stderr, "pbox-client: cannot reach the box's control plane: %s\n",
 			strerror(errno));
 		return -1;
 	}
-	if (ctl_send("ENDPOINTS\n"))
+	if (nic_ctl_endpoints(ctl_fd, got, MAX_EPS, &geo, deadline, err, sizeof(err))) {
+		fprintf(stderr, "pbox-client: %s\n", err);
 		return -1;
-	while (ctl_line(line, sizeof(line)) == 0) {
-		if (strncmp(line, "EP ", 3) == 0) {
-			parse_ep(line);
-		} else if (strncmp(line, "OK", 2) == 0) {
-			if (sscanf(line, "OK endpoints=%*u frag=%u chunk=%u", &frag_size,
-				   &chunk_size) != 2)
-				break;
-			return n_eps ? 0 : -1;
-		} else {
-			break;
-		}
 	}
-	fprintf(stderr, "pbox-client: ENDPOINTS: unexpected reply\n");
-	return -1;
+	n_eps = geo.n_eps;
+	frag_size = geo.frag;
+	chunk_size = geo.chunk;
+	for (e = 0; e < n_eps; e++) {
+		eps[e].ip_be = got[e].addr.ip_be;
+		eps[e].port = got[e].addr.port;
+		memcpy(eps[e].mac, got[e].addr.mac, 6);
+		eps[e].weight = got[e].weight_kbps;
+		inet_ntop(AF_INET, &got[e].addr.ip_be, ip, sizeof(ip));
+		snprintf(eps[e].name, sizeof(eps[e].name), "endpoint %u (%s:%u)", e, ip,
+			 got[e].addr.port);
+	}
+	return 0;
 }
 
-/* ---- layout --------------------------------------------------------------- */
+/* ---- layout: libpbox's, with every chunk on the box (its PS layout) ------------- */
 
 static uint32_t n_chunks, fpc;
 static uint32_t *chunk_ep, *chunk_local;
 
-/* Chunks to endpoints by smooth weighted round robin: exact proportions,
- * the same on every rank. */
-static void layout(void)
+static int layout(void)
 {
-	int64_t cur[MAX_EPS] = {0}, total = 0;
-	uint32_t c, e;
+	uint64_t kbps[MAX_EPS], *w = calloc(n_eps + o.n, sizeof(*w));
+	uint32_t *bytes, *count = calloc(n_eps + o.n, sizeof(*count)), c, e;
+	struct lay_in in = {.n = o.n, .worker_kbps = 1, .n_eps = n_eps, .mode = LAY_PS};
 
 	n_chunks = (uint32_t)((o.bytes + chunk_size - 1) / chunk_size);
 	fpc = chunk_size / frag_size;
 	chunk_ep = calloc(n_chunks, sizeof(*chunk_ep));
 	chunk_local = calloc(n_chunks, sizeof(*chunk_local));
+	bytes = calloc(n_chunks, sizeof(*bytes));
+	if (!w || !count || !chunk_ep || !chunk_local || !bytes)
+		return -1;
+	for (e = 0; e < n_eps; e++)
+		kbps[e] = eps[e].weight ? eps[e].weight : 1;
+	in.ep_kbps = kbps;
+	lay_weights(&in, w);
+	for (c = 0; c < n_chunks; c++)
+		bytes[c] = c + 1 < n_chunks ? chunk_size
+					    : (uint32_t)(o.bytes - (uint64_t)c * chunk_size);
+	if (lay_assign(w, n_eps + o.n, bytes, n_chunks, chunk_ep, chunk_local, count))
+		return -1;
 	for (e = 0; e < n_eps; e++) {
-		total += (int64_t)(eps[e].weight ? eps[e].weight : 1);
-		eps[e].global = calloc(n_chunks, sizeof(uint32_t));
+		eps[e].n_chunks = count[e];
+		eps[e].global = calloc(count[e] ? count[e] : 1, sizeof(uint32_t));
+		if (!eps[e].global)
+			return -1;
 	}
-	for (c = 0; c < n_chunks; c++) {
-		uint32_t best = 0;
-
-		for (e = 0; e < n_eps; e++) {
-			cur[e] += (int64_t)(eps[e].weight ? eps[e].weight : 1);
-			if (cur[e] > cur[best])
-				best = e;
-		}
-		cur[best] -= total;
-		chunk_ep[c] = best;
-		chunk_local[c] = eps[best].n_chunks;
-		eps[best].global[eps[best].n_chunks++] = c;
-	}
+	for (c = 0; c < n_chunks; c++)
+		eps[chunk_ep[c]].global[chunk_local[c]] = c;
+	free(w);
+	free(count);
+	free(bytes);
+	return 0;
 }
 
 static int do_register(void)
 {
-	char *req = malloc(LINE), line[512];
-	size_t off;
+	static struct nic_ctl_reg req;
+	struct nic_ctl_reg_ok ok;
+	char err[512];
 	unsigned e;
+	int rc;
 
-	off = (size_t)snprintf(req, LINE,
-			       "REGISTER job=%u token=%" PRIu64 " n=%u dtype=%s frag=%u chunk=%u "
-			       "chunks=",
-			       o.job, o.token, o.n, sum_dtype_name((enum sum_dtype)o.dtype),
-			       frag_size, chunk_size);
-	for (e = 0; e < n_eps && off < LINE - 16; e++)
-		off += (size_t)snprintf(req + off, LINE - off, "%s%u", e ? "," : "",
-					eps[e].n_chunks);
-	snprintf(req + off, LINE - off, "\n");
-	if (ctl_send(req)) {
-		free(req);
-		return -1;
+	req = (struct nic_ctl_reg){.job = o.job,
+				   .token = o.token,
+				   .n = o.n,
+				   .dtype = o.dtype,
+				   .frag = frag_size,
+				   .chunk = chunk_size,
+				   .n_eps = n_eps};
+	for (e = 0; e < n_eps; e++)
+		req.chunks[e] = eps[e].n_chunks;
+	rc = nic_ctl_register(ctl_fd, &req, &ok, ctl_deadline(), err, sizeof(err));
+	if (rc == 0) {
+		printf("pbox-client: job %u registered: %" PRIu64
+		       " bytes of box state, fragment %u, "
+		       "chunk %u\n",
+		       ok.job, ok.bytes, ok.frag, ok.chunk);
+		fflush(stdout);
+		return 0;
 	}
-	free(req);
-	while (ctl_line(line, sizeof(line)) == 0) {
-		if (strncmp(line, "OK", 2) == 0) {
-			printf("pbox-client: job %u registered: %s\n", o.job, line);
-			fflush(stdout);
-			return 0;
-		}
-		if (strncmp(line, "ERR", 3) == 0) {
-			printf("pbox-client: registration refused: %s\n", line + 4);
-			return 3;
-		}
+	if (rc > 0) {
+		printf("pbox-client: registration refused: %s\n", err);
+		return 3;
 	}
-	fprintf(stderr, "pbox-client: REGISTER: connection closed\n");
+	fprintf(stderr, "pbox-client: %s\n", err);
 	return -1;
 }
 
@@ -418,9 +375,7 @@ static int64_t receive(uint32_t v)
 				(unsigned)(bufs[i][PBOX_HDR_LEN] << 8 | bufs[i][PBOX_HDR_LEN + 1]);
 
 			errors_rx++;
-			last_error = code == PBOX_ERR_NO_JOB	  ? "job not registered there"
-				     : code == PBOX_ERR_BAD_TOKEN ? "token refused"
-								  : "push out of the job's range";
+			last_error = nic_err_text(code);
 			if (code != PBOX_ERR_NO_JOB) {
 				fprintf(stderr, "pbox-client: rank %u: %s answered: %s\n", o.rank,
 					eps[e].name, last_error);
@@ -879,7 +834,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "pbox-client: fragment size %u too large\n", frag_size);
 		return 1;
 	}
-	layout();
+	if (layout()) {
+		fprintf(stderr, "pbox-client: out of memory laying out %u chunks\n", n_chunks);
+		return 1;
+	}
 	if (o.reg) {
 		rc = do_register();
 		if (rc)

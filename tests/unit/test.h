@@ -8,6 +8,7 @@
 
 Suite *cfg_suite(void);
 Suite *cli_suite(void);
+Suite *ctl_suite(void);
 Suite *layout_suite(void);
 Suite *libpbox_suite(void);
 Suite *numa_suite(void);

@@ -333,7 +333,7 @@ static void put(const char *path, const char *text)
 
 START_TEST(pci_node_from_sysfs)
 {
-	char root[] = "/tmp/pbox-sysfs-XXXXXX", path[256], cmd[300];
+	char root[] = "/tmp/pbox-sysfs-XXXXXX", path[256], cmd[640];
 
 	ck_assert_ptr_nonnull(mkdtemp(root));
 	snprintf(path, sizeof(path), "%s/bus/pci/devices/0000:3b:00.0", root);

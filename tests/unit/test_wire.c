@@ -473,45 +473,6 @@ START_TEST(header_alone_for_sockets)
 }
 END_TEST
 
-/* The control plane's EP line: what pboxd writes, the workers read back;
- * anything malformed is refused whole. */
-START_TEST(ctl_ep_line_round_trip_and_refusals)
-{
-	const struct nic_ctl_ep e = {.idx = 3,
-				     .addr = {.mac = {0x02, 0x00, 0x5b, 0x0a, 0xff, 0x01},
-					      .ip_be = htonl(0xc6120401u),
-					      .port = 9603},
-				     .weight_kbps = 100000000};
-	static const char *const bad[] = {
-		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603",		 /* no weight */
-		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=0",	 /* no share */
-		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=0 weight=5",	 /* port 0 */
-		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=70000 weight=5",	 /* port */
-		"EP 3 ip=198.18.4.256 mac=02:00:5b:0a:ff:01 port=9603 weight=5", /* address */
-		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff port=9603 weight=5",	 /* short MAC */
-		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:101 port=9603 weight=5",	 /* MAC byte */
-		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5 x", /* trailing */
-		"OK endpoints=4 frag=8192 chunk=32768 mtu=9000",
-		""};
-	struct nic_ctl_ep got;
-	char line[128];
-	unsigned i;
-
-	ck_assert_int_gt(nic_ctl_format_ep(line, sizeof(line), &e), 0);
-	ck_assert_str_eq(line,
-			 "EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=100000000");
-	ck_assert_int_eq(nic_ctl_parse_ep(line, &got), 0);
-	ck_assert_uint_eq(got.idx, 3);
-	ck_assert_uint_eq(got.addr.ip_be, e.addr.ip_be);
-	ck_assert_uint_eq(got.addr.port, 9603);
-	ck_assert_mem_eq(got.addr.mac, e.addr.mac, 6);
-	ck_assert_uint_eq(got.weight_kbps, 100000000);
-	ck_assert_int_eq(nic_ctl_format_ep(line, 20, &e), -1); /* does not fit */
-	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ck_assert_msg(nic_ctl_parse_ep(bad[i], &got) == -1, "taken: '%s'", bad[i]);
-}
-END_TEST
-
 Suite *wire_suite(void)
 {
 	Suite *s = suite_create("wire");
@@ -528,7 +489,6 @@ Suite *wire_suite(void)
 	tcase_add_test(tc, arp_requests_for_us_answered);
 	tcase_add_test(tc, arp_request_built_and_sender_learnt);
 	tcase_add_test(tc, icmp_echo_answered);
-	tcase_add_test(tc, ctl_ep_line_round_trip_and_refusals);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,507 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The box's control protocol: codec and blocking client (nic_ctl.h).
+ * Control path only: nothing here runs per packet.
+ */
+#include "nic_ctl.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- endpoint and OK lines ------------------------------------------------- */
+
+int nic_ctl_format_ep(char *buf, size_t cap, const struct nic_ctl_ep *e)
+{
+	char ip[INET_ADDRSTRLEN];
+	const uint8_t *m = e->addr.mac;
+	int n;
+
+	if (!inet_ntop(AF_INET, &e->addr.ip_be, ip, sizeof(ip)))
+		return -1;
+	n = snprintf(buf, cap,
+		     "EP %u ip=%s mac=%02x:%02x:%02x:%02x:%02x:%02x port=%u weight=%" PRIu64,
+		     e->idx, ip, m[0], m[1], m[2], m[3], m[4], m[5], e->addr.port, e->weight_kbps);
+	return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+int nic_ctl_parse_ep(const char *line, struct nic_ctl_ep *out)
+{
+	unsigned idx, m[6], port;
+	unsigned long long w;
+	char ip[INET_ADDRSTRLEN + 1];
+	int end = -1, i;
+
+	if (sscanf(line, "EP %u ip=%16s mac=%2x:%2x:%2x:%2x:%2x:%2x port=%u weight=%llu%n", &idx,
+		   ip, &m[0], &m[1], &m[2], &m[3], &m[4], &m[5], &port, &w, &end) != 10 ||
+	    end < 0 || line[end] != '\0' || port == 0 || port > 65535 || w == 0)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	if (inet_pton(AF_INET, ip, &out->addr.ip_be) != 1)
+		return -1;
+	for (i = 0; i < 6; i++)
+		out->addr.mac[i] = (uint8_t)m[i];
+	out->idx = idx;
+	out->addr.port = (uint16_t)port;
+	out->weight_kbps = w;
+	return 0;
+}
+
+static int fits(int n, size_t cap)
+{
+	return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+int nic_ctl_format_geometry(char *buf, size_t cap, const struct nic_ctl_geometry *g)
+{
+	return fits(snprintf(buf, cap, "OK endpoints=%u frag=%u chunk=%u mtu=%u", g->n_eps, g->frag,
+			     g->chunk, g->mtu),
+		    cap);
+}
+
+int nic_ctl_parse_geometry(const char *line, struct nic_ctl_geometry *g)
+{
+	int end = -1;
+
+	if (sscanf(line, "OK endpoints=%u frag=%u chunk=%u mtu=%u%n", &g->n_eps, &g->frag,
+		   &g->chunk, &g->mtu, &end) != 4 ||
+	    end < 0 || line[end] || !g->frag || !g->chunk || g->chunk % g->frag)
+		return -1;
+	return 0;
+}
+
+int nic_ctl_format_reg_ok(char *buf, size_t cap, const struct nic_ctl_reg_ok *ok)
+{
+	return fits(snprintf(buf, cap, "OK job=%u bytes=%" PRIu64 " frag=%u chunk=%u", ok->job,
+			     ok->bytes, ok->frag, ok->chunk),
+		    cap);
+}
+
+int nic_ctl_parse_reg_ok(const char *line, struct nic_ctl_reg_ok *ok)
+{
+	int end = -1;
+
+	if (sscanf(line,
+		   "OK job=%" SCNu32 " bytes=%" SCNu64 " frag=%" SCNu32 " chunk=%" SCNu32 "%n",
+		   &ok->job, &ok->bytes, &ok->frag, &ok->chunk, &end) != 4 ||
+	    end < 0 || line[end])
+		return -1;
+	return 0;
+}
+
+int nic_ctl_format_unregister(char *buf, size_t cap, uint32_t job, uint64_t token)
+{
+	return fits(snprintf(buf, cap, "UNREGISTER job=%u token=%" PRIu64, job, token), cap);
+}
+
+/* ---- REGISTER ----------------------------------------------------------------- */
+
+int nic_ctl_format_register(char *buf, size_t cap, const struct nic_ctl_reg *r)
+{
+	size_t off;
+	int n;
+	uint32_t e;
+
+	n = snprintf(buf, cap, "REGISTER job=%u token=%" PRIu64 " n=%u dtype=%s", r->job, r->token,
+		     r->n, nic_dtype_name(r->dtype));
+	if (fits(n, cap) < 0)
+		return -1;
+	off = (size_t)n;
+	if (r->frag) {
+		n = snprintf(buf + off, cap - off, " frag=%u", r->frag);
+		if (fits(n, cap - off) < 0)
+			return -1;
+		off += (size_t)n;
+	}
+	if (r->chunk) {
+		n = snprintf(buf + off, cap - off, " chunk=%u", r->chunk);
+		if (fits(n, cap - off) < 0)
+			return -1;
+		off += (size_t)n;
+	}
+	n = snprintf(buf + off, cap - off, " chunks=");
+	if (fits(n, cap - off) < 0)
+		return -1;
+	off += (size_t)n;
+	for (e = 0; e < r->n_eps; e++) {
+		n = snprintf(buf + off, cap - off, "%s%u", e ? "," : "", r->chunks[e]);
+		if (fits(n, cap - off) < 0)
+			return -1;
+		off += (size_t)n;
+	}
+	return (int)off;
+}
+
+static void errf(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void errf(char *err, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, cap, fmt, ap);
+	va_end(ap);
+}
+
+/* A decimal number in [lo, hi] from @v (the whole of it), or -1 with @err. */
+static int number(const char *k, const char *v, size_t vlen, uint64_t lo, uint64_t hi, bool pow2,
+		  uint64_t *out, char *err, size_t cap)
+{
+	char tmp[32];
+	char *end;
+
+	if (vlen == 0 || vlen >= sizeof(tmp) || v[0] < '0' || v[0] > '9')
+		goto bad;
+	memcpy(tmp, v, vlen);
+	tmp[vlen] = '\0';
+	errno = 0;
+	*out = strtoull(tmp, &end, 10);
+	if (errno || *end || *out < lo || *out > hi || (pow2 && (*out & (*out - 1))))
+		goto bad;
+	return 0;
+bad:
+	errf(err, cap, "%s: '%.*s' is not %s from %" PRIu64 " to %" PRIu64, k,
+	     (int)(vlen > 40 ? 40 : vlen), v, pow2 ? "a power of two" : "a number", lo, hi);
+	return -1;
+}
+
+/* The comma-separated chunk counts of @v, exactly @want of them. */
+static int chunk_list(const char *v, size_t vlen, unsigned want, struct nic_ctl_reg *r, char *err,
+		      size_t cap)
+{
+	const char *p = v, *end = v + vlen;
+	uint64_t total = 0;
+	unsigned g = 0;
+
+	while (p < end) {
+		const char *comma = memchr(p, ',', (size_t)(end - p));
+		size_t len = (size_t)((comma ? comma : end) - p);
+		uint64_t c;
+
+		if (g == want) {
+			errf(err, cap, "chunks: more than one count per endpoint (%u endpoints)",
+			     want);
+			return -1;
+		}
+		if (number("chunks", p, len, 0, 1u << 24, false, &c, err, cap)) {
+			errf(err, cap, "chunks: entry %u: '%.*s' is not a count from 0 to %u", g,
+			     (int)(len > 20 ? 20 : len), p, 1u << 24);
+			return -1;
+		}
+		r->chunks[g++] = (uint32_t)c;
+		total += c;
+		p += len + (comma ? 1 : 0);
+		if (comma && p == end) {
+			errf(err, cap, "chunks: a count is missing after the last comma");
+			return -1;
+		}
+	}
+	if (g != want) {
+		errf(err, cap,
+		     "chunks: %u counts for %u endpoints (one per endpoint, in ENDPOINTS order)", g,
+		     want);
+		return -1;
+	}
+	if (!total) {
+		errf(err, cap, "chunks: the job has no chunk on any endpoint");
+		return -1;
+	}
+	r->n_eps = g;
+	return 0;
+}
+
+int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *lim,
+			   struct nic_ctl_reg *r, char *err, size_t cap)
+{
+	enum { K_JOB, K_TOKEN, K_N, K_DTYPE, K_FRAG, K_CHUNK, K_CHUNKS, K_COUNT };
+	static const char *const keys[K_COUNT] = {"job",  "token", "n",	    "dtype",
+						  "frag", "chunk", "chunks"};
+	const char *val[K_COUNT] = {0};
+	size_t vlen[K_COUNT] = {0};
+	const char *p = args;
+	uint64_t v;
+	unsigned k;
+
+	memset(r, 0, offsetof(struct nic_ctl_reg, chunks));
+	while (*p) {
+		const char *tok, *eq;
+		size_t len;
+
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!*p)
+			break;
+		tok = p;
+		while (*p && *p != ' ' && *p != '\t')
+			p++;
+		len = (size_t)(p - tok);
+		eq = memchr(tok, '=', len);
+		if (!eq) {
+			errf(err, cap, "'%.*s': expected key=value", (int)(len > 40 ? 40 : len),
+			     tok);
+			return -1;
+		}
+		for (k = 0; k < K_COUNT; k++)
+			if (strlen(keys[k]) == (size_t)(eq - tok) &&
+			    memcmp(tok, keys[k], (size_t)(eq - tok)) == 0)
+				break;
+		if (k == K_COUNT) {
+			errf(err, cap,
+			     "unknown key '%.*s' (REGISTER takes job, token, n, dtype, frag, chunk, "
+			     "chunks)",
+			     (int)(eq - tok > 20 ? 20 : eq - tok), tok);
+			return -1;
+		}
+		if (val[k]) {
+			errf(err, cap, "%s: given twice", keys[k]);
+			return -1;
+		}
+		val[k] = eq + 1;
+		vlen[k] = len - (size_t)(eq + 1 - tok);
+	}
+	for (k = 0; k < K_COUNT; k++)
+		if (!val[k] && k != K_FRAG && k != K_CHUNK) {
+			errf(err, cap, "%s: missing", keys[k]);
+			return -1;
+		}
+	if (number("job", val[K_JOB], vlen[K_JOB], 1, UINT32_MAX, false, &v, err, cap))
+		return -1;
+	r->job = (uint32_t)v;
+	if (number("token", val[K_TOKEN], vlen[K_TOKEN], 0, UINT64_MAX, false, &r->token, err, cap))
+		return -1;
+	if (number("n", val[K_N], vlen[K_N], 2, lim->max_workers, false, &v, err, cap))
+		return -1;
+	r->n = (uint32_t)v;
+	{
+		char dt[8] = "";
+		int t;
+
+		if (vlen[K_DTYPE] < sizeof(dt))
+			memcpy(dt, val[K_DTYPE], vlen[K_DTYPE]), dt[vlen[K_DTYPE]] = '\0';
+		t = nic_dtype_parse(dt);
+		if (t < 0) {
+			errf(err, cap, "dtype: '%.*s' is not fp32, fp16 or bf16",
+			     (int)(vlen[K_DTYPE] > 20 ? 20 : vlen[K_DTYPE]), val[K_DTYPE]);
+			return -1;
+		}
+		r->dtype = (uint8_t)t;
+	}
+	r->frag = lim->dflt_frag;
+	if (val[K_FRAG]) {
+		if (number("frag", val[K_FRAG], vlen[K_FRAG], 64, lim->max_frag, true, &v, err,
+			   cap))
+			return -1;
+		r->frag = (uint32_t)v;
+	}
+	r->chunk = lim->dflt_chunk;
+	if (val[K_CHUNK]) {
+		if (number("chunk", val[K_CHUNK], vlen[K_CHUNK], r->frag, NIC_CTL_MAX_CHUNK, true,
+			   &v, err, cap))
+			return -1;
+		r->chunk = (uint32_t)v;
+	}
+	if (r->chunk < r->frag) {
+		errf(err, cap, "frag: %u is larger than the chunk (%u)", r->frag, r->chunk);
+		return -1;
+	}
+	return chunk_list(val[K_CHUNKS], vlen[K_CHUNKS], lim->n_eps, r, err, cap);
+}
+
+/* ---- the client ------------------------------------------------------------------ */
+
+uint64_t nic_ctl_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static int wait_fd(int fd, short ev, uint64_t deadline)
+{
+	for (;;) {
+		uint64_t now = nic_ctl_now();
+		struct pollfd p = {.fd = fd, .events = ev};
+		int r;
+
+		if (now >= deadline)
+			return 0;
+		r = poll(&p, 1, (int)((deadline - now) / 1000000 + 1));
+		if (r > 0)
+			return 1;
+		if (r < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+int nic_ctl_connect(uint32_t ip_be, uint16_t port, uint64_t deadline)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1, e = 0;
+	socklen_t el = sizeof(e);
+
+	if (fd < 0)
+		return -1;
+	sa.sin_addr.s_addr = ip_be;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		if (errno != EINPROGRESS)
+			goto fail;
+		if (wait_fd(fd, POLLOUT, deadline) != 1) {
+			errno = ETIMEDOUT;
+			goto fail;
+		}
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) || e) {
+			errno = e ? e : errno;
+			goto fail;
+		}
+	}
+	/* blocking again: callers send whole lines and read with deadlines */
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
+		goto fail;
+	return fd;
+fail:
+	e = errno;
+	close(fd);
+	errno = e;
+	return -1;
+}
+
+int nic_ctl_send(int fd, const char *line)
+{
+	size_t n = strlen(line), off = 0;
+	struct iovec iov[2] = {{(void *)(uintptr_t)line, n}, {"\n", 1}};
+	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+
+	while (off < n + 1) {
+		ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		off += (size_t)w;
+		/* rare: a partial send; move the iovecs on */
+		while (mh.msg_iovlen && (size_t)w >= mh.msg_iov[0].iov_len) {
+			w -= (ssize_t)mh.msg_iov[0].iov_len;
+			mh.msg_iov++;
+			mh.msg_iovlen--;
+		}
+		if (mh.msg_iovlen) {
+			mh.msg_iov[0].iov_base = (char *)mh.msg_iov[0].iov_base + w;
+			mh.msg_iov[0].iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
+int nic_ctl_recv_line(int fd, char *out, size_t cap, uint64_t deadline)
+{
+	size_t n = 0;
+
+	for (;;) {
+		char c;
+		ssize_t r = recv(fd, &c, 1, MSG_DONTWAIT);
+
+		if (r == 1) {
+			if (c == '\n') {
+				if (n && out[n - 1] == '\r')
+					n--;
+				out[n] = '\0';
+				return 1;
+			}
+			if (n + 1 >= cap)
+				return -1;
+			out[n++] = c;
+			continue;
+		}
+		if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+			return -1;
+		r = wait_fd(fd, POLLIN, deadline);
+		if (r <= 0)
+			return r;
+	}
+}
+
+int nic_ctl_endpoints(int fd, struct nic_ctl_ep *eps, unsigned max, struct nic_ctl_geometry *g,
+		      uint64_t deadline, char *err, size_t cap)
+{
+	char line[512];
+	unsigned n = 0;
+	int r;
+
+	if (nic_ctl_send(fd, "ENDPOINTS")) {
+		errf(err, cap, "ENDPOINTS: cannot send: %s", strerror(errno));
+		return -1;
+	}
+	while ((r = nic_ctl_recv_line(fd, line, sizeof(line), deadline)) == 1) {
+		struct nic_ctl_ep e;
+
+		if (strncmp(line, "EP ", 3) == 0) {
+			if (nic_ctl_parse_ep(line, &e) || e.idx != n || n == max) {
+				errf(err, cap, "ENDPOINTS: a bad endpoint line: '%.80s'", line);
+				return -1;
+			}
+			eps[n++] = e;
+			continue;
+		}
+		if (nic_ctl_parse_geometry(line, g) || g->n_eps != n || !n) {
+			errf(err, cap, "ENDPOINTS: unexpected reply '%.80s' after %u endpoints",
+			     line, n);
+			return -1;
+		}
+		return 0;
+	}
+	errf(err, cap, "ENDPOINTS: %s", r == 0 ? "no answer in time" : "connection closed");
+	return -1;
+}
+
+int nic_ctl_register(int fd, const struct nic_ctl_reg *r, struct nic_ctl_reg_ok *ok,
+		     uint64_t deadline, char *err, size_t cap)
+{
+	size_t room = 160 + 12 * (size_t)r->n_eps;
+	char *req = malloc(room), line[1024];
+	int rc;
+
+	if (!req) {
+		errf(err, cap, "REGISTER: out of memory");
+		return -1;
+	}
+	if (nic_ctl_format_register(req, room, r) < 0) {
+		free(req);
+		errf(err, cap, "REGISTER: the request does not fit in %zu bytes", room);
+		return -1;
+	}
+	rc = nic_ctl_send(fd, req);
+	free(req);
+	if (rc) {
+		errf(err, cap, "REGISTER: cannot send: %s", strerror(errno));
+		return -1;
+	}
+	while ((rc = nic_ctl_recv_line(fd, line, sizeof(line), deadline)) == 1) {
+		if (strncmp(line, "EP ", 3) == 0)
+			continue; /* the endpoints again, as ENDPOINTS said */
+		if (strncmp(line, "ERR ", 4) == 0) {
+			errf(err, cap, "%s", line + 4);
+			return 1;
+		}
+		if (nic_ctl_parse_reg_ok(line, ok) || ok->job != r->job) {
+			errf(err, cap, "REGISTER: unexpected reply '%.80s'", line);
+			return -1;
+		}
+		return 0;
+	}
+	errf(err, cap, "REGISTER: %s", rc == 0 ? "no answer in time" : "connection closed");
+	return -1;
+}

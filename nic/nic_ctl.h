@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The box's control protocol: one codec for every request and reply, and
+ * one blocking client, shared by pboxd (which parses requests with it),
+ * libpbox, pbox-client and pbox-gen. TCP, one request per line, one reply
+ * per request: zero or more data lines, then "OK ..." or "ERR message".
+ *
+ *   ENDPOINTS
+ *       EP <i> ip=A mac=M port=P weight=KBPS    one per endpoint
+ *       OK endpoints=N frag=F chunk=C mtu=MTU
+ *   REGISTER job=ID token=T n=N dtype=fp32|fp16|bf16 [frag=F] [chunk=C] chunks=C0,C1,...
+ *       EP lines, then OK job=ID bytes=B frag=F chunk=C   (the effective sizes)
+ *   UNREGISTER job=ID token=T
+ *   LIST, STATS   (for people and monitoring: see box_ctl.c)
+ *
+ * REGISTER is strict: every key once, no unknown key, every number within
+ * bounds that the error states; chunks= gives the job's chunk count on each
+ * endpoint, in ENDPOINTS order.
+ */
+#ifndef PBOX_NIC_CTL_H
+#define PBOX_NIC_CTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nic_wire.h"
+
+#define NIC_CTL_PORT	  9570 /* the default control port */
+#define NIC_CTL_MAX_EPS	  8192 /* endpoints of one box (ports x queues) */
+#define NIC_CTL_LINE_MAX  (256 * 1024)
+#define NIC_CTL_MAX_CHUNK (1u << 20)
+
+/* One endpoint line. */
+struct nic_ctl_ep {
+	unsigned idx;
+	struct nic_addr addr;
+	uint64_t weight_kbps; /* this endpoint's share of the box's bandwidth */
+};
+
+/* The line for @e into @buf (no newline); its length, or -1 if it does not fit. */
+int nic_ctl_format_ep(char *buf, size_t cap, const struct nic_ctl_ep *e);
+/* @line into @out: 0, or -1 when it is no EP line or a field is out of range
+ * (an address, a MAC, a port of 0 or over 65535, a weight of 0, trailing text). */
+int nic_ctl_parse_ep(const char *line, struct nic_ctl_ep *out);
+
+/* ENDPOINTS' OK line. */
+struct nic_ctl_geometry {
+	unsigned n_eps;
+	uint32_t frag, chunk, mtu;
+};
+int nic_ctl_format_geometry(char *buf, size_t cap, const struct nic_ctl_geometry *g);
+int nic_ctl_parse_geometry(const char *line, struct nic_ctl_geometry *g);
+
+/* A REGISTER request. */
+struct nic_ctl_reg {
+	uint32_t job;
+	uint64_t token;
+	uint32_t n;
+	uint8_t dtype;	      /* PBOX_DTYPE_* */
+	uint32_t frag, chunk; /* 0 in a request: the box's own */
+	uint32_t n_eps;
+	uint32_t chunks[NIC_CTL_MAX_EPS];
+};
+
+/* What the box checks a REGISTER against. */
+struct nic_ctl_reg_limits {
+	uint32_t max_workers;
+	uint32_t max_frag;		/* the box's fragment size: the largest */
+	uint32_t dflt_frag, dflt_chunk; /* when the request leaves them out */
+	uint32_t n_eps;			/* chunks= must have exactly this many */
+};
+
+/* "REGISTER ..." into @buf; its length, or -1 when it does not fit. */
+int nic_ctl_format_register(char *buf, size_t cap, const struct nic_ctl_reg *r);
+/* The fields after "REGISTER " into @r: 0, or -1 with @err saying which
+ * field is wrong and what it may be. */
+int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *lim,
+			   struct nic_ctl_reg *r, char *err, size_t cap);
+
+/* REGISTER's OK line. */
+struct nic_ctl_reg_ok {
+	uint32_t job;
+	uint64_t bytes; /* box memory the job holds */
+	uint32_t frag, chunk;
+};
+int nic_ctl_format_reg_ok(char *buf, size_t cap, const struct nic_ctl_reg_ok *ok);
+int nic_ctl_parse_reg_ok(const char *line, struct nic_ctl_reg_ok *ok);
+
+/* "UNREGISTER job=ID token=T" (no newline); its length or -1. */
+int nic_ctl_format_unregister(char *buf, size_t cap, uint32_t job, uint64_t token);
+
+/* ---- the client: blocking, every wait bounded by a CLOCK_MONOTONIC deadline */
+
+uint64_t nic_ctl_now(void); /* ns, CLOCK_MONOTONIC */
+
+/* Connect to @ip_be:@port by @deadline: the descriptor (close-on-exec,
+ * TCP_NODELAY), or -1 with errno set. */
+int nic_ctl_connect(uint32_t ip_be, uint16_t port, uint64_t deadline);
+/* @line and a newline, whole: 0 or -1. */
+int nic_ctl_send(int fd, const char *line);
+/* One line (without its newline) into @out: 1, or 0 at the deadline, -1
+ * when the box closed the connection or the line is longer than @cap.
+ * Reads byte by byte, so nothing past the line is consumed. */
+int nic_ctl_recv_line(int fd, char *out, size_t cap, uint64_t deadline);
+
+/* ENDPOINTS: up to @max endpoints, in order, and the geometry. 0, or -1 with
+ * @err saying what went wrong. */
+int nic_ctl_endpoints(int fd, struct nic_ctl_ep *eps, unsigned max, struct nic_ctl_geometry *g,
+		      uint64_t deadline, char *err, size_t cap);
+/* REGISTER @r: 0 (@ok filled), 1 when the box refused (@err holds its
+ * reason), -1 when the connection failed (@err says so). */
+int nic_ctl_register(int fd, const struct nic_ctl_reg *r, struct nic_ctl_reg_ok *ok,
+		     uint64_t deadline, char *err, size_t cap);
+
+#endif /* PBOX_NIC_CTL_H */

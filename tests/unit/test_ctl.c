@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The control protocol's codec (nic/nic_ctl.c): what pboxd writes, the
+ * clients read back, and REGISTER parsed strictly, every refusal naming
+ * its field and bounds.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nic_ctl.h"
+#include "test.h"
+
+/* The control plane's EP line: what pboxd writes, the workers read back;
+ * anything malformed is refused whole. */
+START_TEST(ctl_ep_line_round_trip_and_refusals)
+{
+	const struct nic_ctl_ep e = {.idx = 3,
+				     .addr = {.mac = {0x02, 0x00, 0x5b, 0x0a, 0xff, 0x01},
+					      .ip_be = htonl(0xc6120401u),
+					      .port = 9603},
+				     .weight_kbps = 100000000};
+	static const char *const bad[] = {
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603",		 /* no weight */
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=0",	 /* no share */
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=0 weight=5",	 /* port 0 */
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=70000 weight=5",	 /* port */
+		"EP 3 ip=198.18.4.256 mac=02:00:5b:0a:ff:01 port=9603 weight=5", /* address */
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff port=9603 weight=5",	 /* short MAC */
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:101 port=9603 weight=5",	 /* MAC byte */
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5 x", /* trailing */
+		"OK endpoints=4 frag=8192 chunk=32768 mtu=9000",
+		""};
+	struct nic_ctl_ep got;
+	char line[128];
+	unsigned i;
+
+	ck_assert_int_gt(nic_ctl_format_ep(line, sizeof(line), &e), 0);
+	ck_assert_str_eq(line,
+			 "EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=100000000");
+	ck_assert_int_eq(nic_ctl_parse_ep(line, &got), 0);
+	ck_assert_uint_eq(got.idx, 3);
+	ck_assert_uint_eq(got.addr.ip_be, e.addr.ip_be);
+	ck_assert_uint_eq(got.addr.port, 9603);
+	ck_assert_mem_eq(got.addr.mac, e.addr.mac, 6);
+	ck_assert_uint_eq(got.weight_kbps, 100000000);
+	ck_assert_int_eq(nic_ctl_format_ep(line, 20, &e), -1); /* does not fit */
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(nic_ctl_parse_ep(bad[i], &got) == -1, "taken: '%s'", bad[i]);
+}
+END_TEST
+
+static const struct nic_ctl_reg_limits lim = {
+	.max_workers = 1024, .max_frag = 8192, .dflt_frag = 8192, .dflt_chunk = 32768, .n_eps = 3};
+
+/* A REGISTER formatted by a client is parsed by the box into the same
+ * request, the box's defaults filling what it leaves out. */
+START_TEST(register_round_trip)
+{
+	static struct nic_ctl_reg r, got;
+	char line[256], err[256];
+
+	r = (struct nic_ctl_reg){.job = 42,
+				 .token = 18446744073709551615ull,
+				 .n = 4,
+				 .dtype = PBOX_DTYPE_BF16,
+				 .frag = 1024,
+				 .chunk = 4096,
+				 .n_eps = 3};
+	r.chunks[0] = 7, r.chunks[1] = 0, r.chunks[2] = 16777216;
+	ck_assert_int_gt(nic_ctl_format_register(line, sizeof(line), &r), 0);
+	ck_assert_str_eq(line, "REGISTER job=42 token=18446744073709551615 n=4 dtype=bf16 "
+			       "frag=1024 chunk=4096 chunks=7,0,16777216");
+	ck_assert_int_eq(nic_ctl_parse_register(line + 9, &lim, &got, err, sizeof(err)), 0);
+	ck_assert_uint_eq(got.job, 42);
+	ck_assert_uint_eq(got.token, r.token);
+	ck_assert_uint_eq(got.n, 4);
+	ck_assert_uint_eq(got.dtype, PBOX_DTYPE_BF16);
+	ck_assert_uint_eq(got.frag, 1024);
+	ck_assert_uint_eq(got.chunk, 4096);
+	ck_assert_uint_eq(got.n_eps, 3);
+	ck_assert_uint_eq(got.chunks[2], 16777216);
+	/* defaults */
+	ck_assert_int_eq(nic_ctl_parse_register("job=1 token=2 n=2 dtype=fp32 chunks=1,1,1", &lim,
+						&got, err, sizeof(err)),
+			 0);
+	ck_assert_uint_eq(got.frag, 8192);
+	ck_assert_uint_eq(got.chunk, 32768);
+	ck_assert_int_eq(nic_ctl_format_register(line, 40, &r), -1); /* does not fit */
+}
+END_TEST
+
+/* Everything REGISTER got away with before: each refused, and the message
+ * names the field and what it may be. */
+START_TEST(register_strict)
+{
+	static const struct {
+		const char *args, *err;
+	} bad[] = {
+		{"job=1 token=2 n=2 dtype=fp32 fragment=1024 chunks=1,1,1",
+		 "unknown key 'fragment' (REGISTER takes job, token, n, dtype, frag, chunk, chunks)"},
+		{"job=1 job=2 token=2 n=2 dtype=fp32 chunks=1,1,1", "job: given twice"},
+		{"job=0 token=2 n=2 dtype=fp32 chunks=1,1,1",
+		 "job: '0' is not a number from 1 to 4294967295"},
+		{"job=1 token=2 n=1 dtype=fp32 chunks=1,1,1",
+		 "n: '1' is not a number from 2 to 1024"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=0,0,0",
+		 "chunks: the job has no chunk on any endpoint"},
+		{"job=1 token=2 n=2 dtype=fp32 chunk=3000 chunks=1,1,1",
+		 "chunk: '3000' is not a power of two from 8192 to 1048576"},
+		{"job=1 token=2 n=2 dtype=fp32 frag=16384 chunks=1,1,1",
+		 "frag: '16384' is not a power of two from 64 to 8192"},
+		{"job=1 token=2 n=2 dtype=fp64 chunks=1,1,1",
+		 "dtype: 'fp64' is not fp32, fp16 or bf16"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1", "chunks: 2 counts for 3 endpoints"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1,1",
+		 "chunks: more than one count per endpoint (3 endpoints)"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=1,x,1",
+		 "chunks: entry 1: 'x' is not a count"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,", "chunks: a count is missing"},
+		{"job=1 token=-2 n=2 dtype=fp32 chunks=1,1,1", "token: '-2' is not a number"},
+		{"job=1 token=2 n=2 dtype=fp32", "chunks: missing"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1 extra", "'extra': expected key=value"},
+	};
+	static struct nic_ctl_reg got;
+	char err[256];
+	unsigned i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		ck_assert_msg(nic_ctl_parse_register(bad[i].args, &lim, &got, err, sizeof(err)) ==
+				      -1,
+			      "taken: '%s'", bad[i].args);
+		ck_assert_msg(strncmp(err, bad[i].err, strlen(bad[i].err)) == 0,
+			      "'%s': said '%s', want '%s...'", bad[i].args, err, bad[i].err);
+	}
+}
+END_TEST
+
+START_TEST(ok_lines_round_trip)
+{
+	const struct nic_ctl_geometry g = {.n_eps = 4, .frag = 8192, .chunk = 32768, .mtu = 9000};
+	const struct nic_ctl_reg_ok ok = {
+		.job = 7, .bytes = 1ull << 40, .frag = 1024, .chunk = 4096};
+	struct nic_ctl_geometry g2;
+	struct nic_ctl_reg_ok ok2;
+	char line[128];
+
+	ck_assert_int_gt(nic_ctl_format_geometry(line, sizeof(line), &g), 0);
+	ck_assert_str_eq(line, "OK endpoints=4 frag=8192 chunk=32768 mtu=9000");
+	ck_assert_int_eq(nic_ctl_parse_geometry(line, &g2), 0);
+	ck_assert(g2.n_eps == g.n_eps && g2.frag == g.frag && g2.chunk == g.chunk &&
+		  g2.mtu == g.mtu);
+	ck_assert_int_eq(
+		nic_ctl_parse_geometry("OK endpoints=4 frag=8192 chunk=4096 mtu=9000", &g2),
+		-1); /* chunk smaller than the fragment */
+	ck_assert_int_gt(nic_ctl_format_reg_ok(line, sizeof(line), &ok), 0);
+	ck_assert_str_eq(line, "OK job=7 bytes=1099511627776 frag=1024 chunk=4096");
+	ck_assert_int_eq(nic_ctl_parse_reg_ok(line, &ok2), 0);
+	ck_assert(ok2.job == ok.job && ok2.bytes == ok.bytes && ok2.frag == ok.frag &&
+		  ok2.chunk == ok.chunk);
+	ck_assert_int_eq(nic_ctl_parse_reg_ok("OK job=7 bytes=5", &ok2), -1);
+	ck_assert_int_gt(nic_ctl_format_unregister(line, sizeof(line), 7, 99), 0);
+	ck_assert_str_eq(line, "UNREGISTER job=7 token=99");
+}
+END_TEST
+
+Suite *ctl_suite(void)
+{
+	Suite *s = suite_create("ctl");
+	TCase *tc = tcase_create("codec");
+
+	tcase_add_test(tc, ctl_ep_line_round_trip_and_refusals);
+	tcase_add_test(tc, register_round_trip);
+	tcase_add_test(tc, register_strict);
+	tcase_add_test(tc, ok_lines_round_trip);
+	suite_add_tcase(s, tc);
+	return s;
+}
