@@ -137,6 +137,7 @@ $(BUILD)/obj/appliance/ss/sum_avx512.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx512)
 $(BUILD)/obj/perf/sum/perf_sum_ref_avx2.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx2)
 $(BUILD)/obj/perf/sum/perf_sum_ref_avx512.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx512)
 $(BUILD)/obj/tests/%.o: EXTRA_OBJ_FLAGS := $(CHECK_CFLAGS)
+$(BUILD)/obj/tests/unit/test_box.o: EXTRA_OBJ_FLAGS := $(CHECK_CFLAGS) $(DPDK_CFLAGS)
 $(BUILD)/obj/config/%.o: EXTRA_OBJ_FLAGS := $(INIH_CFLAGS)
 # Only the files that talk to DPDK see its headers.
 DPDK_OBJS := $(call obj,$(filter-out appliance/pboxd.c,$(PBOXD_SRCS))) $(BUILD)/obj/appliance/pboxd.o \
@@ -176,10 +177,12 @@ $(BUILD)/bin/pbox-bench: $(call obj,$(BENCH_SRCS)) $(LIBPBOX_SO) $(BUILD)/lib/li
 	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) -L$(BUILD)/lib -lpbox -Wl,-rpath,'$$ORIGIN/../lib' \
 		$(CORE_LIBS)
 
-$(BUILD)/tests/unit_tests: $(call obj,$(TEST_SRCS) $(LIBPBOX_SRCS) worker/models.c nic/nic_port.c) \
+$(BUILD)/tests/unit_tests: $(call obj,$(TEST_SRCS) $(LIBPBOX_SRCS) worker/models.c nic/nic_port.c \
+                            appliance/box_lcore.c appliance/box_txref.c) \
                           $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
-	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(CHECK_LIBS) $(DPDK_LIBS)
+	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(CHECK_LIBS) $(DPDK_LIBS) \
+		-lrte_net_ring
 
 $(BUILD)/perf/perf_sum: $(call obj,$(PERF_SUM_SRCS)) $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)

@@ -130,6 +130,9 @@ struct box {
 
 /* box_lcore.c: the data path */
 int box_lcore_main(void *arg); /* rte_eal_remote_launch() target */
+/* One pass of the loop: a burst from each endpoint, every frame handled,
+ * queued frames sent. Returns the frames received. (Tests drive it.) */
+unsigned box_lcore_poll(struct box_lcore *lc);
 /* Push this core's queued frames out and reap transmit completions. */
 void box_lcore_tx_reap(struct box_lcore *lc);
 

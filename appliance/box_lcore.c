@@ -267,32 +267,38 @@ static void nap(uint32_t us)
 	nanosleep(&ts, NULL);
 }
 
+unsigned box_lcore_poll(struct box_lcore *lc)
+{
+	struct rte_mbuf *pkts[BOX_BURST];
+	unsigned e, got = 0;
+
+	for (e = 0; e < lc->n_eps; e++) {
+		struct box_ep *ep = &lc->ep[e];
+		uint16_t n = rte_eth_rx_burst(ep->port_id, ep->queue, pkts, BOX_BURST);
+
+		if (n == 0)
+			continue;
+		got += n;
+		handle_burst(lc, e, pkts, n);
+	}
+	for (e = 0; e < lc->n_eps; e++)
+		if (lc->ep[e].n_tx)
+			ep_flush(lc, &lc->ep[e]);
+	return got;
+}
+
 int box_lcore_main(void *arg)
 {
 	struct box *b = arg;
 	struct box_lcore *lc = b->lc[rte_lcore_id()];
-	struct rte_mbuf *pkts[BOX_BURST];
 	uint32_t idle = 0, loops = 0;
-	unsigned e;
 
 	if (!lc || !lc->n_eps)
 		return 0; /* nothing to poll here */
 	while (!b->stop) {
 		uint64_t t0 = rte_rdtsc();
-		uint16_t got = 0;
+		unsigned got = box_lcore_poll(lc);
 
-		for (e = 0; e < lc->n_eps; e++) {
-			struct box_ep *ep = &lc->ep[e];
-			uint16_t n = rte_eth_rx_burst(ep->port_id, ep->queue, pkts, BOX_BURST);
-
-			if (n == 0)
-				continue;
-			got += n;
-			handle_burst(lc, e, pkts, n);
-		}
-		for (e = 0; e < lc->n_eps; e++)
-			if (lc->ep[e].n_tx)
-				ep_flush(lc, &lc->ep[e]);
 		if (unlikely(++loops % BOX_CTL_EVERY == 0))
 			ctl_poll(lc);
 		if (got) {

@@ -6,6 +6,7 @@
 #include <check.h>
 #include <stddef.h>
 
+Suite *box_suite(void);
 Suite *cfg_suite(void);
 Suite *cli_suite(void);
 Suite *ctl_suite(void);

@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The box's per-packet path (appliance/box_lcore.c) on a ring-backed DPDK
+ * port, without root: EAL with --no-huge, a net_ring port made from two
+ * rte_rings, one data core's struct box_lcore and a job installed as the
+ * control plane installs it. Frames go in on the rx ring, box_lcore_poll()
+ * runs one pass of the core's loop, and what it sent is read back off the
+ * tx ring: results to every rank by reference (no payload copy), the answer
+ * to a retransmission, an ACK for a duplicate, an error naming the fault,
+ * ARP, and bad frames dropped and counted. Every mbuf is back in its pool
+ * afterwards and no result buffer is left referenced.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_eth_ring.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "box.h"
+#include "nic_host.h"
+#include "test.h"
+
+#define T_FRAG	1024u
+#define T_CHUNK 4096u
+#define T_N	3u
+#define T_JOB	7u
+#define T_TOKEN 99u
+
+static struct {
+	struct rte_ring *rx, *tx;
+	struct rte_mempool *pool;
+	struct box_lcore *lc;
+	struct ss_job *job;
+	unsigned pool_avail;
+} t;
+
+static const struct nic_addr box_addr = {
+	.mac = {0x02, 0xb0, 0, 0, 0, 1}, .ip_be = 0x010112c6u /* 198.18.1.1 */, .port = 9600};
+
+static struct nic_addr rank_addr(unsigned r)
+{
+	struct nic_addr a = {.mac = {0x02, 0x77, 0, 0, 0, (uint8_t)r}, .port = 9700};
+
+	a.ip_be = htonl(0xc6126401u + r); /* 198.18.100.(r+1) */
+	return a;
+}
+
+static void setup(void)
+{
+	char *argv[] = {"unit_tests",	 "--no-huge",	   "-m", "64", "--no-pci",
+			"--no-shconf",	 "--no-telemetry", "-l", "0",  "--log-level=*:error",
+			"--iova-mode=va"};
+	struct rte_eth_conf conf;
+	struct ss_job_desc d = {.id = T_JOB,
+				.token32 = nic_wire_token(T_TOKEN),
+				.n = T_N,
+				.dtype = SUM_FP32,
+				.frag_size = T_FRAG,
+				.chunk_size = T_CHUNK,
+				.n_eps = 1,
+				.ep_chunks = {2}};
+	struct box_ep *ep;
+	void *mem;
+	uint32_t f;
+	int port;
+
+	ck_assert_int_ge(rte_eal_init(sizeof(argv) / sizeof(argv[0]), argv), 0);
+	t.rx = rte_ring_create("box_rx", 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+	t.tx = rte_ring_create("box_tx", 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+	t.pool = rte_pktmbuf_pool_create("box_pool", 1023, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+					 SOCKET_ID_ANY);
+	ck_assert(t.rx && t.tx && t.pool);
+	port = rte_eth_from_rings("box0", &t.rx, 1, &t.tx, 1, SOCKET_ID_ANY);
+	ck_assert_int_ge(port, 0);
+	memset(&conf, 0, sizeof(conf));
+	ck_assert_int_eq(rte_eth_dev_configure((uint16_t)port, 1, 1, &conf), 0);
+	ck_assert_int_eq(
+		rte_eth_rx_queue_setup((uint16_t)port, 0, 512, SOCKET_ID_ANY, NULL, t.pool), 0);
+	ck_assert_int_eq(rte_eth_tx_queue_setup((uint16_t)port, 0, 512, SOCKET_ID_ANY, NULL), 0);
+	ck_assert_int_eq(rte_eth_dev_start((uint16_t)port), 0);
+
+	t.lc = rte_zmalloc("lcore", sizeof(*t.lc), RTE_CACHE_LINE_SIZE);
+	ck_assert_ptr_nonnull(t.lc);
+	t.lc->n_eps = 1;
+	t.lc->pool = t.pool;
+	t.lc->active = true;
+	ep = &t.lc->ep[0];
+	ep->port_id = (uint16_t)port;
+	ep->multiseg = true;
+	ep->self = box_addr;
+	ep->exp = (struct nic_wire_expect){.ip_be = box_addr.ip_be,
+					   .port_lo = 9600,
+					   .port_hi = 9600,
+					   .max_payload = T_FRAG,
+					   .accept_ops = 1u << PBOX_OP_PUSH};
+	/* the job, laid out as the control plane does (reg_allocate) */
+	ck_assert_ptr_null(ss_job_desc_check(&d));
+	mem = rte_zmalloc("job", ss_job_bytes(&d, box_txref_size()), ss_job_align(&d));
+	ck_assert_ptr_nonnull(mem);
+	t.job = ss_job_init(mem, &d, box_txref_size(), sum_ops_best());
+	t.job->busy = box_txref_busy;
+	for (f = 0; f < t.job->n_frags; f++) {
+		box_txref_init(ss_job_txref(t.job, f, 0), t.lc, ss_job_res(t.job, f, 0));
+		box_txref_init(ss_job_txref(t.job, f, 1), t.lc, ss_job_res(t.job, f, 1));
+	}
+	ck_assert_int_eq(ss_table_add(&t.lc->jobs, t.job), 0);
+	t.pool_avail = rte_mempool_avail_count(t.pool);
+}
+
+/* A frame into an mbuf on the rx ring. */
+static void inject(const void *frame, size_t len)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(t.pool);
+	void *p;
+
+	ck_assert_ptr_nonnull(m);
+	p = rte_pktmbuf_append(m, (uint16_t)len);
+	ck_assert_ptr_nonnull(p);
+	memcpy(p, frame, len);
+	ck_assert_int_eq(rte_ring_enqueue(t.rx, m), 0);
+}
+
+static void push(unsigned rank, uint32_t chunk, uint16_t frag, uint32_t round, float value,
+		 uint32_t token)
+{
+	uint8_t frame[NIC_HDRS_LEN + T_FRAG];
+	float payload[T_FRAG / 4];
+	const struct nic_addr from = rank_addr(rank);
+	const struct pbox_hdr h = {.op = PBOX_OP_PUSH,
+				   .dtype = PBOX_DTYPE_FP32,
+				   .rank = (uint16_t)rank,
+				   .job = T_JOB,
+				   .chunk = chunk,
+				   .frag = frag,
+				   .len = T_FRAG,
+				   .round = round,
+				   .token = nic_wire_token(token)};
+	unsigned i;
+
+	for (i = 0; i < T_FRAG / 4; i++)
+		payload[i] = value * (float)(i % 7 + 1);
+	ck_assert_uint_eq(nic_wire_build(frame, sizeof(frame), &from, &box_addr, &h, payload),
+			  NIC_HDRS_LEN + T_FRAG);
+	inject(frame, NIC_HDRS_LEN + T_FRAG);
+}
+
+/* What the box sent: each frame linearised and parsed as its receiver would. */
+struct sent {
+	unsigned n;
+	struct nic_pkt pkt[16];
+	uint8_t frame[16][NIC_HDRS_LEN + T_FRAG];
+	uint16_t segs[16];
+};
+
+static void drain(struct sent *s)
+{
+	struct rte_mbuf *m;
+
+	s->n = 0;
+	while (rte_ring_dequeue(t.tx, (void **)&m) == 0) {
+		const void *f;
+		struct nic_wire_expect any = {.accept_ops = 1u << PBOX_OP_RESULT |
+							    1u << PBOX_OP_ERROR |
+							    1u << PBOX_OP_ACK};
+
+		ck_assert_uint_lt(s->n, 16);
+		ck_assert_uint_le(m->pkt_len, sizeof(s->frame[0]));
+		f = rte_pktmbuf_read(m, 0, m->pkt_len, s->frame[s->n]);
+		if (f != s->frame[s->n])
+			memcpy(s->frame[s->n], f, m->pkt_len);
+		s->segs[s->n] = m->nb_segs;
+		s->pkt[s->n].kind = 0;
+		if (nic_wire_parse(s->frame[s->n], m->pkt_len, &any, &s->pkt[s->n]) !=
+		    NIC_DROP_NONE)
+			s->pkt[s->n].kind = NIC_KIND_ARP; /* checked by the ARP test itself */
+		s->n++;
+		rte_pktmbuf_free(m);
+	}
+}
+
+static unsigned to_rank(const struct nic_pkt *p)
+{
+	unsigned r;
+
+	for (r = 0; r < T_N; r++)
+		if (p->dst_ip_be == rank_addr(r).ip_be && p->dst_port == 9700)
+			return r;
+	return UINT32_MAX;
+}
+
+/* The last contribution completes the round: the sum goes to each of the n
+ * ranks at its own address, one payload by reference (2 segments each, no
+ * copy); a retransmission after that is answered to its sender alone. */
+START_TEST(round_completes_and_fans_out)
+{
+	struct sent s;
+	unsigned r, i, seen = 0;
+
+	for (r = 0; r < T_N; r++)
+		push(r, 1, 2, 0, (float)(r + 1), T_TOKEN);
+	ck_assert_uint_eq(box_lcore_poll(t.lc), T_N);
+	drain(&s);
+	ck_assert_uint_eq(s.n, T_N);
+	for (i = 0; i < s.n; i++) {
+		const struct nic_pkt *p = &s.pkt[i];
+		float sum[T_FRAG / 4];
+
+		ck_assert_uint_eq(p->kind, NIC_KIND_PBOX);
+		ck_assert_uint_eq(p->hdr.op, PBOX_OP_RESULT);
+		ck_assert_uint_eq(p->hdr.chunk, 1);
+		ck_assert_uint_eq(p->hdr.frag, 2);
+		ck_assert_uint_eq(p->hdr.round, 0);
+		ck_assert_uint_eq(p->hdr.len, T_FRAG);
+		memcpy(sum, s.frame[i] + p->payload_off, sizeof(sum)); /* payloads are unaligned */
+		ck_assert_uint_eq(s.segs[i], 2); /* header + the payload by reference */
+		r = to_rank(p);
+		ck_assert_uint_eq(r, p->hdr.rank);
+		ck_assert_mem_eq(p->src_mac, box_addr.mac, 6);
+		seen |= 1u << r;
+		for (unsigned k = 0; k < T_FRAG / 4; k++)
+			ck_assert_float_eq(sum[k], 6.0f * (float)(k % 7 + 1));
+	}
+	ck_assert_uint_eq(seen, (1u << T_N) - 1);
+	ck_assert_uint_eq(t.lc->st.completed, 1);
+	ck_assert_uint_eq(t.lc->st.results, T_N);
+	ck_assert_uint_eq(t.lc->st.tx_payload_copies, 0);
+
+	push(1, 1, 2, 0, 2.0f, T_TOKEN); /* a resend of a completed round */
+	box_lcore_poll(t.lc);
+	drain(&s);
+	ck_assert_uint_eq(s.n, 1);
+	ck_assert_uint_eq(s.pkt[0].hdr.op, PBOX_OP_RESULT);
+	ck_assert_uint_eq(to_rank(&s.pkt[0]), 1);
+	ck_assert_uint_eq(t.lc->st.answers, 1);
+	ck_assert_uint_eq(t.lc->st.completed, 1);
+}
+END_TEST
+
+/* A duplicate of a round still waiting is ACKed; a push with the wrong
+ * token gets an error saying so; neither touches the sum. */
+START_TEST(ack_and_error_replies)
+{
+	struct sent s;
+
+	push(0, 0, 0, 0, 1.0f, T_TOKEN);
+	push(0, 0, 0, 0, 1.0f, T_TOKEN); /* duplicate: ranks 1 and 2 missing */
+	push(2, 0, 1, 0, 1.0f, T_TOKEN + 1);
+	ck_assert_uint_eq(box_lcore_poll(t.lc), 3);
+	drain(&s);
+	ck_assert_uint_eq(s.n, 2);
+	ck_assert_uint_eq(s.pkt[0].hdr.op, PBOX_OP_ACK);
+	ck_assert_uint_eq(to_rank(&s.pkt[0]), 0);
+	ck_assert_uint_eq(s.pkt[0].hdr.len, 0);
+	ck_assert_uint_eq(s.pkt[1].hdr.op, PBOX_OP_ERROR);
+	ck_assert_uint_eq(to_rank(&s.pkt[1]), 2);
+	ck_assert_uint_eq(nic_be16(s.frame[1] + s.pkt[1].payload_off), PBOX_ERR_BAD_TOKEN);
+	ck_assert_uint_eq(t.lc->st.acks_sent, 1);
+	ck_assert_uint_eq(t.lc->st.errors_sent, 1);
+	ck_assert_uint_eq(t.lc->st.ss_drop[SS_DROP_DUP], 1);
+	ck_assert_uint_eq(t.lc->st.ss_drop[SS_DROP_TOKEN], 1);
+	ck_assert_uint_eq(t.lc->st.summed, 1);
+	ck_assert_uint_eq(t.lc->st.completed, 0);
+}
+END_TEST
+
+/* A frame with a bad IP checksum is dropped before anything else looks at
+ * it, and counted; an ARP request for the port's address is answered. */
+START_TEST(bad_frames_counted_arp_answered)
+{
+	uint8_t frame[NIC_HDRS_LEN + T_FRAG], arp[64];
+	const struct nic_addr from = rank_addr(0);
+	const struct pbox_hdr h = {.op = PBOX_OP_PUSH,
+				   .dtype = PBOX_DTYPE_FP32,
+				   .job = T_JOB,
+				   .len = T_FRAG,
+				   .round = 0,
+				   .token = nic_wire_token(T_TOKEN)};
+	static const uint8_t zero[T_FRAG];
+	struct sent s;
+	uint32_t ip;
+	uint8_t mac[6];
+	size_t n;
+
+	nic_wire_build(frame, sizeof(frame), &from, &box_addr, &h, zero);
+	frame[NIC_ETH_LEN + 10] ^= 0x5a; /* the IPv4 checksum */
+	inject(frame, sizeof(frame));
+	n = nic_host_arp_request(arp, from.mac, from.ip_be, box_addr.ip_be);
+	ck_assert_uint_gt(n, 0);
+	inject(arp, n);
+	ck_assert_uint_eq(box_lcore_poll(t.lc), 2);
+	drain(&s);
+	ck_assert_uint_eq(s.n, 1);
+	ck_assert_int_eq(nic_host_arp_sender(s.frame[0], 42, &ip, mac), 1);
+	ck_assert_uint_eq(ip, box_addr.ip_be);
+	ck_assert_mem_eq(mac, box_addr.mac, 6);
+	ck_assert_uint_eq(t.lc->st.nic_drop[NIC_DROP_IP_CSUM], 1);
+	ck_assert_uint_eq(t.lc->st.arp_replies, 1);
+	ck_assert_uint_eq(t.lc->st.summed, 0);
+}
+END_TEST
+
+/* After every test: each mbuf back in the pool, no result buffer still
+ * referenced by a frame. */
+static void teardown(void)
+{
+	uint32_t f;
+
+	ck_assert_uint_eq(rte_ring_count(t.tx), 0);
+	ck_assert_uint_eq(rte_mempool_avail_count(t.pool), t.pool_avail);
+	for (f = 0; f < t.job->n_frags; f++) {
+		ck_assert(!box_txref_inflight(ss_job_txref(t.job, f, 0)));
+		ck_assert(!box_txref_inflight(ss_job_txref(t.job, f, 1)));
+	}
+}
+
+Suite *box_suite(void)
+{
+	Suite *s = suite_create("box");
+	TCase *tc = tcase_create("lcore");
+
+	/* each test forks: EAL comes up in the test's own process */
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, round_completes_and_fans_out);
+	tcase_add_test(tc, ack_and_error_replies);
+	tcase_add_test(tc, bad_frames_counted_arp_answered);
+	suite_add_tcase(s, tc);
+	return s;
+}
