@@ -43,6 +43,7 @@
 #define WK_GSO_BYTES   65507u	/* IPv4's largest UDP payload */
 #define WK_RX_GRO      65536u	/* a receive buffer when GRO may coalesce */
 #define WK_DPDK_NAP_NS 50000ull /* idle wait of a DPDK engine */
+#define WK_RX_DRAIN    64	 /* receive batches taken before timers are judged */
 
 struct eng {
 	/* transmit batch: entries of one or more datagrams (GSO), each
@@ -1141,7 +1142,16 @@ static void *engine(void *arg)
 		}
 		if (!px->fail)
 			take_new(px);
-		work += receive(px, e, now);
+		/* Whatever has arrived is taken in before any timer is judged: after
+		 * this thread was off the CPU, a result waiting in the socket (or the
+		 * port's ring) must not look lost and be asked for again. */
+		for (unsigned b = 0; b < WK_RX_DRAIN; b++) {
+			int got = receive(px, e, now);
+
+			work += got;
+			if (got < WK_BATCH)
+				break;
+		}
 		if (!px->fail) {
 			work += retransmit(px, e, now);
 			work += send_new(px, e, now);
