@@ -43,7 +43,7 @@
 #define WK_GSO_BYTES   65507u	/* IPv4's largest UDP payload */
 #define WK_RX_GRO      65536u	/* a receive buffer when GRO may coalesce */
 #define WK_DPDK_NAP_NS 50000ull /* idle wait of a DPDK engine */
-#define WK_RX_DRAIN    64	 /* receive batches taken before timers are judged */
+#define WK_RX_DRAIN    64	/* receive batches taken before timers are judged */
 
 struct eng {
 	/* transmit batch: entries of one or more datagrams (GSO), each

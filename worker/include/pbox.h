@@ -2,7 +2,10 @@
 /*
  * libpbox: the worker side of pbox, what training processes link.
  *
- * One context per process (per job): it reads the worker configuration,
+ * A context is one rank of one job; a process may hold several (each with
+ * its own job id and data port: the unit tests run four ranks in one
+ * process, and a job of two dtypes is two contexts today). It reads the
+ * worker configuration,
  * takes the tensors the model will reduce, agrees with every other rank on
  * them, and then sums each tensor across all ranks on request. Each tensor
  * is cut into partitions (the unit of scheduling), chunks (the unit of
