@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <pthread.h>
@@ -37,9 +38,28 @@
 #include "box.h"
 #include "nic_ctl.h"
 
-#define CTL_MAX_CONNS 64
-#define CTL_LINE_MAX  NIC_CTL_LINE_MAX
-#define CTL_REPLY_MAX 256
+/*
+ * No client can stall the control plane: sockets are non-blocking and each
+ * connection's replies wait in a bounded buffer of its own; a client that
+ * lets CTL_OUT_MAX pile up, or does not read for CTL_STALL_NS, is dropped.
+ * Connections holding no job are closed after CTL_IDLE_NS without a
+ * request; at most CTL_PER_SOURCE come from one address. Every connection
+ * has TCP keepalive (probes after CTL_KA_IDLE s idle, CTL_KA_CNT of them
+ * CTL_KA_INTVL s apart) and a TCP user timeout, so the job of a registrar
+ * whose host died or was cut off is freed within CTL_DEAD_S seconds.
+ */
+#define CTL_MAX_CONNS  256
+#define CTL_PER_SOURCE 16
+#define CTL_LINE_MAX   NIC_CTL_LINE_MAX
+#define CTL_REPLY_MAX  256
+#define CTL_OUT_MAX    (4u << 20) /* ENDPOINTS of 8192 endpoints is ~650 KB */
+#define CTL_OUT_LOW    (64u << 10)
+#define CTL_STALL_NS   (10ull * 1000000000ull)
+#define CTL_IDLE_NS    (10ull * 1000000000ull)
+#define CTL_KA_IDLE    5
+#define CTL_KA_INTVL   2
+#define CTL_KA_CNT     3
+#define CTL_DEAD_S     (CTL_KA_IDLE + CTL_KA_INTVL * CTL_KA_CNT) /* 11 s */
 
 struct ctl_job {
 	uint32_t id;
@@ -54,7 +74,14 @@ struct ctl_job {
 struct ctl_conn {
 	int fd;
 	size_t len;
-	char *buf;
+	char *buf; /* the request being read */
+	char *out; /* replies not yet taken by the client */
+	size_t out_len, out_off;
+	bool drop;	     /* over CTL_OUT_MAX: close once the loop comes round */
+	uint32_t src_be;     /* the client's address, for CTL_PER_SOURCE */
+	uint64_t last_ns;    /* the last request */
+	uint64_t stalled_ns; /* since when replies wait and none is taken; 0 */
+	unsigned jobs;	     /* jobs this connection registered */
 	char peer[48];
 };
 
@@ -65,8 +92,21 @@ struct box_ctl {
 	struct ctl_conn conn[CTL_MAX_CONNS];
 	unsigned n_jobs;
 	struct ctl_job *job[SS_MAX_JOBS];
+	/* Jobs off the cores whose results may still be on the wire (or whose
+	 * cores never said they let go): their memory, still counted in used[],
+	 * is freed and credited back once nothing refers to it. */
+	unsigned n_zombies;
+	struct ctl_job *zombie[SS_MAX_JOBS];
 	uint64_t used[NUMA_MAX_NODES];
 };
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
 
 void box_ctl_lock(struct box_ctl *c)
 {
@@ -104,29 +144,48 @@ void box_ctl_job(const struct box_ctl *c, unsigned i, struct box_job_view *v)
 
 /* ---- replies -------------------------------------------------------------- */
 
-static int say(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int say(int fd, const char *fmt, ...)
+static struct ctl_conn *conn_of(struct box_ctl *c, int fd)
 {
+	unsigned i;
+
+	for (i = 0; i < CTL_MAX_CONNS; i++)
+		if (c->conn[i].fd == fd)
+			return &c->conn[i];
+	return NULL;
+}
+
+/* One reply line into the connection's output buffer; the control loop
+ * sends it as the client takes it. Never blocks. */
+static int say(struct box_ctl *c, int fd, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int say(struct box_ctl *c, int fd, const char *fmt, ...)
+{
+	struct ctl_conn *cn = conn_of(c, fd);
 	char line[CTL_REPLY_MAX];
 	va_list ap;
 	int n;
-	size_t off = 0;
 
 	va_start(ap, fmt);
 	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
 	va_end(ap);
-	if (n < 0)
+	if (n < 0 || !cn || cn->drop)
 		return -1;
 	if ((size_t)n > sizeof(line) - 2)
 		n = sizeof(line) - 2;
 	line[n++] = '\n';
-	while (off < (size_t)n) {
-		ssize_t w = send(fd, line + off, (size_t)n - off, MSG_NOSIGNAL);
-
-		if (w <= 0)
-			return -1;
-		off += (size_t)w;
+	if (cn->out_len + (size_t)n > CTL_OUT_MAX) {
+		cn->drop = true; /* it does not read: it goes, nobody waits for it */
+		return -1;
 	}
+	if (!cn->out) {
+		cn->out = malloc(CTL_OUT_MAX);
+		if (!cn->out) {
+			cn->drop = true;
+			return -1;
+		}
+	}
+	memcpy(cn->out + cn->out_len, line, (size_t)n);
+	cn->out_len += (size_t)n;
 	return 0;
 }
 
@@ -142,7 +201,7 @@ static void say_endpoints(struct box_ctl *c, int fd)
 			.idx = g, .addr = ep->self, .weight_kbps = b->ep[g].weight_kbps};
 
 		if (nic_ctl_format_ep(line, sizeof(line), &e) > 0)
-			say(fd, "%s", line);
+			say(c, fd, "%s", line);
 	}
 }
 
@@ -202,42 +261,73 @@ static void job_free_state(struct ctl_job *j)
 	}
 }
 
-/* Take @j off every core, wait until no result of it is on the wire, and
- * free it. Called with the lock held. */
+static bool job_in_flight(const struct ctl_job *j)
+{
+	unsigned l;
+
+	for (l = 0; l < RTE_MAX_LCORE; l++)
+		if (j->state[l] && job_busy(j->state[l]))
+			return true;
+	return false;
+}
+
+/* Memory and budget go back together: only once nothing refers to it. */
+static void job_free(struct box_ctl *c, struct ctl_job *j)
+{
+	unsigned l;
+
+	job_free_state(j);
+	for (l = 0; l < NUMA_MAX_NODES; l++)
+		c->used[l] -= j->node_bytes[l];
+	free(j);
+}
+
+/* Take @j off every core and off the registry. Its memory is freed now if
+ * no result of it is on the wire, or later (zombies_reap) when none is any
+ * more; a job a core did not let go of is never freed, and its memory stays
+ * counted against the budget. Called with the lock held. */
 static void job_remove(struct box_ctl *c, unsigned idx)
 {
 	struct ctl_job *j = c->job[idx];
 	static struct box_msg msgs[RTE_MAX_LCORE];
-	unsigned l, n;
+	unsigned l;
 
+	c->job[idx] = c->job[--c->n_jobs];
+	if (j->owner >= 0 && c->conn[j->owner].jobs)
+		c->conn[j->owner].jobs--;
 	for (l = 0; l < RTE_MAX_LCORE; l++)
 		msgs[l] = (struct box_msg){.type = BOX_MSG_DEL, .job_id = j->id};
 	if (to_cores(c, msgs) != 0) {
-		fprintf(stderr, "pboxd: job %u: a core did not answer; its memory is kept\n",
-			j->id);
-		goto unlink;
+		fprintf(stderr,
+			"pboxd: job %u: a core did not answer; its memory (%" PRIu64
+			" bytes) stays held and counted\n",
+			j->id, j->bytes);
+		j->owner = -2; /* never freed: a core may still hold it */
+		c->zombie[c->n_zombies++] = j;
+		return;
 	}
-	/* Transmit completions are reaped by the cores (DEL flushes); a frame
-	 * still in a NIC ring after 2 s keeps the memory alive, not freed. */
-	for (n = 0; n < 200; n++) {
-		bool busy = false;
+	/* Transmit completions are reaped by the cores (DEL flushes them). */
+	if (!job_in_flight(j)) {
+		job_free(c, j);
+		return;
+	}
+	j->owner = -1;
+	c->zombie[c->n_zombies++] = j;
+}
 
-		for (l = 0; l < RTE_MAX_LCORE && !busy; l++)
-			busy = j->state[l] && job_busy(j->state[l]);
-		if (!busy)
-			break;
-		usleep(10000);
+/* Free the removed jobs whose results have left the NIC (lock held). */
+static void zombies_reap(struct box_ctl *c)
+{
+	unsigned i;
+
+	for (i = c->n_zombies; i-- > 0;) {
+		struct ctl_job *j = c->zombie[i];
+
+		if (j->owner == -2 || job_in_flight(j))
+			continue;
+		c->zombie[i] = c->zombie[--c->n_zombies];
+		job_free(c, j);
 	}
-	if (n == 200)
-		fprintf(stderr, "pboxd: job %u: results still in flight after 2 s; memory kept\n",
-			j->id);
-	else
-		job_free_state(j);
-unlink:
-	for (l = 0; l < NUMA_MAX_NODES; l++)
-		c->used[l] -= j->node_bytes[l];
-	free(j);
-	c->job[idx] = c->job[--c->n_jobs];
 }
 
 static int find_job(const struct box_ctl *c, uint32_t id)
@@ -288,8 +378,8 @@ static const char *get(const struct kv *kv, const char *k)
 }
 
 /* A number field: 0, or an ERR already sent naming the field. */
-static int num(int fd, const struct kv *kv, const char *k, uint64_t lo, uint64_t hi, uint64_t dflt,
-	       uint64_t *out)
+static int num(struct box_ctl *c, int fd, const struct kv *kv, const char *k, uint64_t lo,
+	       uint64_t hi, uint64_t dflt, uint64_t *out)
 {
 	const char *v = get(kv, k);
 	char *end;
@@ -299,13 +389,13 @@ static int num(int fd, const struct kv *kv, const char *k, uint64_t lo, uint64_t
 			*out = dflt;
 			return 0;
 		}
-		say(fd, "ERR %s: missing", k);
+		say(c, fd, "ERR %s: missing", k);
 		return -1;
 	}
 	errno = 0;
 	*out = strtoull(v, &end, 0);
 	if (errno || end == v || *end || *v == '-' || *out < lo || *out > hi) {
-		say(fd, "ERR %s: '%.40s' is not a number from %" PRIu64 " to %" PRIu64, k, v, lo,
+		say(c, fd, "ERR %s: '%.40s' is not a number from %" PRIu64 " to %" PRIu64, k, v, lo,
 		    hi);
 		return -1;
 	}
@@ -345,7 +435,7 @@ static int reg_parse(struct box_ctl *c, int fd, const char *args, struct nic_ctl
 
 	if (nic_ctl_parse_register(args, &lim, r, err, sizeof(err)) == 0)
 		return 0;
-	say(fd, "ERR %s", err);
+	say(c, fd, "ERR %s", err);
 	return -1;
 }
 
@@ -359,11 +449,11 @@ static int reg_admit(struct box_ctl *c, int fd, struct reg *g)
 	char a[32], z[32];
 
 	if (find_job(c, r->job) >= 0) {
-		say(fd, "ERR job %u: id in use", r->job);
+		say(c, fd, "ERR job %u: id in use", r->job);
 		return -1;
 	}
-	if (c->n_jobs >= cfg->limits.jobs) {
-		say(fd, "ERR job %u: the box holds %u jobs already ([limits] jobs)", r->job,
+	if (c->n_jobs + c->n_zombies >= cfg->limits.jobs) {
+		say(c, fd, "ERR job %u: the box holds %u jobs already ([limits] jobs)", r->job,
 		    cfg->limits.jobs);
 		return -1;
 	}
@@ -387,7 +477,7 @@ static int reg_admit(struct box_ctl *c, int fd, struct reg *g)
 				d->ep_chunks[b->ep[e].slot] = r->chunks[e];
 		why = ss_job_desc_check(d);
 		if (why) {
-			say(fd, "ERR job %u: %s", r->job, why);
+			say(c, fd, "ERR job %u: %s", r->job, why);
 			return -1;
 		}
 		g->need[lc->node] += ss_job_bytes(d, box_txref_size());
@@ -397,7 +487,7 @@ static int reg_admit(struct box_ctl *c, int fd, struct reg *g)
 		if (c->used[l] + g->need[l] > b->node_budget[l]) {
 			human(g->need[l], a, sizeof(a));
 			human(b->node_budget[l] - c->used[l], z, sizeof(z));
-			say(fd,
+			say(c, fd,
 			    "ERR job %u: over the memory budget: needs %s of state on node %u, %s "
 			    "free there (memory.hugepage_budget)",
 			    r->job, a, l, z);
@@ -407,7 +497,8 @@ static int reg_admit(struct box_ctl *c, int fd, struct reg *g)
 	if (total > cfg->limits.job_memory) {
 		human(total, a, sizeof(a));
 		human(cfg->limits.job_memory, z, sizeof(z));
-		say(fd, "ERR job %u: needs %s of state, over limits.job_memory %s", r->job, a, z);
+		say(c, fd, "ERR job %u: needs %s of state, over limits.job_memory %s", r->job, a,
+		    z);
 		return -1;
 	}
 	return 0;
@@ -433,7 +524,8 @@ static int reg_allocate(struct box_ctl *c, int fd, struct reg *g, struct ctl_job
 		s = rte_malloc_socket("pbox_job", bytes, ss_job_align(d), b->node_socket[lc->node]);
 		if (!s) {
 			human(bytes, a, sizeof(a));
-			say(fd, "ERR job %u: cannot allocate %s on node %u (hugepages exhausted?)",
+			say(c, fd,
+			    "ERR job %u: cannot allocate %s on node %u (hugepages exhausted?)",
 			    j->id, a, lc->node);
 			return -1;
 		}
@@ -456,12 +548,12 @@ static int reg_install(struct box_ctl *c, int fd, struct reg *g, const struct ct
 	unsigned l;
 
 	if (to_cores(c, g->msg) != 0) {
-		say(fd, "ERR job %u: a data core did not take it", j->id);
+		say(c, fd, "ERR job %u: a data core did not take it", j->id);
 		return -1;
 	}
 	for (l = 0; l < RTE_MAX_LCORE; l++)
 		if (b->lc[l] && b->lc[l]->active && g->msg[l].rc != 0) {
-			say(fd, "ERR job %u: core %u refused it: %s", j->id, l,
+			say(c, fd, "ERR job %u: core %u refused it: %s", j->id, l,
 			    strerror(-g->msg[l].rc));
 			return -1;
 		}
@@ -478,7 +570,7 @@ static void reg_reply(struct box_ctl *c, int fd, const struct ctl_job *j)
 
 	say_endpoints(c, fd);
 	if (nic_ctl_format_reg_ok(line, sizeof(line), &ok) > 0)
-		say(fd, "%s", line);
+		say(c, fd, "%s", line);
 }
 
 static void do_register(struct box_ctl *c, int slot, const char *args)
@@ -493,7 +585,7 @@ static void do_register(struct box_ctl *c, int slot, const char *args)
 		return;
 	j = calloc(1, sizeof(*j));
 	if (!j) {
-		say(fd, "ERR out of memory");
+		say(c, fd, "ERR out of memory");
 		return;
 	}
 	j->id = g.req.job;
@@ -511,6 +603,7 @@ static void do_register(struct box_ctl *c, int slot, const char *args)
 	for (l = 0; l < NUMA_MAX_NODES; l++)
 		c->used[l] += j->node_bytes[l];
 	c->job[c->n_jobs++] = j;
+	c->conn[slot].jobs++;
 	printf("pboxd: job %u registered by %s: n=%u %s, %" PRIu64 " chunks, %" PRIu64
 	       " bytes of state\n",
 	       j->id, c->conn[slot].peer, j->desc.n, nic_dtype_name(j->desc.dtype), j->chunks,
@@ -528,6 +621,7 @@ fail:
 
 /* STATS: one "STAT key=value" line per box counter. */
 struct stat_out {
+	struct box_ctl *c;
 	int fd;
 	unsigned n;
 };
@@ -536,7 +630,7 @@ static void say_stat(void *arg, const struct box_stat_desc *d, uint64_t value)
 {
 	struct stat_out *so = arg;
 
-	say(so->fd, "STAT %s=%" PRIu64, d->key, value);
+	say(so->c, so->fd, "STAT %s=%" PRIu64, d->key, value);
 	so->n++;
 }
 
@@ -559,7 +653,7 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 	}
 	bad = split(rest ? rest : (char[]){""}, &kv);
 	if (bad) {
-		say(fd, "ERR '%.40s': expected key=value", bad);
+		say(c, fd, "ERR '%.40s': expected key=value", bad);
 		return;
 	}
 	if (strcmp(verb, "ENDPOINTS") == 0) {
@@ -572,24 +666,24 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 
 		say_endpoints(c, fd);
 		if (nic_ctl_format_geometry(ok, sizeof(ok), &geo) > 0)
-			say(fd, "%s", ok);
+			say(c, fd, "%s", ok);
 	} else if (strcmp(verb, "UNREGISTER") == 0) {
 		uint64_t id, token;
 		int idx;
 
-		if (num(fd, &kv, "job", 0, UINT32_MAX, UINT64_MAX, &id) ||
-		    num(fd, &kv, "token", 0, UINT64_MAX, UINT64_MAX, &token))
+		if (num(c, fd, &kv, "job", 0, UINT32_MAX, UINT64_MAX, &id) ||
+		    num(c, fd, &kv, "token", 0, UINT64_MAX, UINT64_MAX, &token))
 			return;
 		box_ctl_lock(c);
 		idx = find_job(c, (uint32_t)id);
 		if (idx < 0)
-			say(fd, "ERR job %" PRIu64 ": not registered", id);
+			say(c, fd, "ERR job %" PRIu64 ": not registered", id);
 		else if (c->job[idx]->token != token)
-			say(fd, "ERR job %" PRIu64 ": wrong token", id);
+			say(c, fd, "ERR job %" PRIu64 ": wrong token", id);
 		else {
 			job_remove(c, (unsigned)idx);
 			printf("pboxd: job %" PRIu64 " unregistered\n", id);
-			say(fd, "OK");
+			say(c, fd, "OK");
 		}
 		box_ctl_unlock(c);
 	} else if (strcmp(verb, "LIST") == 0) {
@@ -597,17 +691,17 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 		for (i = 0; i < c->n_jobs; i++) {
 			const struct ctl_job *j = c->job[i];
 
-			say(fd,
+			say(c, fd,
 			    "JOB id=%u n=%u dtype=%s frag=%u chunk=%u chunks=%" PRIu64
 			    " bytes=%" PRIu64,
 			    j->id, j->desc.n, sum_dtype_name((enum sum_dtype)j->desc.dtype),
 			    j->desc.frag_size, j->desc.chunk_size, j->chunks, j->bytes);
 		}
-		say(fd, "OK jobs=%u", c->n_jobs);
+		say(c, fd, "OK jobs=%u", c->n_jobs);
 		box_ctl_unlock(c);
 	} else if (strcmp(verb, "STATS") == 0) {
 		struct box_core_stats tot;
-		struct stat_out so = {.fd = fd};
+		struct stat_out so = {.c = c, .fd = fd};
 		uint64_t used = 0;
 
 		box_stats_total(c->b, &tot);
@@ -615,10 +709,10 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 		box_ctl_lock(c);
 		for (i = 0; i < NUMA_MAX_NODES; i++)
 			used += c->used[i];
-		say(fd, "OK stats=%u jobs=%u state_bytes=%" PRIu64, so.n, c->n_jobs, used);
+		say(c, fd, "OK stats=%u jobs=%u state_bytes=%" PRIu64, so.n, c->n_jobs, used);
 		box_ctl_unlock(c);
 	} else {
-		say(fd,
+		say(c, fd,
 		    "ERR unknown request '%.40s' (ENDPOINTS, REGISTER, UNREGISTER, LIST, STATS)",
 		    verb);
 	}
@@ -626,21 +720,24 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 
 /* ---- connections ---------------------------------------------------------- */
 
-static void conn_close(struct box_ctl *c, int slot)
+static void conn_close(struct box_ctl *c, int slot, const char *why)
 {
+	struct ctl_conn *cn = &c->conn[slot];
 	unsigned i;
 
+	if (cn->drop)
+		printf("pboxd: control connection from %s %s\n", cn->peer, why);
 	box_ctl_lock(c);
 	for (i = c->n_jobs; i-- > 0;)
 		if (c->job[i]->owner == slot) {
-			printf("pboxd: job %u freed: %s closed its control connection\n",
-			       c->job[i]->id, c->conn[slot].peer);
+			printf("pboxd: job %u freed: %s %s\n", c->job[i]->id, cn->peer, why);
 			job_remove(c, i);
 		}
 	box_ctl_unlock(c);
-	close(c->conn[slot].fd);
-	free(c->conn[slot].buf);
-	c->conn[slot] = (struct ctl_conn){.fd = -1};
+	close(cn->fd);
+	free(cn->buf);
+	free(cn->out);
+	*cn = (struct ctl_conn){.fd = -1};
 }
 
 static void conn_read(struct box_ctl *c, int slot)
@@ -652,36 +749,124 @@ static void conn_read(struct box_ctl *c, int slot)
 	if (!cn->buf) {
 		cn->buf = malloc(CTL_LINE_MAX + 1);
 		if (!cn->buf) {
-			conn_close(c, slot);
+			conn_close(c, slot, "was dropped (out of memory)");
 			return;
 		}
 	}
 	r = recv(cn->fd, cn->buf + cn->len, CTL_LINE_MAX - cn->len, MSG_DONTWAIT);
 	if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
-		conn_close(c, slot);
+		conn_close(c, slot,
+			   r == 0 ? "closed its control connection"
+				  : "lost its control connection (keepalive or user timeout)");
 		return;
 	}
 	if (r < 0)
 		return;
 	cn->len += (size_t)r;
 	cn->buf[cn->len] = '\0';
-	while ((nl = memchr(cn->buf, '\n', cn->len)) != NULL) {
+	cn->last_ns = now_ns();
+	/* requests are answered while the replies fit: the rest waits in the
+	 * socket until the client takes what it was sent */
+	while (cn->out_len - cn->out_off < CTL_OUT_LOW &&
+	       (nl = memchr(cn->buf, '\n', cn->len)) != NULL) {
 		size_t used = (size_t)(nl - cn->buf) + 1;
 
 		*nl = '\0';
 		if (nl > cn->buf && nl[-1] == '\r')
 			nl[-1] = '\0';
 		do_request(c, slot, cn->buf);
-		if (c->conn[slot].fd < 0)
-			return;
 		memmove(cn->buf, cn->buf + used, cn->len - used);
 		cn->len -= used;
 		cn->buf[cn->len] = '\0';
 	}
 	if (cn->len == CTL_LINE_MAX) {
-		say(cn->fd, "ERR request longer than %d bytes", CTL_LINE_MAX);
-		conn_close(c, slot);
+		say(c, cn->fd, "ERR request longer than %d bytes", CTL_LINE_MAX);
+		cn->drop = true;
 	}
+}
+
+/* Send what the client will take now; 0, or -1 when it is to be dropped. */
+static int conn_write(struct ctl_conn *cn, uint64_t now)
+{
+	while (cn->out_off < cn->out_len) {
+		ssize_t w = send(cn->fd, cn->out + cn->out_off, cn->out_len - cn->out_off,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (!cn->stalled_ns)
+				cn->stalled_ns = now;
+			return now - cn->stalled_ns > CTL_STALL_NS ? -1 : 0;
+		}
+		if (w <= 0)
+			return -1;
+		cn->out_off += (size_t)w;
+		cn->stalled_ns = 0;
+	}
+	cn->out_len = cn->out_off = 0;
+	cn->stalled_ns = 0;
+	return 0;
+}
+
+static void conn_options(int fd)
+{
+	int one = 1, idle = CTL_KA_IDLE, intvl = CTL_KA_INTVL, cnt = CTL_KA_CNT;
+	unsigned user_ms = CTL_DEAD_S * 1000;
+
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof(user_ms));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* A refusal to a connection that gets no slot: one try, never waited for. */
+static void refuse(int fd, const char *why)
+{
+	char line[160];
+	int n = snprintf(line, sizeof(line), "ERR %s\n", why);
+
+	if (send(fd, line, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		/* it goes either way */
+	}
+	close(fd);
+}
+
+static void conn_accept(struct box_ctl *c, uint64_t now)
+{
+	struct sockaddr_in peer;
+	socklen_t pl = sizeof(peer);
+	int fd = accept4(c->lfd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	unsigned i, free_slot = CTL_MAX_CONNS, same = 0;
+
+	if (fd < 0)
+		return;
+	for (i = 0; i < CTL_MAX_CONNS; i++) {
+		if (c->conn[i].fd < 0) {
+			if (free_slot == CTL_MAX_CONNS)
+				free_slot = i;
+		} else if (c->conn[i].src_be == peer.sin_addr.s_addr) {
+			same++;
+		}
+	}
+	if (same >= CTL_PER_SOURCE) {
+		refuse(fd, "too many control connections from this address");
+		return;
+	}
+	if (free_slot == CTL_MAX_CONNS) {
+		refuse(fd, "too many control connections");
+		return;
+	}
+	conn_options(fd);
+	c->conn[free_slot] =
+		(struct ctl_conn){.fd = fd, .src_be = peer.sin_addr.s_addr, .last_ns = now};
+	inet_ntop(AF_INET, &peer.sin_addr, c->conn[free_slot].peer,
+		  sizeof(c->conn[free_slot].peer));
+	snprintf(c->conn[free_slot].peer + strlen(c->conn[free_slot].peer),
+		 sizeof(c->conn[free_slot].peer) - strlen(c->conn[free_slot].peer), ":%u",
+		 ntohs(peer.sin_port));
 }
 
 struct box_ctl *box_ctl_create(struct box *b)
@@ -700,9 +885,9 @@ struct box_ctl *box_ctl_create(struct box *b)
 	sa.sin_addr.s_addr = b->cfg->mgmt.address.be;
 	sa.sin_port = htons((uint16_t)b->cfg->mgmt.port);
 	inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
-	c->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	c->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (c->lfd < 0 || setsockopt(c->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(c->lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(c->lfd, 16)) {
+	    bind(c->lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(c->lfd, 64)) {
 		fprintf(stderr, "pboxd: [management] %s:%u: cannot listen: %s\n", ip,
 			b->cfg->mgmt.port, strerror(errno));
 		if (c->lfd >= 0)
@@ -710,56 +895,72 @@ struct box_ctl *box_ctl_create(struct box *b)
 		free(c);
 		return NULL;
 	}
-	printf("pboxd: control plane on %s:%u\n", ip, b->cfg->mgmt.port);
+	printf("pboxd: control plane on %s:%u (a dead registrar's jobs freed within %d s)\n", ip,
+	       b->cfg->mgmt.port, CTL_DEAD_S);
 	return c;
 }
 
 int box_ctl_run(struct box_ctl *c)
 {
-	struct pollfd pfd[CTL_MAX_CONNS + 1];
-	int slot[CTL_MAX_CONNS + 1];
+	static struct pollfd pfd[CTL_MAX_CONNS + 1];
+	static int slot[CTL_MAX_CONNS + 1];
 
 	while (!c->b->quit) {
+		uint64_t now = now_ns();
 		unsigned n = 0, i;
 		int r;
 
+		/* bounded output, stalls, idle connections, freed memory */
+		for (i = 0; i < CTL_MAX_CONNS; i++) {
+			struct ctl_conn *cn = &c->conn[i];
+
+			if (cn->fd < 0)
+				continue;
+			if (cn->out_len && conn_write(cn, now) != 0)
+				cn->drop = true;
+			if (cn->drop)
+				conn_close(c, (int)i, "was dropped: it did not read its replies");
+			else if (!cn->jobs && !cn->out_len && now - cn->last_ns > CTL_IDLE_NS)
+				conn_close(c, (int)i, "was idle");
+		}
+		if (c->n_zombies) {
+			box_ctl_lock(c);
+			zombies_reap(c);
+			box_ctl_unlock(c);
+		}
 		pfd[n] = (struct pollfd){.fd = c->lfd, .events = POLLIN};
 		slot[n++] = -1;
-		for (i = 0; i < CTL_MAX_CONNS; i++)
-			if (c->conn[i].fd >= 0) {
-				pfd[n] = (struct pollfd){.fd = c->conn[i].fd, .events = POLLIN};
-				slot[n++] = (int)i;
-			}
+		for (i = 0; i < CTL_MAX_CONNS; i++) {
+			const struct ctl_conn *cn = &c->conn[i];
+			short ev = 0;
+
+			if (cn->fd < 0)
+				continue;
+			if (cn->out_len - cn->out_off < CTL_OUT_LOW)
+				ev |= POLLIN; /* no new requests while replies pile up */
+			if (cn->out_len)
+				ev |= POLLOUT;
+			pfd[n] = (struct pollfd){.fd = cn->fd, .events = ev};
+			slot[n++] = (int)i;
+		}
 		r = poll(pfd, n, 100);
 		if (r < 0 && errno != EINTR)
 			return -errno;
 		if (r <= 0)
 			continue;
-		for (i = 1; i < n; i++)
-			if (pfd[i].revents)
-				conn_read(c, slot[i]);
-		if (pfd[0].revents & POLLIN) {
-			struct sockaddr_in peer;
-			socklen_t pl = sizeof(peer);
-			int fd = accept4(c->lfd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
+		now = now_ns();
+		for (i = 1; i < n; i++) {
+			struct ctl_conn *cn = &c->conn[slot[i]];
 
-			if (fd < 0)
+			if (cn->fd < 0)
 				continue;
-			for (i = 0; i < CTL_MAX_CONNS && c->conn[i].fd >= 0; i++)
-				;
-			if (i == CTL_MAX_CONNS) {
-				say(fd, "ERR too many control connections");
-				close(fd);
-				continue;
-			}
-			c->conn[i].fd = fd;
-			c->conn[i].len = 0;
-			inet_ntop(AF_INET, &peer.sin_addr, c->conn[i].peer,
-				  sizeof(c->conn[i].peer));
-			snprintf(c->conn[i].peer + strlen(c->conn[i].peer),
-				 sizeof(c->conn[i].peer) - strlen(c->conn[i].peer), ":%u",
-				 ntohs(peer.sin_port));
+			if ((pfd[i].revents & POLLOUT) && conn_write(cn, now) != 0)
+				cn->drop = true;
+			if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
+				conn_read(c, slot[i]);
 		}
+		if (pfd[0].revents & POLLIN)
+			conn_accept(c, now);
 	}
 	return 0;
 }
@@ -772,10 +973,14 @@ void box_ctl_destroy(struct box_ctl *c)
 		return;
 	for (i = 0; i < CTL_MAX_CONNS; i++)
 		if (c->conn[i].fd >= 0)
-			conn_close(c, i);
+			conn_close(c, i, "is gone: pboxd is stopping");
 	box_ctl_lock(c);
 	while (c->n_jobs)
 		job_remove(c, c->n_jobs - 1);
+	for (i = 0; i < 200 && c->n_zombies; i++) { /* results leave within moments */
+		zombies_reap(c);
+		usleep(10000);
+	}
 	box_ctl_unlock(c);
 	close(c->lfd);
 	pthread_mutex_destroy(&c->lock);

@@ -25,7 +25,7 @@ set -euo pipefail
 pkgs_build=(build-essential pkg-config git libdpdk-dev dpdk libnuma-dev libinih-dev check
 	libsubunit-dev libmicrohttpd-dev)
 pkgs_test=(cppcheck clang-format clang libclang-rt-14-dev iproute2 iputils-ping procps
-	libbpf-dev linux-libc-dev prometheus curl ca-certificates)
+	libbpf-dev linux-libc-dev prometheus curl ca-certificates python3)
 pkgs_perf=(libgloo-dev gnuplot-nox dpdk-dev)
 pkgs_image=(mmdebstrap grub-pc-bin fdisk e2fsprogs qemu-system-x86 qemu-utils)
 

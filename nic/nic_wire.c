@@ -164,9 +164,19 @@ enum nic_drop nic_wire_parse(const void *frame, size_t len, const struct nic_wir
 	memcpy(out->src_mac, f + 6, 6);
 	et = nic_be16(f + 12);
 	out->l3_off = NIC_ETH_LEN;
+	/* Nothing is answered, summed or learnt from a source that is not one
+	 * host: a reply to it would be a broadcast (a reflection amplifier). */
+	if (!nic_mac_unicast(out->src_mac))
+		return NIC_DROP_SRC;
 	if (et == 0x0806) {
+		uint32_t spa;
+
 		if (len < NIC_ETH_LEN + 28)
 			return NIC_DROP_SHORT;
+		memcpy(&spa, f + NIC_ETH_LEN + 14, 4); /* the ARP sender */
+		if (!nic_mac_unicast(f + NIC_ETH_LEN + 8) || !nic_ip_unicast(spa) ||
+		    (exp->ip_be && spa == exp->ip_be))
+			return NIC_DROP_SRC;
 		out->kind = NIC_KIND_ARP;
 		return NIC_DROP_NONE;
 	}
@@ -189,6 +199,8 @@ enum nic_drop nic_wire_parse(const void *frame, size_t len, const struct nic_wir
 	memcpy(&out->dst_ip_be, ip + 16, 4);
 	if (exp->ip_be && out->dst_ip_be != exp->ip_be)
 		return NIC_DROP_IP_DST;
+	if (!nic_ip_unicast(out->src_ip_be) || out->src_ip_be == out->dst_ip_be)
+		return NIC_DROP_SRC;
 	out->l4_off = (uint16_t)(NIC_ETH_LEN + ihl);
 	if (ip[9] == 1) {
 		if (tot < ihl + 8)

@@ -114,7 +114,8 @@ struct pbox_hdr {
 	_(OP, op, "pbox op unknown or not for us")                                                 \
 	_(DTYPE, dtype, "pbox dtype unknown")                                                      \
 	_(FLAGS, flags, "pbox flags or reserved bits set")                                         \
-	_(LEN, len, "pbox payload length wrong")
+	_(LEN, len, "pbox payload length wrong")                                                   \
+	_(SRC, src, "source not a unicast host (broadcast, multicast, zero or our own)")
 
 enum nic_drop {
 	NIC_DROP_NONE = 0,
@@ -128,6 +129,21 @@ enum nic_drop {
  * ("ip_csum": counter keys and metric labels). */
 const char *nic_drop_name(enum nic_drop d);
 const char *nic_drop_id(enum nic_drop d);
+
+/* A host's own unicast address, the only kind anything is answered to:
+ * not 0.0.0.0, broadcast or class E (240/4), multicast (224/4) or loopback
+ * (127/8); a MAC neither group (multicast, broadcast) nor all zero. */
+static inline int nic_ip_unicast(uint32_t ip_be)
+{
+	const uint8_t *b = (const uint8_t *)&ip_be;
+
+	return b[0] != 0 && b[0] != 127 && b[0] < 224;
+}
+
+static inline int nic_mac_unicast(const uint8_t mac[6])
+{
+	return !(mac[0] & 1) && (mac[0] | mac[1] | mac[2] | mac[3] | mac[4] | mac[5]);
+}
 
 /* What a valid frame is. */
 enum nic_kind {

@@ -111,7 +111,7 @@ done
 declare -A before
 for k in drop_magic drop_version drop_op drop_dtype drop_flags drop_len drop_udp_port \
 	ss_token ss_no_job ss_rank ss_chunk ss_frag drop_ip_csum drop_ip_frag drop_ip_proto \
-	drop_ip_hdr drop_ethertype drop_ip_dst drop_short; do
+	drop_ip_hdr drop_ethertype drop_ip_dst drop_short drop_src icmp_replies; do
 	before[$k]=$(stat "$k")
 done
 N=200
@@ -135,6 +135,62 @@ for pair in magic:drop_magic version:drop_version op:drop_op dtype:drop_dtype fl
 	got=$(($(stat "$c") - ${before[$c]}))
 	check "storm: $k x ${sent:-?} counted as $c (+$got)" test -n "$sent" -a "$got" -ge "${sent:-1}"
 done
+sent=0
+for k in src_bcast src_mcast src_zero icmp_src_bcast arp_src_zero; do
+	sent=$((sent + $(grep -o " $k=[0-9]*" "$log/storm.log" | head -1 | cut -d= -f2)))
+done
+got=$(($(stat drop_src) - ${before[drop_src]}))
+check "storm: $sent pushes, ICMP echoes and ARP requests from broadcast, multicast and zero sources dropped as drop_src (+$got), none answered (ICMP replies +$(($(stat icmp_replies) - ${before[icmp_replies]})))" \
+	test "$got" -ge "$sent" -a "$sent" -gt 0 -a "$(stat icmp_replies)" = "${before[icmp_replies]}"
+
+# No client can stall the control plane: one connection that sends 20,000
+# STATS and never reads, and 100 idle connections from one address, while
+# another host registers a job and runs it; then a registrar's host cut off
+# (every frame of its link dropped) and its job freed by keepalive.
+# (from the box's namespace, 198.18.0.1: an address no rank of the job uses)
+abuse="$here/ctl-abuse.py"
+ip netns exec "$box_ns" python3 "$abuse" noread "${boxaddr%:*}" "${boxaddr#*:}" 20000 20 \
+	>"$log/noread.log" 2>&1 &
+noread_pid=$!
+sleep 0.5
+ip netns exec "$box_ns" python3 "$abuse" idle "${boxaddr%:*}" "${boxaddr#*:}" 100 14 \
+	>"$log/idle.log" 2>&1 &
+idle_pid=$!
+sleep 2
+t0=$(date +%s.%N)
+check "while one client does not read and 100 idle connections are held: a job registers and runs, every sum exact" \
+	run_job 7 fp32 5 "$BYTES"
+t1=$(date +%s.%N)
+took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+wait "$noread_pid" "$idle_pid"
+sed 's/^/        /' "$log/noread.log" "$log/idle.log"
+check "the client that did not read was dropped, not waited for (the job above took $took s)" \
+	grep -q 'dropped=yes' "$log/noread.log"
+check "one address holds at most 16 control connections (the non-reader's and 15 of 100; 85 refused), the idle ones closed after 10 s" \
+	bash -c "grep -q 'IDLE open=15 refused=85 closed=15' '$log/idle.log'"
+check "pboxd says why it dropped them" bash -c "grep -q 'did not read its replies' '$log/pboxd.log'"
+
+# a registrar's host cut off: its job freed by the box within the stated 11 s
+wns 0 "$client" --box "$boxaddr" --job 8 --token 1 --n "$W" --rank 0 --register --hold \
+	--rounds 0 >"$log/cut.log" 2>&1 &
+cut_pid=$!
+for _ in $(seq 50); do grep -q registered "$log/cut.log" 2>/dev/null && break; sleep 0.1; done
+check "a registrar holds job 8" test "$(stat jobs)" = 1
+pbox_net_impair "$tag" w0 100 0 || bad "cut w0 off"
+t0=$(date +%s.%N)
+freed=
+for _ in $(seq 300); do
+	if [ "$(stat jobs)" -eq 0 ] && [ "$(stat state_bytes_used)" -eq 0 ]; then
+		freed=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+		break
+	fi
+	sleep 0.1
+done
+check "the cut-off registrar's job freed by keepalive in ${freed:-more than 30} s (stated: within 11 s, +1 s for the poll)" \
+	awk -v t="${freed:-99}" 'BEGIN { exit !(t <= 12) }'
+pbox_net_impair "$tag" w0 0 0
+kill "$cut_pid" 2>/dev/null
+wait "$cut_pid" 2>/dev/null
 
 # admission
 wns 2 "$client" --box "$boxaddr" --job 9 --token 1 --n "$W" --rank 0 --register --rounds 0 \

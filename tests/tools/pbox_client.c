@@ -45,6 +45,7 @@
 
 #include "layout.h"
 #include "nic_ctl.h"
+#include "nic_host.h"
 #include "nic_wire.h"
 #include "sum.h"
 
@@ -627,8 +628,9 @@ static int storm(void)
 /* Frames below UDP the kernel would never send: through AF_PACKET. */
 static int storm_raw(void)
 {
-	static const char *const kinds[] = {"ip_csum",	 "ip_frag", "ip_proto", "ip_hdr",
-					    "ethertype", "ip_dst",  "short"};
+	static const char *const kinds[] = {
+		"ip_csum", "ip_frag",	"ip_proto",  "ip_hdr",	 "ethertype",	   "ip_dst",
+		"short",   "src_bcast", "src_mcast", "src_zero", "icmp_src_bcast", "arp_src_zero"};
 	enum { NK = sizeof(kinds) / sizeof(kinds[0]) };
 	int fd = socket(AF_PACKET, SOCK_RAW, 0);
 	struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_halen = 6};
@@ -672,8 +674,24 @@ static int storm_raw(void)
 			case 6:
 				n = 20;
 				break;
+			case 7: /* sources that are no single host: never answered */
+			case 10:
+				memset(frame + 26, 0xff, 4);
+				if (k == 10)
+					frame[23] = 1; /* an ICMP echo request "from everyone" */
+				break;
+			case 8:
+				frame[26] = 224, frame[27] = 0, frame[28] = 0, frame[29] = 1;
+				break;
+			case 9:
+				memset(frame + 26, 0, 4);
+				break;
 			default:
 				break;
+			}
+			if (k == 10) { /* ICMP echo request, type 8, after the IP header */
+				frame[34] = 8;
+				frame[35] = 0;
 			}
 			/* a right header checksum, but for the checksum case */
 			frame[24] = frame[25] = 0;
@@ -683,6 +701,8 @@ static int storm_raw(void)
 				frame[24] = (uint8_t)(cs >> 8);
 				frame[25] = (uint8_t)(k == 0 ? cs ^ 1 : cs);
 			}
+			if (k == 11) /* ARP request from sender address 0.0.0.0 */
+				n = nic_host_arp_request(frame, src.mac, 0, e->ip_be);
 			memcpy(ll.sll_addr, e->mac, 6);
 			if (sendto(fd, frame, n, 0, (struct sockaddr *)&ll, sizeof(ll)) < 0) {
 				fprintf(stderr, "pbox-client: raw send on %s: %s\n", o.storm_raw,

@@ -269,7 +269,8 @@ START_TEST(ack_and_error_replies)
 END_TEST
 
 /* A frame with a bad IP checksum is dropped before anything else looks at
- * it, and counted; an ARP request for the port's address is answered. */
+ * it, and counted; so is one from the broadcast address, unanswered; an
+ * ARP request for the port's address is answered. */
 START_TEST(bad_frames_counted_arp_answered)
 {
 	uint8_t frame[NIC_HDRS_LEN + T_FRAG], arp[64];
@@ -289,12 +290,20 @@ START_TEST(bad_frames_counted_arp_answered)
 	nic_wire_build(frame, sizeof(frame), &from, &box_addr, &h, zero);
 	frame[NIC_ETH_LEN + 10] ^= 0x5a; /* the IPv4 checksum */
 	inject(frame, sizeof(frame));
+	{ /* a push claiming the broadcast source: no error reply to everyone */
+		struct nic_addr bcast = from;
+
+		memset(bcast.mac, 0xff, 6);
+		nic_wire_build(frame, sizeof(frame), &bcast, &box_addr, &h, zero);
+		inject(frame, sizeof(frame));
+	}
 	n = nic_host_arp_request(arp, from.mac, from.ip_be, box_addr.ip_be);
 	ck_assert_uint_gt(n, 0);
 	inject(arp, n);
-	ck_assert_uint_eq(box_lcore_poll(t.lc), 2);
+	ck_assert_uint_eq(box_lcore_poll(t.lc), 3);
 	drain(&s);
 	ck_assert_uint_eq(s.n, 1);
+	ck_assert_uint_eq(t.lc->st.nic_drop[NIC_DROP_SRC], 1);
 	ck_assert_int_eq(nic_host_arp_sender(s.frame[0], 42, &ip, mac), 1);
 	ck_assert_uint_eq(ip, box_addr.ip_be);
 	ck_assert_mem_eq(mac, box_addr.mac, 6);

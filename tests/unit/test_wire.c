@@ -192,6 +192,40 @@ static void m_dst(size_t *n)
 	frame[33] ^= 1;
 	fix_ip_csum();
 }
+static void m_src_mac_bcast(size_t *n)
+{
+	(void)n;
+	memset(frame + 6, 0xff, 6);
+}
+static void m_src_mac_mcast(size_t *n)
+{
+	(void)n;
+	frame[6] = 0x01; /* 01:00:5e:...: IPv4 multicast */
+}
+static void m_src_ip(size_t *n, uint32_t ip_be)
+{
+	(void)n;
+	memcpy(frame + 26, &ip_be, 4);
+	fix_ip_csum();
+}
+static void m_src_bcast(size_t *n)
+{
+	m_src_ip(n, 0xffffffffu);
+}
+static void m_src_mcast(size_t *n)
+{
+	m_src_ip(n, htonl(0xe0000001u)); /* 224.0.0.1 */
+}
+static void m_src_zero(size_t *n)
+{
+	m_src_ip(n, 0);
+}
+static void m_src_own(size_t *n)
+{
+	(void)n;
+	memcpy(frame + 26, frame + 30, 4); /* our own address as the source */
+	fix_ip_csum();
+}
 static void m_proto(size_t *n)
 {
 	(void)n;
@@ -292,6 +326,12 @@ static const struct {
 	{m_len_odd, NIC_DROP_LEN, "partial element"},
 	{m_len_big, NIC_DROP_LEN, "over the fragment size"},
 	{m_len_zero, NIC_DROP_LEN, "empty push"},
+	{m_src_mac_bcast, NIC_DROP_SRC, "broadcast source MAC"},
+	{m_src_mac_mcast, NIC_DROP_SRC, "multicast source MAC"},
+	{m_src_bcast, NIC_DROP_SRC, "source 255.255.255.255"},
+	{m_src_mcast, NIC_DROP_SRC, "source 224.0.0.1"},
+	{m_src_zero, NIC_DROP_SRC, "source 0.0.0.0"},
+	{m_src_own, NIC_DROP_SRC, "our own address as the source"},
 };
 
 START_TEST(every_reason_to_refuse)
@@ -366,6 +406,35 @@ static size_t arp_request(uint32_t target_be)
 	memcpy(frame + 38, &target_be, 4);
 	return 60; /* padded to the Ethernet minimum */
 }
+
+/* An ARP request from no single host (a zero, broadcast or multicast
+ * sender, or one claiming our own address) is refused by the parser, so it
+ * is never answered: the answer would go to everyone. */
+START_TEST(arp_from_no_host_refused)
+{
+	const struct nic_wire_expect exp = {.ip_be = B.ip_be};
+	static const uint32_t bad_ip[] = {0, 0xffffffffu, 0x010000e0u /* 224.0.0.1 */};
+	struct nic_pkt p;
+	unsigned i;
+
+	ck_assert_int_eq(nic_wire_parse(frame, arp_request(B.ip_be), &exp, &p), NIC_DROP_NONE);
+	ck_assert_int_eq(p.kind, NIC_KIND_ARP);
+	for (i = 0; i < sizeof(bad_ip) / sizeof(bad_ip[0]); i++) {
+		arp_request(B.ip_be);
+		memcpy(frame + 28, &bad_ip[i], 4);
+		ck_assert_int_eq(nic_wire_parse(frame, 60, &exp, &p), NIC_DROP_SRC);
+	}
+	arp_request(B.ip_be);
+	memcpy(frame + 28, &B.ip_be, 4); /* someone claims our address */
+	ck_assert_int_eq(nic_wire_parse(frame, 60, &exp, &p), NIC_DROP_SRC);
+	arp_request(B.ip_be);
+	memset(frame + 22, 0xff, 6); /* sender hardware address: broadcast */
+	ck_assert_int_eq(nic_wire_parse(frame, 60, &exp, &p), NIC_DROP_SRC);
+	arp_request(B.ip_be);
+	memset(frame + 6, 0, 6); /* Ethernet source all zero */
+	ck_assert_int_eq(nic_wire_parse(frame, 60, &exp, &p), NIC_DROP_SRC);
+}
+END_TEST
 
 START_TEST(arp_requests_for_us_answered)
 {
@@ -487,6 +556,7 @@ Suite *wire_suite(void)
 	tcase_add_test(tc, arp_and_icmp_are_classified);
 	tcase_add_test(tc, header_alone_for_sockets);
 	tcase_add_test(tc, arp_requests_for_us_answered);
+	tcase_add_test(tc, arp_from_no_host_refused);
 	tcase_add_test(tc, arp_request_built_and_sender_learnt);
 	tcase_add_test(tc, icmp_echo_answered);
 	suite_add_tcase(s, tc);
