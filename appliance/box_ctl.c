@@ -513,13 +513,27 @@ static int reg_allocate(struct box_ctl *c, int fd, struct reg *g, struct ctl_job
 	char a[32];
 
 	for (l = 0; l < RTE_MAX_LCORE; l++) {
+		static struct ss_short shorts[NIC_CTL_MAX_SHORTS];
 		struct box_lcore *lc = b->lc[l];
-		const struct ss_job_desc *d = &g->desc[l];
+		struct ss_job_desc *d = &g->desc[l];
 		struct ss_job *s;
 		size_t bytes;
+		uint32_t k;
 
 		if (!lc || !lc->active)
 			continue;
+		/* this core's short chunks, on its own endpoint numbering */
+		d->shorts = shorts;
+		d->n_shorts = 0;
+		for (k = 0; k < g->req.n_shorts; k++) {
+			const struct nic_ctl_short *q = &g->req.shorts[k];
+
+			if (b->ep[q->ep].lcore == l)
+				shorts[d->n_shorts++] =
+					(struct ss_short){.ep = (uint16_t)b->ep[q->ep].slot,
+							  .chunk = q->chunk,
+							  .bytes = q->bytes};
+		}
 		bytes = ss_job_bytes(d, box_txref_size());
 		s = rte_malloc_socket("pbox_job", bytes, ss_job_align(d), b->node_socket[lc->node]);
 		if (!s) {
@@ -530,6 +544,8 @@ static int reg_allocate(struct box_ctl *c, int fd, struct reg *g, struct ctl_job
 			return -1;
 		}
 		j->state[l] = ss_job_init(s, d, box_txref_size(), sum_ops_best());
+		d->shorts = NULL; /* the array is reused by the next core */
+		d->n_shorts = 0;
 		s->busy = box_txref_busy;
 		for (f = 0; f < s->n_frags; f++) {
 			box_txref_init(ss_job_txref(s, f, 0), lc, ss_job_res(s, f, 0));
@@ -725,8 +741,10 @@ static void conn_close(struct box_ctl *c, int slot, const char *why)
 	struct ctl_conn *cn = &c->conn[slot];
 	unsigned i;
 
-	if (cn->drop)
+	if (cn->drop) { /* whatever came last, this is why it goes */
+		why = "was dropped: it did not read its replies";
 		printf("pboxd: control connection from %s %s\n", cn->peer, why);
+	}
 	box_ctl_lock(c);
 	for (i = c->n_jobs; i-- > 0;)
 		if (c->job[i]->owner == slot) {

@@ -141,6 +141,15 @@ int nic_ctl_format_register(char *buf, size_t cap, const struct nic_ctl_reg *r)
 			return -1;
 		off += (size_t)n;
 	}
+	for (e = 0; e < r->n_shorts; e++) {
+		const struct nic_ctl_short *s = &r->shorts[e];
+
+		n = snprintf(buf + off, cap - off, "%s%u:%u:%u", e ? "," : " short=", s->ep,
+			     s->chunk, s->bytes);
+		if (fits(n, cap - off) < 0)
+			return -1;
+		off += (size_t)n;
+	}
 	return (int)off;
 }
 
@@ -221,12 +230,71 @@ static int chunk_list(const char *v, size_t vlen, unsigned want, struct nic_ctl_
 	return 0;
 }
 
+/* short=E:C:B,... : chunks shorter than the chunk size, in (E, C) order. */
+static int short_list(const char *v, size_t vlen, struct nic_ctl_reg *r, char *err, size_t cap)
+{
+	const char *p = v, *end = v + vlen;
+	unsigned elem = nic_dtype_size(r->dtype);
+
+	while (p < end) {
+		const char *comma = memchr(p, ',', (size_t)(end - p));
+		size_t len = (size_t)((comma ? comma : end) - p);
+		struct nic_ctl_short *s = &r->shorts[r->n_shorts];
+		char tmp[40];
+		int used = -1;
+
+		if (r->n_shorts == NIC_CTL_MAX_SHORTS) {
+			errf(err, cap, "short: more than %u entries", NIC_CTL_MAX_SHORTS);
+			return -1;
+		}
+		if (len > 32) { /* three 10-digit numbers and two colons at most */
+			errf(err, cap, "short: entry %u: '%.20s...' is not ENDPOINT:CHUNK:BYTES",
+			     r->n_shorts, p);
+			return -1;
+		}
+		memcpy(tmp, p, len);
+		tmp[len] = '\0';
+		if (sscanf(tmp, "%" SCNu32 ":%" SCNu32 ":%" SCNu32 "%n", &s->ep, &s->chunk,
+			   &s->bytes, &used) != 3 ||
+		    used != (int)len || tmp[0] < '0' || tmp[0] > '9') {
+			errf(err, cap, "short: entry %u: '%s' is not ENDPOINT:CHUNK:BYTES",
+			     r->n_shorts, tmp);
+			return -1;
+		}
+		if (s->ep >= r->n_eps || s->chunk >= r->chunks[s->ep]) {
+			errf(err, cap, "short: entry %u: endpoint %u has no chunk %u", r->n_shorts,
+			     s->ep, s->chunk);
+			return -1;
+		}
+		if (!s->bytes || s->bytes >= r->chunk || s->bytes % elem) {
+			errf(err, cap,
+			     "short: entry %u: %u bytes is not a whole number of %u-byte elements from "
+			     "1 to %u",
+			     r->n_shorts, s->bytes, elem, r->chunk - 1);
+			return -1;
+		}
+		if (r->n_shorts &&
+		    (s->ep < s[-1].ep || (s->ep == s[-1].ep && s->chunk <= s[-1].chunk))) {
+			errf(err, cap, "short: entry %u: not in (endpoint, chunk) order, or twice",
+			     r->n_shorts);
+			return -1;
+		}
+		r->n_shorts++;
+		p += len + (comma ? 1 : 0);
+		if (comma && p == end) {
+			errf(err, cap, "short: an entry is missing after the last comma");
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *lim,
 			   struct nic_ctl_reg *r, char *err, size_t cap)
 {
-	enum { K_JOB, K_TOKEN, K_N, K_DTYPE, K_FRAG, K_CHUNK, K_CHUNKS, K_COUNT };
-	static const char *const keys[K_COUNT] = {"job",  "token", "n",	    "dtype",
-						  "frag", "chunk", "chunks"};
+	enum { K_JOB, K_TOKEN, K_N, K_DTYPE, K_FRAG, K_CHUNK, K_CHUNKS, K_SHORT, K_COUNT };
+	static const char *const keys[K_COUNT] = {"job",  "token", "n",	     "dtype",
+						  "frag", "chunk", "chunks", "short"};
 	const char *val[K_COUNT] = {0};
 	size_t vlen[K_COUNT] = {0};
 	const char *p = args;
@@ -259,7 +327,7 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 		if (k == K_COUNT) {
 			errf(err, cap,
 			     "unknown key '%.*s' (REGISTER takes job, token, n, dtype, frag, chunk, "
-			     "chunks)",
+			     "chunks, short)",
 			     (int)(eq - tok > 20 ? 20 : eq - tok), tok);
 			return -1;
 		}
@@ -271,7 +339,7 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 		vlen[k] = len - (size_t)(eq + 1 - tok);
 	}
 	for (k = 0; k < K_COUNT; k++)
-		if (!val[k] && k != K_FRAG && k != K_CHUNK) {
+		if (!val[k] && k != K_FRAG && k != K_CHUNK && k != K_SHORT) {
 			errf(err, cap, "%s: missing", keys[k]);
 			return -1;
 		}
@@ -315,7 +383,10 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 		errf(err, cap, "frag: %u is larger than the chunk (%u)", r->frag, r->chunk);
 		return -1;
 	}
-	return chunk_list(val[K_CHUNKS], vlen[K_CHUNKS], lim->n_eps, r, err, cap);
+	if (chunk_list(val[K_CHUNKS], vlen[K_CHUNKS], lim->n_eps, r, err, cap))
+		return -1;
+	r->n_shorts = 0;
+	return val[K_SHORT] ? short_list(val[K_SHORT], vlen[K_SHORT], r, err, cap) : 0;
 }
 
 /* ---- the client ------------------------------------------------------------------ */
@@ -470,7 +541,7 @@ int nic_ctl_endpoints(int fd, struct nic_ctl_ep *eps, unsigned max, struct nic_c
 int nic_ctl_register(int fd, const struct nic_ctl_reg *r, struct nic_ctl_reg_ok *ok,
 		     uint64_t deadline, char *err, size_t cap)
 {
-	size_t room = 160 + 12 * (size_t)r->n_eps;
+	size_t room = 160 + 12 * (size_t)r->n_eps + 34 * (size_t)r->n_shorts;
 	char *req = malloc(room), line[1024];
 	int rc;
 

@@ -425,8 +425,25 @@ static int box_register(struct pbox *px, uint64_t deadline, char *msg, size_t ca
 				  .frag = px->frag_size,
 				  .chunk = px->chunk_size,
 				  .n_eps = px->n_eps};
-	for (e = 0; e < px->n_eps; e++)
+	for (e = 0; e < px->n_eps; e++) {
+		static struct ss_short shorts[NIC_CTL_MAX_SHORTS];
+		uint32_t k, n;
+
 		r->chunks[e] = px->unit[e].n_chunks;
+		n = wk_unit_shorts(px, e, (uint16_t)e, shorts, NIC_CTL_MAX_SHORTS - r->n_shorts);
+		if (n == UINT32_MAX) {
+			free(r);
+			snprintf(
+				msg, cap,
+				"job %u has more than %u tensors ending mid-chunk on the box: more "
+				"than one REGISTER can carry",
+				px->job, NIC_CTL_MAX_SHORTS);
+			return -1;
+		}
+		for (k = 0; k < n; k++)
+			r->shorts[r->n_shorts++] = (struct nic_ctl_short){
+				.ep = e, .chunk = shorts[k].chunk, .bytes = shorts[k].bytes};
+	}
 	rc = nic_ctl_register(px->box_fd, r, &ok, deadline, err, sizeof(err));
 	free(r);
 	if (rc == 0) {

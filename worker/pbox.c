@@ -254,6 +254,26 @@ uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port)
 	return UINT32_MAX;
 }
 
+uint32_t wk_unit_shorts(const struct pbox *px, uint32_t u, uint16_t ep, struct ss_short *out,
+			uint32_t max)
+{
+	const struct wk_unit *un = &px->unit[u];
+	uint32_t k, f, n = 0;
+
+	for (k = 0; k < un->n_chunks; k++) {
+		uint32_t g = un->global[k], bytes = 0;
+
+		for (f = 0; f < px->fpc; f++)
+			bytes += px->frag[(size_t)g * px->fpc + f].len;
+		if (bytes < px->chunk_size) {
+			if (n == max)
+				return UINT32_MAX;
+			out[n++] = (struct ss_short){.ep = ep, .chunk = k, .bytes = bytes};
+		}
+	}
+	return n;
+}
+
 static int ssgpu_job(struct pbox *px)
 {
 	struct ss_job_desc d = {.id = px->job,
@@ -263,21 +283,32 @@ static int ssgpu_job(struct pbox *px)
 				.frag_size = px->frag_size,
 				.chunk_size = px->chunk_size,
 				.n_eps = 1};
+	struct ss_short *shorts;
 	const char *why;
 	size_t bytes, align;
 
 	d.ep_chunks[0] = px->unit[px->self_unit].n_chunks;
 	if (!d.ep_chunks[0])
 		return PBOX_OK; /* nothing to serve: the box sums everything */
+	shorts = calloc(d.ep_chunks[0], sizeof(*shorts));
+	if (!shorts)
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	d.shorts = shorts;
+	d.n_shorts = wk_unit_shorts(px, px->self_unit, 0, shorts, d.ep_chunks[0]);
 	why = ss_job_desc_check(&d);
-	if (why)
+	if (why) {
+		free(shorts);
 		return wk_err(PBOX_EINVAL, "pbox_start: SS_GPU: %s", why);
+	}
 	bytes = ss_job_bytes(&d, 0);
 	align = ss_job_align(&d);
 	px->ssj_mem = aligned_alloc(align, (bytes + align - 1) / align * align);
-	if (!px->ssj_mem)
+	if (!px->ssj_mem) {
+		free(shorts);
 		return wk_err(PBOX_ENOMEM, "pbox_start: SS_GPU: %zu bytes of state", bytes);
+	}
 	px->ssj = ss_job_init(px->ssj_mem, &d, 0, sum_ops_best());
+	free(shorts);
 	return PBOX_OK;
 }
 

@@ -179,6 +179,12 @@ const char *wk_peer_name(const struct pbox *px, uint32_t rank, char *buf, size_t
 int wk_layout(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_t *ep_ip,
 	      const uint16_t *ep_port, const uint64_t *ep_kbps);
 
+/* The short chunks (a tensor's last) of unit @u, as endpoint @ep of an SS
+ * would list them: their number, or UINT32_MAX when more than @max. */
+struct ss_short;
+uint32_t wk_unit_shorts(const struct pbox *px, uint32_t u, uint16_t ep, struct ss_short *out,
+			uint32_t max);
+
 /* The unit whose address is @ip_be:@port, or UINT32_MAX. */
 uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port);
 

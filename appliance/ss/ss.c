@@ -53,6 +53,15 @@ const char *ss_job_desc_check(const struct ss_job_desc *d)
 	for (e = 0; e < d->n_eps; e++)
 		if (d->ep_chunks[e] > (1u << 30) / (d->chunk_size / d->frag_size))
 			return "too many chunks on an endpoint";
+	for (e = 0; e < d->n_shorts; e++) {
+		const struct ss_short *s = &d->shorts[e];
+
+		if (s->ep >= d->n_eps || s->chunk >= d->ep_chunks[s->ep])
+			return "a short chunk is not one of the job's chunks";
+		if (!s->bytes || s->bytes >= d->chunk_size || s->bytes % sum_dtype_size(d->dtype))
+			return "a short chunk's bytes must be a whole number of elements below the "
+			       "chunk size";
+	}
 	return NULL;
 }
 
@@ -150,7 +159,21 @@ struct ss_job *ss_job_init(void *mem, const struct ss_job_desc *d, size_t txref_
 	/* Every fragment starts as if round 2^32 - 1 had completed, with no
 	 * result: the first push of round 0 starts round 0. */
 	for (f = 0; f < l.n_frags; f++)
-		j->frag[f] = (struct ss_frag){.round = UINT32_MAX, .done = 1};
+		j->frag[f] = (struct ss_frag){
+			.round = UINT32_MAX, .done = 1, .want = (uint16_t)d->frag_size};
+	for (e = 0; e < d->n_shorts; e++) {
+		const struct ss_short *s = &d->shorts[e];
+		uint32_t g = j->ep_first[s->ep] + s->chunk * j->frags_per_chunk, k;
+
+		for (k = 0; k < j->frags_per_chunk; k++) {
+			uint32_t at = k * d->frag_size;
+
+			j->frag[g + k].want =
+				(uint16_t)(at >= s->bytes		  ? 0
+					   : s->bytes - at < d->frag_size ? s->bytes - at
+									  : d->frag_size);
+		}
+	}
 	memset(j->bitmap, 0, (size_t)l.n_frags * j->words * sizeof(uint64_t));
 	memset(j->peer, 0, (size_t)d->n * sizeof(struct nic_addr));
 	memset(j->txref, 0, (size_t)l.n_frags * 2 * txref_size);
@@ -204,13 +227,13 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		return drop(j, out, SS_DROP_CHUNK);
 	if (h->frag >= j->frags_per_chunk)
 		return drop(j, out, SS_DROP_FRAG);
-	if (h->len == 0 || h->len > j->frag_size || h->len % j->elem)
+	f = j->ep_first[ep] + h->chunk * j->frags_per_chunk + h->frag;
+	fr = &j->frag[f];
+	if (h->len != fr->want) /* the registration says how long it is */
 		return drop(j, out, SS_DROP_LEN);
 	if (h->flags & PBOX_F_RETRANS)
 		j->cnt.retrans_rx++;
 
-	f = j->ep_first[ep] + h->chunk * j->frags_per_chunk + h->frag;
-	fr = &j->frag[f];
 	bits = &j->bitmap[(size_t)f * j->words + h->rank / 64];
 	bit = 1ull << (h->rank % 64);
 	elems = h->len / j->elem;

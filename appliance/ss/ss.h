@@ -88,6 +88,15 @@ static inline uint8_t ss_reply_of(enum ss_drop d, uint16_t *err)
 	return d == SS_DROP_DUP ? PBOX_OP_ACK : 0;
 }
 
+/* A chunk shorter than the chunk size (a tensor's last): its bytes. Its
+ * fragments are full up to there, the one across the end is short, the
+ * rest empty (never pushed). Every other chunk is whole. */
+struct ss_short {
+	uint16_t ep;	/* this core's endpoint (its own order) */
+	uint32_t chunk; /* index among that endpoint's chunks of the job */
+	uint32_t bytes; /* 0 < bytes < chunk size, a whole number of elements */
+};
+
 /* What one core needs to know of a job. */
 struct ss_job_desc {
 	uint32_t id;
@@ -97,6 +106,11 @@ struct ss_job_desc {
 	uint32_t frag_size, chunk_size;
 	uint16_t n_eps;			/* this core's endpoints, in its own order */
 	uint32_t ep_chunks[SS_MAX_EPS]; /* chunks of the job on each */
+	/* The job's short chunks on this core: with them every fragment's
+	 * length is known from the registration, and a push of any other length
+	 * is refused before it touches the fragment (it can wedge no round). */
+	const struct ss_short *shorts;
+	uint32_t n_shorts;
 };
 
 /* Counters of one job on one core, written by that core only. */
@@ -115,6 +129,7 @@ struct ss_frag {
 	uint16_t count;	   /* contributors so far */
 	uint16_t len;	   /* payload bytes of the current round */
 	uint16_t prev_len; /* of the previous round (the shadow) */
+	uint16_t want;	   /* the only length a push may have (0: none) */
 	uint8_t done;	   /* current round complete */
 	uint8_t has_prev;  /* the shadow holds a result */
 };
@@ -184,7 +199,7 @@ static inline uint8_t *ss_job_res(const struct ss_job *j, uint32_t frag, unsigne
  * One push, already validated by nic_wire_parse() (op, dtype number, length
  * within the fragment size) and addressed to the job's endpoint @ep of this
  * core. Checks what the wire cannot (token, dtype, rank, chunk, fragment,
- * length), then runs the state machine. @from is remembered as the rank's
+ * the fragment's registered length), then runs the state machine. @from is remembered as the rank's
  * address for results. Nothing is touched before every check passed.
  */
 enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,

@@ -110,7 +110,7 @@ done
 # tests cover NIC_DROP_IP_FRAG.)
 declare -A before
 for k in drop_magic drop_version drop_op drop_dtype drop_flags drop_len drop_udp_port \
-	ss_token ss_no_job ss_rank ss_chunk ss_frag drop_ip_csum drop_ip_frag drop_ip_proto \
+	ss_token ss_no_job ss_rank ss_chunk ss_frag ss_len drop_ip_csum drop_ip_frag drop_ip_proto \
 	drop_ip_hdr drop_ethertype drop_ip_dst drop_short drop_src icmp_replies; do
 	before[$k]=$(stat "$k")
 done
@@ -126,7 +126,7 @@ wait "$storm_pid"
 check "storm client ran" grep -q STORMRAW "$log/storm.log"
 for pair in magic:drop_magic version:drop_version op:drop_op dtype:drop_dtype flags:drop_flags \
 	len:drop_len udp_port:drop_udp_port token:ss_token no_job:ss_no_job rank:ss_rank \
-	chunk:ss_chunk frag:ss_frag ip_csum:drop_ip_csum \
+	chunk:ss_chunk frag:ss_frag short_push:ss_len ip_csum:drop_ip_csum \
 	ip_proto:drop_ip_proto ip_hdr:drop_ip_hdr ethertype:drop_ethertype ip_dst:drop_ip_dst \
 	short:drop_short; do
 	k=${pair%%:*}

@@ -204,6 +204,14 @@ static int do_register(void)
 				   .n_eps = n_eps};
 	for (e = 0; e < n_eps; e++)
 		req.chunks[e] = eps[e].n_chunks;
+	if (o.bytes % chunk_size) { /* the last chunk is short: say how short */
+		uint32_t last = n_chunks - 1;
+
+		req.shorts[0] = (struct nic_ctl_short){.ep = chunk_ep[last],
+						       .chunk = chunk_local[last],
+						       .bytes = (uint32_t)(o.bytes % chunk_size)};
+		req.n_shorts = 1;
+	}
 	rc = nic_ctl_register(ctl_fd, &req, &ok, ctl_deadline(), err, sizeof(err));
 	if (rc == 0) {
 		printf("pbox-client: job %u registered: %" PRIu64
@@ -556,9 +564,9 @@ static struct pbox_hdr storm_push(void)
  * the endpoints; prints what it sent as "STORM kind=count ...". */
 static int storm(void)
 {
-	static const char *const kinds[] = {"magic",  "version", "op",	     "dtype",
-					    "flags",  "len",	 "udp_port", "token",
-					    "no_job", "rank",	 "chunk",    "frag"};
+	static const char *const kinds[] = {"magic", "version",	 "op",	      "dtype",	"flags",
+					    "len",   "udp_port", "token",     "no_job", "rank",
+					    "chunk", "frag",	 "short_push"};
 	enum { NK = sizeof(kinds) / sizeof(kinds[0]) };
 	uint8_t buf[PBOX_HDR_LEN + 256];
 	unsigned k, i;
@@ -589,6 +597,14 @@ static int storm(void)
 				break;
 			case 11:
 				h.frag = (uint16_t)fpc;
+				break;
+			case 12: /* all else right, 4 bytes to a full fragment of a
+				  * round the job may be about to start: it must not
+				  * fix the round's length (and wedge it) */
+				h.chunk = e->n_chunks ? i % e->n_chunks : 0;
+				h.round = i % 32;
+				h.len = 4;
+				n = PBOX_HDR_LEN + 4;
 				break;
 			default:
 				break;

@@ -68,9 +68,12 @@ START_TEST(register_round_trip)
 				 .chunk = 4096,
 				 .n_eps = 3};
 	r.chunks[0] = 7, r.chunks[1] = 0, r.chunks[2] = 16777216;
+	r.shorts[0] = (struct nic_ctl_short){.ep = 0, .chunk = 6, .bytes = 1000};
+	r.shorts[1] = (struct nic_ctl_short){.ep = 2, .chunk = 9, .bytes = 2};
+	r.n_shorts = 2;
 	ck_assert_int_gt(nic_ctl_format_register(line, sizeof(line), &r), 0);
 	ck_assert_str_eq(line, "REGISTER job=42 token=18446744073709551615 n=4 dtype=bf16 "
-			       "frag=1024 chunk=4096 chunks=7,0,16777216");
+			       "frag=1024 chunk=4096 chunks=7,0,16777216 short=0:6:1000,2:9:2");
 	ck_assert_int_eq(nic_ctl_parse_register(line + 9, &lim, &got, err, sizeof(err)), 0);
 	ck_assert_uint_eq(got.job, 42);
 	ck_assert_uint_eq(got.token, r.token);
@@ -80,6 +83,8 @@ START_TEST(register_round_trip)
 	ck_assert_uint_eq(got.chunk, 4096);
 	ck_assert_uint_eq(got.n_eps, 3);
 	ck_assert_uint_eq(got.chunks[2], 16777216);
+	ck_assert_uint_eq(got.n_shorts, 2);
+	ck_assert(got.shorts[1].ep == 2 && got.shorts[1].chunk == 9 && got.shorts[1].bytes == 2);
 	/* defaults */
 	ck_assert_int_eq(nic_ctl_parse_register("job=1 token=2 n=2 dtype=fp32 chunks=1,1,1", &lim,
 						&got, err, sizeof(err)),
@@ -98,7 +103,19 @@ START_TEST(register_strict)
 		const char *args, *err;
 	} bad[] = {
 		{"job=1 token=2 n=2 dtype=fp32 fragment=1024 chunks=1,1,1",
-		 "unknown key 'fragment' (REGISTER takes job, token, n, dtype, frag, chunk, chunks)"},
+		 "unknown key 'fragment' (REGISTER takes job, token, n, dtype, frag, chunk, chunks, short)"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 short=0:2:100",
+		 "short: entry 0: endpoint 0 has no chunk 2"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 short=0:1:32768",
+		 "short: entry 0: 32768 bytes is not a whole number of 4-byte elements from 1 to 32767"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 short=0:1:6",
+		 "short: entry 0: 6 bytes"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 short=1:0:8,0:1:8",
+		 "short: entry 1: not in (endpoint, chunk) order, or twice"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 short=0:1:8,0:1:8",
+		 "short: entry 1: not in (endpoint, chunk) order, or twice"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 short=0:1",
+		 "short: entry 0: '0:1' is not"},
 		{"job=1 job=2 token=2 n=2 dtype=fp32 chunks=1,1,1", "job: given twice"},
 		{"job=0 token=2 n=2 dtype=fp32 chunks=1,1,1",
 		 "job: '0' is not a number from 1 to 4294967295"},

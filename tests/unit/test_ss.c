@@ -372,6 +372,70 @@ START_TEST(test_ss_reply_of_every_drop)
 }
 END_TEST
 
+/* A fragment's length is the registration's: a short push to a full
+ * fragment is refused before it touches anything (it used to fix the
+ * round's length and wedge it), and the round completes with the real
+ * pushes; a tensor's tail fragment takes its short length only, and the
+ * empty fragments after it take nothing. */
+START_TEST(test_ss_lengths_from_registration)
+{
+	const struct ss_short tail = {.ep = 1, .chunk = 1, .bytes = FRAG + 40};
+	struct ss_job_desc d = {.id = 7,
+				.token32 = nic_wire_token(0x1234),
+				.n = 2,
+				.dtype = SUM_FP32,
+				.frag_size = FRAG,
+				.chunk_size = CHUNK,
+				.n_eps = 2,
+				.ep_chunks = {3, 2},
+				.shorts = &tail,
+				.n_shorts = 1};
+	size_t bytes = ss_job_bytes(&d, 0), align = ss_job_align(&d);
+	void *mem = aligned_alloc(align, (bytes + align - 1) / align * align);
+	struct ss_job *j;
+	uint8_t payload[FRAG];
+	struct ss_out out;
+	struct pbox_hdr h;
+
+	ck_assert_ptr_null(ss_job_desc_check(&d));
+	j = ss_job_init(mem, &d, 0, sum_ops_best());
+	fill(SUM_FP32, payload, FRAG / 4, 0, 0, 0);
+	h = hdr(j, 0, 0, 1, 0, 4); /* 4 bytes to a full fragment */
+	ck_assert_int_eq(ss_push(j, 0, &h, payload, &who, &out), SS_DROP);
+	ck_assert_int_eq(out.why, SS_DROP_LEN);
+	ck_assert_uint_eq(j->frag[1].count, 0);
+	ck_assert_uint_eq(j->frag[1].round, UINT32_MAX); /* untouched */
+	h = hdr(j, 0, 0, 1, 0, FRAG);
+	ck_assert_int_eq(ss_push(j, 0, &h, payload, &who, &out), SS_SUMMED);
+	h = hdr(j, 1, 0, 1, 0, FRAG);
+	ck_assert_int_eq(ss_push(j, 0, &h, payload, &who, &out), SS_COMPLETE);
+	ck_assert_uint_eq(out.len, FRAG);
+	/* the tail chunk: fragment 0 full, 1 of 40 bytes, 2 and 3 empty */
+	h = hdr(j, 0, 1, 1, 0, FRAG);
+	ck_assert_int_eq(ss_push(j, 1, &h, payload, &who, &out), SS_DROP);
+	ck_assert_int_eq(out.why, SS_DROP_LEN);
+	h = hdr(j, 0, 1, 1, 0, 40);
+	ck_assert_int_eq(ss_push(j, 1, &h, payload, &who, &out), SS_SUMMED);
+	h = hdr(j, 1, 1, 1, 0, 40);
+	ck_assert_int_eq(ss_push(j, 1, &h, payload, &who, &out), SS_COMPLETE);
+	ck_assert_uint_eq(out.len, 40);
+	h = hdr(j, 0, 1, 2, 0, 4);
+	ck_assert_int_eq(ss_push(j, 1, &h, payload, &who, &out), SS_DROP);
+	ck_assert_int_eq(out.why, SS_DROP_LEN);
+	h = hdr(j, 0, 1, 0, 0, FRAG);
+	ck_assert_int_eq(ss_push(j, 1, &h, payload, &who, &out), SS_SUMMED);
+	/* a short list that is not the job's is refused */
+	d.n_shorts = 1;
+	{
+		const struct ss_short bad = {.ep = 1, .chunk = 2, .bytes = 8};
+
+		d.shorts = &bad;
+		ck_assert_ptr_nonnull(ss_job_desc_check(&d));
+	}
+	free(mem);
+}
+END_TEST
+
 Suite *ss_suite(void)
 {
 	Suite *s = suite_create("ss");
@@ -380,6 +444,7 @@ Suite *ss_suite(void)
 	tcase_add_test(tc, test_ss_layout);
 	tcase_add_test(tc, test_ss_drops);
 	tcase_add_test(tc, test_ss_reply_of_every_drop);
+	tcase_add_test(tc, test_ss_lengths_from_registration);
 	tcase_add_loop_test(tc, test_ss_rounds, SUM_FP32, SUM_DTYPE_COUNT);
 	tcase_add_test(tc, test_ss_busy);
 	tcase_add_loop_test(tc, test_ss_random, SUM_FP32, SUM_DTYPE_COUNT);
