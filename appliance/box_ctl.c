@@ -471,7 +471,8 @@ static int reg_admit(struct box_ctl *c, int fd, struct reg *g)
 					  .dtype = r->dtype,
 					  .frag_size = r->frag,
 					  .chunk_size = r->chunk,
-					  .n_eps = (uint16_t)lc->n_eps};
+					  .n_eps = (uint16_t)lc->n_eps,
+					  .ranks = r->ranks};
 		for (e = 0; e < b->n_eps; e++)
 			if (b->ep[e].lcore == l)
 				d->ep_chunks[b->ep[e].slot] = r->chunks[e];

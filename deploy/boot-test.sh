@@ -156,13 +156,19 @@ fi
 # 2. workers push through the taps; each verifies every sum
 common=(--box "$mgmt" --job 1 --token 7919 --n "$W" --dtype fp32 --bytes "$BYTES" --quiet --deadline-s 120)
 # not through in_ns: $! must be the client itself
-ip netns exec "$ns" "$client" "${common[@]}" --rank 0 --register --hold --rounds 0 >"$log/reg.log" 2>&1 &
+# every worker sends from 198.18.0.2 (this namespace's management address)
+# through whichever tap reaches the endpoint: one address per rank, which the
+# box binds the rank to
+ranks=$(for ((i = 0; i < W; i++)); do printf '%s198.18.0.2:%d' "$([ "$i" -gt 0 ] && echo ,)" $((9700 + i)); done)
+ip netns exec "$ns" "$client" "${common[@]}" --rank 0 --register --ranks "$ranks" --hold --rounds 0 \
+	>"$log/reg.log" 2>&1 &
 reg=$!
 for _ in $(seq 100); do grep -q registered "$log/reg.log" 2>/dev/null && break; sleep 0.1; done
 pids=()
 t0=$(date +%s.%N)
 for ((i = 0; i < W; i++)); do
-	in_ns "$client" "${common[@]}" --rank "$i" --port $((9700 + i)) --rounds "$ROUNDS" >"$log/w$i.log" 2>&1 &
+	in_ns "$client" "${common[@]}" --rank "$i" --addr 198.18.0.2 --port $((9700 + i)) \
+		--rounds "$ROUNDS" >"$log/w$i.log" 2>&1 &
 	pids+=($!)
 done
 rc=0

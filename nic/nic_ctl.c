@@ -141,6 +141,17 @@ int nic_ctl_format_register(char *buf, size_t cap, const struct nic_ctl_reg *r)
 			return -1;
 		off += (size_t)n;
 	}
+	for (e = 0; e < r->n; e++) {
+		char ip[INET_ADDRSTRLEN];
+
+		if (!inet_ntop(AF_INET, &r->ranks[e].ip_be, ip, sizeof(ip)))
+			return -1;
+		n = snprintf(buf + off, cap - off, "%s%s:%u", e ? "," : " ranks=", ip,
+			     r->ranks[e].port);
+		if (fits(n, cap - off) < 0)
+			return -1;
+		off += (size_t)n;
+	}
 	for (e = 0; e < r->n_shorts; e++) {
 		const struct nic_ctl_short *s = &r->shorts[e];
 
@@ -230,6 +241,58 @@ static int chunk_list(const char *v, size_t vlen, unsigned want, struct nic_ctl_
 	return 0;
 }
 
+/* ranks=IP:PORT,... : each rank's data address, exactly n, one host each. */
+static int rank_list(const char *v, size_t vlen, struct nic_ctl_reg *r, char *err, size_t cap)
+{
+	const char *p = v, *end = v + vlen;
+	uint32_t g = 0, q;
+
+	while (p < end) {
+		const char *comma = memchr(p, ',', (size_t)(end - p));
+		size_t len = (size_t)((comma ? comma : end) - p);
+		char tmp[24], ip[16];
+		unsigned port;
+		int used = -1;
+
+		if (g == r->n) {
+			errf(err, cap, "ranks: more than n = %u addresses", r->n);
+			return -1;
+		}
+		if (len >= sizeof(tmp)) {
+			errf(err, cap, "ranks: entry %u is not IP:PORT", g);
+			return -1;
+		}
+		memcpy(tmp, p, len);
+		tmp[len] = '\0';
+		if (sscanf(tmp, "%15[0-9.]:%5u%n", ip, &port, &used) != 2 || used != (int)len ||
+		    inet_pton(AF_INET, ip, &r->ranks[g].ip_be) != 1 || !port || port > 65535 ||
+		    !nic_ip_unicast(r->ranks[g].ip_be)) {
+			errf(err, cap,
+			     "ranks: entry %u: '%s' is not a host's IPv4 address and port", g, tmp);
+			return -1;
+		}
+		r->ranks[g].port = (uint16_t)port;
+		memset(r->ranks[g].mac, 0, 6);
+		for (q = 0; q < g; q++)
+			if (r->ranks[q].ip_be == r->ranks[g].ip_be && r->ranks[q].port == port) {
+				errf(err, cap, "ranks: ranks %u and %u have the same address %s", q,
+				     g, tmp);
+				return -1;
+			}
+		g++;
+		p += len + (comma ? 1 : 0);
+		if (comma && p == end) {
+			errf(err, cap, "ranks: an address is missing after the last comma");
+			return -1;
+		}
+	}
+	if (g != r->n) {
+		errf(err, cap, "ranks: %u addresses for n = %u ranks", g, r->n);
+		return -1;
+	}
+	return 0;
+}
+
 /* short=E:C:B,... : chunks shorter than the chunk size, in (E, C) order. */
 static int short_list(const char *v, size_t vlen, struct nic_ctl_reg *r, char *err, size_t cap)
 {
@@ -292,9 +355,9 @@ static int short_list(const char *v, size_t vlen, struct nic_ctl_reg *r, char *e
 int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *lim,
 			   struct nic_ctl_reg *r, char *err, size_t cap)
 {
-	enum { K_JOB, K_TOKEN, K_N, K_DTYPE, K_FRAG, K_CHUNK, K_CHUNKS, K_SHORT, K_COUNT };
-	static const char *const keys[K_COUNT] = {"job",  "token", "n",	     "dtype",
-						  "frag", "chunk", "chunks", "short"};
+	enum { K_JOB, K_TOKEN, K_N, K_DTYPE, K_FRAG, K_CHUNK, K_CHUNKS, K_RANKS, K_SHORT, K_COUNT };
+	static const char *const keys[K_COUNT] = {"job",   "token",  "n",     "dtype", "frag",
+						  "chunk", "chunks", "ranks", "short"};
 	const char *val[K_COUNT] = {0};
 	size_t vlen[K_COUNT] = {0};
 	const char *p = args;
@@ -327,7 +390,7 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 		if (k == K_COUNT) {
 			errf(err, cap,
 			     "unknown key '%.*s' (REGISTER takes job, token, n, dtype, frag, chunk, "
-			     "chunks, short)",
+			     "chunks, ranks, short)",
 			     (int)(eq - tok > 20 ? 20 : eq - tok), tok);
 			return -1;
 		}
@@ -383,7 +446,8 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 		errf(err, cap, "frag: %u is larger than the chunk (%u)", r->frag, r->chunk);
 		return -1;
 	}
-	if (chunk_list(val[K_CHUNKS], vlen[K_CHUNKS], lim->n_eps, r, err, cap))
+	if (chunk_list(val[K_CHUNKS], vlen[K_CHUNKS], lim->n_eps, r, err, cap) ||
+	    rank_list(val[K_RANKS], vlen[K_RANKS], r, err, cap))
 		return -1;
 	r->n_shorts = 0;
 	return val[K_SHORT] ? short_list(val[K_SHORT], vlen[K_SHORT], r, err, cap) : 0;
@@ -541,7 +605,7 @@ int nic_ctl_endpoints(int fd, struct nic_ctl_ep *eps, unsigned max, struct nic_c
 int nic_ctl_register(int fd, const struct nic_ctl_reg *r, struct nic_ctl_reg_ok *ok,
 		     uint64_t deadline, char *err, size_t cap)
 {
-	size_t room = 160 + 12 * (size_t)r->n_eps + 34 * (size_t)r->n_shorts;
+	size_t room = 160 + 12 * (size_t)r->n_eps + 22 * (size_t)r->n + 34 * (size_t)r->n_shorts;
 	char *req = malloc(room), line[1024];
 	int rc;
 

@@ -9,14 +9,16 @@
  *       EP <i> ip=A mac=M port=P weight=KBPS    one per endpoint
  *       OK endpoints=N frag=F chunk=C mtu=MTU
  *   REGISTER job=ID token=T n=N dtype=fp32|fp16|bf16 [frag=F] [chunk=C] chunks=C0,C1,...
- *            [short=E:C:B,...]
+ *            ranks=IP:PORT,... [short=E:C:B,...]
  *       EP lines, then OK job=ID bytes=B frag=F chunk=C   (the effective sizes)
  *   UNREGISTER job=ID token=T
  *   LIST, STATS   (for people and monitoring: see box_ctl.c)
  *
  * REGISTER is strict: every key once, no unknown key, every number within
  * bounds that the error states; chunks= gives the job's chunk count on each
- * endpoint, in ENDPOINTS order; short= lists the chunks shorter than the
+ * endpoint, in ENDPOINTS order; ranks= every rank's data address, rank 0
+ * first (the box takes a rank's pushes from there only, and sends its
+ * results only there); short= lists the chunks shorter than the
  * chunk size (a tensor's last: endpoint E's chunk C holds B bytes), in
  * (endpoint, chunk) order, so that the box knows every fragment's length.
  */
@@ -33,6 +35,7 @@
 #define NIC_CTL_LINE_MAX   (256 * 1024)
 #define NIC_CTL_MAX_CHUNK  (1u << 20)
 #define NIC_CTL_MAX_SHORTS 8192u /* short chunks (tensor tails) in one REGISTER */
+#define NIC_CTL_MAX_RANKS  1024u
 
 /* One endpoint line. */
 struct nic_ctl_ep {
@@ -64,6 +67,7 @@ struct nic_ctl_reg {
 	uint32_t frag, chunk; /* 0 in a request: the box's own */
 	uint32_t n_eps;
 	uint32_t chunks[NIC_CTL_MAX_EPS];
+	struct nic_addr ranks[NIC_CTL_MAX_RANKS]; /* n of them; MACs unused */
 	uint32_t n_shorts;
 	struct nic_ctl_short {
 		uint32_t ep, chunk, bytes;

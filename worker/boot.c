@@ -425,6 +425,11 @@ static int box_register(struct pbox *px, uint64_t deadline, char *msg, size_t ca
 				  .frag = px->frag_size,
 				  .chunk = px->chunk_size,
 				  .n_eps = px->n_eps};
+	r->n_shorts = 0;
+	for (e = 0; e < px->n; e++) { /* each rank's SS_GPU address is its data address */
+		r->ranks[e].ip_be = px->unit[px->n_eps + e].ip_be;
+		r->ranks[e].port = px->unit[px->n_eps + e].port;
+	}
 	for (e = 0; e < px->n_eps; e++) {
 		static struct ss_short shorts[NIC_CTL_MAX_SHORTS];
 		uint32_t k, n;

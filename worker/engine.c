@@ -586,7 +586,9 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 
 	f->stamp = ++px->stamp;
 	if (u == px->self_unit) {
-		static const struct nic_addr self = {.port = 0};
+		/* our own push to our own SS_GPU: from our own address */
+		const struct nic_addr self = {.ip_be = px->unit[px->self_unit].ip_be,
+					      .port = px->unit[px->self_unit].port};
 		struct ss_out out;
 
 		px->st.ssgpu_summed += f->len;

@@ -284,6 +284,7 @@ static int ssgpu_job(struct pbox *px)
 				.chunk_size = px->chunk_size,
 				.n_eps = 1};
 	struct ss_short *shorts;
+	struct nic_addr *ranks;
 	const char *why;
 	size_t bytes, align;
 
@@ -291,13 +292,23 @@ static int ssgpu_job(struct pbox *px)
 	if (!d.ep_chunks[0])
 		return PBOX_OK; /* nothing to serve: the box sums everything */
 	shorts = calloc(d.ep_chunks[0], sizeof(*shorts));
-	if (!shorts)
+	ranks = calloc(px->n, sizeof(*ranks));
+	if (!shorts || !ranks) {
+		free(shorts);
+		free(ranks);
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	}
+	for (uint32_t r = 0; r < px->n; r++) { /* pushes only from the ranks' own addresses */
+		ranks[r].ip_be = px->unit[px->n_eps + r].ip_be;
+		ranks[r].port = px->unit[px->n_eps + r].port;
+	}
+	d.ranks = ranks;
 	d.shorts = shorts;
 	d.n_shorts = wk_unit_shorts(px, px->self_unit, 0, shorts, d.ep_chunks[0]);
 	why = ss_job_desc_check(&d);
 	if (why) {
 		free(shorts);
+		free(ranks);
 		return wk_err(PBOX_EINVAL, "pbox_start: SS_GPU: %s", why);
 	}
 	bytes = ss_job_bytes(&d, 0);
@@ -305,10 +316,12 @@ static int ssgpu_job(struct pbox *px)
 	px->ssj_mem = aligned_alloc(align, (bytes + align - 1) / align * align);
 	if (!px->ssj_mem) {
 		free(shorts);
+		free(ranks);
 		return wk_err(PBOX_ENOMEM, "pbox_start: SS_GPU: %zu bytes of state", bytes);
 	}
 	px->ssj = ss_job_init(px->ssj_mem, &d, 0, sum_ops_best());
 	free(shorts);
+	free(ranks);
 	return PBOX_OK;
 }
 

@@ -176,6 +176,13 @@ struct ss_job *ss_job_init(void *mem, const struct ss_job_desc *d, size_t txref_
 	}
 	memset(j->bitmap, 0, (size_t)l.n_frags * j->words * sizeof(uint64_t));
 	memset(j->peer, 0, (size_t)d->n * sizeof(struct nic_addr));
+	if (d->ranks) {
+		for (e = 0; e < d->n; e++) {
+			j->peer[e].ip_be = d->ranks[e].ip_be;
+			j->peer[e].port = d->ranks[e].port;
+		}
+		j->bound = true;
+	}
 	memset(j->txref, 0, (size_t)l.n_frags * 2 * txref_size);
 	return j;
 }
@@ -223,6 +230,9 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		return drop(j, out, SS_DROP_DTYPE);
 	if (h->rank >= j->n)
 		return drop(j, out, SS_DROP_RANK);
+	if (j->bound &&
+	    (from->ip_be != j->peer[h->rank].ip_be || from->port != j->peer[h->rank].port))
+		return drop(j, out, SS_DROP_ADDR);
 	if (ep >= j->n_eps || h->chunk >= j->ep_chunks[ep])
 		return drop(j, out, SS_DROP_CHUNK);
 	if (h->frag >= j->frags_per_chunk)

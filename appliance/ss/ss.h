@@ -48,6 +48,7 @@
 	_(TOKEN, token, "job token wrong")                                                         \
 	_(DTYPE, dtype, "dtype is not the job's")                                                  \
 	_(RANK, rank, "rank not below the job's n")                                                \
+	_(ADDR, addr, "push for a rank from another address than the rank\'s")                     \
 	_(CHUNK, chunk, "chunk not on this endpoint")                                              \
 	_(FRAG, frag, "fragment outside the chunk")                                                \
 	_(LEN, len, "payload length wrong for the round")                                          \
@@ -77,9 +78,13 @@ const char *ss_drop_id(enum ss_drop d);
 static inline uint8_t ss_reply_of(enum ss_drop d, uint16_t *err)
 {
 	static const uint16_t code[SS_DROP_COUNT] = {
-		[SS_DROP_NO_JOB] = PBOX_ERR_NO_JOB, [SS_DROP_TOKEN] = PBOX_ERR_BAD_TOKEN,
-		[SS_DROP_DTYPE] = PBOX_ERR_DTYPE,   [SS_DROP_RANK] = PBOX_ERR_RANGE,
-		[SS_DROP_CHUNK] = PBOX_ERR_RANGE,   [SS_DROP_FRAG] = PBOX_ERR_RANGE,
+		[SS_DROP_NO_JOB] = PBOX_ERR_NO_JOB,
+		[SS_DROP_TOKEN] = PBOX_ERR_BAD_TOKEN,
+		[SS_DROP_DTYPE] = PBOX_ERR_DTYPE,
+		[SS_DROP_RANK] = PBOX_ERR_RANGE,
+		/* SS_DROP_ADDR: not answered: the source may be forged */
+		[SS_DROP_CHUNK] = PBOX_ERR_RANGE,
+		[SS_DROP_FRAG] = PBOX_ERR_RANGE,
 		[SS_DROP_LEN] = PBOX_ERR_LEN};
 
 	*err = (unsigned)d < SS_DROP_COUNT ? code[d] : 0;
@@ -111,6 +116,10 @@ struct ss_job_desc {
 	 * is refused before it touches the fragment (it can wedge no round). */
 	const struct ss_short *shorts;
 	uint32_t n_shorts;
+	/* Every rank's data address (IPv4, UDP port), n of them: a push for
+	 * rank r is taken only from rank r's address, and its results go only
+	 * there. NULL: learnt from each rank's pushes (tests only). */
+	const struct nic_addr *ranks;
 };
 
 /* Counters of one job on one core, written by that core only. */
@@ -149,7 +158,8 @@ struct ss_job {
 	uint8_t *res;		       /* 2 buffers of frag_size per fragment */
 	float *acc;		       /* fp16/bf16: frag_size / elem floats per fragment */
 	uint8_t *txref;		       /* 2 per fragment, txref_size each */
-	struct nic_addr *peer;	       /* where each rank was last heard from */
+	struct nic_addr *peer;	       /* each rank's address (MAC: as last heard from) */
+	bool bound;		       /* peer[] fixed at registration (ss_job_desc.ranks) */
 	uint32_t ep_first[SS_MAX_EPS]; /* first fragment of each endpoint */
 	uint32_t ep_chunks[SS_MAX_EPS];
 	uint32_t n_frags;

@@ -203,6 +203,8 @@ static int box_register(struct gen *g)
 				   .n_eps = g->n_eps};
 	for (e = 0; e < g->n_eps; e++)
 		req.chunks[e] = g->ep[e].n_chunks;
+	for (e = 0; e < g->workers; e++) /* the box takes each rank's pushes from there only */
+		req.ranks[e] = g->worker[e];
 	rc = nic_ctl_register(g->ctl_fd, &req, &ok, deadline, err, sizeof(err));
 	if (rc)
 		return fprintf(stderr, "pbox-gen: REGISTER %s: %s\n", rc > 0 ? "refused" : "failed",

@@ -110,7 +110,7 @@ done
 # tests cover NIC_DROP_IP_FRAG.)
 declare -A before
 for k in drop_magic drop_version drop_op drop_dtype drop_flags drop_len drop_udp_port \
-	ss_token ss_no_job ss_rank ss_chunk ss_frag ss_len drop_ip_csum drop_ip_frag drop_ip_proto \
+	ss_token ss_no_job ss_rank ss_chunk ss_frag ss_len ss_addr drop_ip_csum drop_ip_frag drop_ip_proto \
 	drop_ip_hdr drop_ethertype drop_ip_dst drop_short drop_src icmp_replies; do
 	before[$k]=$(stat "$k")
 done
@@ -118,7 +118,7 @@ N=200
 (
 	sleep 1.5
 	wns 1 "$client" --box "$boxaddr" --job 6 --token $((6 * 7919)) --n "$W" --rank 1 \
-		--storm "$N" --storm-raw eth0 --quiet >"$log/storm.log" 2>&1
+		--ranks "$(rank_addrs)" --storm "$N" --storm-raw eth0 --quiet >"$log/storm.log" 2>&1
 ) &
 storm_pid=$!
 check "fp32 with a storm of malformed packets alongside: exact" run_job 6 fp32 30 "$BYTES"
@@ -126,7 +126,8 @@ wait "$storm_pid"
 check "storm client ran" grep -q STORMRAW "$log/storm.log"
 for pair in magic:drop_magic version:drop_version op:drop_op dtype:drop_dtype flags:drop_flags \
 	len:drop_len udp_port:drop_udp_port token:ss_token no_job:ss_no_job rank:ss_rank \
-	chunk:ss_chunk frag:ss_frag short_push:ss_len ip_csum:drop_ip_csum \
+	chunk:ss_chunk frag:ss_frag short_push:ss_len spoof_port:ss_addr spoof_ip:ss_addr \
+	ip_csum:drop_ip_csum \
 	ip_proto:drop_ip_proto ip_hdr:drop_ip_hdr ethertype:drop_ethertype ip_dst:drop_ip_dst \
 	short:drop_short; do
 	k=${pair%%:*}
@@ -171,8 +172,8 @@ check "one address holds at most 16 control connections (the non-reader's and 15
 check "pboxd says why it dropped them" bash -c "grep -q 'did not read its replies' '$log/pboxd.log'"
 
 # a registrar's host cut off: its job freed by the box within the stated 11 s
-wns 0 "$client" --box "$boxaddr" --job 8 --token 1 --n "$W" --rank 0 --register --hold \
-	--rounds 0 >"$log/cut.log" 2>&1 &
+wns 0 "$client" --box "$boxaddr" --job 8 --token 1 --n "$W" --rank 0 --register \
+	--ranks "$(rank_addrs)" --hold --rounds 0 >"$log/cut.log" 2>&1 &
 cut_pid=$!
 for _ in $(seq 50); do grep -q registered "$log/cut.log" 2>/dev/null && break; sleep 0.1; done
 check "a registrar holds job 8" test "$(stat jobs)" = 1
@@ -193,7 +194,7 @@ kill "$cut_pid" 2>/dev/null
 wait "$cut_pid" 2>/dev/null
 
 # admission
-wns 2 "$client" --box "$boxaddr" --job 9 --token 1 --n "$W" --rank 0 --register --rounds 0 \
+wns 2 "$client" --box "$boxaddr" --job 9 --token 1 --n "$W" --rank 0 --register --ranks "$(rank_addrs)" --rounds 0 \
 	--bytes 1073741824 >"$log/refuse.log" 2>&1
 rc=$?
 check "a job over the memory budget is refused with a message (exit $rc)" \

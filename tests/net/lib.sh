@@ -49,6 +49,13 @@ jobs_gone() {
 }
 wns() { ip netns exec "$(pbox_ns "$tag" "w$1")" "${@:2}"; }
 
+# Every worker's data address, rank order: what a registrar tells the box.
+rank_addrs() {
+	local i out=
+	for ((i = 0; i < W; i++)); do out+="${out:+,}198.18.100.$((i + 1)):9700"; done
+	echo "$out"
+}
+
 # run_job JOB DTYPE ROUNDS BYTES [extra client args]: a registrar holds the
 # job while W clients run; true when every client verified every sum.
 run_job() {
@@ -57,7 +64,8 @@ run_job() {
 	local common=(--box "$boxaddr" --job "$job" --token "$((job * 7919))" --n "$W" --dtype "$dt"
 		--bytes "$bytes" --quiet)
 	# not through a function: $! must be the client itself
-	ip netns exec "$(pbox_ns "$tag" w0)" "$client" "${common[@]}" --rank 0 --register --hold \
+	ip netns exec "$(pbox_ns "$tag" w0)" "$client" "${common[@]}" --rank 0 --register \
+		--ranks "$(rank_addrs)" --hold \
 		--rounds 0 >"$log/reg$job.log" 2>&1 &
 	reg=$!
 	for _ in $(seq 50); do grep -q registered "$log/reg$job.log" 2>/dev/null && break; sleep 0.1; done

@@ -7,6 +7,8 @@
  *   pbox-client --box IP:PORT --job ID --token T --rank R --n N [options]
  *
  *   --register        register the job first (chunk counts from ENDPOINTS)
+ *   --ranks A:P,...   with --register: every rank's address (the box takes a
+ *                     rank's pushes from there only)
  *   --hold            after registering (and any rounds), keep the job until
  *                     SIGINT/SIGTERM: the job lives as long as this connection
  *   --dtype T         fp32 (default), fp16, bf16
@@ -14,6 +16,8 @@
  *   --window W        fragments in flight (default 128); --rto-ms (default 40)
  *   --deadline-s S    fail when no progress for S seconds (default 20)
  *   --port P          our UDP port (default 9700): several clients on one host
+ *   --addr IP         our address (default: the route's): one source address on
+ *                     a host that reaches the box's ports through several links
  *   --storm N         send N of each kind of malformed datagram instead
  *   --storm-raw IFACE also N of each malformed frame through AF_PACKET
  *   --quiet           only the summary line
@@ -75,6 +79,9 @@ struct opts {
 	uint64_t bytes;
 	uint32_t rounds, window, rto_ms, deadline_s, storm;
 	const char *storm_raw;
+	const char *ranks;		 /* --ranks, for REGISTER */
+	struct nic_addr rank_addr[1024]; /* --ranks parsed (n of them) */
+	uint32_t addr_be;		 /* --addr */
 	bool reg, hold, quiet;
 };
 
@@ -204,6 +211,8 @@ static int do_register(void)
 				   .n_eps = n_eps};
 	for (e = 0; e < n_eps; e++)
 		req.chunks[e] = eps[e].n_chunks;
+	for (e = 0; e < o.n; e++)
+		req.ranks[e] = o.rank_addr[e];
 	if (o.bytes % chunk_size) { /* the last chunk is short: say how short */
 		uint32_t last = n_chunks - 1;
 
@@ -550,6 +559,16 @@ static void udp_to(const void *p, size_t n, const struct ep *e, uint16_t port)
 }
 
 /* A valid round-0 push of 64 bytes from us: what each storm kind breaks. */
+/* A storm is for counting refusals, not for overflowing receive rings: a
+ * millisecond's pause every 8 rounds of kinds keeps a burst to ~40 frames
+ * per box port, far inside an af_packet ring of 512 (an unpaced burst of
+ * 3,400 frames lost ~12% on a slow machine, and the counts came up short). */
+static void storm_pace(unsigned i)
+{
+	if (i % 8 == 0)
+		usleep(1000);
+}
+
 static struct pbox_hdr storm_push(void)
 {
 	return (struct pbox_hdr){.op = PBOX_OP_PUSH,
@@ -564,14 +583,13 @@ static struct pbox_hdr storm_push(void)
  * the endpoints; prints what it sent as "STORM kind=count ...". */
 static int storm(void)
 {
-	static const char *const kinds[] = {"magic", "version",	 "op",	      "dtype",	"flags",
-					    "len",   "udp_port", "token",     "no_job", "rank",
-					    "chunk", "frag",	 "short_push"};
+	static const char *const kinds[] = {"magic", "version",	 "op",	  "dtype",  "flags",
+					    "len",   "udp_port", "token", "no_job", "rank"};
 	enum { NK = sizeof(kinds) / sizeof(kinds[0]) };
 	uint8_t buf[PBOX_HDR_LEN + 256];
 	unsigned k, i;
 
-	for (i = 0; i < o.storm; i++)
+	for (i = 0; i < o.storm; i++, storm_pace(i))
 		for (k = 0; k < NK; k++) {
 			const struct ep *e = &eps[(i + k) % n_eps];
 			struct pbox_hdr h = storm_push();
@@ -591,20 +609,6 @@ static int storm(void)
 				break;
 			case 9:
 				h.rank = o.n;
-				break;
-			case 10:
-				h.chunk = e->n_chunks + 5;
-				break;
-			case 11:
-				h.frag = (uint16_t)fpc;
-				break;
-			case 12: /* all else right, 4 bytes to a full fragment of a
-				  * round the job may be about to start: it must not
-				  * fix the round's length (and wedge it) */
-				h.chunk = e->n_chunks ? i % e->n_chunks : 0;
-				h.round = i % 32;
-				h.len = 4;
-				n = PBOX_HDR_LEN + 4;
 				break;
 			default:
 				break;
@@ -645,8 +649,10 @@ static int storm(void)
 static int storm_raw(void)
 {
 	static const char *const kinds[] = {
-		"ip_csum", "ip_frag",	"ip_proto",  "ip_hdr",	 "ethertype",	   "ip_dst",
-		"short",   "src_bcast", "src_mcast", "src_zero", "icmp_src_bcast", "arp_src_zero"};
+		"ip_csum",	  "ip_frag",	  "ip_proto",  "ip_hdr",    "ethertype",
+		"ip_dst",	  "short",	  "src_bcast", "src_mcast", "src_zero",
+		"icmp_src_bcast", "arp_src_zero", "chunk",     "frag",	    "short_push",
+		"spoof_port",	  "spoof_ip"};
 	enum { NK = sizeof(kinds) / sizeof(kinds[0]) };
 	int fd = socket(AF_PACKET, SOCK_RAW, 0);
 	struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_halen = 6};
@@ -659,7 +665,7 @@ static int storm_raw(void)
 			strerror(errno));
 		return -1;
 	}
-	for (i = 0; i < o.storm; i++)
+	for (i = 0; i < o.storm; i++, storm_pace(i))
 		for (k = 0; k < NK; k++) {
 			const struct ep *e = &eps[(i + k) % n_eps];
 			struct pbox_hdr h = storm_push();
@@ -669,6 +675,34 @@ static int storm_raw(void)
 			dst.ip_be = e->ip_be;
 			dst.port = e->port;
 			src.ip_be = htonl(0xc6126401); /* 198.18.100.1: any of ours */
+			src.port = 9700;
+			if (k >= 12) { /* pushes from our own rank's registered address */
+				src.ip_be = o.rank_addr[o.rank].ip_be;
+				src.port = o.rank_addr[o.rank].port;
+			}
+			switch (k) {
+			case 12:
+				h.chunk = e->n_chunks + 5;
+				break;
+			case 13:
+				h.frag = (uint16_t)fpc;
+				break;
+			case 14: /* all else right, 4 bytes to a full fragment of a
+				  * round the job may be about to start: it must not
+				  * fix the round's length (and wedge it) */
+				h.chunk = e->n_chunks ? i % e->n_chunks : 0;
+				h.round = i % 32;
+				h.len = 4;
+				break;
+			case 15: /* our rank from another port of ours */
+				src.port = (uint16_t)(src.port + 1);
+				break;
+			case 16: /* another rank, from our address */
+				h.rank = (uint16_t)((o.rank + 1) % o.n);
+				break;
+			default:
+				break;
+			}
 			n = nic_wire_build(frame, sizeof(frame), &src, &dst, &h, payload);
 			switch (k) {
 			case 1:
@@ -740,7 +774,8 @@ static int storm_raw(void)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: pbox-client --box IP:PORT --job ID --token T --rank R --n N\n"
-		   "         [--register] [--hold] [--dtype fp32|fp16|bf16] [--bytes B]\n"
+		   "         [--register --ranks IP:PORT,...] [--hold] [--dtype fp32|fp16|bf16]\n"
+		   "         [--bytes B] [--addr IP]\n"
 		   "         [--rounds V] [--window W] [--rto-ms MS] [--deadline-s S] [--port P]\n"
 		   "         [--storm N] [--storm-raw IFACE] [--quiet]\n");
 }
@@ -795,13 +830,16 @@ static int num_opt(const struct option *lo, int c, const char *arg)
 
 static int parse_args(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{"box", 1, 0, 'b'},    {"job", 1, 0, 'j'},	  {"token", 1, 0, 't'},
-		{"rank", 1, 0, 'r'},   {"n", 1, 0, 'n'},	  {"dtype", 1, 0, 'd'},
-		{"bytes", 1, 0, 'B'},  {"rounds", 1, 0, 'V'},	  {"window", 1, 0, 'w'},
-		{"rto-ms", 1, 0, 'R'}, {"deadline-s", 1, 0, 'D'}, {"port", 1, 0, 'p'},
-		{"storm", 1, 0, 's'},  {"storm-raw", 1, 0, 'S'},  {"register", 0, 0, 'g'},
-		{"hold", 0, 0, 'H'},   {"quiet", 0, 0, 'q'},	  {0, 0, 0, 0}};
+	static const struct option lo[] = {{"box", 1, 0, 'b'},	      {"job", 1, 0, 'j'},
+					   {"token", 1, 0, 't'},      {"rank", 1, 0, 'r'},
+					   {"n", 1, 0, 'n'},	      {"dtype", 1, 0, 'd'},
+					   {"bytes", 1, 0, 'B'},      {"rounds", 1, 0, 'V'},
+					   {"window", 1, 0, 'w'},     {"rto-ms", 1, 0, 'R'},
+					   {"deadline-s", 1, 0, 'D'}, {"port", 1, 0, 'p'},
+					   {"storm", 1, 0, 's'},      {"storm-raw", 1, 0, 'S'},
+					   {"register", 0, 0, 'g'},   {"hold", 0, 0, 'H'},
+					   {"quiet", 0, 0, 'q'},      {"ranks", 1, 0, 'A'},
+					   {"addr", 1, 0, 'L'},	      {0, 0, 0, 0}};
 	int c;
 	bool have_box = false;
 
@@ -831,6 +869,13 @@ static int parse_args(int argc, char **argv)
 		case 'g':
 			o.reg = true;
 			break;
+		case 'A':
+			o.ranks = optarg;
+			break;
+		case 'L':
+			if (inet_pton(AF_INET, optarg, &o.addr_be) != 1)
+				return -1;
+			break;
 		case 'H':
 			o.hold = true;
 			break;
@@ -844,14 +889,34 @@ static int parse_args(int argc, char **argv)
 		}
 	}
 	if (optind != argc || !have_box || o.n < 1 || o.rank >= o.n || o.window < 1 || !o.port ||
-	    o.bytes == 0 || o.bytes % 4 || o.rto_ms < 1)
+	    o.bytes == 0 || o.bytes % 4 || o.rto_ms < 1 || (o.reg && !o.ranks) || o.n > 1024)
 		return -1;
+	if (o.ranks) { /* --ranks A:P,...: one per rank */
+		const char *p = o.ranks;
+
+		for (unsigned r = 0; r < o.n; r++) {
+			char ip[16];
+			unsigned port;
+			int used = 0;
+
+			if (sscanf(p, "%15[0-9.]:%5u%n", ip, &port, &used) != 2 ||
+			    inet_pton(AF_INET, ip, &o.rank_addr[r].ip_be) != 1 || port > 65535) {
+				fprintf(stderr, "pbox-client: --ranks: no address for rank %u\n",
+					r);
+				return -1;
+			}
+			o.rank_addr[r].port = (uint16_t)port;
+			p += used;
+			if (*p == ',')
+				p++;
+		}
+	}
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in me = {.sin_family = AF_INET};
+	struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr.s_addr = o.addr_be};
 	int sz = 8 << 20, rc;
 	uint64_t t0, t1;
 	uint32_t v, g;

@@ -58,7 +58,7 @@ static const struct nic_ctl_reg_limits lim = {
 START_TEST(register_round_trip)
 {
 	static struct nic_ctl_reg r, got;
-	char line[256], err[256];
+	char line[512], err[256];
 
 	r = (struct nic_ctl_reg){.job = 42,
 				 .token = 18446744073709551615ull,
@@ -68,12 +68,16 @@ START_TEST(register_round_trip)
 				 .chunk = 4096,
 				 .n_eps = 3};
 	r.chunks[0] = 7, r.chunks[1] = 0, r.chunks[2] = 16777216;
+	for (unsigned k = 0; k < 4; k++)
+		r.ranks[k] = (struct nic_addr){.ip_be = htonl(0xc6126401u + k), .port = 9700};
 	r.shorts[0] = (struct nic_ctl_short){.ep = 0, .chunk = 6, .bytes = 1000};
 	r.shorts[1] = (struct nic_ctl_short){.ep = 2, .chunk = 9, .bytes = 2};
 	r.n_shorts = 2;
 	ck_assert_int_gt(nic_ctl_format_register(line, sizeof(line), &r), 0);
 	ck_assert_str_eq(line, "REGISTER job=42 token=18446744073709551615 n=4 dtype=bf16 "
-			       "frag=1024 chunk=4096 chunks=7,0,16777216 short=0:6:1000,2:9:2");
+			       "frag=1024 chunk=4096 chunks=7,0,16777216 ranks=198.18.100.1:9700,"
+			       "198.18.100.2:9700,198.18.100.3:9700,198.18.100.4:9700 "
+			       "short=0:6:1000,2:9:2");
 	ck_assert_int_eq(nic_ctl_parse_register(line + 9, &lim, &got, err, sizeof(err)), 0);
 	ck_assert_uint_eq(got.job, 42);
 	ck_assert_uint_eq(got.token, r.token);
@@ -84,11 +88,14 @@ START_TEST(register_round_trip)
 	ck_assert_uint_eq(got.n_eps, 3);
 	ck_assert_uint_eq(got.chunks[2], 16777216);
 	ck_assert_uint_eq(got.n_shorts, 2);
+	ck_assert(got.ranks[3].ip_be == r.ranks[3].ip_be && got.ranks[3].port == 9700);
 	ck_assert(got.shorts[1].ep == 2 && got.shorts[1].chunk == 9 && got.shorts[1].bytes == 2);
 	/* defaults */
-	ck_assert_int_eq(nic_ctl_parse_register("job=1 token=2 n=2 dtype=fp32 chunks=1,1,1", &lim,
-						&got, err, sizeof(err)),
-			 0);
+	ck_assert_int_eq(
+		nic_ctl_parse_register(
+			"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+			&lim, &got, err, sizeof(err)),
+		0);
 	ck_assert_uint_eq(got.frag, 8192);
 	ck_assert_uint_eq(got.chunk, 32768);
 	ck_assert_int_eq(nic_ctl_format_register(line, 40, &r), -1); /* does not fit */
@@ -102,41 +109,54 @@ START_TEST(register_strict)
 	static const struct {
 		const char *args, *err;
 	} bad[] = {
-		{"job=1 token=2 n=2 dtype=fp32 fragment=1024 chunks=1,1,1",
-		 "unknown key 'fragment' (REGISTER takes job, token, n, dtype, frag, chunk, chunks, short)"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 short=0:2:100",
+		{"job=1 token=2 n=2 dtype=fp32 fragment=1024 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		 "unknown key 'fragment' (REGISTER takes job, token, n, dtype, frag, chunk, chunks, ranks, short)"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:2:100",
 		 "short: entry 0: endpoint 0 has no chunk 2"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 short=0:1:32768",
+		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:1:32768",
 		 "short: entry 0: 32768 bytes is not a whole number of 4-byte elements from 1 to 32767"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 short=0:1:6",
+		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:1:6",
 		 "short: entry 0: 6 bytes"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 short=1:0:8,0:1:8",
+		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=1:0:8,0:1:8",
 		 "short: entry 1: not in (endpoint, chunk) order, or twice"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 short=0:1:8,0:1:8",
+		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:1:8,0:1:8",
 		 "short: entry 1: not in (endpoint, chunk) order, or twice"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 short=0:1",
+		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:1",
 		 "short: entry 0: '0:1' is not"},
-		{"job=1 job=2 token=2 n=2 dtype=fp32 chunks=1,1,1", "job: given twice"},
-		{"job=0 token=2 n=2 dtype=fp32 chunks=1,1,1",
+		{"job=1 job=2 token=2 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		 "job: given twice"},
+		{"job=0 token=2 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "job: '0' is not a number from 1 to 4294967295"},
-		{"job=1 token=2 n=1 dtype=fp32 chunks=1,1,1",
+		{"job=1 token=2 n=1 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700",
 		 "n: '1' is not a number from 2 to 1024"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=0,0,0",
+		{"job=1 token=2 n=2 dtype=fp32 chunks=0,0,0 ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "chunks: the job has no chunk on any endpoint"},
-		{"job=1 token=2 n=2 dtype=fp32 chunk=3000 chunks=1,1,1",
+		{"job=1 token=2 n=2 dtype=fp32 chunk=3000 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "chunk: '3000' is not a power of two from 8192 to 1048576"},
-		{"job=1 token=2 n=2 dtype=fp32 frag=16384 chunks=1,1,1",
+		{"job=1 token=2 n=2 dtype=fp32 frag=16384 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "frag: '16384' is not a power of two from 64 to 8192"},
-		{"job=1 token=2 n=2 dtype=fp64 chunks=1,1,1",
+		{"job=1 token=2 n=2 dtype=fp64 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "dtype: 'fp64' is not fp32, fp16 or bf16"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1", "chunks: 2 counts for 3 endpoints"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1,1",
+		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		 "chunks: 2 counts for 3 endpoints"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "chunks: more than one count per endpoint (3 endpoints)"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=1,x,1",
+		{"job=1 token=2 n=2 dtype=fp32 chunks=1,x,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "chunks: entry 1: 'x' is not a count"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,", "chunks: a count is missing"},
-		{"job=1 token=-2 n=2 dtype=fp32 chunks=1,1,1", "token: '-2' is not a number"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1, ranks=198.18.0.10:9700,198.18.0.11:9700",
+		 "chunks: a count is missing"},
+		{"job=1 token=-2 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		 "token: '-2' is not a number"},
 		{"job=1 token=2 n=2 dtype=fp32", "chunks: missing"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1", "ranks: missing"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700",
+		 "ranks: 1 addresses for n = 2 ranks"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.10:9700",
+		 "ranks: ranks 0 and 1 have the same address"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,255.255.255.255:9700",
+		 "ranks: entry 1: '255.255.255.255:9700' is not a host's"},
+		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:0",
+		 "ranks: entry 1: '198.18.0.11:0' is not a host's"},
 		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1 extra", "'extra': expected key=value"},
 	};
 	static struct nic_ctl_reg got;

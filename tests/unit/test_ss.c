@@ -350,6 +350,7 @@ START_TEST(test_ss_reply_of_every_drop)
 		{SS_DROP_TOKEN, PBOX_OP_ERROR, PBOX_ERR_BAD_TOKEN},
 		{SS_DROP_DTYPE, PBOX_OP_ERROR, PBOX_ERR_DTYPE},
 		{SS_DROP_RANK, PBOX_OP_ERROR, PBOX_ERR_RANGE},
+		{SS_DROP_ADDR, 0, 0},
 		{SS_DROP_CHUNK, PBOX_OP_ERROR, PBOX_ERR_RANGE},
 		{SS_DROP_FRAG, PBOX_OP_ERROR, PBOX_ERR_RANGE},
 		{SS_DROP_LEN, PBOX_OP_ERROR, PBOX_ERR_LEN},
@@ -436,6 +437,58 @@ START_TEST(test_ss_lengths_from_registration)
 }
 END_TEST
 
+/* With the ranks' addresses registered, a push for rank r counts only from
+ * rank r's address (another IP or port is dropped, unanswered, and leaves
+ * no trace), and the results go to the registered addresses, not to
+ * whoever pushed last. */
+START_TEST(test_ss_ranks_bound_to_addresses)
+{
+	struct nic_addr ranks[2] = {{.ip_be = 0x0164a8c6, .port = 9700},
+				    {.ip_be = 0x0264a8c6, .port = 9700}};
+	struct ss_job_desc d = {.id = 7,
+				.token32 = nic_wire_token(0x1234),
+				.n = 2,
+				.dtype = SUM_FP32,
+				.frag_size = FRAG,
+				.chunk_size = CHUNK,
+				.n_eps = 1,
+				.ep_chunks = {1},
+				.ranks = ranks};
+	size_t bytes = ss_job_bytes(&d, 0), align = ss_job_align(&d);
+	void *mem = aligned_alloc(align, (bytes + align - 1) / align * align);
+	struct nic_addr spoof = ranks[1];
+	uint8_t payload[FRAG] = {0};
+	struct ss_job *j;
+	struct ss_out out;
+	struct pbox_hdr h;
+
+	ranks[0].mac[0] = 2; /* the MAC is learnt from the pushes, not given */
+	j = ss_job_init(mem, &d, 0, sum_ops_best());
+	ck_assert(j->bound);
+	h = hdr(j, 1, 0, 0, 0, FRAG);
+	spoof.port = 9701; /* rank 1's address, another port */
+	ck_assert_int_eq(ss_push(j, 0, &h, payload, &spoof, &out), SS_DROP);
+	ck_assert_int_eq(out.why, SS_DROP_ADDR);
+	spoof = ranks[0]; /* rank 0's address, pushing for rank 1 */
+	ck_assert_int_eq(ss_push(j, 0, &h, payload, &spoof, &out), SS_DROP);
+	ck_assert_int_eq(out.why, SS_DROP_ADDR);
+	ck_assert_uint_eq(j->frag[0].count, 0);
+	ck_assert_uint_eq(j->cnt.drop[SS_DROP_ADDR], 2);
+	{
+		uint16_t err;
+
+		ck_assert_uint_eq(ss_reply_of(SS_DROP_ADDR, &err), 0);
+	}
+	h = hdr(j, 0, 0, 0, 0, FRAG);
+	ck_assert_int_eq(ss_push(j, 0, &h, payload, &ranks[0], &out), SS_SUMMED);
+	h = hdr(j, 1, 0, 0, 0, FRAG);
+	ck_assert_int_eq(ss_push(j, 0, &h, payload, &ranks[1], &out), SS_COMPLETE);
+	ck_assert_uint_eq(j->peer[1].ip_be, ranks[1].ip_be);
+	ck_assert_uint_eq(j->peer[1].port, 9700);
+	free(mem);
+}
+END_TEST
+
 Suite *ss_suite(void)
 {
 	Suite *s = suite_create("ss");
@@ -445,6 +498,7 @@ Suite *ss_suite(void)
 	tcase_add_test(tc, test_ss_drops);
 	tcase_add_test(tc, test_ss_reply_of_every_drop);
 	tcase_add_test(tc, test_ss_lengths_from_registration);
+	tcase_add_test(tc, test_ss_ranks_bound_to_addresses);
 	tcase_add_loop_test(tc, test_ss_rounds, SUM_FP32, SUM_DTYPE_COUNT);
 	tcase_add_test(tc, test_ss_busy);
 	tcase_add_loop_test(tc, test_ss_random, SUM_FP32, SUM_DTYPE_COUNT);
