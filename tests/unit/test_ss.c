@@ -12,24 +12,35 @@
 #define FRAG  256
 #define CHUNK 1024
 
+/* A job of @d in a block of its own (freed by the caller through @mem). */
+static struct ss_job *init_job(const struct ss_job_desc *d, void **mem)
+{
+	size_t bytes = ss_job_bytes(d, 16), align = ss_job_align(d);
+
+	ck_assert_ptr_null(ss_job_desc_check(d));
+	*mem = aligned_alloc(align, (bytes + align - 1) / align * align); /* C11: a multiple */
+	ck_assert_ptr_nonnull(*mem);
+	return ss_job_init(*mem, d, 16, sum_ops_best());
+}
+
+/* The jobs of these tests: job 7, @n ranks, two endpoints of 3 and 2 chunks. */
+static struct ss_job_desc desc(uint16_t n, uint8_t dtype)
+{
+	return (struct ss_job_desc){.id = 7,
+				    .token32 = nic_wire_token(0x1234),
+				    .n = n,
+				    .dtype = dtype,
+				    .frag_size = FRAG,
+				    .chunk_size = CHUNK,
+				    .n_eps = 2,
+				    .ep_chunks = {3, 2}};
+}
+
 static struct ss_job *make_job(uint16_t n, uint8_t dtype, void **mem)
 {
-	struct ss_job_desc d = {.id = 7,
-				.token32 = nic_wire_token(0x1234),
-				.n = n,
-				.dtype = dtype,
-				.frag_size = FRAG,
-				.chunk_size = CHUNK,
-				.n_eps = 2,
-				.ep_chunks = {3, 2}};
-	size_t bytes = ss_job_bytes(&d, 16);
+	const struct ss_job_desc d = desc(n, dtype);
 
-	ck_assert_ptr_null(ss_job_desc_check(&d));
-	/* C11: the size a multiple of the alignment */
-	*mem = aligned_alloc(ss_job_align(&d),
-			     (bytes + ss_job_align(&d) - 1) / ss_job_align(&d) * ss_job_align(&d));
-	ck_assert_ptr_nonnull(*mem);
-	return ss_job_init(*mem, &d, 16, sum_ops_best());
+	return init_job(&d, mem);
 }
 
 static struct pbox_hdr hdr(const struct ss_job *j, uint16_t rank, uint32_t chunk, uint16_t frag,
@@ -381,25 +392,16 @@ END_TEST
 START_TEST(test_ss_lengths_from_registration)
 {
 	const struct ss_short tail = {.ep = 1, .chunk = 1, .bytes = FRAG + 40};
-	struct ss_job_desc d = {.id = 7,
-				.token32 = nic_wire_token(0x1234),
-				.n = 2,
-				.dtype = SUM_FP32,
-				.frag_size = FRAG,
-				.chunk_size = CHUNK,
-				.n_eps = 2,
-				.ep_chunks = {3, 2},
-				.shorts = &tail,
-				.n_shorts = 1};
-	size_t bytes = ss_job_bytes(&d, 0), align = ss_job_align(&d);
-	void *mem = aligned_alloc(align, (bytes + align - 1) / align * align);
+	struct ss_job_desc d = desc(2, SUM_FP32);
+	void *mem;
 	struct ss_job *j;
 	uint8_t payload[FRAG];
 	struct ss_out out;
 	struct pbox_hdr h;
 
-	ck_assert_ptr_null(ss_job_desc_check(&d));
-	j = ss_job_init(mem, &d, 0, sum_ops_best());
+	d.shorts = &tail;
+	d.n_shorts = 1;
+	j = init_job(&d, &mem);
 	fill(SUM_FP32, payload, FRAG / 4, 0, 0, 0);
 	h = hdr(j, 0, 0, 1, 0, 4); /* 4 bytes to a full fragment */
 	ck_assert_int_eq(ss_push(j, 0, &h, payload, &who, &out), SS_DROP);
@@ -445,17 +447,8 @@ START_TEST(test_ss_ranks_bound_to_addresses)
 {
 	struct nic_addr ranks[2] = {{.ip_be = 0x0164a8c6, .port = 9700},
 				    {.ip_be = 0x0264a8c6, .port = 9700}};
-	struct ss_job_desc d = {.id = 7,
-				.token32 = nic_wire_token(0x1234),
-				.n = 2,
-				.dtype = SUM_FP32,
-				.frag_size = FRAG,
-				.chunk_size = CHUNK,
-				.n_eps = 1,
-				.ep_chunks = {1},
-				.ranks = ranks};
-	size_t bytes = ss_job_bytes(&d, 0), align = ss_job_align(&d);
-	void *mem = aligned_alloc(align, (bytes + align - 1) / align * align);
+	struct ss_job_desc d = desc(2, SUM_FP32);
+	void *mem;
 	struct nic_addr spoof = ranks[1];
 	uint8_t payload[FRAG] = {0};
 	struct ss_job *j;
@@ -463,7 +456,8 @@ START_TEST(test_ss_ranks_bound_to_addresses)
 	struct pbox_hdr h;
 
 	ranks[0].mac[0] = 2; /* the MAC is learnt from the pushes, not given */
-	j = ss_job_init(mem, &d, 0, sum_ops_best());
+	d.ranks = ranks;
+	j = init_job(&d, &mem);
 	ck_assert(j->bound);
 	h = hdr(j, 1, 0, 0, 0, FRAG);
 	spoof.port = 9701; /* rank 1's address, another port */
