@@ -916,7 +916,7 @@ static int parse_args(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr.s_addr = o.addr_be};
+	struct sockaddr_in me = {.sin_family = AF_INET};
 	int sz = 8 << 20, rc;
 	uint64_t t0, t1;
 	uint32_t v, g;
@@ -926,6 +926,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	me.sin_port = htons(o.port);
+	me.sin_addr.s_addr = o.addr_be; /* --addr, or any */
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
