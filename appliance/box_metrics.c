@@ -150,38 +150,38 @@ static void render_jobs(FILE *f, struct box_ctl *c)
 		{"pbox_job_retransmissions_total", "counter",
 		 "Pushes a job's workers flagged as retransmissions"},
 	};
+	/* each job's counters summed over its cores once, then written by family */
+	static struct {
+		struct box_job_view v;
+		struct ss_counters s;
+	} job[SS_MAX_JOBS]; /* under the render lock */
 	unsigned n = box_ctl_n_jobs(c), i, k, r;
 
+	for (i = 0; i < n && i < SS_MAX_JOBS; i++) {
+		box_ctl_job(c, i, &job[i].v);
+		box_job_counters(&job[i].v, &job[i].s);
+	}
 	family(f, "pbox_jobs", "gauge", "Jobs registered");
 	fprintf(f, "pbox_jobs %u\n", n);
 	for (k = 0; k < sizeof(fam) / sizeof(fam[0]); k++) {
 		family(f, fam[k].name, fam[k].type, fam[k].help);
 		for (i = 0; i < n; i++) {
-			struct box_job_view v;
-			struct ss_counters s;
-			uint64_t val[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+			const struct box_job_view *v = &job[i].v;
+			const struct ss_counters *q = &job[i].s;
+			const uint64_t val[] = {
+				v->n,	   v->chunks,	 v->bytes,   v->frag_size, q->rx,
+				q->summed, q->completed, q->results, q->answers,   q->retrans_rx};
 
-			box_ctl_job(c, i, &v);
-			box_job_counters(&v, &s);
-			val[0] = v.n, val[1] = v.chunks, val[2] = v.bytes, val[3] = v.frag_size;
-			val[4] = s.rx, val[5] = s.summed, val[6] = s.completed, val[7] = s.results;
-			val[8] = s.answers, val[9] = s.retrans_rx;
-			fprintf(f, "%s{job=\"%u\",dtype=\"%s\"} %" PRIu64 "\n", fam[k].name, v.id,
-				sum_dtype_name((enum sum_dtype)v.dtype), val[k]);
+			fprintf(f, "%s{job=\"%u\",dtype=\"%s\"} %" PRIu64 "\n", fam[k].name, v->id,
+				sum_dtype_name((enum sum_dtype)v->dtype), val[k]);
 		}
 	}
 	family(f, "pbox_job_drops_total", "counter",
 	       "Pushes to a job the summation service dropped, by reason");
-	for (i = 0; i < n; i++) {
-		struct box_job_view v;
-		struct ss_counters s;
-
-		box_ctl_job(c, i, &v);
-		box_job_counters(&v, &s);
+	for (i = 0; i < n; i++)
 		for (r = 0; r < SS_DROP_COUNT; r++)
 			fprintf(f, "pbox_job_drops_total{job=\"%u\",reason=\"%s\"} %" PRIu64 "\n",
-				v.id, ss_drop_id((enum ss_drop)r), s.drop[r]);
-	}
+				job[i].v.id, ss_drop_id((enum ss_drop)r), job[i].s.drop[r]);
 }
 
 static void render_ports(FILE *f, const struct box *b)

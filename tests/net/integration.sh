@@ -58,14 +58,20 @@ check "STATS on the management connection says what pboxctl says (completed, res
 # Prometheus: /metrics on the management address in the text format, and a
 # real Prometheus server scraping it answers PromQL with pboxd's counters
 murl="http://${boxaddr%:*}:9571/metrics"
+# (pboxctl read just before and just after the scrape: a late resend or an
+# ARP refresh on a loaded machine can move rx_pkts in between, so /metrics
+# must lie between the two readings; completed and results no longer move)
+rx_before=$(stat rx_pkts)
 wns 1 curl -sf "$murl" >"$log/metrics.txt"
+rx_after=$(stat rx_pkts)
 check "GET $murl passes promtool check metrics" \
 	bash -c "promtool check metrics <'$log/metrics.txt' >'$log/promtool.txt' 2>&1 || { cat '$log/promtool.txt'; exit 1; }"
 msum() { awk -v m="$1" '$1 ~ "^" m "[{ ]" || $1 == m { s += $NF } END { printf "%.0f\n", s }' "$log/metrics.txt"; }
-check "/metrics agrees with pboxctl: completed, results, rx_pkts summed over cores; jobs 0" \
+rx_m=$(msum pbox_core_rx_pkts_total)
+check "/metrics agrees with pboxctl: completed, results equal, rx_pkts $rx_m within [$rx_before, $rx_after], summed over cores; jobs 0" \
 	test "$(msum pbox_core_completed_total)" = "$(stat completed)" -a \
 	"$(msum pbox_core_results_total)" = "$(stat results)" -a \
-	"$(msum pbox_core_rx_pkts_total)" = "$(stat rx_pkts)" -a "$(msum pbox_jobs)" = 0
+	"$rx_m" -ge "$rx_before" -a "$rx_m" -le "$rx_after" -a "$(msum pbox_jobs)" = 0
 check "/metrics has the ports' own counters (imissed, rx_nombuf, oerrors) for 4 ports, drops by reason" \
 	test "$(grep -c '^pbox_port_rx_missed_total{port=' "$log/metrics.txt")" = 4 -a \
 	"$(grep -c '^pbox_port_rx_nombuf_total{' "$log/metrics.txt")" = 4 -a \
@@ -177,6 +183,12 @@ wns 0 "$client" --box "$boxaddr" --job 8 --token 1 --n "$W" --rank 0 --register 
 cut_pid=$!
 for _ in $(seq 50); do grep -q registered "$log/cut.log" 2>/dev/null && break; sleep 0.1; done
 check "a registrar holds job 8" test "$(stat jobs)" = 1
+wns 1 curl -sf "$murl" >"$log/metrics-job.txt"
+check "/metrics with a job registered: its workers, state bytes and drops by reason, and promtool still passes" \
+	bash -c "grep -q '^pbox_job_workers{job=\"8\",dtype=\"fp32\"} $W\$' '$log/metrics-job.txt' &&
+		 grep -q '^pbox_job_state_bytes{job=\"8\",dtype=\"fp32\"} [1-9]' '$log/metrics-job.txt' &&
+		 grep -q '^pbox_job_drops_total{job=\"8\",reason=\"addr\"} 0\$' '$log/metrics-job.txt' &&
+		 promtool check metrics <'$log/metrics-job.txt' >/dev/null 2>&1"
 pbox_net_impair "$tag" w0 100 0 || bad "cut w0 off"
 t0=$(date +%s.%N)
 freed=
