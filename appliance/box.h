@@ -78,7 +78,7 @@ struct box_ep {
 	struct rte_mbuf *tx[BOX_TX_MAX];
 };
 
-enum box_msg_type { BOX_MSG_ADD, BOX_MSG_DEL };
+enum box_msg_type { BOX_MSG_ADD, BOX_MSG_GROW, BOX_MSG_DEL };
 
 /* A control request; the core answers by returning it on its reply ring. */
 struct box_msg {

@@ -6,14 +6,20 @@
  * the clients parse. Besides ENDPOINTS, REGISTER and UNREGISTER:
  *
  *   LIST
- *       JOB id=ID n=N dtype=T frag=F chunk=C chunks=K bytes=B
+ *       JOB id=ID n=N dtype=T[+T...] frag=F chunk=C chunks=K bytes=B segments=S
  *       OK jobs=N
+ *   GROW job=ID token=T ...   (REGISTER's fields: a segment of new chunks)
+ *       EP lines, then OK job=ID bytes=B frag=F chunk=C   (B: the whole job's)
  *   STATS
  *       STAT key=value    one per box counter (pboxctl stats, summed over
  *                         the data cores), then OK stats=N jobs=J state_bytes=B
  *
  * A job lives as long as the connection that registered it: when the
  * registering process goes away, the box frees the job and its memory.
+ * The same connection may grow the job (GROW: tensors a framework hands over
+ * after the start): each growth is one more segment of the job on every
+ * core, of its own dtype, whose chunks follow the job's earlier ones on each
+ * endpoint, admitted against the same budget as a registration.
  * Job state is allocated here, on the node of each owning core, and handed
  * to the cores through their request rings; cores never allocate.
  */
@@ -68,7 +74,10 @@ struct ctl_job {
 	struct ss_job_desc desc; /* n_eps, ep_chunks unused: per lcore below */
 	uint64_t chunks, bytes;
 	uint64_t node_bytes[NUMA_MAX_NODES];
-	struct ss_job *state[RTE_MAX_LCORE];
+	struct ss_job *state[RTE_MAX_LCORE]; /* each core's first segment; ->next the others */
+	uint32_t *ep_total;		     /* chunks on each endpoint, all segments */
+	unsigned segments;
+	uint8_t dtypes; /* bit per dtype its segments hold */
 };
 
 struct ctl_conn {
@@ -245,10 +254,21 @@ static bool job_busy(const struct ss_job *s)
 {
 	uint32_t f;
 
-	for (f = 0; f < s->n_frags * 2; f++)
-		if (box_txref_inflight(ss_job_txref(s, f / 2, f % 2)))
-			return true;
+	for (; s; s = s->next)
+		for (f = 0; f < s->n_frags * 2; f++)
+			if (box_txref_inflight(ss_job_txref(s, f / 2, f % 2)))
+				return true;
 	return false;
+}
+
+static void segs_free(struct ss_job *s)
+{
+	while (s) {
+		struct ss_job *next = s->next;
+
+		rte_free(s);
+		s = next;
+	}
 }
 
 static void job_free_state(struct ctl_job *j)
@@ -256,7 +276,7 @@ static void job_free_state(struct ctl_job *j)
 	unsigned l;
 
 	for (l = 0; l < RTE_MAX_LCORE; l++) {
-		rte_free(j->state[l]);
+		segs_free(j->state[l]);
 		j->state[l] = NULL;
 	}
 }
@@ -279,6 +299,7 @@ static void job_free(struct box_ctl *c, struct ctl_job *j)
 	job_free_state(j);
 	for (l = 0; l < NUMA_MAX_NODES; l++)
 		c->used[l] -= j->node_bytes[l];
+	free(j->ep_total);
 	free(j);
 }
 
@@ -418,9 +439,11 @@ static void human(uint64_t b, char *out, size_t len)
  */
 struct reg {
 	struct nic_ctl_reg req;
+	const struct ctl_job *grow;		/* GROW: the job it adds a segment to */
 	struct ss_job_desc desc[RTE_MAX_LCORE]; /* what each active core holds */
 	uint64_t need[NUMA_MAX_NODES];
 	struct box_msg msg[RTE_MAX_LCORE];
+	struct ss_job *seg[RTE_MAX_LCORE]; /* GROW: the new segments, until installed */
 };
 
 static int reg_parse(struct box_ctl *c, int fd, const char *args, struct nic_ctl_reg *r)
@@ -448,11 +471,11 @@ static int reg_admit(struct box_ctl *c, int fd, struct reg *g)
 	unsigned e, l;
 	char a[32], z[32];
 
-	if (find_job(c, r->job) >= 0) {
+	if (!g->grow && find_job(c, r->job) >= 0) {
 		say(c, fd, "ERR job %u: id in use", r->job);
 		return -1;
 	}
-	if (c->n_jobs + c->n_zombies >= cfg->limits.jobs) {
+	if (!g->grow && c->n_jobs + c->n_zombies >= cfg->limits.jobs) {
 		say(c, fd, "ERR job %u: the box holds %u jobs already ([limits] jobs)", r->job,
 		    cfg->limits.jobs);
 		return -1;
@@ -474,8 +497,10 @@ static int reg_admit(struct box_ctl *c, int fd, struct reg *g)
 					  .n_eps = (uint16_t)lc->n_eps,
 					  .ranks = r->ranks};
 		for (e = 0; e < b->n_eps; e++)
-			if (b->ep[e].lcore == l)
+			if (b->ep[e].lcore == l) {
 				d->ep_chunks[b->ep[e].slot] = r->chunks[e];
+				d->ep_base[b->ep[e].slot] = g->grow ? g->grow->ep_total[e] : 0;
+			}
 		why = ss_job_desc_check(d);
 		if (why) {
 			say(c, fd, "ERR job %u: %s", r->job, why);
@@ -495,6 +520,8 @@ static int reg_admit(struct box_ctl *c, int fd, struct reg *g)
 			return -1;
 		}
 	}
+	if (g->grow)
+		total += g->grow->bytes;
 	if (total > cfg->limits.job_memory) {
 		human(total, a, sizeof(a));
 		human(cfg->limits.job_memory, z, sizeof(z));
@@ -544,7 +571,12 @@ static int reg_allocate(struct box_ctl *c, int fd, struct reg *g, struct ctl_job
 			    j->id, a, lc->node);
 			return -1;
 		}
-		j->state[l] = ss_job_init(s, d, box_txref_size(), sum_ops_best());
+		s = ss_job_init(s, d, box_txref_size(), sum_ops_best());
+		if (!j->state[l]) {
+			j->state[l] = s;
+		} else { /* a GROW: the core links it in when it takes the message */
+			g->seg[l] = s;
+		}
 		d->shorts = NULL; /* the array is reused by the next core */
 		d->n_shorts = 0;
 		s->busy = box_txref_busy;
@@ -552,7 +584,8 @@ static int reg_allocate(struct box_ctl *c, int fd, struct reg *g, struct ctl_job
 			box_txref_init(ss_job_txref(s, f, 0), lc, ss_job_res(s, f, 0));
 			box_txref_init(ss_job_txref(s, f, 1), lc, ss_job_res(s, f, 1));
 		}
-		g->msg[l] = (struct box_msg){.type = BOX_MSG_ADD, .job_id = j->id, .job = s};
+		g->msg[l] = (struct box_msg){
+			.type = g->grow ? BOX_MSG_GROW : BOX_MSG_ADD, .job_id = j->id, .job = s};
 		j->node_bytes[lc->node] += bytes;
 		j->bytes += bytes;
 	}
@@ -598,10 +631,14 @@ static void do_register(struct box_ctl *c, int slot, const char *args)
 	unsigned l;
 
 	memset(g.msg, 0, sizeof(g.msg));
+	g.grow = NULL;
 	if (reg_parse(c, fd, args, &g.req) || reg_admit(c, fd, &g))
 		return;
 	j = calloc(1, sizeof(*j));
-	if (!j) {
+	if (j)
+		j->ep_total = calloc(c->b->n_eps ? c->b->n_eps : 1, sizeof(uint32_t));
+	if (!j || !j->ep_total) {
+		free(j);
 		say(c, fd, "ERR out of memory");
 		return;
 	}
@@ -613,8 +650,12 @@ static void do_register(struct box_ctl *c, int slot, const char *args)
 			j->desc = g.desc[l];
 			break;
 		}
-	for (l = 0; l < g.req.n_eps; l++)
+	for (l = 0; l < g.req.n_eps; l++) {
 		j->chunks += g.req.chunks[l];
+		j->ep_total[l] = g.req.chunks[l];
+	}
+	j->segments = 1;
+	j->dtypes = (uint8_t)(1u << g.req.dtype);
 	if (reg_allocate(c, fd, &g, j) || reg_install(c, fd, &g, j))
 		goto fail;
 	for (l = 0; l < NUMA_MAX_NODES; l++)
@@ -633,7 +674,101 @@ fail:
 		g.msg[l] = (struct box_msg){.type = BOX_MSG_DEL, .job_id = j->id};
 	if (to_cores(c, g.msg) == 0)
 		job_free_state(j);
+	free(j->ep_total);
 	free(j);
+}
+
+/* GROW's fields must describe the job as registered, but for its new chunks. */
+static int grow_check(struct box_ctl *c, int slot, const struct nic_ctl_reg *r, int *idx)
+{
+	int fd = c->conn[slot].fd;
+	const struct ctl_job *j;
+	const struct ss_job *first = NULL;
+
+	*idx = find_job(c, r->job);
+	if (*idx < 0) {
+		say(c, fd, "ERR job %u: not registered", r->job);
+		return -1;
+	}
+	j = c->job[*idx];
+	if (j->owner != slot || j->token != r->token) {
+		say(c, fd, "ERR job %u: only its registrar's connection may grow it", r->job);
+		return -1;
+	}
+	if (r->n != j->desc.n || r->frag != j->desc.frag_size || r->chunk != j->desc.chunk_size) {
+		say(c, fd,
+		    "ERR job %u: n, frag and chunk must be the job's (n=%u frag=%u chunk=%u)",
+		    r->job, j->desc.n, j->desc.frag_size, j->desc.chunk_size);
+		return -1;
+	}
+	for (unsigned l = 0; l < RTE_MAX_LCORE && !first; l++)
+		first = j->state[l]; /* its addresses are bound, the same on every core */
+	for (uint32_t q = 0; first && q < r->n; q++)
+		if (r->ranks[q].ip_be != first->peer[q].ip_be ||
+		    r->ranks[q].port != first->peer[q].port) {
+			say(c, fd, "ERR job %u: ranks= differs from the registration at rank %u",
+			    r->job, q);
+			return -1;
+		}
+	return 0;
+}
+
+/*
+ * GROW: parse, check against the job, admit, allocate and install as a
+ * REGISTER does, but as one more segment of the job (BOX_MSG_GROW links it
+ * behind the core's others). A refusal before the install leaves the job
+ * as it was; a core that does not take its segment ends the job.
+ */
+static void do_grow(struct box_ctl *c, int slot, const char *args)
+{
+	static struct reg g;
+	int fd = c->conn[slot].fd, idx;
+	uint64_t node0[NUMA_MAX_NODES], bytes0, chunks = 0;
+	struct ctl_job *j;
+	unsigned l;
+
+	memset(g.msg, 0, sizeof(g.msg));
+	memset(g.seg, 0, sizeof(g.seg));
+	g.grow = NULL;
+	if (reg_parse(c, fd, args, &g.req) || grow_check(c, slot, &g.req, &idx))
+		return;
+	j = c->job[idx];
+	g.grow = j;
+	if (reg_admit(c, fd, &g))
+		return;
+	memcpy(node0, j->node_bytes, sizeof(node0));
+	bytes0 = j->bytes;
+	if (reg_allocate(c, fd, &g, j)) {
+		for (l = 0; l < RTE_MAX_LCORE; l++)
+			rte_free(g.seg[l]);
+		memcpy(j->node_bytes, node0, sizeof(node0));
+		j->bytes = bytes0;
+		return;
+	}
+	if (reg_install(c, fd, &g, j)) {
+		/* some core may hold its segment, some not: the job cannot go on */
+		for (l = 0; l < RTE_MAX_LCORE; l++)
+			if (g.msg[l].type == BOX_MSG_GROW && g.msg[l].rc != 0)
+				rte_free(g.seg[l]);
+		for (l = 0; l < NUMA_MAX_NODES; l++)
+			c->used[l] += j->node_bytes[l] - node0[l];
+		printf("pboxd: job %u: a segment was not installed; the job is removed\n", j->id);
+		job_remove(c, (unsigned)idx);
+		return;
+	}
+	for (l = 0; l < NUMA_MAX_NODES; l++)
+		c->used[l] += j->node_bytes[l] - node0[l];
+	for (l = 0; l < g.req.n_eps; l++) {
+		chunks += g.req.chunks[l];
+		j->ep_total[l] += g.req.chunks[l];
+	}
+	j->chunks += chunks;
+	j->segments++;
+	j->dtypes |= (uint8_t)(1u << g.req.dtype);
+	printf("pboxd: job %u grew by %" PRIu64 " %s chunks (segment %u): %" PRIu64
+	       " bytes of state\n",
+	       j->id, chunks, nic_dtype_name(g.req.dtype), j->segments, j->bytes);
+	reg_reply(c, fd, j);
 }
 
 /* STATS: one "STAT key=value" line per box counter. */
@@ -662,9 +797,12 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 
 	if (!verb)
 		return;
-	if (strcmp(verb, "REGISTER") == 0) {
+	if (strcmp(verb, "REGISTER") == 0 || strcmp(verb, "GROW") == 0) {
 		box_ctl_lock(c);
-		do_register(c, slot, rest ? rest : "");
+		if (verb[0] == 'R')
+			do_register(c, slot, rest ? rest : "");
+		else
+			do_grow(c, slot, rest ? rest : "");
 		box_ctl_unlock(c);
 		return;
 	}
@@ -708,11 +846,19 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 		for (i = 0; i < c->n_jobs; i++) {
 			const struct ctl_job *j = c->job[i];
 
+			char dt[32] = "";
+			size_t off = 0;
+
+			for (unsigned d = 0; d < SUM_DTYPE_COUNT; d++)
+				if (j->dtypes >> d & 1)
+					off += (size_t)snprintf(dt + off, sizeof(dt) - off, "%s%s",
+								off ? "+" : "",
+								sum_dtype_name((enum sum_dtype)d));
 			say(c, fd,
 			    "JOB id=%u n=%u dtype=%s frag=%u chunk=%u chunks=%" PRIu64
-			    " bytes=%" PRIu64,
-			    j->id, j->desc.n, sum_dtype_name((enum sum_dtype)j->desc.dtype),
-			    j->desc.frag_size, j->desc.chunk_size, j->chunks, j->bytes);
+			    " bytes=%" PRIu64 " segments=%u",
+			    j->id, j->desc.n, dt, j->desc.frag_size, j->desc.chunk_size, j->chunks,
+			    j->bytes, j->segments);
 		}
 		say(c, fd, "OK jobs=%u", c->n_jobs);
 		box_ctl_unlock(c);
@@ -730,7 +876,8 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 		box_ctl_unlock(c);
 	} else {
 		say(c, fd,
-		    "ERR unknown request '%.40s' (ENDPOINTS, REGISTER, UNREGISTER, LIST, STATS)",
+		    "ERR unknown request '%.40s' (ENDPOINTS, REGISTER, GROW, UNREGISTER, LIST, "
+		    "STATS)",
 		    verb);
 	}
 }

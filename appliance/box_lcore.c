@@ -150,6 +150,12 @@ static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, 
 		out.why = SS_DROP_NO_JOB;
 		goto dropped;
 	}
+	if (unlikely(j->next)) { /* it grew: the segment of this chunk */
+		struct ss_job *seg = ss_job_seg(j, slot, pkt->hdr.chunk);
+
+		if (seg)
+			j = seg; /* else the first refuses it, as out of range */
+	}
 	memcpy(from.mac, pkt->src_mac, 6);
 	switch (ss_push(j, slot, &pkt->hdr, rte_pktmbuf_mtod_offset(m, void *, pkt->payload_off),
 			&from, &out)) {
@@ -240,7 +246,7 @@ static void handle_burst(struct box_lcore *lc, unsigned slot, struct rte_mbuf **
 		rte_pktmbuf_free_bulk(done, n_done);
 }
 
-/* Control requests: install or remove a job; the control plane owns the
+/* Control requests: install a job or a segment of one, or remove a job; the control plane owns the
  * memory and frees a removed job once its buffers are off the wire. */
 static void ctl_poll(struct box_lcore *lc)
 {
@@ -250,6 +256,8 @@ static void ctl_poll(struct box_lcore *lc)
 		lc->st.ctl_msgs++;
 		if (msg->type == BOX_MSG_ADD) {
 			msg->rc = ss_table_add(&lc->jobs, msg->job);
+		} else if (msg->type == BOX_MSG_GROW) {
+			msg->rc = ss_table_grow(&lc->jobs, msg->job);
 		} else {
 			msg->job = ss_table_del(&lc->jobs, msg->job_id);
 			msg->rc = msg->job ? 0 : -ENOENT;

@@ -77,18 +77,15 @@ void box_job_counters(const struct box_job_view *v, struct ss_counters *sum)
 	unsigned l, r;
 
 	memset(sum, 0, sizeof(*sum));
-	for (l = 0; l < RTE_MAX_LCORE; l++) {
-		const struct ss_job *s = v->per_lcore[l];
-
-		if (!s)
-			continue;
-		sum->rx += s->cnt.rx;
-		sum->summed += s->cnt.summed;
-		sum->completed += s->cnt.completed;
-		sum->results += s->cnt.results;
-		sum->answers += s->cnt.answers;
-		sum->retrans_rx += s->cnt.retrans_rx;
-		for (r = 0; r < SS_DROP_COUNT; r++)
-			sum->drop[r] += s->cnt.drop[r];
-	}
+	for (l = 0; l < RTE_MAX_LCORE; l++)
+		for (const struct ss_job *s = v->per_lcore[l]; s; s = s->next) {
+			sum->rx += s->cnt.rx;
+			sum->summed += s->cnt.summed;
+			sum->completed += s->cnt.completed;
+			sum->results += s->cnt.results;
+			sum->answers += s->cnt.answers;
+			sum->retrans_rx += s->cnt.retrans_rx;
+			for (r = 0; r < SS_DROP_COUNT; r++)
+				sum->drop[r] += s->cnt.drop[r];
+		}
 }

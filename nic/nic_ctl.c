@@ -114,8 +114,9 @@ int nic_ctl_format_register(char *buf, size_t cap, const struct nic_ctl_reg *r)
 	int n;
 	uint32_t e;
 
-	n = snprintf(buf, cap, "REGISTER job=%u token=%" PRIu64 " n=%u dtype=%s", r->job, r->token,
-		     r->n, nic_dtype_name(r->dtype));
+	n = snprintf(buf, cap, "%s job=%u token=%" PRIu64 " n=%u dtype=%s",
+		     r->grow ? "GROW" : "REGISTER", r->job, r->token, r->n,
+		     nic_dtype_name(r->dtype));
 	if (fits(n, cap) < 0)
 		return -1;
 	off = (size_t)n;
@@ -607,21 +608,22 @@ int nic_ctl_register(int fd, const struct nic_ctl_reg *r, struct nic_ctl_reg_ok 
 {
 	size_t room = 160 + 12 * (size_t)r->n_eps + 22 * (size_t)r->n + 34 * (size_t)r->n_shorts;
 	char *req = malloc(room), line[1024];
+	const char *verb = r->grow ? "GROW" : "REGISTER";
 	int rc;
 
 	if (!req) {
-		errf(err, cap, "REGISTER: out of memory");
+		errf(err, cap, "%s: out of memory", verb);
 		return -1;
 	}
 	if (nic_ctl_format_register(req, room, r) < 0) {
 		free(req);
-		errf(err, cap, "REGISTER: the request does not fit in %zu bytes", room);
+		errf(err, cap, "%s: the request does not fit in %zu bytes", verb, room);
 		return -1;
 	}
 	rc = nic_ctl_send(fd, req);
 	free(req);
 	if (rc) {
-		errf(err, cap, "REGISTER: cannot send: %s", strerror(errno));
+		errf(err, cap, "%s: cannot send: %s", verb, strerror(errno));
 		return -1;
 	}
 	while ((rc = nic_ctl_recv_line(fd, line, sizeof(line), deadline)) == 1) {
@@ -632,11 +634,11 @@ int nic_ctl_register(int fd, const struct nic_ctl_reg *r, struct nic_ctl_reg_ok 
 			return 1;
 		}
 		if (nic_ctl_parse_reg_ok(line, ok) || ok->job != r->job) {
-			errf(err, cap, "REGISTER: unexpected reply '%.80s'", line);
+			errf(err, cap, "%s: unexpected reply '%.80s'", verb, line);
 			return -1;
 		}
 		return 0;
 	}
-	errf(err, cap, "REGISTER: %s", rc == 0 ? "no answer in time" : "connection closed");
+	errf(err, cap, "%s: %s", verb, rc == 0 ? "no answer in time" : "connection closed");
 	return -1;
 }

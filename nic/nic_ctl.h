@@ -11,6 +11,11 @@
  *   REGISTER job=ID token=T n=N dtype=fp32|fp16|bf16 [frag=F] [chunk=C] chunks=C0,C1,...
  *            ranks=IP:PORT,... [short=E:C:B,...]
  *       EP lines, then OK job=ID bytes=B frag=F chunk=C   (the effective sizes)
+ *   GROW (REGISTER's fields)   a segment of new chunks for a registered job,
+ *       from the connection that registered it: n, frag, chunk and ranks as
+ *       registered; chunks= and short= count the segment's own chunks (its
+ *       chunks follow the job's earlier ones on each endpoint); one dtype per
+ *       segment, any of them. Replies as REGISTER (bytes: the whole job's).
  *   UNREGISTER job=ID token=T
  *   LIST, STATS   (for people and monitoring: see box_ctl.c)
  *
@@ -25,6 +30,7 @@
 #ifndef PBOX_NIC_CTL_H
 #define PBOX_NIC_CTL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,8 +64,9 @@ struct nic_ctl_geometry {
 int nic_ctl_format_geometry(char *buf, size_t cap, const struct nic_ctl_geometry *g);
 int nic_ctl_parse_geometry(const char *line, struct nic_ctl_geometry *g);
 
-/* A REGISTER request. */
+/* A REGISTER request (or a GROW: the same fields). */
 struct nic_ctl_reg {
+	bool grow; /* formatted as GROW */
 	uint32_t job;
 	uint64_t token;
 	uint32_t n;
@@ -119,7 +126,7 @@ int nic_ctl_recv_line(int fd, char *out, size_t cap, uint64_t deadline);
  * @err saying what went wrong. */
 int nic_ctl_endpoints(int fd, struct nic_ctl_ep *eps, unsigned max, struct nic_ctl_geometry *g,
 		      uint64_t deadline, char *err, size_t cap);
-/* REGISTER @r: 0 (@ok filled), 1 when the box refused (@err holds its
+/* REGISTER (GROW where @r->grow) @r: 0 (@ok filled), 1 when the box refused (@err holds its
  * reason), -1 when the connection failed (@err says so). */
 int nic_ctl_register(int fd, const struct nic_ctl_reg *r, struct nic_ctl_reg_ok *ok,
 		     uint64_t deadline, char *err, size_t cap);

@@ -6,8 +6,8 @@
  *
  *   rank r -> rank 0   (TCP, rank 0's [data] address:port)
  *       HELLO rank=R world_size=N job=J token=T chunk_size=C mtu=M bandwidth=B
- *             dtype=D peers=H tensors=K
- *       T <key> <count>            K lines, by key
+ *             peers=H layout=L tensors=K
+ *       T <key> <count> <dtype>    K lines, by key: the tensors declared
  *       END
  *   rank 0 -> rank r
  *       ERR <message>              a mismatch, a missing rank, the box refused
@@ -166,7 +166,6 @@ static const char *ipstr(uint32_t ip_be, char *buf)
 	_(chunk_size)                                                                              \
 	_(mtu)                                                                                     \
 	_(bandwidth)                                                                               \
-	_(dtype)                                                                                   \
 	_(peers)                                                                                   \
 	_(layout)                                                                                  \
 	_(tensors)
@@ -188,6 +187,7 @@ struct hello {
 	uint32_t rank;
 	uint64_t v[HF_COUNT];
 	uint64_t *key, *count; /* tensors, by key */
+	uint8_t *dtype;
 };
 
 /* FNV-1a over every rank's SS_GPU address: the peers lists must agree. */
@@ -215,7 +215,6 @@ static void own_hello(const struct pbox *px, struct hello *h)
 	h->v[HF_chunk_size] = px->cfg.tuning.chunk_size;
 	h->v[HF_mtu] = px->cfg.data.mtu;
 	h->v[HF_bandwidth] = px->cfg.data.bandwidth_mbps;
-	h->v[HF_dtype] = px->dtype;
 	h->v[HF_peers] = peers_hash(px);
 	h->v[HF_layout] = px->cfg.tuning.layout;
 	h->v[HF_tensors] = px->n_t;
@@ -235,7 +234,8 @@ static int send_hello(const struct pbox *px, int fd)
 					h.v[f]);
 	rc = wk_line_send(fd, "%s", line);
 	for (uint32_t i = 0; rc == 0 && i < px->n_t; i++)
-		rc = wk_line_send(fd, "T %" PRIu64 " %" PRIu64, px->t[i].key, px->t[i].count);
+		rc = wk_line_send(fd, "T %" PRIu64 " %" PRIu64 " %s", px->t[i]->key,
+				  px->t[i]->count, sum_dtype_name((enum sum_dtype)px->t[i]->dtype));
 	return rc ? rc : wk_line_send(fd, "END");
 }
 
@@ -272,7 +272,8 @@ static int read_hello(int fd, uint64_t deadline, struct hello *h, char *why, siz
 	}
 	h->key = calloc(h->v[HF_tensors] + 1, sizeof(uint64_t));
 	h->count = calloc(h->v[HF_tensors] + 1, sizeof(uint64_t));
-	if (!h->key || !h->count) {
+	h->dtype = calloc(h->v[HF_tensors] + 1, 1);
+	if (!h->key || !h->count || !h->dtype) {
 		snprintf(why, why_cap, "out of memory");
 		return -1;
 	}
@@ -284,12 +285,17 @@ static int read_hello(int fd, uint64_t deadline, struct hello *h, char *why, siz
 		}
 		if (strcmp(line, "END") == 0)
 			break;
-		if (i >= h->v[HF_tensors] ||
-		    sscanf(line, "T %" SCNu64 " %" SCNu64, &h->key[i], &h->count[i]) != 2) {
+		char dt[8];
+		int d = -1;
+
+		if (i < h->v[HF_tensors] && sscanf(line, "T %" SCNu64 " %" SCNu64 " %7s",
+						   &h->key[i], &h->count[i], dt) == 3)
+			d = nic_dtype_parse(dt);
+		if (d < 0) {
 			snprintf(why, why_cap, "bad tensor line '%.60s'", line);
 			return -1;
 		}
-		i++;
+		h->dtype[i++] = (uint8_t)d;
 	}
 	if (i != h->v[HF_tensors]) {
 		snprintf(why, why_cap, "%u tensor lines for tensors=%" PRIu64, i, h->v[HF_tensors]);
@@ -302,14 +308,14 @@ static void hello_free(struct hello *h)
 {
 	free(h->key);
 	free(h->count);
+	free(h->dtype);
 	h->key = h->count = NULL;
+	h->dtype = NULL;
 }
 
 static void field_str(int f, uint64_t v, char *buf, size_t cap)
 {
-	if (f == HF_dtype && v < SUM_DTYPE_COUNT)
-		snprintf(buf, cap, "%s", sum_dtype_name((enum sum_dtype)v));
-	else if (f == HF_layout)
+	if (f == HF_layout)
 		snprintf(buf, cap, "%s", lay_mode_name((enum lay_mode)v));
 	else if (f == HF_token || f == HF_peers)
 		snprintf(buf, cap, "%#" PRIx64, v);
@@ -337,20 +343,24 @@ static int compare(const struct pbox *px, const struct hello *h, char *msg, size
 		return 1;
 	}
 	for (i = 0; i < px->n_t && i < h->v[HF_tensors]; i++) {
-		if (h->key[i] != px->t[i].key) {
-			bool theirs = h->key[i] < px->t[i].key; /* the smaller key is missing */
+		const struct wk_tensor *t = px->t[i];
+
+		if (h->key[i] != t->key) {
+			bool theirs = h->key[i] < t->key; /* the smaller key is missing */
 
 			snprintf(msg, cap,
 				 "rank %u and rank 0 disagree on the tensors: key %" PRIu64
 				 " is declared by rank %u only",
-				 h->rank, theirs ? h->key[i] : px->t[i].key, theirs ? h->rank : 0);
+				 h->rank, theirs ? h->key[i] : t->key, theirs ? h->rank : 0);
 			return 1;
 		}
-		if (h->count[i] != px->t[i].count) {
+		if (h->count[i] != t->count || h->dtype[i] != t->dtype) {
 			snprintf(msg, cap,
-				 "rank %u and rank 0 disagree on tensor key %" PRIu64
-				 ": count %" PRIu64 " (rank %u) vs %" PRIu64 " (rank 0)",
-				 h->rank, h->key[i], h->count[i], h->rank, px->t[i].count);
+				 "rank %u and rank 0 disagree on tensor key %" PRIu64 ": %" PRIu64
+				 " of %s (rank %u) vs %" PRIu64 " of %s (rank 0)",
+				 h->rank, h->key[i], h->count[i],
+				 sum_dtype_name((enum sum_dtype)h->dtype[i]), h->rank, t->count,
+				 sum_dtype_name((enum sum_dtype)t->dtype));
 			return 1;
 		}
 	}
@@ -406,10 +416,12 @@ static int box_endpoints(struct pbox *px, struct box_eps *eps, uint64_t deadline
 	return 0;
 }
 
-static int box_register(struct pbox *px, uint64_t deadline, char *msg, size_t cap)
+int wk_box_segment(struct pbox *px, uint8_t dtype, const uint32_t *base, const uint32_t *count,
+		   uint64_t deadline, char *msg, size_t cap)
 {
 	struct nic_ctl_reg *r = calloc(1, sizeof(*r));
 	struct nic_ctl_reg_ok ok;
+	const char *verb = px->registered ? "grow" : "register";
 	char err[512];
 	uint32_t e;
 	int rc;
@@ -418,10 +430,11 @@ static int box_register(struct pbox *px, uint64_t deadline, char *msg, size_t ca
 		snprintf(msg, cap, "out of memory");
 		return -1;
 	}
-	*r = (struct nic_ctl_reg){.job = px->job,
+	*r = (struct nic_ctl_reg){.grow = px->registered,
+				  .job = px->job,
 				  .token = px->token,
 				  .n = px->n,
-				  .dtype = px->dtype,
+				  .dtype = dtype,
 				  .frag = px->frag_size,
 				  .chunk = px->chunk_size,
 				  .n_eps = px->n_eps};
@@ -434,14 +447,15 @@ static int box_register(struct pbox *px, uint64_t deadline, char *msg, size_t ca
 		static struct ss_short shorts[NIC_CTL_MAX_SHORTS];
 		uint32_t k, n;
 
-		r->chunks[e] = px->unit[e].n_chunks;
-		n = wk_unit_shorts(px, e, (uint16_t)e, shorts, NIC_CTL_MAX_SHORTS - r->n_shorts);
+		r->chunks[e] = count[e];
+		n = wk_unit_shorts(px, e, (uint16_t)e, base[e], count[e], shorts,
+				   NIC_CTL_MAX_SHORTS - r->n_shorts);
 		if (n == UINT32_MAX) {
 			free(r);
 			snprintf(
 				msg, cap,
-				"job %u has more than %u tensors ending mid-chunk on the box: more "
-				"than one REGISTER can carry",
+				"job %u: more than %u tensors ending mid-chunk on the box at once: "
+				"more than one request can carry",
 				px->job, NIC_CTL_MAX_SHORTS);
 			return -1;
 		}
@@ -452,15 +466,16 @@ static int box_register(struct pbox *px, uint64_t deadline, char *msg, size_t ca
 	rc = nic_ctl_register(px->box_fd, r, &ok, deadline, err, sizeof(err));
 	free(r);
 	if (rc == 0) {
+		px->registered = true;
 		wk_log(px, CFG_LOG_INFO,
-		       "job %u registered with the box: %" PRIu64 " bytes of its memory", px->job,
-		       ok.bytes);
+		       "job %u: %s with the box: %" PRIu64 " bytes of its memory in all", px->job,
+		       verb, ok.bytes);
 		return 0;
 	}
 	if (rc > 0)
-		snprintf(msg, cap, "the box refused job %u: %.400s", px->job, err);
+		snprintf(msg, cap, "the box refused to %s job %u: %.400s", verb, px->job, err);
 	else
-		snprintf(msg, cap, "registering job %u with the box: %.400s", px->job, err);
+		snprintf(msg, cap, "%s job %u with the box: %.400s", verb, px->job, err);
 	return -1;
 }
 
@@ -627,17 +642,11 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 	if (!msg[0]) {
 		nonce = draw_nonce();
 		set_token(px, nonce);
-		rc = wk_layout(px, frag, eps->n, eps->ip, eps->port, eps->kbps);
+		rc = wk_layout_init(px, frag, eps->n, eps->ip, eps->port, eps->kbps);
 		if (rc)
 			snprintf(msg, sizeof(msg), "%s", pbox_last_error());
-	}
-	if (!msg[0] && px->n_eps) {
-		uint64_t on_box = 0;
-
-		for (uint32_t e = 0; e < px->n_eps; e++)
-			on_box += px->unit[e].n_chunks;
-		if (on_box && box_register(px, deadline, msg, sizeof(msg)))
-			rc = PBOX_EBOX;
+		else
+			rc = wk_grow(px, px->t, px->n_t, deadline, msg, sizeof(msg));
 	}
 	for (r = 1; r < px->n; r++) {
 		if (px->peer_fd[r] < 0)
@@ -737,7 +746,14 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 		goto out;
 	}
 	set_token(px, nonce);
-	rc = wk_layout(px, frag, eps->n, eps->ip, eps->port, eps->kbps);
+	rc = wk_layout_init(px, frag, eps->n, eps->ip, eps->port, eps->kbps);
+	if (rc == PBOX_OK) {
+		char msg[WK_ERR_LEN];
+
+		rc = wk_grow(px, px->t, px->n_t, deadline, msg, sizeof(msg));
+		if (rc)
+			rc = wk_err(rc, "pbox_start: %s", msg);
+	}
 	if (rc == PBOX_OK && len <= WK_LINEBUF) { /* anything after END is the engine's */
 		memcpy(px->peer_buf[0], buf, len);
 		px->peer_len[0] = len;
@@ -764,8 +780,14 @@ int wk_boot(struct pbox *px)
 			rc = wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	if (rc)
 		return rc;
-	if (px->n == 1)
-		return wk_layout(px, (uint32_t)own_frag(px), 0, NULL, NULL, NULL);
+	if (px->n == 1) {
+		char msg[WK_ERR_LEN];
+
+		rc = wk_layout_init(px, (uint32_t)own_frag(px), 0, NULL, NULL, NULL);
+		if (rc == PBOX_OK && (rc = wk_grow(px, px->t, px->n_t, deadline, msg, sizeof(msg))))
+			rc = wk_err(rc, "pbox_start: %s", msg);
+		return rc;
+	}
 	rc = px->rank == 0 ? boot_root(px, deadline) : boot_rank(px, deadline);
 	for (uint32_t r = 0; rc == PBOX_OK && r < px->n; r++)
 		if (px->peer_fd[r] >= 0)

@@ -92,8 +92,8 @@ static void op_complete_locked(struct pbox *px, struct pbox_handle *op, int stat
 static void fail_all_locked(struct pbox *px, int status, const char *msg)
 {
 	for (uint32_t i = 0; i < px->n_t; i++)
-		if (px->t[i].busy && !px->t[i].busy->done)
-			op_complete_locked(px, px->t[i].busy, status, msg);
+		if (px->t[i]->busy && !px->t[i]->busy->done)
+			op_complete_locked(px, px->t[i]->busy, status, msg);
 	px->subq = px->subq_tail = NULL;
 	pthread_cond_broadcast(&px->cv);
 }
@@ -534,11 +534,11 @@ static int deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, u
 	return 1;
 }
 
-static void result_hdr(const struct pbox *px, struct pbox_hdr *h, uint32_t rank, uint32_t chunk,
-		       uint16_t frag, const struct ss_out *out)
+static void result_hdr(const struct pbox *px, const struct ss_job *seg, struct pbox_hdr *h,
+		       uint32_t rank, uint32_t chunk, uint16_t frag, const struct ss_out *out)
 {
 	*h = (struct pbox_hdr){.op = PBOX_OP_RESULT,
-			       .dtype = px->dtype,
+			       .dtype = seg->dtype,
 			       .rank = (uint16_t)rank,
 			       .job = px->job,
 			       .chunk = chunk,
@@ -549,8 +549,8 @@ static void result_hdr(const struct pbox *px, struct pbox_hdr *h, uint32_t rank,
 }
 
 /* Our SS_GPU completed a round: the sum to every rank, ours by memcpy. */
-static void fan_out(struct pbox *px, struct eng *e, uint32_t chunk, uint16_t frag,
-		    const struct ss_out *out)
+static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, uint32_t chunk,
+		    uint16_t frag, const struct ss_out *out)
 {
 	uint32_t g = px->unit[px->self_unit].global[chunk] * px->fpc + frag;
 	struct pbox_hdr h;
@@ -560,9 +560,8 @@ static void fan_out(struct pbox *px, struct eng *e, uint32_t chunk, uint16_t fra
 			deliver(px, g, out->buf, out->len, out->round);
 			continue;
 		}
-		result_hdr(px, &h, r, chunk, frag, out);
-		tx_add(px, e, px->ssj->peer[r].ip_be, px->ssj->peer[r].port, &h, out->buf, out->len,
-		       true);
+		result_hdr(px, seg, &h, r, chunk, frag, out);
+		tx_add(px, e, seg->peer[r].ip_be, seg->peer[r].port, &h, out->buf, out->len, true);
 		px->st.ssgpu_results += out->len;
 	}
 }
@@ -574,7 +573,7 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 	const struct wk_tensor *t = f->op->t;
 	const uint8_t *payload = f->op->in + frag_off(px, g, t);
 	struct pbox_hdr h = {.op = PBOX_OP_PUSH,
-			     .dtype = px->dtype,
+			     .dtype = t->dtype,
 			     .flags = retrans ? PBOX_F_RETRANS : 0,
 			     .rank = (uint16_t)px->rank,
 			     .job = px->job,
@@ -589,16 +588,17 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 		/* our own push to our own SS_GPU: from our own address */
 		const struct nic_addr self = {.ip_be = px->unit[px->self_unit].ip_be,
 					      .port = px->unit[px->self_unit].port};
-		struct ss_out out;
+		struct ss_job *seg = ss_job_seg(px->ssj, 0, h.chunk);
+		struct ss_out out = {.why = SS_DROP_CHUNK};
 
 		px->st.ssgpu_summed += f->len;
-		switch (ss_push(px->ssj, 0, &h, payload, &self, &out)) {
+		switch (seg ? ss_push(seg, 0, &h, payload, &self, &out) : SS_DROP) {
 		case SS_SUMMED:
 			if (ring_push(&px->local, g, f->stamp))
 				wk_fail(px, PBOX_ENOMEM, "out of memory for the send FIFOs");
 			break;
 		case SS_COMPLETE:
-			fan_out(px, e, h.chunk, h.frag, &out);
+			fan_out(px, e, seg, h.chunk, h.frag, &out);
 			break;
 		default:
 			wk_fail(px, PBOX_EINVAL,
@@ -641,9 +641,11 @@ static void fail_remote(struct pbox *px, uint32_t g, uint64_t now)
 static void fail_local(struct pbox *px, uint32_t g, uint64_t now)
 {
 	const struct wk_frag *f = &px->frag[g];
-	uint32_t c = g / px->fpc,
-		 idx = px->ssj->ep_first[0] + px->chunk_local[c] * px->fpc + g % px->fpc;
-	const uint64_t *bits = &px->ssj->bitmap[(size_t)idx * px->ssj->words];
+	uint32_t c = g / px->fpc;
+	const struct ss_job *seg = ss_job_seg(px->ssj, 0, px->chunk_local[c]);
+	uint32_t idx =
+		seg->ep_first[0] + (px->chunk_local[c] - seg->ep_base[0]) * px->fpc + g % px->fpc;
+	const uint64_t *bits = &seg->bitmap[(size_t)idx * seg->words];
 	char who[256] = "", name[96];
 	size_t off = 0;
 	unsigned missing = 0;
@@ -662,6 +664,43 @@ static void fail_local(struct pbox *px, uint32_t g, uint64_t now)
 
 /* ---- the loop's steps ----------------------------------------------------- */
 
+/* A push-pull of a laid-out tensor: its partitions into the heap. */
+void wk_engine_take(struct pbox *px, struct pbox_handle *op)
+{
+	const struct wk_tensor *t = op->t;
+	uint64_t part_bytes = px->cfg.tuning.partition_size;
+	uint32_t g, g0 = t->chunk0 * px->fpc, g1 = g0 + t->n_chunks * px->fpc;
+
+	op->n_parts = (uint32_t)((t->bytes + part_bytes - 1) / part_bytes);
+	op->parts = calloc(op->n_parts, sizeof(*op->parts));
+	if (!op->parts) {
+		wk_fail(px, PBOX_ENOMEM, "tensor key %" PRIu64 ": out of memory", t->key);
+		return;
+	}
+	for (uint32_t p = 0; p < op->n_parts; p++) {
+		uint64_t c0 = (uint64_t)p * part_bytes / px->chunk_size,
+			 c1 = c0 + part_bytes / px->chunk_size;
+
+		if (c1 > t->n_chunks)
+			c1 = t->n_chunks;
+		op->parts[p] = (struct wk_part){.op = op,
+						.g = g0 + (uint32_t)c0 * px->fpc,
+						.g_end = g0 + (uint32_t)c1 * px->fpc,
+						.prio = t->prio};
+	}
+	op->left = t->n_frags;
+	for (g = g0; g < g1; g++) {
+		px->frag[g].state = WK_IDLE;
+		px->frag[g].op = op;
+	}
+	for (uint32_t p = 0; p < op->n_parts; p++) {
+		op->parts[p].seq = px->seq++;
+		if (heap_push(px, &op->parts[p]))
+			wk_fail(px, PBOX_ENOMEM, "out of memory for the scheduler");
+	}
+}
+
+/* New push-pulls: into the heap, or parked until their tensor is agreed. */
 static void take_new(struct pbox *px)
 {
 	struct pbox_handle *op;
@@ -672,19 +711,11 @@ static void take_new(struct pbox *px)
 	pthread_mutex_unlock(&px->mu);
 	while (op) {
 		struct pbox_handle *next = op->next;
-		const struct wk_tensor *t = op->t;
-		uint32_t g, g0 = t->chunk0 * px->fpc, g1 = g0 + t->n_chunks * px->fpc;
 
-		op->left = t->n_frags;
-		for (g = g0; g < g1; g++) {
-			px->frag[g].state = WK_IDLE;
-			px->frag[g].op = op;
-		}
-		for (uint32_t p = 0; p < op->n_parts; p++) {
-			op->parts[p].seq = px->seq++;
-			if (heap_push(px, &op->parts[p]))
-				wk_fail(px, PBOX_ENOMEM, "out of memory for the scheduler");
-		}
+		if (op->t->ready)
+			wk_engine_take(px, op);
+		else
+			op->t->parked = op;
 		op = next;
 	}
 }
@@ -830,22 +861,29 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 		    const struct sockaddr_in *from)
 {
 	struct nic_addr src = {.ip_be = from->sin_addr.s_addr, .port = ntohs(from->sin_port)};
+	struct ss_job *seg = ss_job_seg(px->ssj, 0, h->chunk);
 	struct ss_out out;
 
-	if (!px->ssj)
+	/* a chunk past what we have laid out: a tensor the others have agreed
+	 * on, before we read rank 0's GREW; their resend will find it */
+	if (!seg && h->chunk >= px->unit[px->self_unit].n_chunks)
 		return;
-	switch (ss_push(px->ssj, 0, h, p, &src, &out)) {
+	if (!seg)
+		seg = px->ssj;
+	if (!seg)
+		return;
+	switch (ss_push(seg, 0, h, p, &src, &out)) {
 	case SS_SUMMED:
 		px->st.ssgpu_summed += h->len;
 		break;
 	case SS_COMPLETE:
 		px->st.ssgpu_summed += h->len;
-		fan_out(px, e, h->chunk, h->frag, &out);
+		fan_out(px, e, seg, h->chunk, h->frag, &out);
 		break;
 	case SS_ANSWER: {
 		struct pbox_hdr r;
 
-		result_hdr(px, &r, h->rank, h->chunk, h->frag, &out);
+		result_hdr(px, seg, &r, h->rank, h->chunk, h->frag, &out);
 		tx_add(px, e, src.ip_be, src.port, &r, out.buf, out.len, true);
 		px->st.ssgpu_results += out.len;
 		break;
@@ -1022,7 +1060,9 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 						     WK_LINEBUF, line, sizeof(line))) == 1) {
 			unsigned q;
 
-			if (strcmp(line, "BYE") == 0) {
+			if (wk_grow_line(px, r, line)) {
+				/* a new tensor's agreement */
+			} else if (strcmp(line, "BYE") == 0) {
 				px->peer_bye[r] = true;
 				if (px->rank != 0)
 					px->bye_done = true;
@@ -1142,8 +1182,10 @@ static void *engine(void *arg)
 			px->heap_n = 0;
 			px->active = NULL;
 		}
-		if (!px->fail)
+		if (!px->fail) {
 			take_new(px);
+			wk_grow_poll(px);
+		}
 		/* Whatever has arrived is taken in before any timer is judged: after
 		 * this thread was off the CPU, a result waiting in the socket (or the
 		 * port's ring) must not look lost and be asked for again. */

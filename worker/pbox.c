@@ -39,7 +39,7 @@ const char *pbox_last_error(void)
 
 const char *pbox_version(void)
 {
-	return "1.0";
+	return "2.0";
 }
 
 const char *pbox_strerror(int status)
@@ -152,66 +152,100 @@ int pbox_init(const char *config, struct pbox **out)
 	return PBOX_OK;
 }
 
-int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype dtype, int priority)
+/* The tensor of @key, or NULL (under mu once started). */
+static struct wk_tensor *find_tensor(const struct pbox *px, uint64_t key)
 {
-	struct wk_tensor *t;
+	uint32_t lo = 0, hi = px->n_t;
 
-	if (!px)
-		return wk_err(PBOX_EINVAL, "pbox_declare: context is NULL");
-	if (px->phase != WK_PH_NEW)
-		return wk_err(PBOX_ESTATE,
-			      "pbox_declare: key %" PRIu64
-			      ": tensors are declared before pbox_start()",
-			      key);
-	if ((unsigned)dtype >= SUM_DTYPE_COUNT)
-		return wk_err(PBOX_EINVAL, "pbox_declare: key %" PRIu64 ": unknown dtype %d", key,
-			      (int)dtype);
-	if (px->dtype_set && dtype != px->dtype)
-		return wk_err(PBOX_EINVAL,
-			      "pbox_declare: key %" PRIu64 ": dtype %s, but the context's tensors "
-			      "are %s (one dtype per context)",
-			      key, sum_dtype_name((enum sum_dtype)dtype),
-			      sum_dtype_name((enum sum_dtype)px->dtype));
-	if (count == 0 || count > (1ull << 40) / sum_dtype_size((enum sum_dtype)dtype))
-		return wk_err(PBOX_EINVAL,
-			      "pbox_declare: key %" PRIu64 ": count %" PRIu64 " out of range", key,
-			      count);
-	for (uint32_t i = 0; i < px->n_t; i++)
-		if (px->t[i].key == key)
-			return wk_err(PBOX_EINVAL, "pbox_declare: key %" PRIu64 " declared twice",
-				      key);
-	if (px->n_t == px->cap_t) {
-		uint32_t cap = px->cap_t ? px->cap_t * 2 : 64;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
 
-		t = realloc(px->t, cap * sizeof(*t));
-		if (!t)
-			return wk_err(PBOX_ENOMEM, "pbox_declare: out of memory");
-		px->t = t;
-		px->cap_t = cap;
+		if (px->t[mid]->key < key)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
-	t = &px->t[px->n_t++];
-	memset(t, 0, sizeof(*t));
-	t->key = key;
-	t->count = count;
-	t->bytes = count * sum_dtype_size((enum sum_dtype)dtype);
-	t->prio = priority;
-	px->dtype = (uint8_t)dtype;
-	px->dtype_set = true;
+	return lo < px->n_t && px->t[lo]->key == key ? px->t[lo] : NULL;
+}
+
+static int check_tensor(const char *fn, uint64_t key, uint64_t count, enum pbox_dtype dtype)
+{
+	if ((unsigned)dtype >= SUM_DTYPE_COUNT)
+		return wk_err(PBOX_EINVAL, "%s: key %" PRIu64 ": unknown dtype %d", fn, key,
+			      (int)dtype);
+	if (count == 0 || count > (1ull << 40) / sum_dtype_size((enum sum_dtype)dtype))
+		return wk_err(PBOX_EINVAL, "%s: key %" PRIu64 ": count %" PRIu64 " out of range",
+			      fn, key, count);
 	return PBOX_OK;
 }
 
-static int by_key(const void *a, const void *b)
+/* A new tensor into the sorted index (and, after start, the order of new
+ * ones); under mu once started. */
+static int add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
+		      enum pbox_dtype dtype, int priority, struct wk_tensor **out)
 {
-	const struct wk_tensor *x = a, *y = b;
+	struct wk_tensor *t;
+	uint32_t at = 0;
 
-	return x->key < y->key ? -1 : x->key > y->key;
+	if (px->n_t == px->cap_t) {
+		uint32_t cap = px->cap_t ? px->cap_t * 2 : 64;
+		struct wk_tensor **v = realloc(px->t, cap * sizeof(*v));
+
+		if (!v)
+			return wk_err(PBOX_ENOMEM, "%s: out of memory", fn);
+		px->t = v;
+		px->cap_t = cap;
+	}
+	if (px->phase == WK_PH_STARTED && px->n_new == px->cap_new) {
+		uint32_t cap = px->cap_new ? px->cap_new * 2 : 64;
+		struct wk_tensor **v = realloc(px->newt, cap * sizeof(*v));
+
+		if (!v)
+			return wk_err(PBOX_ENOMEM, "%s: out of memory", fn);
+		px->newt = v;
+		px->cap_new = cap;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return wk_err(PBOX_ENOMEM, "%s: out of memory", fn);
+	t->key = key;
+	t->count = count;
+	t->dtype = (uint8_t)dtype;
+	t->bytes = count * sum_dtype_size((enum sum_dtype)dtype);
+	t->prio = priority;
+	while (at < px->n_t && px->t[at]->key < key)
+		at++;
+	memmove(&px->t[at + 1], &px->t[at], (px->n_t - at) * sizeof(*px->t));
+	px->t[at] = t;
+	px->n_t++;
+	if (px->phase == WK_PH_STARTED) {
+		t->seq = px->n_new;
+		px->newt[px->n_new++] = t;
+	}
+	*out = t;
+	return PBOX_OK;
 }
 
-static struct wk_tensor *find_tensor(struct pbox *px, uint64_t key)
+int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype dtype, int priority)
 {
-	struct wk_tensor k = {.key = key};
+	struct wk_tensor *t;
+	int rc;
 
-	return bsearch(&k, px->t, px->n_t, sizeof(k), by_key);
+	if (!px)
+		return wk_err(PBOX_EINVAL, "pbox_declare: context is NULL");
+	if (px->phase == WK_PH_DONE)
+		return wk_err(PBOX_ESTATE, "pbox_declare: key %" PRIu64 ": the context is over",
+			      key);
+	rc = check_tensor("pbox_declare", key, count, dtype);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&px->mu);
+	if (find_tensor(px, key))
+		rc = wk_err(PBOX_EINVAL, "pbox_declare: key %" PRIu64 " declared twice", key);
+	else
+		rc = add_tensor(px, "pbox_declare", key, count, dtype, priority, &t);
+	pthread_mutex_unlock(&px->mu);
+	return rc;
 }
 
 /* Source address -> unit, for results: open addressing on (ip, port). */
@@ -254,49 +288,53 @@ uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port)
 	return UINT32_MAX;
 }
 
-uint32_t wk_unit_shorts(const struct pbox *px, uint32_t u, uint16_t ep, struct ss_short *out,
-			uint32_t max)
+uint32_t wk_unit_shorts(const struct pbox *px, uint32_t u, uint16_t ep, uint32_t from, uint32_t n,
+			struct ss_short *out, uint32_t max)
 {
 	const struct wk_unit *un = &px->unit[u];
-	uint32_t k, f, n = 0;
+	uint32_t k, f, got = 0;
 
-	for (k = 0; k < un->n_chunks; k++) {
+	for (k = from; k < from + n; k++) {
 		uint32_t g = un->global[k], bytes = 0;
 
 		for (f = 0; f < px->fpc; f++)
 			bytes += px->frag[(size_t)g * px->fpc + f].len;
 		if (bytes < px->chunk_size) {
-			if (n == max)
+			if (got == max)
 				return UINT32_MAX;
-			out[n++] = (struct ss_short){.ep = ep, .chunk = k, .bytes = bytes};
+			out[got++] = (struct ss_short){.ep = ep, .chunk = k - from, .bytes = bytes};
 		}
 	}
-	return n;
+	return got;
 }
 
-static int ssgpu_job(struct pbox *px)
+/* This rank's SS_GPU grows by a segment: its chunks [base, base + count). */
+static int ssgpu_add(struct pbox *px, uint8_t dtype, uint32_t base, uint32_t count)
 {
 	struct ss_job_desc d = {.id = px->job,
 				.token32 = px->token32,
 				.n = (uint16_t)px->n,
-				.dtype = px->dtype,
+				.dtype = dtype,
 				.frag_size = px->frag_size,
 				.chunk_size = px->chunk_size,
 				.n_eps = 1};
 	struct ss_short *shorts;
 	struct nic_addr *ranks;
+	struct ss_job *j, **tail;
 	const char *why;
 	size_t bytes, align;
+	void *mem;
 
-	d.ep_chunks[0] = px->unit[px->self_unit].n_chunks;
-	if (!d.ep_chunks[0])
-		return PBOX_OK; /* nothing to serve: the box sums everything */
-	shorts = calloc(d.ep_chunks[0], sizeof(*shorts));
+	if (!count)
+		return PBOX_OK; /* nothing to serve: the box and the peers sum these */
+	d.ep_chunks[0] = count;
+	d.ep_base[0] = base;
+	shorts = calloc(count, sizeof(*shorts));
 	ranks = calloc(px->n, sizeof(*ranks));
 	if (!shorts || !ranks) {
 		free(shorts);
 		free(ranks);
-		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+		return wk_err(PBOX_ENOMEM, "SS_GPU: out of memory");
 	}
 	for (uint32_t r = 0; r < px->n; r++) { /* pushes only from the ranks' own addresses */
 		ranks[r].ip_be = px->unit[px->n_eps + r].ip_be;
@@ -304,24 +342,27 @@ static int ssgpu_job(struct pbox *px)
 	}
 	d.ranks = ranks;
 	d.shorts = shorts;
-	d.n_shorts = wk_unit_shorts(px, px->self_unit, 0, shorts, d.ep_chunks[0]);
+	d.n_shorts = wk_unit_shorts(px, px->self_unit, 0, base, count, shorts, count);
 	why = ss_job_desc_check(&d);
 	if (why) {
 		free(shorts);
 		free(ranks);
-		return wk_err(PBOX_EINVAL, "pbox_start: SS_GPU: %s", why);
+		return wk_err(PBOX_EINVAL, "SS_GPU: %s", why);
 	}
 	bytes = ss_job_bytes(&d, 0);
 	align = ss_job_align(&d);
-	px->ssj_mem = aligned_alloc(align, (bytes + align - 1) / align * align);
-	if (!px->ssj_mem) {
+	mem = aligned_alloc(align, (bytes + align - 1) / align * align);
+	if (!mem) {
 		free(shorts);
 		free(ranks);
-		return wk_err(PBOX_ENOMEM, "pbox_start: SS_GPU: %zu bytes of state", bytes);
+		return wk_err(PBOX_ENOMEM, "SS_GPU: %zu bytes of state", bytes);
 	}
-	px->ssj = ss_job_init(px->ssj_mem, &d, 0, sum_ops_best());
+	j = ss_job_init(mem, &d, 0, sum_ops_best());
 	free(shorts);
 	free(ranks);
+	for (tail = &px->ssj; *tail; tail = &(*tail)->next)
+		;
+	*tail = j;
 	return PBOX_OK;
 }
 
@@ -336,15 +377,16 @@ static int ssgpu_job(struct pbox *px)
  * layout the box and the links finish together (Theorem 1): the line rate.
  * Under [tuning] layout = ps with k < n: k/n of it.
  */
-static uint64_t pace_kbps(const struct pbox *px, const uint64_t *ep_kbps)
+static uint64_t pace_kbps(const struct pbox *px)
 {
 	uint64_t w = px->cfg.data.bandwidth_mbps * 1000;
 	double own = (double)px->unit[px->self_unit].bytes;
 	double t_link = ((double)px->total_bytes - own + (px->n - 1) * own) / (double)w, t = t_link;
 
 	for (uint32_t e = 0; e < px->n_eps; e++)
-		if (ep_kbps[e] && px->unit[e].bytes) {
-			double te = (double)px->n * (double)px->unit[e].bytes / (double)ep_kbps[e];
+		if (px->unit[e].kbps && px->unit[e].bytes) {
+			double te = (double)px->n * (double)px->unit[e].bytes /
+				    (double)px->unit[e].kbps;
 
 			if (te > t)
 				t = te;
@@ -352,17 +394,16 @@ static uint64_t pace_kbps(const struct pbox *px, const uint64_t *ep_kbps)
 	return t > t_link && t_link > 0 ? (uint64_t)((double)w * t_link / t) + 1 : w;
 }
 
-int wk_layout(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_t *ep_ip,
-	      const uint16_t *ep_port, const uint64_t *ep_kbps)
+int wk_layout_init(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_t *ep_ip,
+		   const uint16_t *ep_port, const uint64_t *ep_kbps)
 {
 	struct lay_in in = {.n = px->n,
 			    .worker_kbps = px->cfg.data.bandwidth_mbps * 1000,
 			    .n_eps = n_eps,
 			    .ep_kbps = ep_kbps,
 			    .mode = (enum lay_mode)px->cfg.tuning.layout};
-	uint64_t *w = NULL, box_kbps = 0;
-	uint32_t *bytes = NULL, *unit_of = NULL, *count = NULL, c, u, i, g;
-	int rc = PBOX_ENOMEM;
+	uint64_t *w, box_kbps = 0;
+	uint32_t u;
 
 	if (in.mode == LAY_PS && n_eps == 0)
 		return wk_err(PBOX_EINVAL, "pbox_start: [tuning] layout = ps needs a box "
@@ -373,43 +414,18 @@ int wk_layout(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_
 	px->n_eps = n_eps;
 	px->n_units = n_eps + px->n;
 	px->self_unit = n_eps + px->rank;
-	qsort(px->t, px->n_t, sizeof(*px->t), by_key);
-	px->n_chunks = 0;
-	px->total_bytes = 0;
-	for (i = 0; i < px->n_t; i++) {
-		struct wk_tensor *t = &px->t[i];
-
-		t->chunk0 = px->n_chunks;
-		t->n_chunks = (uint32_t)((t->bytes + px->chunk_size - 1) / px->chunk_size);
-		if ((uint64_t)px->n_chunks + t->n_chunks > UINT32_MAX / px->fpc)
-			return wk_err(PBOX_EINVAL,
-				      "pbox_start: the tensors hold more than %u "
-				      "fragments: raise [tuning] chunk_size",
-				      UINT32_MAX);
-		px->n_chunks += t->n_chunks;
-		t->n_frags = (uint32_t)((t->bytes + frag_size - 1) / frag_size);
-		px->total_bytes += t->bytes;
-	}
-	px->n_frags = px->n_chunks * px->fpc;
 	px->unit = calloc(px->n_units, sizeof(*px->unit));
-	px->chunk_unit = malloc((size_t)px->n_chunks * sizeof(uint32_t));
-	px->chunk_local = malloc((size_t)px->n_chunks * sizeof(uint32_t));
-	px->chunk_tensor = malloc((size_t)px->n_chunks * sizeof(uint32_t));
-	px->frag = calloc(px->n_frags, sizeof(*px->frag));
 	w = calloc(px->n_units, sizeof(*w));
-	bytes = malloc((size_t)px->n_chunks * sizeof(uint32_t));
-	count = calloc(px->n_units, sizeof(uint32_t));
-	unit_of = px->chunk_unit;
-	if (!px->unit || !px->chunk_unit || !px->chunk_local || !px->chunk_tensor || !px->frag ||
-	    !w || !bytes || !count) {
-		wk_err(rc, "pbox_start: out of memory for the layout of %u chunks", px->n_chunks);
-		goto out;
+	if (!px->unit || !w) {
+		free(w);
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory for the layout");
 	}
 	for (u = 0; u < n_eps; u++) {
 		char ip[INET_ADDRSTRLEN];
 
 		px->unit[u].ip_be = ep_ip[u];
 		px->unit[u].port = ep_port[u];
+		px->unit[u].kbps = ep_kbps[u];
 		px->unit[u].rank = -1;
 		box_kbps += ep_kbps[u];
 		inet_ntop(AF_INET, &ep_ip[u], ip, sizeof(ip));
@@ -425,50 +441,113 @@ int wk_layout(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_
 		wk_peer_name(px, u, un->name, sizeof(un->name));
 	}
 	px->k = (double)box_kbps / (double)in.worker_kbps;
-	for (i = 0; i < px->n_t; i++)
-		for (c = 0; c < px->t[i].n_chunks; c++) {
-			uint64_t left = px->t[i].bytes - (uint64_t)c * px->chunk_size;
-
-			bytes[px->t[i].chunk0 + c] =
-				(uint32_t)(left < px->chunk_size ? left : px->chunk_size);
-			px->chunk_tensor[px->t[i].chunk0 + c] = i;
-		}
 	lay_weights(&in, w);
-	if (lay_assign(w, px->n_units, bytes, px->n_chunks, unit_of, px->chunk_local, count)) {
-		rc = wk_err(PBOX_EINVAL, "pbox_start: no summation service has any weight");
+	for (u = 0; u < px->n_units; u++)
+		px->unit[u].weight = w[u];
+	free(w);
+	px->pace_kbps = in.worker_kbps;
+	if (build_hash(px))
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	return PBOX_OK;
+}
+
+/* Grow *@p (of @old elements of @size) to @want elements; the new ones zero. */
+static int grow_array(void *p, size_t size, size_t old, size_t want)
+{
+	void *v = realloc(*(void **)p, (want ? want : 1) * size);
+
+	if (!v)
+		return -1;
+	memset((char *)v + old * size, 0, (want - old) * size);
+	*(void **)p = v;
+	return 0;
+}
+
+int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint32_t *base,
+		  uint32_t *count)
+{
+	uint64_t *w = NULL;
+	uint32_t *bytes = NULL, *unit_of = NULL, *local = NULL, c, u, i, g, c0 = px->n_chunks,
+		 added = 0;
+	int rc = PBOX_ENOMEM;
+
+	for (i = 0; i < n; i++) {
+		uint64_t k = (ts[i]->bytes + px->chunk_size - 1) / px->chunk_size;
+
+		if ((uint64_t)c0 + added + k > UINT32_MAX / px->fpc)
+			return wk_err(PBOX_EINVAL,
+				      "tensor key %" PRIu64 ": the tensors hold more than %u "
+				      "fragments: raise [tuning] chunk_size",
+				      ts[i]->key, UINT32_MAX);
+		ts[i]->chunk0 = c0 + added;
+		ts[i]->n_chunks = (uint32_t)k;
+		ts[i]->n_frags = (uint32_t)((ts[i]->bytes + px->frag_size - 1) / px->frag_size);
+		added += (uint32_t)k;
+	}
+	w = malloc(px->n_units * sizeof(*w));
+	bytes = malloc((added ? added : 1) * sizeof(uint32_t));
+	unit_of = malloc((added ? added : 1) * sizeof(uint32_t));
+	local = malloc((added ? added : 1) * sizeof(uint32_t));
+	if (!w || !bytes || !unit_of || !local ||
+	    grow_array(&px->chunk_unit, sizeof(uint32_t), c0, (size_t)c0 + added) ||
+	    grow_array(&px->chunk_local, sizeof(uint32_t), c0, (size_t)c0 + added) ||
+	    grow_array(&px->frag, sizeof(*px->frag), (size_t)c0 * px->fpc,
+		       ((size_t)c0 + added) * px->fpc)) {
+		wk_err(rc, "out of memory for the layout of %u more chunks", added);
+		goto out;
+	}
+	for (u = 0; u < px->n_units; u++)
+		w[u] = px->unit[u].weight;
+	for (i = 0; i < n; i++)
+		for (c = 0; c < ts[i]->n_chunks; c++) {
+			uint64_t left = ts[i]->bytes - (uint64_t)c * px->chunk_size;
+
+			bytes[ts[i]->chunk0 - c0 + c] =
+				(uint32_t)(left < px->chunk_size ? left : px->chunk_size);
+		}
+	if (lay_assign(w, px->n_units, bytes, added, unit_of, local, count)) {
+		rc = wk_err(PBOX_EINVAL, "no summation service has any weight");
 		goto out;
 	}
 	for (u = 0; u < px->n_units; u++) {
-		px->unit[u].weight = w[u];
-		px->unit[u].global = malloc((count[u] ? count[u] : 1) * sizeof(uint32_t));
-		if (!px->unit[u].global) {
-			wk_err(rc, "pbox_start: out of memory for the layout");
+		struct wk_unit *un = &px->unit[u];
+
+		base[u] = un->n_chunks;
+		if (grow_array(&un->global, sizeof(uint32_t), un->n_chunks,
+			       (size_t)un->n_chunks + count[u])) {
+			wk_err(rc, "out of memory for the layout");
 			goto out;
 		}
 	}
-	for (c = 0; c < px->n_chunks; c++) {
+	for (c = 0; c < added; c++) {
 		struct wk_unit *un = &px->unit[unit_of[c]];
 
-		un->global[un->n_chunks++] = c;
+		px->chunk_unit[c0 + c] = unit_of[c];
+		px->chunk_local[c0 + c] = base[unit_of[c]] + local[c];
+		un->global[un->n_chunks++] = c0 + c;
 		un->bytes += bytes[c];
 	}
-	for (g = 0; g < px->n_frags; g++) {
-		uint32_t cb = bytes[g / px->fpc], off = (g % px->fpc) * frag_size;
+	for (g = 0; g < added * px->fpc; g++) {
+		uint32_t cb = bytes[g / px->fpc], off = (g % px->fpc) * px->frag_size;
 
-		px->frag[g].len = (uint16_t)(off >= cb		    ? 0
-					     : cb - off < frag_size ? cb - off
-								    : frag_size);
+		px->frag[(size_t)c0 * px->fpc + g].len =
+			(uint16_t)(off >= cb		      ? 0
+				   : cb - off < px->frag_size ? cb - off
+							      : px->frag_size);
 	}
-	px->pace_kbps = pace_kbps(px, ep_kbps);
-	if (build_hash(px)) {
-		wk_err(rc, "pbox_start: out of memory");
-		goto out;
+	px->n_chunks = c0 + added;
+	px->n_frags = px->n_chunks * px->fpc;
+	for (i = 0; i < n; i++) {
+		px->total_bytes += ts[i]->bytes;
+		ts[i]->ready = true;
 	}
-	rc = ssgpu_job(px);
+	px->pace_kbps = pace_kbps(px);
+	rc = n ? ssgpu_add(px, ts[0]->dtype, base[px->self_unit], count[px->self_unit]) : PBOX_OK;
 out:
 	free(w);
 	free(bytes);
-	free(count);
+	free(unit_of);
+	free(local);
 	return rc;
 }
 
@@ -480,8 +559,6 @@ int pbox_start(struct pbox *px)
 		return wk_err(PBOX_EINVAL, "pbox_start: context is NULL");
 	if (px->phase != WK_PH_NEW)
 		return wk_err(PBOX_ESTATE, "pbox_start: called twice");
-	if (!px->n_t)
-		return wk_err(PBOX_ESTATE, "pbox_start: no tensor declared");
 	rc = wk_boot(px);
 	if (rc == PBOX_OK)
 		rc = wk_engine_start(px);
@@ -496,13 +573,13 @@ static int failed(struct pbox *px, const char *what)
 	return wk_err(PBOX_EFAILED, "%s: the context failed earlier: %s", what, px->fail_msg);
 }
 
-int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out,
-		   struct pbox_handle **opp)
+int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+		   enum pbox_dtype dtype, struct pbox_handle **opp)
 {
 	struct wk_tensor *t;
 	struct pbox_handle *op;
-	uint64_t one = 1, part_bytes;
-	uint32_t p, g0;
+	uint64_t one = 1;
+	int rc;
 
 	if (!px || !in || !out || !opp)
 		return wk_err(PBOX_EINVAL, "pbox_push_pull: key %" PRIu64 ": a NULL argument", key);
@@ -510,51 +587,41 @@ int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out,
 	if (px->phase != WK_PH_STARTED)
 		return wk_err(PBOX_ESTATE, "pbox_push_pull: key %" PRIu64 ": before pbox_start()",
 			      key);
-	t = find_tensor(px, key);
-	if (!t)
-		return wk_err(PBOX_EINVAL, "pbox_push_pull: key %" PRIu64 " was never declared",
-			      key);
-	part_bytes = px->cfg.tuning.partition_size;
+	rc = check_tensor("pbox_push_pull", key, count, dtype);
+	if (rc)
+		return rc;
 	op = calloc(1, sizeof(*op));
-	if (op)
-		op->n_parts = (uint32_t)((t->bytes + part_bytes - 1) / part_bytes);
-	if (op)
-		op->parts = calloc(op->n_parts, sizeof(*op->parts));
-	if (!op || !op->parts) {
-		free(op);
+	if (!op)
 		return wk_err(PBOX_ENOMEM, "pbox_push_pull: key %" PRIu64 ": out of memory", key);
-	}
 	op->px = px;
-	op->t = t;
 	op->in = in;
 	op->out = out;
-	g0 = t->chunk0 * px->fpc;
-	for (p = 0; p < op->n_parts; p++) {
-		uint64_t c0 = (uint64_t)p * part_bytes / px->chunk_size,
-			 c1 = c0 + part_bytes / px->chunk_size;
-
-		if (c1 > t->n_chunks)
-			c1 = t->n_chunks;
-		op->parts[p] = (struct wk_part){.op = op,
-						.g = g0 + (uint32_t)c0 * px->fpc,
-						.g_end = g0 + (uint32_t)c1 * px->fpc,
-						.prio = t->prio};
-	}
 	pthread_mutex_lock(&px->mu);
+	t = find_tensor(px, key);
 	if (px->fail) {
-		pthread_mutex_unlock(&px->mu);
-		free(op->parts);
-		free(op);
-		return failed(px, "pbox_push_pull");
+		rc = failed(px, "pbox_push_pull");
+	} else if (px->finalizing) {
+		rc = wk_err(PBOX_ESTATE,
+			    "pbox_push_pull: key %" PRIu64 ": the context is finalizing", key);
+	} else if (t && (t->count != count || t->dtype != (uint8_t)dtype)) {
+		rc = wk_err(PBOX_EINVAL,
+			    "pbox_push_pull: key %" PRIu64 ": %" PRIu64 " elements of %s, but the "
+			    "key was first used with %" PRIu64 " of %s",
+			    key, count, sum_dtype_name((enum sum_dtype)dtype), t->count,
+			    sum_dtype_name((enum sum_dtype)t->dtype));
+	} else if (t && t->busy) {
+		rc = wk_err(PBOX_ESTATE,
+			    "pbox_push_pull: key %" PRIu64 ": a push-pull of it is still in flight",
+			    key);
+	} else if (!t) { /* first seen now: agreed with every rank before data moves */
+		rc = add_tensor(px, "pbox_push_pull", key, count, dtype, 0, &t);
 	}
-	if (t->busy || px->finalizing) {
+	if (rc) {
 		pthread_mutex_unlock(&px->mu);
-		free(op->parts);
 		free(op);
-		return wk_err(PBOX_ESTATE, "pbox_push_pull: key %" PRIu64 ": %s", key,
-			      px->finalizing ? "the context is finalizing"
-					     : "a push-pull of it is still in flight");
+		return rc;
 	}
+	op->t = t;
 	t->busy = op;
 	op->round = t->round++;
 	if (px->subq_tail)
@@ -612,10 +679,11 @@ int pbox_wait(struct pbox_handle *op)
 	return st;
 }
 
-int pbox_allreduce(struct pbox *px, uint64_t key, const void *in, void *out)
+int pbox_allreduce(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+		   enum pbox_dtype dtype)
 {
 	struct pbox_handle *op;
-	int rc = pbox_push_pull(px, key, in, out, &op);
+	int rc = pbox_push_pull(px, key, in, out, count, dtype, &op);
 
 	return rc ? rc : pbox_wait(op);
 }
@@ -698,13 +766,21 @@ static void free_all(struct pbox *px)
 	free(px->unit);
 	free(px->chunk_unit);
 	free(px->chunk_local);
-	free(px->chunk_tensor);
 	free(px->frag);
-	free(px->ssj_mem);
+	while (px->ssj) {
+		struct ss_job *next = px->ssj->next;
+
+		free(px->ssj);
+		px->ssj = next;
+	}
 	free(px->heap);
 	free(px->hash_unit);
 	free(px->ss_pub);
+	for (i = 0; i < px->n_t; i++)
+		free(px->t[i]);
 	free(px->t);
+	free(px->newt);
+	free(px->ag);
 	pthread_cond_destroy(&px->cv);
 	pthread_mutex_destroy(&px->mu);
 	free(px);

@@ -40,7 +40,16 @@ struct opts {
 	uint32_t tensors, iters, warmup;
 	enum pbox_dtype dtype;
 	bool layout, quiet;
+	bool late;  /* declare nothing: every tensor first seen by its first push-pull */
+	bool mixed; /* tensor i of fp32, bf16, fp16 in turn (--dtype ignored) */
 };
+
+static enum pbox_dtype dtype_of(const struct opts *o, uint32_t i)
+{
+	static const enum pbox_dtype cycle[3] = {PBOX_FP32, PBOX_BF16, PBOX_FP16};
+
+	return o->mixed ? cycle[i % 3] : o->dtype;
+}
 
 static uint64_t now_ns(void)
 {
@@ -150,8 +159,12 @@ static void usage(FILE *f)
 		"usage: pbox-bench --config FILE [--model NAME | --size BYTES] [--tensors T]\n"
 		"                  [--dtype fp32|fp16|bf16] [--iters N] [--warmup W] [--layout] "
 		"[--quiet]\n"
+		"                  [--late] [--mixed]\n"
 		"  --model NAME  tensor sizes of %s\n"
-		"  --size BYTES  one model of BYTES (K/M/G suffix) in T equal tensors (default 1)\n",
+		"  --size BYTES  one model of BYTES (K/M/G suffix) in T equal tensors (default 1)\n"
+		"  --late        declare nothing: the first iteration grows the job, as a\n"
+		"                framework's first collectives do\n"
+		"  --mixed       tensors of fp32, bf16 and fp16 in turn, in one context\n",
 		model_names);
 }
 
@@ -185,11 +198,13 @@ static int parse_u64(const char *s, uint64_t *out)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	static const struct option lo[] = {
-		{"config", 1, 0, 'c'},	{"model", 1, 0, 'm'},  {"size", 1, 0, 's'},
-		{"tensors", 1, 0, 't'}, {"dtype", 1, 0, 'd'},  {"iters", 1, 0, 'i'},
-		{"warmup", 1, 0, 'w'},	{"layout", 0, 0, 'l'}, {"quiet", 0, 0, 'q'},
-		{"help", 0, 0, 'h'},	{0, 0, 0, 0}};
+	static const struct option lo[] = {{"config", 1, 0, 'c'}, {"model", 1, 0, 'm'},
+					   {"size", 1, 0, 's'},	  {"tensors", 1, 0, 't'},
+					   {"dtype", 1, 0, 'd'},  {"iters", 1, 0, 'i'},
+					   {"warmup", 1, 0, 'w'}, {"layout", 0, 0, 'l'},
+					   {"quiet", 0, 0, 'q'},  {"late", 0, 0, 'L'},
+					   {"mixed", 0, 0, 'M'},  {"help", 0, 0, 'h'},
+					   {0, 0, 0, 0}};
 	uint64_t v;
 	int c;
 
@@ -216,6 +231,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case 'q':
 			o->quiet = true;
+			break;
+		case 'L':
+			o->late = true;
+			break;
+		case 'M':
+			o->mixed = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -340,7 +361,8 @@ int main(int argc, char **argv)
 	struct pbox_layout_info li;
 	struct pbox_handle **ops = NULL;
 	struct model m;
-	struct tables tb;
+	struct tables tb[3];
+	uint64_t model_bytes = 0;
 	uint8_t **buf = NULL;
 	struct pbox *px = NULL;
 	double sum_ms = 0;
@@ -352,7 +374,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	esz = o.dtype == PBOX_FP32 ? 4 : 2;
+	esz = 4; /* room for any dtype */
 	if (build_model(&o, &m))
 		return 2;
 	if (pbox_init(o.config, &px)) {
@@ -364,7 +386,9 @@ int main(int argc, char **argv)
 	ops = calloc(m.n, sizeof(*ops));
 	for (i = 0; buf && ops && i < m.n; i++) {
 		buf[i] = malloc(m.count[i] * esz);
-		if (!buf[i] || pbox_declare(px, i, m.count[i], o.dtype, (int)i))
+		model_bytes += m.count[i] * (dtype_of(&o, i) == PBOX_FP32 ? 4 : 2);
+		if (!buf[i] ||
+		    (!o.late && pbox_declare(px, i, m.count[i], dtype_of(&o, i), (int)i)))
 			break;
 	}
 	if (!buf || !ops || i < m.n) {
@@ -378,17 +402,19 @@ int main(int argc, char **argv)
 	}
 	pbox_layout(px, &li);
 	printf("bench: rank %u transport: %s\n", li.rank, li.transport);
-	if (o.layout)
+	if (o.layout && !o.late)
 		print_layout(px, &m, o.dtype);
 	for (v = 0; v < o.warmup + o.iters; v++) {
 		uint64_t t0, t1;
 
-		tables(&tb, o.dtype, li.rank, li.world_size, v);
+		for (i = 0; i < 3; i++)
+			tables(&tb[i], dtype_of(&o, i), li.rank, li.world_size, v);
 		for (i = 0; i < m.n; i++)
-			fill(buf[i], m.count[i], o.dtype, &tb);
+			fill(buf[i], m.count[i], dtype_of(&o, i), &tb[o.mixed ? i % 3 : 0]);
 		t0 = now_ns();
 		for (i = m.n; i-- > 0;) /* backward order: the last layer first */
-			if (pbox_push_pull(px, i, buf[i], buf[i], &ops[i])) {
+			if (pbox_push_pull(px, i, buf[i], buf[i], m.count[i], dtype_of(&o, i),
+					   &ops[i])) {
 				fprintf(stderr, "pbox-bench: rank %u: iteration %u: %s\n", li.rank,
 					v, pbox_last_error());
 				goto out;
@@ -402,14 +428,15 @@ int main(int argc, char **argv)
 		t1 = now_ns();
 		for (i = 0; i < m.n; i++) {
 			uint32_t got, want;
-			int64_t bad = verify(buf[i], m.count[i], o.dtype, &tb, &got, &want);
+			int64_t bad = verify(buf[i], m.count[i], dtype_of(&o, i),
+					     &tb[o.mixed ? i % 3 : 0], &got, &want);
 
 			if (bad >= 0) {
 				fprintf(stderr,
 					"pbox-bench: rank %u: iteration %u: WRONG SUM in tensor %u "
 					"element %" PRId64 ": got %g, want %g\n",
-					li.rank, v, i, bad, (double)decode(o.dtype, got),
-					(double)decode(o.dtype, want));
+					li.rank, v, i, bad, (double)decode(dtype_of(&o, i), got),
+					(double)decode(dtype_of(&o, i), want));
 				goto out;
 			}
 		}
@@ -422,7 +449,7 @@ int main(int argc, char **argv)
 			       "verified\n",
 			       li.rank, v + 1, o.warmup + o.iters, v < o.warmup ? " (warm-up)" : "",
 			       (double)(t1 - t0) / 1e6,
-			       (double)li.total_bytes * 8 / (double)(t1 - t0));
+			       (double)model_bytes * 8 / (double)(t1 - t0));
 		fflush(stdout);
 	}
 	if (!o.quiet)
@@ -430,7 +457,7 @@ int main(int argc, char **argv)
 	printf("RESULT bench model=%s n=%u k=%.2f iters=%u mean_ms=%.3f goodput_gbps=%.3f "
 	       "verified=yes\n",
 	       m.name, li.world_size, li.k, timed, sum_ms / timed,
-	       (double)li.total_bytes * 8 / (sum_ms / timed * 1e6));
+	       (double)model_bytes * 8 / (sum_ms / timed * 1e6));
 	rc = 0;
 out:
 	if (pbox_finalize(px) && rc == 0) {

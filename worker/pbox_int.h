@@ -32,6 +32,7 @@ struct wk_unit {
 	uint16_t port;
 	int32_t rank;	   /* SS_GPU of this rank; -1: a box endpoint */
 	uint64_t weight;   /* in the layout */
+	uint64_t kbps;	   /* a box endpoint's bandwidth */
 	uint32_t n_chunks; /* assigned */
 	uint64_t bytes;
 	uint32_t *global; /* local chunk index -> global chunk */
@@ -39,13 +40,30 @@ struct wk_unit {
 	uint64_t tx, rx, retrans; /* engine's counters */
 };
 
+/*
+ * A tensor: declared before pbox_start(), or first seen after it (by
+ * pbox_declare() or its first push-pull), when it is agreed with every rank
+ * before any of its data moves (grow.c). Its address never changes.
+ */
 struct wk_tensor {
 	uint64_t key, count, bytes;
 	int prio;
-	uint32_t chunk0, n_chunks; /* its chunks in the global order */
-	uint32_t n_frags;	   /* fragments with payload */
-	uint32_t round;		   /* of the next push-pull */
-	struct pbox_handle *busy;  /* the push-pull in flight (under mu) */
+	uint8_t dtype;
+	bool ready;		    /* laid out: its chunks exist (engine) */
+	uint32_t seq;		    /* after start: its place in the order of new tensors */
+	uint32_t chunk0, n_chunks;  /* its chunks in the global order */
+	uint32_t n_frags;	    /* fragments with payload */
+	uint32_t round;		    /* of the next push-pull */
+	struct pbox_handle *busy;   /* the push-pull in flight (under mu) */
+	struct pbox_handle *parked; /* engine: its push-pull, waiting for the agreement */
+};
+
+/* Rank 0's record of what each rank said of one new tensor (grow.c). */
+struct wk_ag {
+	uint64_t key, count;
+	int prio;
+	uint8_t dtype;
+	bool have;
 };
 
 /* A partition of an op: fragments [g, g_end) still to be sent first. */
@@ -94,21 +112,30 @@ struct wk_ring {
 struct pbox {
 	struct wrk_cfg cfg;
 	enum { WK_PH_NEW, WK_PH_STARTED, WK_PH_DONE } phase;
-	uint8_t dtype;
-	bool dtype_set;
 	uint32_t rank, n, job;
 	uint64_t token;	  /* this incarnation's: [job] token ^ rank 0's nonce (bootstrap) */
 	uint32_t token32; /* its wire form */
 
-	/* tensors, sorted by key at pbox_start() */
-	struct wk_tensor *t;
+	/* tensors, sorted by key (under mu after pbox_start()) */
+	struct wk_tensor **t;
 	uint32_t n_t, cap_t;
+	/* tensors first seen after pbox_start(), by seq (under mu) */
+	struct wk_tensor **newt;
+	uint32_t n_new, cap_new;
+	/* engine: new tensors told to rank 0 (announced) and laid out (applied);
+	 * rank 0: what every rank said of seqs [applied, applied + ag_rows) */
+	uint32_t announced, applied;
+	struct wk_ag *ag;
+	uint32_t ag_rows, ag_cap;
+	uint64_t ag_last_ns; /* the last NEW recorded */
+	uint32_t segments;   /* of the job: one per dtype per growth */
+	bool registered;     /* rank 0: the job is on the box */
 
 	/* the layout */
 	uint32_t n_eps, n_units, self_unit;
 	struct wk_unit *unit;
 	uint32_t frag_size, chunk_size, fpc, n_chunks, n_frags;
-	uint32_t *chunk_unit, *chunk_local, *chunk_tensor;
+	uint32_t *chunk_unit, *chunk_local;
 	uint64_t total_bytes;
 	double k;
 
@@ -136,8 +163,7 @@ struct pbox {
 
 	/* engine only */
 	struct wk_frag *frag;
-	struct ss_job *ssj;
-	void *ssj_mem;
+	struct ss_job *ssj;	    /* this rank's SS_GPU: its segments, ->next */
 	struct pbox_handle *active; /* ops with bytes in flight */
 	struct wk_part **heap;
 	uint32_t heap_n, heap_cap;
@@ -175,15 +201,41 @@ int wk_line_send(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 
 int wk_line_poll(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size_t out_cap);
 const char *wk_peer_name(const struct pbox *px, uint32_t rank, char *buf, size_t cap);
 
-/* pbox.c: the layout from the box's endpoints (or none). */
-int wk_layout(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_t *ep_ip,
-	      const uint16_t *ep_port, const uint64_t *ep_kbps);
+/* layout.c's half in libpbox (pbox.c): the summation services from the
+ * box's endpoints (or none), no chunks yet. */
+int wk_layout_init(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_t *ep_ip,
+		   const uint16_t *ep_port, const uint64_t *ep_kbps);
 
-/* The short chunks (a tensor's last) of unit @u, as endpoint @ep of an SS
- * would list them: their number, or UINT32_MAX when more than @max. */
+/*
+ * Lay out @n tensors, all of one dtype, after those laid out before: their
+ * chunks follow the job's, each unit's new chunks follow its earlier ones
+ * (unit u's are its [base[u], base[u] + count[u])), and this rank's SS_GPU
+ * gets a segment for its own. Every rank calls it with the same tensors in
+ * the same order, and gets the same layout.
+ */
+int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint32_t *base,
+		  uint32_t *count);
+
+/* The short chunks (a tensor's last) among unit @u's [from, from + n), as
+ * endpoint @ep of an SS would list them (counted from @from): their
+ * number, or UINT32_MAX when more than @max. */
 struct ss_short;
-uint32_t wk_unit_shorts(const struct pbox *px, uint32_t u, uint16_t ep, struct ss_short *out,
-			uint32_t max);
+uint32_t wk_unit_shorts(const struct pbox *px, uint32_t u, uint16_t ep, uint32_t from, uint32_t n,
+			struct ss_short *out, uint32_t max);
+
+/* boot.c: rank 0 puts a segment on the box (REGISTER the first, GROW the
+ * others); 0, or -1 with @msg. */
+int wk_box_segment(struct pbox *px, uint8_t dtype, const uint32_t *base, const uint32_t *count,
+		   uint64_t deadline, char *msg, size_t cap);
+
+/* grow.c: lay out @n tensors (any dtypes: one segment per dtype, in dtype
+ * order), and on rank 0 put them on the box. PBOX_OK or a failure code. */
+int wk_grow(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint64_t deadline, char *msg,
+	    size_t cap);
+/* grow.c, engine side: announce new tensors, agree on them (rank 0), lay
+ * out what was agreed; a control line that is grow.c's (1) or not (0). */
+void wk_grow_poll(struct pbox *px);
+int wk_grow_line(struct pbox *px, uint32_t from, const char *line);
 
 /* The unit whose address is @ip_be:@port, or UINT32_MAX. */
 uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port);
@@ -206,6 +258,8 @@ void wk_dpdk_describe(const struct pbox *px, char *buf, size_t cap);
 
 /* engine.c */
 int wk_engine_start(struct pbox *px);
+/* A push-pull of a laid-out tensor into the scheduler (engine thread). */
+void wk_engine_take(struct pbox *px, struct pbox_handle *op);
 void wk_engine_join(struct pbox *px);
 /* Fail the context (engine side; takes mu). */
 void wk_fail(struct pbox *px, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

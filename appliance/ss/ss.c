@@ -152,6 +152,7 @@ struct ss_job *ss_job_init(void *mem, const struct ss_job_desc *d, size_t txref_
 	for (e = 0; e < d->n_eps; e++) {
 		j->ep_first[e] = first;
 		j->ep_chunks[e] = d->ep_chunks[e];
+		j->ep_base[e] = d->ep_base[e];
 		first += d->ep_chunks[e] * j->frags_per_chunk;
 	}
 	j->n_frags = l.n_frags;
@@ -220,7 +221,7 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 {
 	struct ss_frag *fr;
 	uint64_t *bits, bit;
-	uint32_t f;
+	uint32_t f, chunk;
 	size_t elems;
 
 	j->cnt.rx++;
@@ -233,11 +234,14 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 	if (j->bound &&
 	    (from->ip_be != j->peer[h->rank].ip_be || from->port != j->peer[h->rank].port))
 		return drop(j, out, SS_DROP_ADDR);
-	if (ep >= j->n_eps || h->chunk >= j->ep_chunks[ep])
+	if (ep >= j->n_eps)
+		return drop(j, out, SS_DROP_CHUNK);
+	chunk = h->chunk - j->ep_base[ep]; /* below the base: wraps, and is refused */
+	if (chunk >= j->ep_chunks[ep])
 		return drop(j, out, SS_DROP_CHUNK);
 	if (h->frag >= j->frags_per_chunk)
 		return drop(j, out, SS_DROP_FRAG);
-	f = j->ep_first[ep] + h->chunk * j->frags_per_chunk + h->frag;
+	f = j->ep_first[ep] + chunk * j->frags_per_chunk + h->frag;
 	fr = &j->frag[f];
 	if (h->len != fr->want) /* the registration says how long it is */
 		return drop(j, out, SS_DROP_LEN);
@@ -308,6 +312,23 @@ int ss_table_add(struct ss_table *t, struct ss_job *j)
 	t->job[t->n] = j;
 	t->n++;
 	return 0;
+}
+
+int ss_table_grow(struct ss_table *t, struct ss_job *seg)
+{
+	uint32_t i;
+
+	for (i = 0; i < t->n; i++)
+		if (t->id[i] == seg->id) {
+			struct ss_job *j = t->job[i];
+
+			while (j->next)
+				j = j->next;
+			seg->next = NULL;
+			j->next = seg;
+			return 0;
+		}
+	return -ENOENT;
 }
 
 struct ss_job *ss_table_del(struct ss_table *t, uint32_t id)

@@ -111,6 +111,10 @@ struct ss_job_desc {
 	uint32_t frag_size, chunk_size;
 	uint16_t n_eps;			/* this core's endpoints, in its own order */
 	uint32_t ep_chunks[SS_MAX_EPS]; /* chunks of the job on each */
+	/* A segment added to a job that grew (GROW): its chunks on endpoint e
+	 * are the job's [ep_base[e], ep_base[e] + ep_chunks[e]) there. 0 for a
+	 * job's first segment. */
+	uint32_t ep_base[SS_MAX_EPS];
 	/* The job's short chunks on this core: with them every fragment's
 	 * length is known from the registration, and a push of any other length
 	 * is refused before it touches the fragment (it can wedge no round). */
@@ -162,6 +166,8 @@ struct ss_job {
 	bool bound;		       /* peer[] fixed at registration (ss_job_desc.ranks) */
 	uint32_t ep_first[SS_MAX_EPS]; /* first fragment of each endpoint */
 	uint32_t ep_chunks[SS_MAX_EPS];
+	uint32_t ep_base[SS_MAX_EPS]; /* the job's chunk index of this segment's first */
+	struct ss_job *next;	      /* the job's next segment (it grew), or NULL */
 	uint32_t n_frags;
 	size_t bytes;
 	struct ss_counters cnt;
@@ -190,7 +196,7 @@ const char *ss_job_desc_check(const struct ss_job_desc *d);
 size_t ss_job_bytes(const struct ss_job_desc *d, size_t txref_size);
 size_t ss_job_align(const struct ss_job_desc *d);
 
-/* Lay the job out in @mem (ss_job_bytes() bytes, ss_job_align() aligned),
+/* Lay the job (or a segment of it) out in @mem (ss_job_bytes() bytes, ss_job_align() aligned),
  * every fragment before its first round. Returns the job (at @mem). */
 struct ss_job *ss_job_init(void *mem, const struct ss_job_desc *d, size_t txref_size,
 			   const struct sum_ops *ops);
@@ -214,6 +220,20 @@ static inline uint8_t *ss_job_res(const struct ss_job *j, uint32_t frag, unsigne
  */
 enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 			const void *payload, const struct nic_addr *from, struct ss_out *out);
+
+/*
+ * A job that grew is a list of segments, each one ss_job block of its own
+ * dtype, covering a range of the job's chunks on each endpoint (the wire's
+ * chunk index counts across segments). The segment holding @chunk of
+ * endpoint @ep, or NULL. Jobs grow a few times in their life (a framework
+ * rebuilding its buckets): the list is short.
+ */
+static inline struct ss_job *ss_job_seg(struct ss_job *j, unsigned ep, uint32_t chunk)
+{
+	while (j && ep < j->n_eps && chunk - j->ep_base[ep] >= j->ep_chunks[ep])
+		j = j->next;
+	return j;
+}
 
 /* The jobs one core serves: a small table, searched linearly (a handful of
  * jobs at a time) with the last hit first. */
@@ -239,6 +259,8 @@ static inline struct ss_job *ss_table_find(struct ss_table *t, uint32_t id)
 
 /* 0, or -EEXIST / -ENOSPC. */
 int ss_table_add(struct ss_table *t, struct ss_job *j);
+/* Append segment @seg to the job of its id: 0, or -ENOENT. */
+int ss_table_grow(struct ss_table *t, struct ss_job *seg);
 /* The removed job, or NULL when @id is not there. */
 struct ss_job *ss_table_del(struct ss_table *t, uint32_t id);
 

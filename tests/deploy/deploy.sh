@@ -23,7 +23,7 @@ dest=$tmp/root
 make -s -C "$src" BUILD="$build" install DESTDIR="$dest" PREFIX=/usr >"$tmp/install.log" 2>&1
 check "make install PREFIX=/usr DESTDIR=...: binaries, library, header, units, docs" \
 	test -x "$dest/usr/bin/pboxd" -a -x "$dest/usr/bin/pboxctl" -a -x "$dest/usr/sbin/pbox-setup" -a \
-	-L "$dest/usr/lib/libpbox.so.1" -a -f "$dest/usr/include/pbox.h" -a \
+	-L "$dest/usr/lib/libpbox.so.2" -a -f "$dest/usr/include/pbox.h" -a \
 	-f "$dest/lib/systemd/system/pboxd.service" -a -f "$dest/lib/systemd/system/pbox-setup.service" -a \
 	-f "$dest/usr/share/doc/pbox/examples/box-pbox.ini"
 check "the installed pboxd runs (--check-config on an example)" \

@@ -125,6 +125,21 @@ for dt in fp16 bf16; do
 	check "k=2: $dt, every sum exact" bench_all "$dt" --size "$SIZE" --tensors 8 --iters "$ITERS" --dtype "$dt"
 done
 
+# ---- tensors as frameworks hand them over: none declared, three dtypes in
+# one context; the first iteration grows the job on the box (GROW), one
+# segment per dtype, agreed by every rank before data moves
+if bench_all late --size "$SIZE" --tensors 8 --iters "$ITERS" --late --mixed; then
+	ok "k=2: 8 tensors of fp32, bf16 and fp16 in one context, none declared before the start: every sum exact"
+	grep "registered by\|grew by" "$log/pboxd.log" | tail -4 | sed 's/^/        /'
+	# the ranks agree on new tensors in batches as they come: several
+	# segments, each of one dtype, and all three dtypes among them
+	check "k=2: the box grew the job through its control plane, by segments of fp16 and bf16" \
+		bash -c "grep -q 'grew by .* fp16 chunks (segment' '$log/pboxd.log' &&
+			 grep -q 'grew by .* bf16 chunks (segment' '$log/pboxd.log'"
+else
+	bad "k=2: tensors first used after the start, mixed dtypes (logs in $log)"
+fi
+
 # ---- the DPDK transport: ranks 1 and 3 on a DPDK port each (af_packet on
 # their eth0, no hugepages), ranks 0 and 2 on kernel UDP, one job
 for r in 1 3; do

@@ -99,6 +99,12 @@ START_TEST(register_round_trip)
 	ck_assert_uint_eq(got.frag, 8192);
 	ck_assert_uint_eq(got.chunk, 32768);
 	ck_assert_int_eq(nic_ctl_format_register(line, 40, &r), -1); /* does not fit */
+	/* GROW: the same fields, for a segment of new chunks */
+	r.grow = true;
+	ck_assert_int_gt(nic_ctl_format_register(line, sizeof(line), &r), 0);
+	ck_assert(strncmp(line, "GROW job=42 token=18446744073709551615 n=4 dtype=bf16 ", 54) == 0);
+	ck_assert_int_eq(nic_ctl_parse_register(line + 5, &lim, &got, err, sizeof(err)), 0);
+	ck_assert_uint_eq(got.chunks[0], 7);
 }
 END_TEST
 

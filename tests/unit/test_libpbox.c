@@ -3,8 +3,10 @@
  * libpbox end to end inside one process: four ranks as four threads, each
  * with its own context, over UDP and TCP on 127.0.0.1 (no box: every chunk
  * on the workers' SS_GPUs). Sums exact in every dtype, the same layout on
- * every rank, the bootstrap's mismatch and missing-rank errors, and the
- * API's refusals.
+ * every rank, tensors first used after the start (mixed dtypes, and a new
+ * set of them after the first iteration, as DDP rebuilds its buckets), the
+ * bootstrap's and the agreement's mismatch errors, the missing-rank error,
+ * and the API's refusals.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -44,7 +46,10 @@ static void write_cfg(char *path, size_t cap, unsigned rank, unsigned n, const c
 struct rank_run {
 	unsigned rank, n, iters;
 	enum pbox_dtype dt;
-	uint64_t counts[NT]; /* this rank's declaration */
+	enum pbox_dtype dts[NT]; /* late: each tensor's */
+	bool late;		 /* nothing declared: tensors first used after the start */
+	bool rebuild;		 /* late: other keys and counts from the second iteration */
+	uint64_t counts[NT];	 /* this rank's declaration */
 	int start_rc, run_rc, fin_rc;
 	char msg[WK_ERR_LEN];
 	uint32_t *layout; /* a copy of chunk_unit */
@@ -91,7 +96,7 @@ static void *rank_main(void *arg)
 	struct pbox *px;
 	void *buf[NT] = {0};
 	struct pbox_handle *op[NT];
-	size_t es = rr->dt == PBOX_FP32 ? 4 : 2;
+	enum pbox_dtype dt[NT];
 
 	write_cfg(path, sizeof(path), rr->rank, rr->n, rr->extra);
 	if (pbox_init(path, &px)) {
@@ -100,39 +105,50 @@ static void *rank_main(void *arg)
 		return NULL;
 	}
 	for (unsigned t = 0; t < NT; t++) {
-		buf[t] = malloc(rr->counts[t] * es);
-		pbox_declare(px, 100 + t, rr->counts[t], rr->dt, (int)t);
+		dt[t] = rr->late ? rr->dts[t] : rr->dt;
+		buf[t] = malloc((rr->counts[t] + 2000 * t + 17) * 4); /* room for a rebuild */
+		if (!rr->late)
+			pbox_declare(px, 100 + t, rr->counts[t], rr->dt, (int)t);
 	}
 	rr->start_rc = pbox_start(px);
 	if (rr->start_rc) {
 		snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
 		goto out;
 	}
-	rr->n_chunks = px->n_chunks;
 	rr->token32 = px->token32;
-	rr->layout = malloc(px->n_chunks * sizeof(uint32_t));
-	memcpy(rr->layout, px->chunk_unit, px->n_chunks * sizeof(uint32_t));
 	for (unsigned v = 0; v < rr->iters && !rr->run_rc; v++) {
-		for (unsigned t = 0; t < NT; t++)
-			for (uint64_t i = 0; i < rr->counts[t]; i++)
-				put(buf[t], i, rr->dt, val(rr->rank, i + t, v));
+		bool re = rr->rebuild && v > 0; /* new keys, new sizes */
+		uint64_t key0 = re ? 200 : 100, count[NT];
+
+		for (unsigned t = 0; t < NT; t++) {
+			count[t] = re ? rr->counts[t] + 2000 * t + 17 : rr->counts[t];
+			for (uint64_t i = 0; i < count[t]; i++)
+				put(buf[t], i, dt[t], val(rr->rank, i + t, v));
+		}
 		for (unsigned t = NT; t-- > 0;)
-			rr->run_rc |= pbox_push_pull(px, 100 + t, buf[t], buf[t], &op[t]);
-		for (unsigned t = 0; t < NT && !rr->run_rc; t++)
+			rr->run_rc |= pbox_push_pull(px, key0 + t, buf[t], buf[t], count[t], dt[t],
+						     &op[t]);
+		for (unsigned t = NT; t-- > 0 && !rr->run_rc;)
 			rr->run_rc = pbox_wait(op[t]);
 		for (unsigned t = 0; t < NT && !rr->run_rc; t++)
-			for (uint64_t i = 0; i < rr->counts[t]; i++) {
+			for (uint64_t i = 0; i < count[t]; i++) {
 				float want = 0;
 
 				for (unsigned r = 0; r < rr->n; r++)
 					want += val(r, i + t, v);
-				if (get(buf[t], i, rr->dt) != want)
+				if (get(buf[t], i, dt[t]) != want)
 					rr->wrong = true;
 			}
 	}
 	if (rr->run_rc)
 		snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
 	pbox_stats(px, &rr->st, NULL, 0);
+	/* the layout, as the engine left it (it grows in the engine thread) */
+	pthread_mutex_lock(&px->mu);
+	rr->n_chunks = px->n_chunks;
+	rr->layout = malloc((px->n_chunks + 1) * sizeof(uint32_t));
+	memcpy(rr->layout, px->chunk_unit, px->n_chunks * sizeof(uint32_t));
+	pthread_mutex_unlock(&px->mu);
 out:
 	rr->fin_rc = pbox_finalize(px);
 	for (unsigned t = 0; t < NT; t++)
@@ -166,13 +182,8 @@ static void setup_runs(struct rank_run *rr, unsigned n, enum pbox_dtype dt, unsi
 	}
 }
 
-/* Four ranks, @iters push-pulls of every tensor; @extra: configuration. */
-static void exact_with(struct rank_run *rr, enum pbox_dtype dt, const char *extra)
+static void check_exact(struct rank_run *rr)
 {
-	setup_runs(rr, NR, dt, 4);
-	for (unsigned r = 0; r < NR; r++)
-		rr[r].extra = extra;
-	run_ranks(rr, NR);
 	for (unsigned r = 0; r < NR; r++) {
 		ck_assert_msg(rr[r].start_rc == 0 && rr[r].run_rc == 0, "rank %u: %s", r,
 			      rr[r].msg);
@@ -187,6 +198,67 @@ static void exact_with(struct rank_run *rr, enum pbox_dtype dt, const char *extr
 	for (unsigned r = 0; r < NR; r++)
 		free(rr[r].layout);
 }
+
+/* Four ranks, @iters push-pulls of every tensor; @extra: configuration. */
+static void exact_with(struct rank_run *rr, enum pbox_dtype dt, const char *extra)
+{
+	setup_runs(rr, NR, dt, 4);
+	for (unsigned r = 0; r < NR; r++)
+		rr[r].extra = extra;
+	run_ranks(rr, NR);
+	check_exact(rr);
+}
+
+/* Nothing declared: fp32, bf16 and fp16 tensors in one context, first used
+ * after the start, then (from the second iteration) three more of other
+ * sizes, as DDP's rebuilt buckets: exact sums, one layout on every rank. */
+static void late_runs(struct rank_run *rr)
+{
+	static const enum pbox_dtype dts[NT] = {PBOX_FP32, PBOX_BF16, PBOX_FP16};
+
+	setup_runs(rr, NR, PBOX_FP32, 3);
+	for (unsigned r = 0; r < NR; r++) {
+		rr[r].late = rr[r].rebuild = true;
+		memcpy(rr[r].dts, dts, sizeof(dts));
+	}
+}
+
+START_TEST(test_late_mixed)
+{
+	struct rank_run rr[NR];
+
+	late_runs(rr);
+	run_ranks(rr, NR);
+	check_exact(rr);
+	/* six tensors of three dtypes: one SS_GPU segment per dtype per growth */
+	ck_assert_uint_gt(rr[0].n_chunks, 0);
+}
+END_TEST
+
+/* Rank 2 first uses a tensor of another size than the others at the same
+ * place: every rank fails, and the message names ranks 0 and 2, the new
+ * tensor's place and what differs. */
+START_TEST(test_late_mismatch)
+{
+	struct rank_run rr[NR];
+
+	late_runs(rr);
+	rr[2].counts[1] = 12345;
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_int_eq(rr[r].start_rc, 0);
+		ck_assert_msg(rr[r].run_rc == PBOX_EMISMATCH || rr[r].run_rc == PBOX_EFAILED,
+			      "rank %u: %d %s", r, rr[r].run_rc, rr[r].msg);
+		ck_assert_msg(strstr(rr[r].msg,
+				     "ranks disagree on new tensor 1 (the 2nd tensor "
+				     "first used after pbox_start()): rank 0 has key "
+				     "101, 1 elements of bf16; rank 2 has key 101, "
+				     "12345 elements of bf16: the element counts differ"),
+			      "rank %u: %s", r, rr[r].msg);
+		free(rr[r].layout);
+	}
+}
+END_TEST
 
 static void exact_in(enum pbox_dtype dt)
 {
@@ -271,9 +343,8 @@ START_TEST(test_mismatch_named)
 	run_ranks(rr, NR);
 	for (unsigned r = 0; r < NR; r++) {
 		ck_assert_int_eq(rr[r].start_rc, PBOX_EMISMATCH);
-		ck_assert_msg(strstr(rr[r].msg,
-				     "rank 3 and rank 0 disagree on tensor key 102: count "
-				     "70000 (rank 3) vs 70001 (rank 0)"),
+		ck_assert_msg(strstr(rr[r].msg, "rank 3 and rank 0 disagree on tensor key 102: "
+						"70000 of fp32 (rank 3) vs 70001 of fp32 (rank 0)"),
 			      "rank %u: %s", r, rr[r].msg);
 	}
 }
@@ -313,25 +384,35 @@ START_TEST(test_api_refusals)
 		      "%s", pbox_last_error());
 	write_cfg(path, sizeof(path), 0, 1, NULL);
 	ck_assert_int_eq(pbox_init(path, &px), PBOX_OK);
-	ck_assert_int_eq(pbox_push_pull(px, 1, &x, &x, &op), PBOX_ESTATE);
-	ck_assert_int_eq(pbox_start(px), PBOX_ESTATE); /* nothing declared */
+	ck_assert_int_eq(pbox_push_pull(px, 1, &x, &x, 1, PBOX_FP32, &op), PBOX_ESTATE);
 	ck_assert_int_eq(pbox_declare(px, 1, 1, PBOX_FP32, 0), PBOX_OK);
 	ck_assert_int_eq(pbox_declare(px, 1, 4, PBOX_FP32, 0), PBOX_EINVAL);
 	ck_assert_ptr_nonnull(strstr(pbox_last_error(), "key 1 declared twice"));
-	ck_assert_int_eq(pbox_declare(px, 2, 4, PBOX_BF16, 0), PBOX_EINVAL);
-	ck_assert_ptr_nonnull(strstr(pbox_last_error(), "one dtype per context"));
+	ck_assert_int_eq(pbox_declare(px, 2, 4, PBOX_BF16, 0), PBOX_OK); /* dtypes mix */
 	ck_assert_int_eq(pbox_declare(px, 3, 0, PBOX_FP32, 0), PBOX_EINVAL);
 	ck_assert_int_eq(pbox_declare(px, 4, 1, (enum pbox_dtype)9, 0), PBOX_EINVAL);
 	ck_assert_int_eq(pbox_start(px), PBOX_OK);
 	ck_assert_int_eq(pbox_start(px), PBOX_ESTATE);
-	ck_assert_int_eq(pbox_declare(px, 5, 1, PBOX_FP32, 0), PBOX_ESTATE);
-	ck_assert_int_eq(pbox_push_pull(px, 77, &x, &x, &op), PBOX_EINVAL);
-	ck_assert_ptr_nonnull(strstr(pbox_last_error(), "key 77 was never declared"));
-	ck_assert_int_eq(pbox_push_pull(px, 1, NULL, &x, &op), PBOX_EINVAL);
+	/* count and dtype: those the key was declared with, or refused, named */
+	ck_assert_int_eq(pbox_push_pull(px, 1, &x, &x, 2, PBOX_FP32, &op), PBOX_EINVAL);
+	ck_assert_msg(strstr(pbox_last_error(), "key 1: 2 elements of fp32, but the key was "
+						"first used with 1 of fp32"),
+		      "%s", pbox_last_error());
+	ck_assert_int_eq(pbox_push_pull(px, 1, &x, &x, 1, PBOX_BF16, &op), PBOX_EINVAL);
+	ck_assert_int_eq(pbox_push_pull(px, 1, NULL, &x, 1, PBOX_FP32, &op), PBOX_EINVAL);
+	ck_assert_int_eq(pbox_push_pull(px, 9, &x, &x, 0, PBOX_FP32, &op), PBOX_EINVAL);
 	/* a world of one: the sum is the contribution, through the own SS_GPU */
 	x = 42;
-	ck_assert_int_eq(pbox_allreduce(px, 1, &x, &x), PBOX_OK);
+	ck_assert_int_eq(pbox_allreduce(px, 1, &x, &x, 1, PBOX_FP32), PBOX_OK);
 	ck_assert(x == 42);
+	/* after the start: declared, or simply used */
+	ck_assert_int_eq(pbox_declare(px, 5, 1, PBOX_FP32, 0), PBOX_OK);
+	x = 7;
+	ck_assert_int_eq(pbox_allreduce(px, 5, &x, &x, 1, PBOX_FP32), PBOX_OK);
+	ck_assert(x == 7);
+	x = 8;
+	ck_assert_int_eq(pbox_allreduce(px, 77, &x, &x, 1, PBOX_FP32), PBOX_OK);
+	ck_assert(x == 8);
 	ck_assert_int_eq(pbox_finalize(px), PBOX_OK);
 	ck_assert_int_eq(pbox_test(NULL), PBOX_EINVAL);
 	ck_assert_str_eq(pbox_strerror(PBOX_EMISMATCH), "ranks disagree");
@@ -354,6 +435,8 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_mismatch_named);
 	tcase_add_test(tc, test_missing_rank_named);
 	tcase_add_test(tc, test_api_refusals);
+	tcase_add_test(tc, test_late_mixed);
+	tcase_add_test(tc, test_late_mismatch);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -347,6 +347,61 @@ START_TEST(test_ss_table)
 }
 END_TEST
 
+/*
+ * A job that grew: a first segment of fp32 (endpoint chunks 3 and 2), then
+ * one of bf16 after it (1 and 4 more). The wire's chunk index counts across
+ * segments; ss_job_seg finds the segment, ss_push takes the segment's own
+ * dtype and refuses a chunk below its base; ss_table_grow links it behind
+ * the first and the table finds the job by its first segment.
+ */
+START_TEST(test_ss_segments)
+{
+	static struct ss_table t;
+	struct ss_job_desc d0 = desc(2, SUM_FP32), d1 = desc(2, SUM_BF16);
+	void *m0, *m1;
+	struct ss_job *j0 = init_job(&d0, &m0), *j1, *seg;
+	uint8_t pay[FRAG];
+	struct ss_out out;
+	struct pbox_hdr h;
+
+	d1.ep_chunks[0] = 1;
+	d1.ep_chunks[1] = 4;
+	d1.ep_base[0] = 3;
+	d1.ep_base[1] = 2;
+	j1 = init_job(&d1, &m1);
+	ck_assert_int_eq(ss_table_add(&t, j0), 0);
+	ck_assert_int_eq(ss_table_grow(&t, j1), 0);
+	ck_assert_ptr_eq(ss_table_find(&t, 7), j0);
+	ck_assert_ptr_eq(j0->next, j1);
+	ck_assert_ptr_eq(ss_job_seg(j0, 0, 2), j0);
+	ck_assert_ptr_eq(ss_job_seg(j0, 0, 3), j1);
+	ck_assert_ptr_null(ss_job_seg(j0, 0, 4));
+	ck_assert_ptr_eq(ss_job_seg(j0, 1, 1), j0);
+	ck_assert_ptr_eq(ss_job_seg(j0, 1, 5), j1);
+	ck_assert_ptr_null(ss_job_seg(j0, 1, 6));
+	/* endpoint 1's chunk 5 is the bf16 segment's chunk 3: both ranks sum it */
+	fill(SUM_BF16, pay, FRAG / 2, 0, 0, 0);
+	h = hdr(j1, 0, 5, 0, 0, FRAG);
+	ck_assert_int_eq(ss_push(ss_job_seg(j0, 1, 5), 1, &h, pay, &who, &out), SS_SUMMED);
+	fill(SUM_BF16, pay, FRAG / 2, 1, 0, 0);
+	h.rank = 1;
+	ck_assert_int_eq(ss_push(ss_job_seg(j0, 1, 5), 1, &h, pay, &who, &out), SS_COMPLETE);
+	ck_assert_int_eq(check_sum(SUM_BF16, out.buf, FRAG / 2, 2, 0, 0), 0);
+	/* fp32 for a bf16 segment, and a chunk below its base: refused */
+	h = hdr(j0, 0, 5, 0, 1, FRAG);
+	ck_assert_int_eq(ss_push(j1, 1, &h, pay, &who, &out), SS_DROP);
+	ck_assert_int_eq(out.why, SS_DROP_DTYPE);
+	h = hdr(j1, 0, 1, 0, 0, FRAG);
+	ck_assert_int_eq(ss_push(j1, 1, &h, pay, &who, &out), SS_DROP);
+	ck_assert_int_eq(out.why, SS_DROP_CHUNK);
+	seg = ss_table_del(&t, 7);
+	ck_assert_ptr_eq(seg, j0);
+	ck_assert_int_eq(ss_table_grow(&t, j1), -ENOENT);
+	free(m0);
+	free(m1);
+}
+END_TEST
+
 /* One rule maps a drop to what its sender hears, for the box and the
  * workers' SS_GPU alike: every reason that can never succeed as sent gets
  * an error whose code names it, a duplicate an ACK, stale and busy nothing. */
@@ -497,6 +552,7 @@ Suite *ss_suite(void)
 	tcase_add_test(tc, test_ss_busy);
 	tcase_add_loop_test(tc, test_ss_random, SUM_FP32, SUM_DTYPE_COUNT);
 	tcase_add_test(tc, test_ss_table);
+	tcase_add_test(tc, test_ss_segments);
 	suite_add_tcase(s, tc);
 	return s;
 }

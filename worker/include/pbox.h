@@ -4,10 +4,14 @@
  *
  * A context is one rank of one job; a process may hold several (each with
  * its own job id and data port: the unit tests run four ranks in one
- * process, and a job of two dtypes is two contexts today). It reads the
- * worker configuration,
- * takes the tensors the model will reduce, agrees with every other rank on
- * them, and then sums each tensor across all ranks on request. Each tensor
+ * process). It reads the worker configuration, agrees with every other
+ * rank on the job, and then sums each tensor across all ranks on request.
+ * Tensors are known by a 64-bit key of the caller's choosing, of fp32,
+ * fp16 or bf16 (any mix in one context). They may be declared before
+ * pbox_start(), or simply used: a tensor first seen after the start is
+ * agreed with every rank (the same position in the order of new tensors,
+ * the same count and dtype) before any of its data moves, and the box's
+ * share of it is added to the job through the box's control plane. Each tensor
  * is cut into partitions (the unit of scheduling), chunks (the unit of
  * ownership) and fragments (one packet); every chunk is summed by the
  * summation service the BytePS unified layout assigns it to: one of the
@@ -16,9 +20,9 @@
  *
  *   struct pbox *px;
  *   pbox_init("worker.ini", &px);                     // + PBOX_* overrides
- *   pbox_declare(px, key, count, PBOX_FP32, layer);   // every tensor
+ *   pbox_declare(px, key, count, PBOX_FP32, layer);   // optional: priority
  *   pbox_start(px);                                   // bootstrap, layout
- *   pbox_push_pull(px, key, grad, grad, &op);         // async, in place ok
+ *   pbox_push_pull(px, key, grad, grad, count, PBOX_FP32, &op); // async
  *   pbox_wait(op);                                    // the sum is in grad
  *   pbox_finalize(px);
  *
@@ -29,11 +33,12 @@
  *
  * Threads: a context runs one progress thread of its own (it also serves
  * this worker's SS_GPU to its peers, whether or not the caller is inside a
- * pbox call). pbox_declare(), pbox_start() and pbox_finalize() are for one
- * thread, in that order. pbox_push_pull(), pbox_test(), pbox_wait(),
+ * pbox call). pbox_start() and pbox_finalize() are for one thread.
+ * pbox_declare(), pbox_push_pull(), pbox_test(), pbox_wait(),
  * pbox_allreduce() and pbox_stats() may be called from any number of
- * threads at once; a handle belongs to whoever holds it, and is released by
- * the pbox_test() or pbox_wait() that returns its result.
+ * threads at once (new tensors must still come in the same order on every
+ * rank, as collectives do in every framework); a handle belongs to whoever holds it, and is
+ * released by the pbox_test() or pbox_wait() that returns its result.
  *
  * After a failure of the transport or of a peer (a deadline, a lost rank,
  * an error from the box) the context is failed: every call in flight and
@@ -50,7 +55,7 @@
 extern "C" {
 #endif
 
-#define PBOX_VERSION_MAJOR 1
+#define PBOX_VERSION_MAJOR 2
 #define PBOX_VERSION_MINOR 0
 
 /* Element types, as the GPU holds them (little-endian). */
@@ -84,7 +89,7 @@ const char *pbox_strerror(int status);
 /* The message of the last failed call in this thread ("" when none). */
 const char *pbox_last_error(void);
 
-/* The library's version, "1.0". */
+/* The library's version, "2.0". */
 const char *pbox_version(void);
 
 /*
@@ -98,8 +103,10 @@ int pbox_init(const char *config, struct pbox **out);
 /*
  * A tensor of @count elements of @dtype, known to every rank by @key.
  * Lower @priority goes first when several tensors wait (give the layer
- * index: the front layers are needed first by the next forward pass). All
- * tensors of a context share one dtype. Before pbox_start() only.
+ * index: the front layers are needed first by the next forward pass); a
+ * tensor first seen by pbox_push_pull() has priority 0. Before
+ * pbox_start(), tensors are agreed by the bootstrap; after it, a
+ * declaration is a new tensor, agreed as its first push-pull would be.
  */
 int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype dtype,
 		 int priority);
@@ -109,20 +116,26 @@ int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype 
  * rank 0 checks that all agree (world size, job, chunk size, MTU,
  * bandwidth, peers, each tensor's count and dtype), registers the job with
  * the box, and hands every rank the box's endpoints. Each rank then
- * computes the same layout. Returns once all ranks are ready, or fails with
- * PBOX_EMISMATCH naming the ranks and the field, PBOX_EBOX, or
- * PBOX_ETIMEDOUT naming the ranks that never came ([tuning] deadline).
+ * computes the same layout. No tensor need be declared. Returns once all ranks are ready, or fails
+ * with PBOX_EMISMATCH naming the ranks and the field, PBOX_EBOX, or PBOX_ETIMEDOUT naming the ranks
+ * that never came ([tuning] deadline).
  */
 int pbox_start(struct pbox *px);
 
 /*
- * Start summing tensor @key across all ranks: @in is this rank's
- * contribution, @out receives the sum (it may be @in). Both stay the
- * caller's and must not be touched until the handle completes. One
- * push-pull per tensor at a time (PBOX_ESTATE otherwise).
+ * Start summing tensor @key of @count elements of @dtype across all ranks:
+ * @in is this rank's contribution, @out receives the sum (it may be @in).
+ * Both stay the caller's and must not be touched until the handle
+ * completes. @count and @dtype must be those the key was declared or first
+ * used with (PBOX_EINVAL naming both otherwise). A key not seen before is a
+ * new tensor: its first push-pull waits for every rank to agree on it, and
+ * a rank that disagrees (another count or dtype at the same position in
+ * the order of new tensors) fails every rank with PBOX_EMISMATCH naming the
+ * ranks, the position and what differs. One push-pull per tensor at a time
+ * (PBOX_ESTATE otherwise).
  */
-int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out,
-		   struct pbox_handle **op);
+int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+		   enum pbox_dtype dtype, struct pbox_handle **op);
 
 /* PBOX_EAGAIN while @op is in flight; otherwise its result, and @op is
  * released. */
@@ -132,7 +145,8 @@ int pbox_test(struct pbox_handle *op);
 int pbox_wait(struct pbox_handle *op);
 
 /* pbox_push_pull() and pbox_wait(). */
-int pbox_allreduce(struct pbox *px, uint64_t key, const void *in, void *out);
+int pbox_allreduce(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+		   enum pbox_dtype dtype);
 
 /* The layout this rank computed (after pbox_start()). */
 struct pbox_layout_info {
@@ -140,7 +154,7 @@ struct pbox_layout_info {
 	double k;		/* box bandwidth / worker bandwidth */
 	uint32_t box_endpoints; /* 0: no box */
 	uint32_t fragment_size, chunk_size;
-	uint64_t total_bytes;	   /* of all declared tensors */
+	uint64_t total_bytes;	   /* of all tensors laid out so far */
 	uint64_t box_bytes;	   /* assigned to the box, all endpoints */
 	uint64_t ssgpu_bytes_mine; /* assigned to this rank's SS_GPU */
 	double box_share;	   /* Theorem 1 (or [tuning] layout's): the box's fraction of M */
