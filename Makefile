@@ -102,8 +102,19 @@ CUDA_OBJS := $(if $(filter 1,$(WITH_CUDA)),$(patsubst %.cu,$(BUILD)/obj/%.o,$(CU
 GLOO_HDR := $(wildcard /usr/include/gloo/allreduce.h)
 RING_BIN := $(if $(GLOO_HDR),$(BUILD)/perf/ring_gloo)
 
+# The Python package (worker/python/pbox): pure Python over libpbox.so.2 with
+# ctypes, so PYTHONPATH=build/python works from a checkout.
+PY_SRCS  := $(wildcard worker/python/pbox/*.py)
+PY_FILES := $(patsubst worker/python/%,$(BUILD)/python/%,$(PY_SRCS))
+PY_SITE  ?= /usr/lib/python3/dist-packages
+
 BINS := $(RING_BIN) $(BUILD)/bin/pbox-gen $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(BUILD)/bin/pbox-client $(BUILD)/tests/unit_tests \
-        $(BUILD)/perf/perf_sum $(BUILD)/lib/libpbox.a $(LIBPBOX_SO) $(BUILD)/bin/pbox-bench
+        $(BUILD)/perf/perf_sum $(BUILD)/lib/libpbox.a $(LIBPBOX_SO) $(BUILD)/bin/pbox-bench \
+        $(PY_FILES)
+
+$(BUILD)/python/%.py: worker/python/%.py
+	@mkdir -p $(@D)
+	$(Q)$(call say,PY,$@)cp $< $@
 
 # A build without DPDK's development files fails with a hint, not with a
 # missing header.
@@ -113,7 +124,7 @@ $(error libdpdk not found by pkg-config: run 'make setup' (as root), or 'make te
 endif
 endif
 
-.PHONY: setup test-run demo-run all test unit unit-asan integration lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-scale demo install uninstall image boot-test clean
+.PHONY: setup test-run demo-run all test unit unit-asan integration python-test lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-scale demo install uninstall image boot-test clean
 all: $(BINS)
 
 $(BUILD)/lib/libpboxcore.a: $(CORE_OBJS) $(CUDA_OBJS)
@@ -280,6 +291,11 @@ test-run: lint check-docs all fuzz
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory unit-asan
 	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory python-test
+
+# pbox from PyTorch: DDP under torchrun on the pbox backend against Gloo.
+python-test: all
+	tests/python/run.sh $(BUILD)
 
 perf-sum: $(BUILD)/perf/perf_sum
 	$(BUILD)/perf/perf_sum $(PERF_ARGS)
@@ -323,6 +339,8 @@ install: all
 	ln -sf libpbox.so.2 $(DESTDIR)$(PREFIX)/lib/libpbox.so
 	install -m 0644 $(BUILD)/lib/libpbox.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 0644 worker/include/pbox.h $(DESTDIR)$(PREFIX)/include/
+	install -d $(DESTDIR)$(PY_SITE)/pbox
+	install -m 0644 $(PY_SRCS) $(DESTDIR)$(PY_SITE)/pbox/
 	for u in pboxd pbox-setup; do \
 		sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@SBINDIR@|$(PREFIX)/sbin|g' deploy/systemd/$$u.service \
 			>$(DESTDIR)$(UNITDIR)/$$u.service && chmod 0644 $(DESTDIR)$(UNITDIR)/$$u.service; \

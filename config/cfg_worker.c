@@ -14,7 +14,7 @@ static const char *const transports[] = {"udp", "dpdk", NULL};
 const char *const cfg_layout_names[] = {"unified", "ps", "ssgpu", NULL};
 
 /* PBOX_* variables that are not configuration keys. */
-static const char *const env_ignore[] = {"PBOX_SIMD", "PBOX_CONFIG", NULL};
+static const char *const env_ignore[] = {"PBOX_SIMD", "PBOX_CONFIG", "PBOX_LIB", "PBOX_BOX", NULL};
 
 static const struct cfg_key worker_keys[] = {
 	CFG_KEY(W, worker.rank, "rank", CFG_UINT, CFG_REQUIRED, 0, WRK_MAX_WORKERS - 1, NULL,

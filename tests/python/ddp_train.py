@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""An unmodified DDP training script but for two lines (import pbox.torch, and
+the backend's name from argv): a small model, fp32 or with a bf16 layer
+(mixed), trained for 8 steps on each rank's own data; DDP rebuilds its
+buckets after the first iteration. Saves the final parameters for run.sh to
+compare across ranks and with the same run on Gloo (fp32 only: Gloo in
+torch 1.13 has no bf16).
+
+    torchrun ... ddp_train.py BACKEND OUT_PREFIX fp32|mixed
+"""
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import pbox.torch  # noqa: F401  (registers the "pbox" backend)
+
+backend, out = sys.argv[1], sys.argv[2]
+mixed = sys.argv[3] == "mixed"
+steps = 8
+dist.init_process_group(backend)
+rank = dist.get_rank()
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(64, 256)
+        self.dt = torch.bfloat16 if mixed else torch.float32
+        self.b = torch.nn.Linear(256, 256).to(self.dt)
+        self.c = torch.nn.Linear(256, 10)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x)).to(self.dt)
+        h = torch.relu(self.b(h)).to(torch.float32)
+        return self.c(h)
+
+
+torch.manual_seed(0)
+model = Net()
+ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.1)
+opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+gen = torch.Generator().manual_seed(1000 + rank)
+t0 = time.monotonic()
+for step in range(steps):
+    x = torch.randn(64, 64, generator=gen)
+    y = torch.randint(0, 10, (64,), generator=gen)
+    loss = torch.nn.functional.cross_entropy(ddp(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if rank == 0:
+        print("%s step %d loss %.4f" % (backend, step, float(loss)), flush=True)
+if rank == 0:
+    print("%s: %.1f ms per step" % (backend, (time.monotonic() - t0) * 1000 / steps), flush=True)
+torch.save([p.detach().float() for p in model.parameters()], "%s-%d.pt" % (out, rank))
+dist.barrier()
+dist.destroy_process_group()

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# pbox from PyTorch (make test): DDP with 4 ranks under torchrun on loopback,
+# without a box, on the "pbox" backend and on Gloo; the final parameters are
+# equal on every rank and within 1e-4 of Gloo's. Debian's python3-torch
+# (1.13) under /usr/bin/python3.
+#   tests/python/run.sh BUILD
+set -uo pipefail
+build=${1:-build}
+py=/usr/bin/python3
+out=$(mktemp -d /tmp/pbox-py.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+fails=0
+ok() { echo "  PASS  $*"; }
+bad() { echo "  FAIL  $*"; fails=$((fails + 1)); }
+
+if ! $py -c 'import torch' 2>/dev/null; then
+	echo "python: no torch for $py (deploy/host-setup.sh installs python3-torch)"
+	exit 1
+fi
+export PYTHONPATH=$PWD/$build/python
+# Debian's torch 1.13 under Python 3.11: torchrun's launcher dies without
+# --redirects and --tee (README: "Using pbox from PyTorch")
+run() { # BACKEND MODEL PORT
+	timeout 300 $py -m torch.distributed.run --redirects 2 --tee 2 --nproc_per_node 4 \
+		--master_addr 127.0.0.1 --master_port "$3" tests/python/ddp_train.py "$1" \
+		"$out/$1-$2" "$2" >"$out/$1-$2.log" 2>&1 && return 0
+	grep -v '^\[default[0-9]\]:\s*$' "$out/$1-$2.log" | grep -v '^ ' | tail -12 | sed 's/^/        /'
+	return 1
+}
+# compare RUN [REF]: RUN's parameters equal on every rank, within 1e-4 of REF's
+compare() {
+	$py - "$out" "$@" <<'PY'
+import sys, torch
+out, run = sys.argv[1], sys.argv[2]
+p0 = torch.load("%s/%s-0.pt" % (out, run))
+for r in range(1, 4):
+    p = torch.load("%s/%s-%d.pt" % (out, run, r))
+    if not all(torch.equal(a, b) for a, b in zip(p, p0)):
+        sys.exit("        rank %d's parameters differ from rank 0's" % r)
+if len(sys.argv) > 3:
+    ref = torch.load("%s/%s-0.pt" % (out, sys.argv[3]))
+    worst = max(float((a - b).abs().max()) for a, b in zip(p0, ref))
+    print("        largest difference from Gloo: %.3g" % worst)
+    sys.exit(0 if worst <= 1e-4 else 1)
+PY
+}
+echo "python: DDP, 4 ranks under torchrun on loopback, no box"
+n=0
+for m in fp32 mixed; do
+	n=$((n + 1))
+	if run pbox $m $((29570 + n)); then
+		ok "DDP, $m parameters, on the pbox backend trains ($(grep -o 'pbox: .* per step' "$out/pbox-$m.log"))"
+	else
+		bad "DDP, $m parameters, on the pbox backend"
+	fi
+done
+run gloo fp32 29575 || bad "DDP on Gloo"
+compare pbox-fp32 gloo-fp32 && ok "fp32: final parameters equal on every rank, within 1e-4 of Gloo's" ||
+	bad "fp32: final parameters equal on every rank, within 1e-4 of Gloo's"
+compare pbox-mixed && ok "fp32 and bf16 in one group: final parameters equal on every rank" ||
+	bad "fp32 and bf16 in one group: final parameters equal on every rank"
+echo "python: $((4 - fails)) passed, $fails failed"
+[ $fails = 0 ]

@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""pbox: the worker library (libpbox) from Python.
+
+A Context is one rank of one job, as in C (worker/include/pbox.h): made from
+a worker configuration file, started, then asked to sum buffers across all
+ranks. Tensors need not be declared: a key first used after the start is
+agreed with every rank before its data moves. `import pbox.torch` registers
+the torch.distributed backend "pbox" (see pbox/torch.py).
+
+Nothing here needs a compiler: libpbox.so.2 is loaded with ctypes from the
+build tree (build/lib, next to build/python), from $PBOX_LIB, or from the
+system's library path (make install).
+"""
+import ctypes
+import os
+
+__all__ = ["Context", "Error", "FP32", "FP16", "BF16", "library"]
+
+FP32, FP16, BF16 = 0, 1, 2
+_EFAILED = -11
+
+
+class Error(RuntimeError):
+    """A libpbox failure: the status code and libpbox's message."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def _load():
+    here = os.path.dirname(os.path.abspath(__file__))
+    names = [os.environ.get("PBOX_LIB"),
+             os.path.join(here, "..", "..", "lib", "libpbox.so.2"),
+             "libpbox.so.2"]
+    last = None
+    for n in names:
+        if not n:
+            continue
+        try:
+            return ctypes.CDLL(n)
+        except OSError as e:  # try the next place
+            last = e
+    raise ImportError("pbox: cannot load libpbox.so.2 (build it with make, install it "
+                      "with make install, or set PBOX_LIB): %s" % last)
+
+
+library = _load()
+_P = ctypes.c_void_p
+library.pbox_init.argtypes = [ctypes.c_char_p, ctypes.POINTER(_P)]
+library.pbox_start.argtypes = [_P]
+library.pbox_declare.argtypes = [_P, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int, ctypes.c_int]
+library.pbox_push_pull.argtypes = [_P, ctypes.c_uint64, _P, _P, ctypes.c_uint64, ctypes.c_int,
+                                   ctypes.POINTER(_P)]
+library.pbox_wait.argtypes = [_P]
+library.pbox_test.argtypes = [_P]
+library.pbox_finalize.argtypes = [_P]
+library.pbox_last_error.restype = ctypes.c_char_p
+library.pbox_version.restype = ctypes.c_char_p
+
+
+def _check(rc):
+    if rc != 0:
+        raise Error(rc, library.pbox_last_error().decode(errors="replace"))
+
+
+class Handle:
+    """One push-pull in flight; wait() blocks (without the GIL) until its sum is in."""
+
+    def __init__(self, h):
+        self._h = h
+
+    def wait(self):
+        h, self._h = self._h, None
+        if h is not None:
+            _check(library.pbox_wait(h))
+
+
+class Context:
+    """One rank of one job. config: the worker INI file (None: $PBOX_CONFIG);
+    PBOX_SECTION_KEY variables override any key, as in C."""
+
+    def __init__(self, config=None):
+        self._px = _P()
+        _check(library.pbox_init(config.encode() if config else None, ctypes.byref(self._px)))
+
+    def start(self):
+        _check(library.pbox_start(self._px))
+
+    def declare(self, key, count, dtype, priority=0):
+        _check(library.pbox_declare(self._px, key, count, dtype, priority))
+
+    def push_pull(self, key, in_ptr, out_ptr, count, dtype):
+        """Start summing count elements of dtype at address in_ptr into out_ptr."""
+        h = _P()
+        _check(library.pbox_push_pull(self._px, key, in_ptr, out_ptr, count, dtype,
+                                      ctypes.byref(h)))
+        return Handle(h)
+
+    def finalize(self):
+        if self._px:
+            px, self._px = self._px, _P()
+            _check(library.pbox_finalize(px))

@@ -1,0 +1,281 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""torch.distributed backend "pbox", and a DDP communication hook.
+
+    import pbox.torch                      # registers the backend
+    torch.distributed.init_process_group("pbox")
+
+under torchrun, with only torchrun's environment, plus PBOX_BOX=host:port
+(the box's control address; unset: no box, the workers sum among
+themselves) and, optionally, PBOX_CONFIG (a worker INI file whose keys the
+rendezvous does not set) and PBOX_SECTION_KEY overrides (PBOX_DATA_BANDWIDTH
+=25G, PBOX_DATA_ADDRESS=...).
+
+The rendezvous goes through torch's own store: each rank publishes its data
+address (the local address of the route to MASTER_ADDR unless
+PBOX_DATA_ADDRESS says otherwise, and a free port), rank 0 draws the job id
+and the job's secret token, and every rank hands libpbox the whole list.
+
+allreduce of fp32, fp16 and bf16 CPU tensors with SUM or AVG is summed by
+pbox (any shape, any number of tensors per call: they are packed into one
+buffer), and so is broadcast of bf16 tensors (Gloo has none in torch 1.13:
+the root's values summed with zeros). Everything else (broadcast, allgather, barrier, other dtypes and
+ops, ...) goes to an internal Gloo group on the same store.
+"""
+import atexit
+import os
+import queue
+import random
+import socket
+import tempfile
+import threading
+import zlib
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import ProcessGroup
+
+try:  # torch 1.13 and 2.x: a Work whose wait() and get_future() are the future's
+    from torch._C._distributed_c10d import _create_work_from_future as _work
+except ImportError:  # pragma: no cover
+    _work = None
+
+import pbox
+
+__all__ = ["ProcessGroupPbox", "allreduce_hook", "hook_state"]
+
+_DTYPES = {torch.float32: pbox.FP32, torch.float16: pbox.FP16, torch.bfloat16: pbox.BF16}
+_SLOTS = 4  # push-pulls of one (dtype, count) in flight at once
+
+
+def _route_address(host, port):
+    """The local IPv4 address of the route to host."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((socket.gethostbyname(host), int(port or 9)))
+        return s.getsockname()[0]
+
+
+def _free_port(addr):
+    """A port free for both UDP (data) and TCP (rank 0's bootstrap)."""
+    for _ in range(64):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+            u.bind((addr, 0))
+            port = u.getsockname()[1]
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
+                try:
+                    t.bind((addr, port))
+                    return port
+                except OSError:
+                    continue
+    raise RuntimeError("pbox: no free port on %s" % addr)
+
+
+def _hostport(v, what):
+    host, _, port = v.rpartition(":")
+    if not host or not port.isdigit():
+        raise RuntimeError("pbox: %s=%r is not host:port" % (what, v))
+    return socket.gethostbyname(host), int(port)
+
+
+class ProcessGroupPbox(ProcessGroup):
+    def __init__(self, store, rank, size, timeout):
+        super().__init__(rank, size)
+        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("pbox-gloo", store), rank, size,
+                                           timeout)
+        master = os.environ.get("MASTER_ADDR", "127.0.0.1")
+        addr = os.environ.get("PBOX_DATA_ADDRESS") or _route_address(
+            master, os.environ.get("MASTER_PORT"))
+        port = _free_port(addr)
+        store.set("pbox/ep/%d" % rank, "%s:%d" % (addr, port))
+        if rank == 0:
+            rnd = random.SystemRandom()
+            store.set("pbox/job", "%d %d" % (rnd.randrange(1, 1 << 31), rnd.getrandbits(64)))
+        job, token = store.get("pbox/job").decode().split()
+        peers = [store.get("pbox/ep/%d" % r).decode() for r in range(size)]
+        lines = ["[worker]", "rank = %d" % rank, "world_size = %d" % size,
+                 "[data]", "address = %s" % addr, "port = %d" % port,
+                 "[job]", "id = %s" % job, "token = %s" % token,
+                 "[tuning]",
+                 # alive but late (a checkpoint on rank 0): waited for up to the
+                 # group's timeout; a dead rank is named at once all the same
+                 "deadline = %ds" % max(1, int(timeout.total_seconds()))]
+        box = os.environ.get("PBOX_BOX")
+        if box:
+            lines += ["[box]", "control = %s:%d" % _hostport(box, "PBOX_BOX")]
+        lines += ["[peers]"] + ["%d = %s" % (r, p) for r, p in enumerate(peers)]
+        base = os.environ.get("PBOX_CONFIG")
+        text = (open(base).read() + "\n" if base else "") + "\n".join(lines) + "\n"
+        fd, path = tempfile.mkstemp(prefix="pbox-", suffix=".ini")  # 0600: the token is secret
+        try:
+            os.write(fd, text.encode())
+            os.close(fd)
+            env = os.environ.pop("PBOX_CONFIG", None)
+            try:
+                self._ctx = pbox.Context(path)
+            finally:
+                if env is not None:
+                    os.environ["PBOX_CONFIG"] = env
+        finally:
+            os.unlink(path)
+        self._ctx.start()
+        self._slot = {}
+        self._busy = {}
+        self._q = queue.Queue()
+        self._thr = threading.Thread(target=self._complete, name="pbox-completion", daemon=True)
+        self._thr.start()
+        atexit.register(self._finalize)
+
+    def getBackendName(self):
+        return "pbox"
+
+    # ---- completion ---------------------------------------------------------
+
+    def _complete(self):
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            handle, done = item
+            try:
+                handle.wait()
+                done(None)
+            except pbox.Error as e:
+                done(e)
+
+    def _finalize(self):
+        if self._ctx is not None:
+            self._q.put(None)
+            self._thr.join()
+            ctx, self._ctx = self._ctx, None
+            try:
+                ctx.finalize()
+            except pbox.Error:
+                pass  # the job's failure was raised where it happened
+
+    # ---- collectives --------------------------------------------------------
+
+    def _key(self, dt, count):
+        """Call c of this (dtype, count) uses slot c mod _SLOTS on every rank: the
+        same key for the same collective everywhere, whatever completes first."""
+        c = self._slot.get((dt, count), 0)
+        self._slot[(dt, count)] = c + 1
+        key = zlib.crc32(b"%d:%d" % (dt, count)) << 32 | (count & 0xFFFFFFF) << 3 | c % _SLOTS
+        prev = self._busy.get(key)
+        if prev is not None:
+            prev.wait()  # the same slot's previous push-pull: done on every rank
+        return key
+
+    def allreduce(self, tensors, opts=None):
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        avg = getattr(dist.ReduceOp, "AVG", None)
+        if (not tensors or op not in (dist.ReduceOp.SUM, avg) or
+                any(t.device.type != "cpu" or t.dtype not in _DTYPES for t in tensors) or
+                len({t.dtype for t in tensors}) != 1):
+            return self._gloo.allreduce(tensors, opts) if opts is not None else \
+                self._gloo.allreduce(tensors)
+        dt = _DTYPES[tensors[0].dtype]
+        if len(tensors) == 1 and tensors[0].is_contiguous():
+            flat = tensors[0]
+        else:
+            flat = torch.cat([t.reshape(-1) for t in tensors])
+        count = flat.numel()
+        fut = torch.futures.Future()
+        if count == 0:
+            fut.set_result(tensors)
+            return _work(fut)
+        key = self._key(dt, count)
+        handle = self._ctx.push_pull(key, flat.data_ptr(), flat.data_ptr(), count, dt)
+        size = self.size()
+
+        def done(err):
+            if err is not None:
+                fut.set_exception(RuntimeError(str(err)))
+                return
+            if op == avg:
+                flat.div_(size)
+            if flat is not tensors[0]:
+                off = 0
+                for t in tensors:
+                    t.copy_(flat[off:off + t.numel()].view_as(t))
+                    off += t.numel()
+            fut.set_result(tensors)
+
+        self._busy[key] = fut
+        self._q.put((handle, done))
+        return _work(fut)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        return self.allreduce(tensors, opts)
+
+    def broadcast(self, tensors, opts):
+        if any(t.dtype == torch.bfloat16 and t.device.type == "cpu" for t in tensors):
+            # Gloo (torch 1.13) has no bf16: the root's values summed with
+            # zeros from every other rank, exact
+            if self.rank() != opts.rootRank:
+                for t in tensors:
+                    t.zero_()
+            return self.allreduce(tensors)
+        return self._gloo.broadcast(tensors, opts)
+
+    def allgather(self, outputs, inputs, opts=None):
+        return self._gloo.allgather(outputs, inputs) if opts is None else \
+            self._gloo.allgather(outputs, inputs, opts)
+
+    def _allgather_base(self, output, input, opts=None):
+        return self._gloo._allgather_base(output, input)
+
+    def barrier(self, opts=None):
+        return self._gloo.barrier() if opts is None else self._gloo.barrier(opts)
+
+    def reduce(self, tensors, opts):
+        return self._gloo.reduce(tensors, opts)
+
+    def gather(self, outputs, inputs, opts):
+        return self._gloo.gather(outputs, inputs, opts)
+
+    def scatter(self, outputs, inputs, opts):
+        return self._gloo.scatter(outputs, inputs, opts)
+
+    def reduce_scatter(self, outputs, inputs, opts):
+        return self._gloo.reduce_scatter(outputs, inputs, opts)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts):
+        return self._gloo.alltoall_base(output, input, output_split_sizes, input_split_sizes,
+                                        opts)
+
+    def send(self, tensors, dst, tag):
+        return self._gloo.send(tensors, dst, tag)
+
+    def recv(self, tensors, src, tag):
+        return self._gloo.recv(tensors, src, tag)
+
+
+def _create(store, rank, size, timeout):
+    return ProcessGroupPbox(store, rank, size, timeout)
+
+
+dist.Backend.register_backend("pbox", _create)
+
+
+# ---- the DDP communication hook, for users who keep another default group ----
+
+class _HookState:
+    def __init__(self, group):
+        self.group = group
+
+
+def hook_state(group=None):
+    """State for allreduce_hook: a pbox process group (None: a new one over the
+    default group's ranks)."""
+    if group is None:
+        group = dist.new_group(backend="pbox")
+    return _HookState(group)
+
+
+def allreduce_hook(state, bucket):
+    """ddp.register_comm_hook(pbox.torch.hook_state(), pbox.torch.allreduce_hook):
+    each bucket summed by pbox and averaged, as DDP's default hook does."""
+    buf = bucket.buffer()
+    size = state.group.size()
+    work = state.group.allreduce([buf])
+    return work.get_future().then(lambda f: f.value()[0].div_(size))
