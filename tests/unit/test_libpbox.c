@@ -125,11 +125,23 @@ static void *rank_main(void *arg)
 			for (uint64_t i = 0; i < count[t]; i++)
 				put(buf[t], i, dt[t], val(rr->rank, i + t, v));
 		}
-		for (unsigned t = NT; t-- > 0;)
-			rr->run_rc |= pbox_push_pull(px, key0 + t, buf[t], buf[t], count[t], dt[t],
-						     &op[t]);
-		for (unsigned t = NT; t-- > 0 && !rr->run_rc;)
-			rr->run_rc = pbox_wait(op[t]);
+		for (unsigned t = NT; t-- > 0;) {
+			int rc = pbox_push_pull(px, key0 + t, buf[t], buf[t], count[t], dt[t],
+						&op[t]);
+
+			if (rc && !rr->run_rc) {
+				rr->run_rc = rc;
+				snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
+			}
+		}
+		for (unsigned t = NT; t-- > 0;) { /* every handle, failed or not */
+			int rc = op[t] ? pbox_wait(op[t]) : PBOX_OK;
+
+			if (rc && !rr->run_rc) {
+				rr->run_rc = rc;
+				snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
+			}
+		}
 		for (unsigned t = 0; t < NT && !rr->run_rc; t++)
 			for (uint64_t i = 0; i < count[t]; i++) {
 				float want = 0;
@@ -140,14 +152,13 @@ static void *rank_main(void *arg)
 					rr->wrong = true;
 			}
 	}
-	if (rr->run_rc)
-		snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
 	pbox_stats(px, &rr->st, NULL, 0);
 	/* the layout, as the engine left it (it grows in the engine thread) */
 	pthread_mutex_lock(&px->mu);
 	rr->n_chunks = px->n_chunks;
 	rr->layout = malloc((px->n_chunks + 1) * sizeof(uint32_t));
-	memcpy(rr->layout, px->chunk_unit, px->n_chunks * sizeof(uint32_t));
+	if (px->n_chunks)
+		memcpy(rr->layout, px->chunk_unit, px->n_chunks * sizeof(uint32_t));
 	pthread_mutex_unlock(&px->mu);
 out:
 	rr->fin_rc = pbox_finalize(px);
