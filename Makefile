@@ -326,7 +326,8 @@ UNITDIR ?= $(if $(filter /usr,$(PREFIX)),/lib/systemd/system,$(PREFIX)/lib/syste
 INSTALLED := $(PREFIX)/bin/pboxd $(PREFIX)/bin/pboxctl $(PREFIX)/bin/pbox-worker \
 	$(PREFIX)/sbin/pbox-setup $(PREFIX)/lib/libpbox.so.2.0 $(PREFIX)/lib/libpbox.so.2 \
 	$(PREFIX)/lib/libpbox.so $(PREFIX)/lib/libpbox.a $(PREFIX)/include/pbox.h \
-	$(UNITDIR)/pboxd.service $(UNITDIR)/pbox-setup.service $(PREFIX)/share/doc/pbox
+	$(UNITDIR)/pboxd.service $(UNITDIR)/pbox-setup.service $(PREFIX)/share/doc/pbox \
+	$(PY_SITE)/pbox
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib \
