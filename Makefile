@@ -51,6 +51,7 @@ INIH_CFLAGS := $(shell $(PKGCONF) --cflags inih 2>/dev/null)
 INIH_LIBS   := $(shell $(PKGCONF) --libs inih 2>/dev/null)
 NUMA_LIBS   := $(shell $(PKGCONF) --libs numa 2>/dev/null || echo -lnuma)
 MHD_LIBS    := $(shell $(PKGCONF) --libs libmicrohttpd 2>/dev/null)
+SODIUM_LIBS := $(shell $(PKGCONF) --libs libsodium 2>/dev/null || echo -lsodium)
 CHECK_CFLAGS:= $(shell $(PKGCONF) --cflags check 2>/dev/null)
 CHECK_LIBS  := $(shell $(PKGCONF) --libs check 2>/dev/null)
 
@@ -135,7 +136,7 @@ $(BUILD)/lib/libpboxcore.a: $(CORE_OBJS) $(CUDA_OBJS)
 $(LIBPBOX_SO): $(call obj,$(LIBPBOX_SRCS) $(LIBPBOX_CORE)) worker/libpbox.map
 	@mkdir -p $(@D)
 	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -shared -Wl,-soname,$(LIBPBOX_SONAME) -Wl,--version-script=worker/libpbox.map \
-		-Wl,-z,defs -o $@ $(filter %.o,$^) $(INIH_LIBS) $(DPDK_LIBS) -lm -pthread
+		-Wl,-z,defs -o $@ $(filter %.o,$^) $(INIH_LIBS) $(DPDK_LIBS) $(SODIUM_LIBS) -lm -pthread
 	$(Q)ln -sf libpbox.so.2.0 $(BUILD)/lib/$(LIBPBOX_SONAME)
 	$(Q)ln -sf $(LIBPBOX_SONAME) $(BUILD)/lib/libpbox.so
 
@@ -163,7 +164,7 @@ $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(@D)
 	$(Q)$(call say,NVCC,$@)$(NVCC) -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Werror $(INCLUDES) -c $< -o $@
 
-CORE_LIBS := $(BUILD)/lib/libpboxcore.a $(INIH_LIBS) $(NUMA_LIBS) -lm -pthread
+CORE_LIBS := $(BUILD)/lib/libpboxcore.a $(INIH_LIBS) $(NUMA_LIBS) $(SODIUM_LIBS) -lm -pthread
 
 $(BUILD)/bin/pboxd: $(call obj,$(PBOXD_SRCS)) $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
@@ -173,9 +174,9 @@ $(BUILD)/bin/pbox-worker: $(call obj,$(WORKER_SRCS)) $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
 	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS)
 
-$(BUILD)/bin/pboxctl: $(BUILD)/obj/appliance/pboxctl.o
+$(BUILD)/bin/pboxctl: $(BUILD)/obj/appliance/pboxctl.o $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
-	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $^
+	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS)
 
 $(BUILD)/bin/pbox-client: $(BUILD)/obj/tests/tools/pbox_client.o $(BUILD)/obj/worker/layout.o \
                          $(BUILD)/lib/libpboxcore.a
@@ -258,11 +259,11 @@ FUZZ_CC      ?= clang
 $(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c nic/nic_wire.c nic/nic_wire.h
 	@mkdir -p $(@D)
 	$(Q)$(call say,FUZZ_CC,$@)$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-		$(INCLUDES) tests/fuzz/fuzz_wire.c nic/nic_wire.c -o $@
+		$(INCLUDES) tests/fuzz/fuzz_wire.c nic/nic_wire.c -o $@ $(SODIUM_LIBS)
 
 $(BUILD)/fuzz/gen_seeds: tests/fuzz/gen_seeds.c $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)
-	$(Q)$(call say,LD,$@)$(CC) $(CFLAGS_ALL) $(INCLUDES) $< -o $@ $(BUILD)/lib/libpboxcore.a
+	$(Q)$(call say,LD,$@)$(CC) $(CFLAGS_ALL) $(INCLUDES) $< -o $@ $(BUILD)/lib/libpboxcore.a $(SODIUM_LIBS)
 
 fuzz: $(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/gen_seeds
 	@rm -rf $(BUILD)/fuzz/corpus && mkdir -p $(BUILD)/fuzz/corpus

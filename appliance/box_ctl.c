@@ -8,11 +8,14 @@
  *   LIST
  *       JOB id=ID n=N dtype=T[+T...] frag=F chunk=C chunks=K bytes=B segments=S
  *       OK jobs=N
- *   GROW job=ID token=T ...   (REGISTER's fields: a segment of new chunks)
+ *   GROW job=ID ...   (REGISTER's fields but key and mac: a segment of new chunks)
  *       EP lines, then OK job=ID bytes=B frag=F chunk=C   (B: the whole job's)
  *   STATS
  *       STAT key=value    one per box counter (pboxctl stats, summed over
  *                         the data cores), then OK stats=N jobs=J state_bytes=B
+ *
+ * A connection is served nothing but ENDPOINTS until it has proved it holds
+ * the box key (AUTH, PROVE: nic_ctl.h); a wrong proof closes it.
  *
  * A job lives as long as the connection that registered it: when the
  * registering process goes away, the box frees the job and its memory.
@@ -40,6 +43,7 @@
 
 #include <rte_malloc.h>
 #include <rte_ring.h>
+#include <sodium.h>
 
 #include "box.h"
 #include "nic_ctl.h"
@@ -69,9 +73,9 @@
 
 struct ctl_job {
 	uint32_t id;
-	uint64_t token;
-	int owner;		 /* connection slot that registered it */
-	struct ss_job_desc desc; /* n_eps, ep_chunks unused: per lcore below */
+	uint8_t key[NIC_KEY_LEN]; /* the job's: UNREGISTER proves it */
+	int owner;		  /* connection slot that registered it */
+	struct ss_job_desc desc;  /* n_eps, ep_chunks unused: per lcore below */
 	uint64_t chunks, bytes;
 	uint64_t node_bytes[NUMA_MAX_NODES];
 	struct ss_job *state[RTE_MAX_LCORE]; /* each core's first segment; ->next the others */
@@ -86,17 +90,20 @@ struct ctl_conn {
 	char *buf; /* the request being read */
 	char *out; /* replies not yet taken by the client */
 	size_t out_len, out_off;
-	bool drop;	     /* over CTL_OUT_MAX: close once the loop comes round */
-	uint32_t src_be;     /* the client's address, for CTL_PER_SOURCE */
-	uint64_t last_ns;    /* the last request */
-	uint64_t stalled_ns; /* since when replies wait and none is taken; 0 */
-	unsigned jobs;	     /* jobs this connection registered */
+	bool drop;		     /* over CTL_OUT_MAX: close once the loop comes round */
+	bool bye;		     /* failed the key proof: close once its ERR is sent */
+	uint32_t src_be;	     /* the client's address, for CTL_PER_SOURCE */
+	uint64_t last_ns;	     /* the last request */
+	uint64_t stalled_ns;	     /* since when replies wait and none is taken; 0 */
+	unsigned jobs;		     /* jobs this connection registered */
+	struct nic_ctl_session sess; /* authed once the client proved the box key */
 	char peer[48];
 };
 
 struct box_ctl {
 	struct box *b;
-	pthread_mutex_t lock; /* the registry, against telemetry readers */
+	uint8_t key[NIC_KEY_LEN]; /* the box key ([management] key_file) */
+	pthread_mutex_t lock;	  /* the registry, against telemetry readers */
 	int lfd;
 	struct ctl_conn conn[CTL_MAX_CONNS];
 	unsigned n_jobs;
@@ -446,8 +453,9 @@ struct reg {
 	struct ss_job *seg[RTE_MAX_LCORE]; /* GROW: the new segments, until installed */
 };
 
-static int reg_parse(struct box_ctl *c, int fd, const char *args, struct nic_ctl_reg *r)
+static int reg_parse(struct box_ctl *c, int slot, const char *args, struct nic_ctl_reg *r)
 {
+	int fd = c->conn[slot].fd;
 	const struct box_cfg *cfg = c->b->cfg;
 	const struct nic_ctl_reg_limits lim = {.max_workers = cfg->limits.workers,
 					       .max_frag = (uint32_t)cfg->data.fragment_size,
@@ -456,7 +464,7 @@ static int reg_parse(struct box_ctl *c, int fd, const char *args, struct nic_ctl
 					       .n_eps = c->b->n_eps};
 	char err[CTL_REPLY_MAX - 8];
 
-	if (nic_ctl_parse_register(args, &lim, r, err, sizeof(err)) == 0)
+	if (nic_ctl_parse_register(args, &lim, &c->conn[slot].sess, r, err, sizeof(err)) == 0)
 		return 0;
 	say(c, fd, "ERR %s", err);
 	return -1;
@@ -489,13 +497,16 @@ static int reg_admit(struct box_ctl *c, int fd, struct reg *g)
 		if (!lc || !lc->active)
 			continue;
 		*d = (struct ss_job_desc){.id = r->job,
-					  .token32 = nic_wire_token(r->token),
 					  .n = (uint16_t)r->n,
 					  .dtype = r->dtype,
 					  .frag_size = r->frag,
 					  .chunk_size = r->chunk,
 					  .n_eps = (uint16_t)lc->n_eps,
 					  .ranks = r->ranks};
+		if (g->grow) /* the job's key and MAC mode, as registered */
+			d->mac = g->grow->desc.mac;
+		else
+			nic_mac_init(&d->mac, r->mac, r->key);
 		for (e = 0; e < b->n_eps; e++)
 			if (b->ep[e].lcore == l) {
 				d->ep_chunks[b->ep[e].slot] = r->chunks[e];
@@ -632,7 +643,8 @@ static void do_register(struct box_ctl *c, int slot, const char *args)
 
 	memset(g.msg, 0, sizeof(g.msg));
 	g.grow = NULL;
-	if (reg_parse(c, fd, args, &g.req) || reg_admit(c, fd, &g))
+	g.req.grow = false;
+	if (reg_parse(c, slot, args, &g.req) || reg_admit(c, fd, &g))
 		return;
 	j = calloc(1, sizeof(*j));
 	if (j)
@@ -643,7 +655,7 @@ static void do_register(struct box_ctl *c, int slot, const char *args)
 		return;
 	}
 	j->id = g.req.job;
-	j->token = g.req.token;
+	memcpy(j->key, g.req.key, sizeof(j->key));
 	j->owner = slot;
 	for (l = 0; l < RTE_MAX_LCORE; l++)
 		if (g.desc[l].n) {
@@ -691,7 +703,7 @@ static int grow_check(struct box_ctl *c, int slot, const struct nic_ctl_reg *r, 
 		return -1;
 	}
 	j = c->job[*idx];
-	if (j->owner != slot || j->token != r->token) {
+	if (j->owner != slot) {
 		say(c, fd, "ERR job %u: only its registrar's connection may grow it", r->job);
 		return -1;
 	}
@@ -730,7 +742,8 @@ static void do_grow(struct box_ctl *c, int slot, const char *args)
 	memset(g.msg, 0, sizeof(g.msg));
 	memset(g.seg, 0, sizeof(g.seg));
 	g.grow = NULL;
-	if (reg_parse(c, fd, args, &g.req) || grow_check(c, slot, &g.req, &idx))
+	g.req.grow = true;
+	if (reg_parse(c, slot, args, &g.req) || grow_check(c, slot, &g.req, &idx))
 		return;
 	j = c->job[idx];
 	g.grow = j;
@@ -786,6 +799,47 @@ static void say_stat(void *arg, const struct box_stat_desc *d, uint64_t value)
 	so->n++;
 }
 
+/* AUTH <client nonce>: the box's proof; PROVE <proof>: the client's. */
+static void do_auth(struct box_ctl *c, int slot, const char *verb, const char *arg)
+{
+	struct ctl_conn *cn = &c->conn[slot];
+	struct nic_ctl_session *s = &cn->sess;
+	uint8_t proof[32];
+	size_t got = 0;
+
+	if (s->authed) {
+		say(c, cn->fd, "ERR %s: this connection has authenticated already", verb);
+		return;
+	}
+	if (verb[0] == 'A') {
+		char nb[2 * NIC_CTL_NONCE_LEN + 1], pr[65];
+
+		if (!arg || strlen(arg) != 2 * NIC_CTL_NONCE_LEN ||
+		    sodium_hex2bin(s->nc, sizeof(s->nc), arg, strlen(arg), NULL, &got, NULL) ||
+		    got != sizeof(s->nc)) {
+			say(c, cn->fd, "ERR AUTH: expected AUTH and a nonce of %u hex digits",
+			    2 * NIC_CTL_NONCE_LEN);
+			return;
+		}
+		randombytes_buf(s->nb, sizeof(s->nb));
+		nic_ctl_session_derive(s, c->key);
+		sodium_bin2hex(nb, sizeof(nb), s->nb, sizeof(s->nb));
+		sodium_bin2hex(pr, sizeof(pr), s->box_proof, sizeof(s->box_proof));
+		say(c, cn->fd, "OK nonce=%s proof=%s", nb, pr);
+		return;
+	}
+	if (!sodium_is_zero(s->nb, sizeof(s->nb)) && arg && strlen(arg) == 64 &&
+	    sodium_hex2bin(proof, sizeof(proof), arg, 64, NULL, &got, NULL) == 0 &&
+	    got == sizeof(proof) && sodium_memcmp(proof, s->client_proof, sizeof(proof)) == 0) {
+		s->authed = true;
+		say(c, cn->fd, "OK");
+		return;
+	}
+	say(c, cn->fd, "ERR PROVE: wrong proof: this client does not hold the box key");
+	printf("pboxd: control connection from %s failed the box key proof\n", cn->peer);
+	cn->bye = true;
+}
+
 static void do_request(struct box_ctl *c, int slot, char *line)
 {
 	int fd = c->conn[slot].fd;
@@ -795,8 +849,16 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 	const char *bad;
 	unsigned i;
 
-	if (!verb)
+	if (!verb || c->conn[slot].bye)
 		return;
+	if (strcmp(verb, "AUTH") == 0 || strcmp(verb, "PROVE") == 0) {
+		do_auth(c, slot, verb, rest ? strtok_r(rest, " \t", &save) : NULL);
+		return;
+	}
+	if (!c->conn[slot].sess.authed && strcmp(verb, "ENDPOINTS") != 0) {
+		say(c, fd, "ERR %.20s: authenticate first (AUTH, PROVE with the box key)", verb);
+		return;
+	}
 	if (strcmp(verb, "REGISTER") == 0 || strcmp(verb, "GROW") == 0) {
 		box_ctl_lock(c);
 		if (verb[0] == 'R')
@@ -823,18 +885,25 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 		if (nic_ctl_format_geometry(ok, sizeof(ok), &geo) > 0)
 			say(c, fd, "%s", ok);
 	} else if (strcmp(verb, "UNREGISTER") == 0) {
-		uint64_t id, token;
+		const char *proof = get(&kv, "proof");
+		char want[65];
+		uint64_t id;
 		int idx;
 
-		if (num(c, fd, &kv, "job", 0, UINT32_MAX, UINT64_MAX, &id) ||
-		    num(c, fd, &kv, "token", 0, UINT64_MAX, UINT64_MAX, &token))
+		if (num(c, fd, &kv, "job", 0, UINT32_MAX, UINT64_MAX, &id))
 			return;
 		box_ctl_lock(c);
 		idx = find_job(c, (uint32_t)id);
+		if (idx >= 0)
+			nic_ctl_unreg_proof(&c->conn[slot].sess, (uint32_t)id, c->job[idx]->key,
+					    want);
 		if (idx < 0)
 			say(c, fd, "ERR job %" PRIu64 ": not registered", id);
-		else if (c->job[idx]->token != token)
-			say(c, fd, "ERR job %" PRIu64 ": wrong token", id);
+		else if (!proof || strlen(proof) != 64 || sodium_memcmp(proof, want, 64))
+			say(c, fd,
+			    "ERR job %" PRIu64 ": proof missing or wrong (HMAC of the job's key "
+			    "on this connection)",
+			    id);
 		else {
 			job_remove(c, (unsigned)idx);
 			printf("pboxd: job %" PRIu64 " unregistered\n", id);
@@ -876,8 +945,8 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 		box_ctl_unlock(c);
 	} else {
 		say(c, fd,
-		    "ERR unknown request '%.40s' (ENDPOINTS, REGISTER, GROW, UNREGISTER, LIST, "
-		    "STATS)",
+		    "ERR unknown request '%.40s' (ENDPOINTS, AUTH, PROVE, REGISTER, GROW, "
+		    "UNREGISTER, LIST, STATS)",
 		    verb);
 	}
 }
@@ -1045,6 +1114,15 @@ struct box_ctl *box_ctl_create(struct box *b)
 	if (!c)
 		return NULL;
 	c->b = b;
+	{
+		char err[512];
+
+		if (nic_ctl_key_load(b->cfg->mgmt.key_file, c->key, err, sizeof(err))) {
+			fprintf(stderr, "pboxd: [management] key_file: %s\n", err);
+			free(c);
+			return NULL;
+		}
+	}
 	pthread_mutex_init(&c->lock, NULL);
 	for (i = 0; i < CTL_MAX_CONNS; i++)
 		c->conn[i].fd = -1;
@@ -1086,6 +1164,8 @@ int box_ctl_run(struct box_ctl *c)
 				cn->drop = true;
 			if (cn->drop)
 				conn_close(c, (int)i, "was dropped: it did not read its replies");
+			else if (cn->bye && !cn->out_len)
+				conn_close(c, (int)i, "failed the box key proof");
 			else if (!cn->jobs && !cn->out_len && now - cn->last_ns > CTL_IDLE_NS)
 				conn_close(c, (int)i, "was idle");
 		}
@@ -1150,5 +1230,6 @@ void box_ctl_destroy(struct box_ctl *c)
 	box_ctl_unlock(c);
 	close(c->lfd);
 	pthread_mutex_destroy(&c->lock);
+	sodium_memzero(c->key, sizeof(c->key));
 	free(c);
 }

@@ -56,10 +56,11 @@ void box_lcore_tx_reap(struct box_lcore *lc)
 }
 
 /* One result frame to @to: our headers in a fresh mbuf, the payload by
- * reference to the job's result buffer. */
+ * reference to the job's result buffer. @digest: nic_mac_digest() of the
+ * result, once for all its receivers. */
 static void send_result(struct box_lcore *lc, struct box_ep *ep, const struct ss_job *j,
 			const struct pbox_hdr *push, uint16_t rank, const struct nic_addr *to,
-			const struct ss_out *out)
+			const struct ss_out *out, uint64_t digest)
 {
 	struct rte_mbuf *h = rte_pktmbuf_alloc(lc->pool), *p;
 	struct pbox_hdr rh = {.op = PBOX_OP_RESULT,
@@ -69,11 +70,11 @@ static void send_result(struct box_lcore *lc, struct box_ep *ep, const struct ss
 			      .chunk = push->chunk,
 			      .frag = push->frag,
 			      .len = out->len,
-			      .round = out->round,
-			      .token = j->token32};
+			      .round = out->round};
 	struct nic_addr dst = *to;
 	uint8_t *hdrs;
 
+	rh.mac = nic_mac_hdr(&j->mac, &rh, digest);
 	if (unlikely(!h)) {
 		lc->st.tx_nombuf++;
 		return;
@@ -116,9 +117,11 @@ static void send_result(struct box_lcore *lc, struct box_ep *ep, const struct ss
  * Turn the received push into a reply to its sender, in the same mbuf: an
  * error (PBOX_OP_ERROR, @err as its payload) or an ACK (a duplicate of an
  * incomplete round: the sender's part is in, it stops retransmitting).
+ * Signed with the job's key; @mac NULL (no such job): MAC 0.
  */
 static void reply_in_place(struct box_lcore *lc, struct box_ep *ep, struct rte_mbuf *m,
-			   const struct nic_pkt *pkt, uint8_t op, uint16_t err)
+			   const struct nic_pkt *pkt, const struct nic_mac *mac, uint8_t op,
+			   uint16_t err)
 {
 	struct pbox_hdr rh = pkt->hdr;
 	struct nic_addr to = {.ip_be = pkt->src_ip_be, .port = pkt->src_port};
@@ -128,9 +131,10 @@ static void reply_in_place(struct box_lcore *lc, struct box_ep *ep, struct rte_m
 	rh.op = op;
 	rh.flags = 0;
 	rh.len = op == PBOX_OP_ERROR ? 2 : 0;
-	nic_wire_write_headers(f, &ep->self, &to, &rh);
 	if (op == PBOX_OP_ERROR)
 		nic_put16(f + NIC_HDRS_LEN, err);
+	rh.mac = mac ? nic_mac_of(mac, &rh, f + NIC_HDRS_LEN) : 0;
+	nic_wire_write_headers(f, &ep->self, &to, &rh);
 	rte_pktmbuf_data_len(m) = (uint16_t)(NIC_HDRS_LEN + rh.len);
 	rte_pktmbuf_pkt_len(m) = NIC_HDRS_LEN + rh.len;
 	ep_send(lc, ep, m);
@@ -143,6 +147,7 @@ static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, 
 	struct ss_job *j = ss_table_find(&lc->jobs, pkt->hdr.job);
 	struct nic_addr from = {.ip_be = pkt->src_ip_be, .port = pkt->src_port};
 	struct ss_out out;
+	uint64_t digest;
 	uint16_t r, err;
 	uint8_t op;
 
@@ -165,13 +170,15 @@ static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, 
 	case SS_COMPLETE:
 		lc->st.summed++;
 		lc->st.completed++;
+		digest = nic_mac_digest(&j->mac, out.buf, out.len);
 		for (r = 0; r < j->n; r++)
-			send_result(lc, ep, j, &pkt->hdr, r, &j->peer[r], &out);
+			send_result(lc, ep, j, &pkt->hdr, r, &j->peer[r], &out, digest);
 		lc->st.results += j->n;
 		j->cnt.results += j->n;
 		return false;
 	case SS_ANSWER:
-		send_result(lc, ep, j, &pkt->hdr, pkt->hdr.rank, &from, &out);
+		send_result(lc, ep, j, &pkt->hdr, pkt->hdr.rank, &from, &out,
+			    nic_mac_digest(&j->mac, out.buf, out.len));
 		lc->st.answers++;
 		return false;
 	case SS_DROP:
@@ -187,7 +194,7 @@ dropped:
 		lc->st.acks_sent++;
 	else
 		lc->st.errors_sent++;
-	reply_in_place(lc, ep, m, pkt, op, err);
+	reply_in_place(lc, ep, m, pkt, j ? &j->mac : NULL, op, err);
 	return true;
 }
 

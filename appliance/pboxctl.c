@@ -9,9 +9,15 @@
  *   pboxctl [--prefix P] raw CMD      any telemetry command, JSON as received
  *   --all    also the counters that are zero;  --json  JSON as received
  *
+ *   pboxctl --box IP:PORT [--key-file F] request 'LINE'
+ *       one request to a box's control plane over the network (STATS, LIST,
+ *       ...), after proving the box key (F: $PBOX_BOX_KEY_FILE, else
+ *       /etc/pbox/box.key); prints the reply's lines; exit 1 on ERR
+ *
  * Exit status: 0, 1 when pboxd cannot be reached, 2 bad usage.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,6 +26,11 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <sodium.h>
+
+#include "nic_ctl.h"
 
 #define REPLY_MAX (1 << 20)
 #define MAX_COLS  64
@@ -190,17 +201,66 @@ static int query(const char *prefix, const char *cmd, char *out, size_t cap)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: pboxctl [--prefix P] [--all] [--json] stats|cores|jobs|raw CMD\n");
+	fprintf(f, "usage: pboxctl [--prefix P] [--all] [--json] stats|cores|jobs|raw CMD\n"
+		   "       pboxctl --box IP:PORT [--key-file F] request 'LINE'\n");
+}
+
+/* One request on the control plane at @box ("IP:PORT"), authenticated with
+ * the key in @key_file; the reply's lines to stdout. 0 on OK, 1 otherwise. */
+static int request(const char *box, const char *key_file, const char *line)
+{
+	uint64_t deadline = nic_ctl_now() + 10000000000ull;
+	struct nic_ctl_session s;
+	uint8_t key[NIC_KEY_LEN];
+	char ip[64], err[512], *colon, *buf = malloc(NIC_CTL_LINE_MAX);
+	uint32_t ip_be;
+	int fd, r, rc = 1;
+
+	snprintf(ip, sizeof(ip), "%s", box);
+	colon = strrchr(ip, ':');
+	if (!buf || !colon || (*colon = 0, inet_pton(AF_INET, ip, &ip_be) != 1) ||
+	    atoi(colon + 1) <= 0 || atoi(colon + 1) > 65535) {
+		fprintf(stderr, "pboxctl: --box %s: want IPv4:PORT\n", box);
+		free(buf);
+		return 2;
+	}
+	if (sodium_init() < 0 || nic_ctl_key_load(key_file, key, err, sizeof(err))) {
+		fprintf(stderr, "pboxctl: --key-file %s\n", err);
+		free(buf);
+		return 1;
+	}
+	fd = nic_ctl_connect(ip_be, (uint16_t)atoi(colon + 1), deadline);
+	if (fd < 0) {
+		fprintf(stderr, "pboxctl: %s: %s\n", box, strerror(errno));
+	} else if (nic_ctl_auth(fd, key, &s, deadline, err, sizeof(err))) {
+		fprintf(stderr, "pboxctl: %s: %s\n", box, err);
+	} else if (nic_ctl_send(fd, line) == 0) {
+		while ((r = nic_ctl_recv_line(fd, buf, NIC_CTL_LINE_MAX, deadline)) == 1) {
+			printf("%s\n", buf);
+			if (strncmp(buf, "OK", 2) == 0 || strncmp(buf, "ERR", 3) == 0) {
+				rc = buf[0] == 'O' ? 0 : 1;
+				break;
+			}
+		}
+		if (r != 1)
+			fprintf(stderr, "pboxctl: %s: %s\n", box,
+				r == 0 ? "no answer in time" : "connection closed");
+	}
+	sodium_memzero(key, sizeof(key));
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return rc;
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = {{"prefix", 1, 0, 'p'},
-					   {"all", 0, 0, 'a'},
-					   {"json", 0, 0, 'j'},
-					   {"help", 0, 0, 'h'},
+	static const struct option lo[] = {{"prefix", 1, 0, 'p'}, {"all", 0, 0, 'a'},
+					   {"json", 0, 0, 'j'},	  {"help", 0, 0, 'h'},
+					   {"box", 1, 0, 'b'},	  {"key-file", 1, 0, 'k'},
 					   {0, 0, 0, 0}};
-	const char *prefix = "pboxd", *what, *cmd;
+	const char *prefix = "pboxd", *what, *cmd, *box = NULL;
+	const char *key_file = getenv("PBOX_BOX_KEY_FILE");
 	bool all = false, json = false;
 	char *reply = malloc(REPLY_MAX);
 	struct table *t = calloc(1, sizeof(*t));
@@ -218,6 +278,12 @@ int main(int argc, char **argv)
 		case 'j':
 			json = true;
 			break;
+		case 'b':
+			box = optarg;
+			break;
+		case 'k':
+			key_file = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -231,6 +297,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	what = argv[optind++];
+	if (strcmp(what, "request") == 0 && box && optind + 1 == argc) {
+		free(reply);
+		free(t);
+		return request(box, key_file ? key_file : "/etc/pbox/box.key", argv[optind]);
+	}
 	if (strcmp(what, "stats") == 0)
 		cmd = "/pbox/stats";
 	else if (strcmp(what, "cores") == 0)

@@ -33,9 +33,11 @@
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
+#include <sodium.h>
 
 #include "box.h"
 #include "cfg_box.h"
+#include "nic_ctl.h"
 #include "nic_port.h"
 #include "numa_plan.h"
 #include "numa_topo.h"
@@ -436,6 +438,19 @@ static int serve(const char *path, const char *prefix, int n_extra, char **extra
 	/* configuration and a first plan, for the CPUs */
 	if (load(path, s->cfg))
 		goto out;
+	{
+		uint8_t key[NIC_KEY_LEN]; /* there before anything is set up; read again by the
+					     control plane */
+		char kerr[512];
+
+		if (sodium_init() < 0 ||
+		    nic_ctl_key_load(s->cfg->mgmt.key_file, key, kerr, sizeof(kerr))) {
+			fprintf(stderr, "pboxd: %s: [management] key_file: %s\n", path,
+				sodium_init() < 0 ? "libsodium did not start" : kerr);
+			goto out;
+		}
+		sodium_memzero(key, sizeof(key));
+	}
 	if (numa_topo_discover(&s->topo)) {
 		fprintf(stderr, "pboxd: cannot discover the NUMA topology\n");
 		goto out;

@@ -20,6 +20,9 @@ static const struct cfg_key mgmt_keys[] = {
 		"IPv4 address of the control plane (TCP)"),
 	CFG_KEY(B, mgmt.port, "port", CFG_UINT, 0, 1, 65535, "9570",
 		"TCP port of the control plane"),
+	CFG_KEY(B, mgmt.key_file, "key_file", CFG_STR, 0, 0, 0, "/etc/pbox/box.key",
+		"the box key (64 hex digits; pbox-setup --keygen makes one): every control "
+		"connection but ENDPOINTS proves it holds it"),
 };
 
 static const struct cfg_key core_keys[] = {

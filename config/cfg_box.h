@@ -24,6 +24,7 @@ struct box_cfg {
 	struct {
 		struct cfg_ipv4 address;
 		uint32_t port;
+		char key_file[256];
 	} mgmt;
 	struct {
 		struct cfg_cores list;

@@ -14,6 +14,9 @@ static const char *const transports[] = {"udp", "dpdk", NULL};
 const char *const cfg_layout_names[] = {"unified", "ps", "ssgpu", NULL};
 
 /* PBOX_* variables that are not configuration keys. */
+/* enum nic_mac_mode's names, in order. */
+static const char *const mac_names[] = {"off", "header", "payload", NULL};
+
 static const char *const env_ignore[] = {"PBOX_SIMD", "PBOX_CONFIG", "PBOX_LIB", "PBOX_BOX", NULL};
 
 static const struct cfg_key worker_keys[] = {
@@ -26,12 +29,18 @@ static const struct cfg_key worker_keys[] = {
 static const struct cfg_key job_keys[] = {
 	CFG_KEY(W, job.id, "id", CFG_UINT, 0, 1, UINT32_MAX, "1", "job id at the box"),
 	CFG_KEY(W, job.token, "token", CFG_UINT, 0, 0, UINT64_MAX, "0",
-		"shared secret checked on every packet"),
+		"the job's 64-bit secret, the same on every rank: each start derives the key "
+		"that signs every datagram from it (never sent)"),
+	CFG_KEY_ENUM(W, job.mac, "mac", mac_names, "header",
+		     "what the MAC covers: header (every datagram's pbox header), payload "
+		     "(the payload too) or off"),
 };
 
 static const struct cfg_key box_keys[] = {
 	CFG_KEY(W, box.control, "control", CFG_HOSTPORT, 0, 0, 0, NULL,
 		"the box's management address:port; unset: no box"),
+	CFG_KEY(W, box.key_file, "key_file", CFG_STR, 0, 0, 0, "/etc/pbox/box.key",
+		"the box key (rank 0 proves it holds it to the box's control plane)"),
 };
 
 static const struct cfg_key data_keys[] = {

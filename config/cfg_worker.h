@@ -17,9 +17,11 @@ struct wrk_cfg {
 	struct {
 		uint32_t id;
 		uint64_t token;
+		unsigned mac; /* enum nic_mac_mode: cfg_mac_names[mac] */
 	} job;
 	struct {
 		struct cfg_hostport control; /* unset: no box (k = 0) */
+		char key_file[256];
 	} box;
 	struct {
 		struct cfg_ipv4 address;

@@ -61,7 +61,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 in_ns() { ip netns exec "$ns" "$@"; }
-ctl() { in_ns bash -c "$(declare -f pbox_ctl); pbox_ctl $mgmt $1"; }
+ctl() { in_ns "$build/bin/pboxctl" --box "$mgmt" request "$1"; }
 
 # the host side: one tap per NIC, in our namespace
 ip netns add "$ns" && ip -n "$ns" link set lo up || exit 1
@@ -74,6 +74,10 @@ done
 # the config drive: box.ini for the 4 data NICs (PCI slots 0x10..0x13 below)
 # and a static management address
 mkdir -p "$log/cfg"
+# the box key travels on the drive (pbox-setup installs it as
+# /etc/pbox/box.key); the registrar and pboxctl here hold a copy
+pbox_keygen "$log/cfg/box.key"
+export PBOX_BOX_KEY_FILE=$log/cfg/box.key
 cat >"$log/cfg/box.ini" <<EOF
 ; the boot test's box: 4 virtio-net data NICs behind an emulated IOMMU
 [management]

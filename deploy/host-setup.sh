@@ -14,7 +14,7 @@
 set -euo pipefail
 
 # build: compilers, DPDK 22.11, libnuma, libinih (config), Check (unit tests),
-#        libmicrohttpd (pboxd's /metrics)
+#        libmicrohttpd (pboxd's /metrics), libsodium (MACs, the control handshake)
 # test:  lint (cppcheck, clang-format), libFuzzer and sanitizers (clang,
 #        compiler-rt), the emulated network (iproute2, ping, the tc BPF loss
 #        program: libbpf), Prometheus (promtool and a server for the scrape
@@ -23,7 +23,7 @@ set -euo pipefail
 #        (dpdk-testpmd for perf/dataplane)
 # image: mmdebstrap, GRUB, partitioning and ext4, qemu for the boot test
 pkgs_build=(build-essential pkg-config git libdpdk-dev dpdk libnuma-dev libinih-dev check
-	libsubunit-dev libmicrohttpd-dev)
+	libsubunit-dev libmicrohttpd-dev libsodium-dev)
 pkgs_test=(cppcheck clang-format clang libclang-rt-14-dev iproute2 iputils-ping procps
 	libbpf-dev linux-libc-dev prometheus curl ca-certificates python3 python3-torch)
 pkgs_perf=(libgloo-dev gnuplot-nox dpdk-dev)

@@ -16,8 +16,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sodium.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,22 +103,176 @@ int nic_ctl_parse_reg_ok(const char *line, struct nic_ctl_reg_ok *ok)
 	return 0;
 }
 
-int nic_ctl_format_unregister(char *buf, size_t cap, uint32_t job, uint64_t token)
+int nic_ctl_format_unregister(char *buf, size_t cap, const struct nic_ctl_session *s, uint32_t job,
+			      const uint8_t *key)
 {
-	return fits(snprintf(buf, cap, "UNREGISTER job=%u token=%" PRIu64, job, token), cap);
+	char proof[65];
+
+	nic_ctl_unreg_proof(s, job, key, proof);
+	return fits(snprintf(buf, cap, "UNREGISTER job=%u proof=%s", job, proof), cap);
+}
+
+/* ---- keys and the handshake -------------------------------------------------- */
+
+int nic_ctl_key_load(const char *path, uint8_t key[NIC_KEY_LEN], char *err, size_t cap)
+{
+	char hex[2 * NIC_KEY_LEN + 4];
+	struct stat st;
+	size_t n, got = 0;
+	const char *end;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		snprintf(err, cap, "%s: %s (make one: pbox-setup --keygen %s)", path,
+			 strerror(errno), path);
+		return -1;
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		snprintf(err, cap, "%s: not a regular file", path);
+		return -1;
+	}
+	if (st.st_mode & S_IRWXO) {
+		close(fd);
+		snprintf(err, cap, "%s: others may read or write it (chmod o-rwx %s)", path, path);
+		return -1;
+	}
+	n = (size_t)read(fd, hex, sizeof(hex) - 1);
+	close(fd);
+	if (n > sizeof(hex) - 1)
+		n = 0;
+	while (n && (hex[n - 1] == '\n' || hex[n - 1] == '\r'))
+		n--;
+	hex[n] = '\0';
+	if (n != 2 * NIC_KEY_LEN || sodium_hex2bin(key, NIC_KEY_LEN, hex, n, NULL, &got, &end) ||
+	    got != NIC_KEY_LEN || *end) {
+		sodium_memzero(hex, sizeof(hex));
+		snprintf(err, cap, "%s: not a key: %u hex digits expected on one line", path,
+			 2 * NIC_KEY_LEN);
+		return -1;
+	}
+	sodium_memzero(hex, sizeof(hex));
+	return 0;
+}
+
+void nic_ctl_random_hex(char *hex, size_t n)
+{
+	uint8_t b[64];
+
+	if (n > sizeof(b))
+		n = sizeof(b);
+	randombytes_buf(b, n);
+	sodium_bin2hex(hex, 2 * n + 1, b, n);
+}
+
+/* HMAC-SHA-256 under @key of a label, then @a and @b (each @n bytes, may be NULL). */
+static void hmac(uint8_t out[32], const uint8_t *key, const char *label, const void *a,
+		 const void *b, size_t n, const void *c, size_t cn)
+{
+	crypto_auth_hmacsha256_state st;
+
+	crypto_auth_hmacsha256_init(&st, key, 32);
+	crypto_auth_hmacsha256_update(&st, (const uint8_t *)label, strlen(label));
+	if (a)
+		crypto_auth_hmacsha256_update(&st, a, n);
+	if (b)
+		crypto_auth_hmacsha256_update(&st, b, n);
+	if (c)
+		crypto_auth_hmacsha256_update(&st, c, cn);
+	crypto_auth_hmacsha256_final(&st, out);
+}
+
+void nic_ctl_session_derive(struct nic_ctl_session *s, const uint8_t box_key[NIC_KEY_LEN])
+{
+	hmac(s->box_proof, box_key, "pbox box proof", s->nc, s->nb, NIC_CTL_NONCE_LEN, NULL, 0);
+	hmac(s->client_proof, box_key, "pbox client proof", s->nc, s->nb, NIC_CTL_NONCE_LEN, NULL,
+	     0);
+	hmac(s->ks, box_key, "pbox session", s->nc, s->nb, NIC_CTL_NONCE_LEN, NULL, 0);
+}
+
+/* The pad and the tag of a key wrapped for @job with @nonce. */
+static void wrap_parts(const struct nic_ctl_session *s, uint32_t job, const uint8_t *nonce,
+		       const uint8_t *key, uint8_t pad[32], uint8_t tag[32])
+{
+	uint8_t j[4] = {(uint8_t)(job >> 24), (uint8_t)(job >> 16), (uint8_t)(job >> 8),
+			(uint8_t)job};
+
+	hmac(pad, s->ks, "pbox key pad", nonce, NULL, NIC_CTL_NONCE_LEN, j, sizeof(j));
+	if (key) {
+		uint8_t m[4 + NIC_KEY_LEN];
+
+		memcpy(m, j, 4);
+		memcpy(m + 4, key, NIC_KEY_LEN);
+		hmac(tag, s->ks, "pbox key tag", nonce, NULL, NIC_CTL_NONCE_LEN, m, sizeof(m));
+		sodium_memzero(m, sizeof(m));
+	}
+}
+
+void nic_ctl_wrap_key(const struct nic_ctl_session *s, uint32_t job, const uint8_t *key, char *hex)
+{
+	uint8_t w[NIC_CTL_NONCE_LEN + NIC_KEY_LEN + 16], pad[32], tag[32];
+
+	randombytes_buf(w, NIC_CTL_NONCE_LEN);
+	wrap_parts(s, job, w, key, pad, tag);
+	for (unsigned i = 0; i < NIC_KEY_LEN; i++)
+		w[NIC_CTL_NONCE_LEN + i] = key[i] ^ pad[i];
+	memcpy(w + NIC_CTL_NONCE_LEN + NIC_KEY_LEN, tag, 16);
+	sodium_bin2hex(hex, NIC_CTL_WRAP_HEX + 1, w, sizeof(w));
+	sodium_memzero(pad, sizeof(pad));
+}
+
+int nic_ctl_unwrap_key(const struct nic_ctl_session *s, uint32_t job, const char *hex, size_t len,
+		       uint8_t *key)
+{
+	uint8_t w[NIC_CTL_NONCE_LEN + NIC_KEY_LEN + 16], pad[32], tag[32];
+	size_t got = 0;
+	int rc;
+
+	if (len != NIC_CTL_WRAP_HEX || sodium_hex2bin(w, sizeof(w), hex, len, NULL, &got, NULL) ||
+	    got != sizeof(w))
+		return -1;
+	wrap_parts(s, job, w, NULL, pad, NULL);
+	for (unsigned i = 0; i < NIC_KEY_LEN; i++)
+		key[i] = w[NIC_CTL_NONCE_LEN + i] ^ pad[i];
+	wrap_parts(s, job, w, key, pad, tag);
+	rc = sodium_memcmp(tag, w + NIC_CTL_NONCE_LEN + NIC_KEY_LEN, 16) ? -1 : 0;
+	if (rc)
+		sodium_memzero(key, NIC_KEY_LEN);
+	sodium_memzero(pad, sizeof(pad));
+	return rc;
+}
+
+void nic_ctl_unreg_proof(const struct nic_ctl_session *s, uint32_t job, const uint8_t *key,
+			 char *hex)
+{
+	uint8_t p[32], m[4 + 2 * NIC_CTL_NONCE_LEN] = {(uint8_t)(job >> 24), (uint8_t)(job >> 16),
+						       (uint8_t)(job >> 8), (uint8_t)job};
+
+	memcpy(m + 4, s->nc, NIC_CTL_NONCE_LEN);
+	memcpy(m + 4 + NIC_CTL_NONCE_LEN, s->nb, NIC_CTL_NONCE_LEN);
+	hmac(p, key, "pbox unregister", m, NULL, sizeof(m), NULL, 0);
+	sodium_bin2hex(hex, 65, p, sizeof(p));
 }
 
 /* ---- REGISTER ----------------------------------------------------------------- */
 
-int nic_ctl_format_register(char *buf, size_t cap, const struct nic_ctl_reg *r)
+int nic_ctl_format_register(char *buf, size_t cap, const struct nic_ctl_session *s,
+			    const struct nic_ctl_reg *r)
 {
 	size_t off;
 	int n;
 	uint32_t e;
 
-	n = snprintf(buf, cap, "%s job=%u token=%" PRIu64 " n=%u dtype=%s",
-		     r->grow ? "GROW" : "REGISTER", r->job, r->token, r->n,
-		     nic_dtype_name(r->dtype));
+	if (r->grow) {
+		n = snprintf(buf, cap, "GROW job=%u n=%u dtype=%s", r->job, r->n,
+			     nic_dtype_name(r->dtype));
+	} else {
+		char key[NIC_CTL_WRAP_HEX + 1];
+
+		nic_ctl_wrap_key(s, r->job, r->key, key);
+		n = snprintf(buf, cap, "REGISTER job=%u key=%s mac=%s n=%u dtype=%s", r->job, key,
+			     nic_mac_mode_name(r->mac), r->n, nic_dtype_name(r->dtype));
+	}
 	if (fits(n, cap) < 0)
 		return -1;
 	off = (size_t)n;
@@ -154,10 +310,10 @@ int nic_ctl_format_register(char *buf, size_t cap, const struct nic_ctl_reg *r)
 		off += (size_t)n;
 	}
 	for (e = 0; e < r->n_shorts; e++) {
-		const struct nic_ctl_short *s = &r->shorts[e];
+		const struct nic_ctl_short *sh = &r->shorts[e];
 
-		n = snprintf(buf + off, cap - off, "%s%u:%u:%u", e ? "," : " short=", s->ep,
-			     s->chunk, s->bytes);
+		n = snprintf(buf + off, cap - off, "%s%u:%u:%u", e ? "," : " short=", sh->ep,
+			     sh->chunk, sh->bytes);
 		if (fits(n, cap - off) < 0)
 			return -1;
 		off += (size_t)n;
@@ -354,18 +510,34 @@ static int short_list(const char *v, size_t vlen, struct nic_ctl_reg *r, char *e
 }
 
 int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *lim,
-			   struct nic_ctl_reg *r, char *err, size_t cap)
+			   const struct nic_ctl_session *s, struct nic_ctl_reg *r, char *err,
+			   size_t cap)
 {
-	enum { K_JOB, K_TOKEN, K_N, K_DTYPE, K_FRAG, K_CHUNK, K_CHUNKS, K_RANKS, K_SHORT, K_COUNT };
-	static const char *const keys[K_COUNT] = {"job",   "token",  "n",     "dtype", "frag",
-						  "chunk", "chunks", "ranks", "short"};
+	enum {
+		K_JOB,
+		K_KEY,
+		K_MAC,
+		K_N,
+		K_DTYPE,
+		K_FRAG,
+		K_CHUNK,
+		K_CHUNKS,
+		K_RANKS,
+		K_SHORT,
+		K_COUNT
+	};
+	static const char *const keys[K_COUNT] = {"job",  "key",   "mac",    "n",     "dtype",
+						  "frag", "chunk", "chunks", "ranks", "short"};
 	const char *val[K_COUNT] = {0};
 	size_t vlen[K_COUNT] = {0};
 	const char *p = args;
+	const char *verb = r->grow ? "GROW" : "REGISTER";
+	bool grow = r->grow;
 	uint64_t v;
 	unsigned k;
 
 	memset(r, 0, offsetof(struct nic_ctl_reg, chunks));
+	r->grow = grow;
 	while (*p) {
 		const char *tok, *eq;
 		size_t len;
@@ -390,9 +562,14 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 				break;
 		if (k == K_COUNT) {
 			errf(err, cap,
-			     "unknown key '%.*s' (REGISTER takes job, token, n, dtype, frag, chunk, "
-			     "chunks, ranks, short)",
-			     (int)(eq - tok > 20 ? 20 : eq - tok), tok);
+			     "unknown key '%.*s' (%s takes job, %sn, dtype, frag, chunk, chunks, "
+			     "ranks, short)",
+			     (int)(eq - tok > 20 ? 20 : eq - tok), tok, verb,
+			     grow ? "" : "key, mac, ");
+			return -1;
+		}
+		if (grow && (k == K_KEY || k == K_MAC)) {
+			errf(err, cap, "%s: GROW keeps the job's key and MAC mode", keys[k]);
 			return -1;
 		}
 		if (val[k]) {
@@ -403,15 +580,37 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 		vlen[k] = len - (size_t)(eq + 1 - tok);
 	}
 	for (k = 0; k < K_COUNT; k++)
-		if (!val[k] && k != K_FRAG && k != K_CHUNK && k != K_SHORT) {
+		if (!val[k] && k != K_FRAG && k != K_CHUNK && k != K_SHORT && k != K_MAC &&
+		    (k != K_KEY || !grow)) {
 			errf(err, cap, "%s: missing", keys[k]);
 			return -1;
 		}
 	if (number("job", val[K_JOB], vlen[K_JOB], 1, UINT32_MAX, false, &v, err, cap))
 		return -1;
 	r->job = (uint32_t)v;
-	if (number("token", val[K_TOKEN], vlen[K_TOKEN], 0, UINT64_MAX, false, &r->token, err, cap))
+	if (!grow && nic_ctl_unwrap_key(s, r->job, val[K_KEY], vlen[K_KEY], r->key)) {
+		errf(err, cap,
+		     "key: not the job's key wrapped on this connection (%u hex digits: nonce, "
+		     "key, tag)",
+		     NIC_CTL_WRAP_HEX);
 		return -1;
+	}
+	r->mac = NIC_MAC_HEADER;
+	if (val[K_MAC]) {
+		char m[12] = "";
+		int mode = -1;
+
+		if (vlen[K_MAC] < sizeof(m)) {
+			memcpy(m, val[K_MAC], vlen[K_MAC]);
+			mode = nic_mac_mode_parse(m);
+		}
+		if (mode < 0) {
+			errf(err, cap, "mac: '%.*s' is not header, payload or off",
+			     (int)(vlen[K_MAC] > 20 ? 20 : vlen[K_MAC]), val[K_MAC]);
+			return -1;
+		}
+		r->mac = (uint8_t)mode;
+	}
 	if (number("n", val[K_N], vlen[K_N], 2, lim->max_workers, false, &v, err, cap))
 		return -1;
 	r->n = (uint32_t)v;
@@ -570,6 +769,61 @@ int nic_ctl_recv_line(int fd, char *out, size_t cap, uint64_t deadline)
 	}
 }
 
+int nic_ctl_auth(int fd, const uint8_t box_key[NIC_KEY_LEN], struct nic_ctl_session *s,
+		 uint64_t deadline, char *err, size_t cap)
+{
+	char line[256], nc[2 * NIC_CTL_NONCE_LEN + 1], nb[2 * NIC_CTL_NONCE_LEN + 1], pr[65];
+	uint8_t proof[32];
+	size_t got;
+	int r;
+
+	memset(s, 0, sizeof(*s));
+	randombytes_buf(s->nc, sizeof(s->nc));
+	sodium_bin2hex(nc, sizeof(nc), s->nc, sizeof(s->nc));
+	snprintf(line, sizeof(line), "AUTH %s", nc);
+	if (nic_ctl_send(fd, line)) {
+		errf(err, cap, "AUTH: cannot send: %s", strerror(errno));
+		return -1;
+	}
+	r = nic_ctl_recv_line(fd, line, sizeof(line), deadline);
+	if (r != 1) {
+		errf(err, cap, "AUTH: %s", r == 0 ? "no answer in time" : "connection closed");
+		return -1;
+	}
+	if (strncmp(line, "ERR ", 4) == 0) {
+		errf(err, cap, "AUTH: the box says: %s", line + 4);
+		return -1;
+	}
+	if (sscanf(line, "OK nonce=%32[0-9a-f] proof=%64[0-9a-f]", nb, pr) != 2 ||
+	    strlen(nb) != 2 * NIC_CTL_NONCE_LEN || strlen(pr) != 64 ||
+	    sodium_hex2bin(s->nb, sizeof(s->nb), nb, strlen(nb), NULL, &got, NULL) ||
+	    sodium_hex2bin(proof, sizeof(proof), pr, 64, NULL, &got, NULL)) {
+		errf(err, cap, "AUTH: unexpected reply '%.80s'", line);
+		return -1;
+	}
+	nic_ctl_session_derive(s, box_key);
+	if (sodium_memcmp(proof, s->box_proof, sizeof(proof))) {
+		errf(err, cap, "AUTH: the box does not hold our box key (its proof is wrong)");
+		return -1;
+	}
+	sodium_bin2hex(pr, sizeof(pr), s->client_proof, sizeof(s->client_proof));
+	snprintf(line, sizeof(line), "PROVE %s", pr);
+	if (nic_ctl_send(fd, line)) {
+		errf(err, cap, "PROVE: cannot send: %s", strerror(errno));
+		return -1;
+	}
+	r = nic_ctl_recv_line(fd, line, sizeof(line), deadline);
+	if (r != 1 || strncmp(line, "OK", 2) != 0) {
+		errf(err, cap, "PROVE: %s",
+		     r == 0  ? "no answer in time"
+		     : r < 0 ? "connection closed"
+			     : line);
+		return -1;
+	}
+	s->authed = true;
+	return 0;
+}
+
 int nic_ctl_endpoints(int fd, struct nic_ctl_ep *eps, unsigned max, struct nic_ctl_geometry *g,
 		      uint64_t deadline, char *err, size_t cap)
 {
@@ -603,10 +857,11 @@ int nic_ctl_endpoints(int fd, struct nic_ctl_ep *eps, unsigned max, struct nic_c
 	return -1;
 }
 
-int nic_ctl_register(int fd, const struct nic_ctl_reg *r, struct nic_ctl_reg_ok *ok,
-		     uint64_t deadline, char *err, size_t cap)
+int nic_ctl_register(int fd, const struct nic_ctl_session *s, const struct nic_ctl_reg *r,
+		     struct nic_ctl_reg_ok *ok, uint64_t deadline, char *err, size_t cap)
 {
-	size_t room = 160 + 12 * (size_t)r->n_eps + 22 * (size_t)r->n + 34 * (size_t)r->n_shorts;
+	size_t room = 160 + NIC_CTL_WRAP_HEX + 12 * (size_t)r->n_eps + 22 * (size_t)r->n +
+		      34 * (size_t)r->n_shorts;
 	char *req = malloc(room), line[1024];
 	const char *verb = r->grow ? "GROW" : "REGISTER";
 	int rc;
@@ -615,7 +870,7 @@ int nic_ctl_register(int fd, const struct nic_ctl_reg *r, struct nic_ctl_reg_ok 
 		errf(err, cap, "%s: out of memory", verb);
 		return -1;
 	}
-	if (nic_ctl_format_register(req, room, r) < 0) {
+	if (nic_ctl_format_register(req, room, s, r) < 0) {
 		free(req);
 		errf(err, cap, "%s: the request does not fit in %zu bytes", verb, room);
 		return -1;

@@ -8,16 +8,29 @@
  *   ENDPOINTS
  *       EP <i> ip=A mac=M port=P weight=KBPS    one per endpoint
  *       OK endpoints=N frag=F chunk=C mtu=MTU
- *   REGISTER job=ID token=T n=N dtype=fp32|fp16|bf16 [frag=F] [chunk=C] chunks=C0,C1,...
- *            ranks=IP:PORT,... [short=E:C:B,...]
+ *   AUTH <client nonce>       the box proves it holds the box key, then
+ *       OK nonce=<box nonce> proof=<HMAC>
+ *   PROVE <HMAC>              and the client does: OK, or ERR and closed
+ *   REGISTER job=ID key=K [mac=header|payload|off] n=N dtype=fp32|fp16|bf16
+ *            [frag=F] [chunk=C] chunks=C0,C1,... ranks=IP:PORT,... [short=E:C:B,...]
  *       EP lines, then OK job=ID bytes=B frag=F chunk=C   (the effective sizes)
  *   GROW (REGISTER's fields)   a segment of new chunks for a registered job,
  *       from the connection that registered it: n, frag, chunk and ranks as
  *       registered; chunks= and short= count the segment's own chunks (its
  *       chunks follow the job's earlier ones on each endpoint); one dtype per
  *       segment, any of them. Replies as REGISTER (bytes: the whole job's).
- *   UNREGISTER job=ID token=T
+ *   UNREGISTER job=ID proof=P
  *   LIST, STATS   (for people and monitoring: see box_ctl.c)
+ *
+ * Every request but ENDPOINTS waits for the handshake: both ends prove
+ * they hold the box's key (32 bytes from a key file: nic_ctl_key_load())
+ * by HMAC-SHA-256 over both ends' fresh nonces, and derive a session key
+ * from them. The job's key travels wrapped under the session key (K: a
+ * nonce, the key XOR a pad, a tag; nic_ctl_wrap_key()), and UNREGISTER
+ * proves the job's key by an HMAC bound to the session (P), so that no key
+ * and no token is ever on the wire in clear, and nothing seen on one
+ * connection can be replayed on another. The lines themselves are not
+ * encrypted: what they say (job ids, sizes, addresses) is not secret.
  *
  * REGISTER is strict: every key once, no unknown key, every number within
  * bounds that the error states; chunks= gives the job's chunk count on each
@@ -42,6 +55,41 @@
 #define NIC_CTL_MAX_CHUNK  (1u << 20)
 #define NIC_CTL_MAX_SHORTS 8192u /* short chunks (tensor tails) in one REGISTER */
 #define NIC_CTL_MAX_RANKS  1024u
+
+/* ---- keys and the handshake ------------------------------------------------ */
+
+#define NIC_CTL_NONCE_LEN 16u
+#define NIC_CTL_WRAP_HEX  (2 * (NIC_CTL_NONCE_LEN + NIC_KEY_LEN + 16)) /* key= */
+
+/* One authenticated control connection, on either end. */
+struct nic_ctl_session {
+	bool authed;
+	uint8_t nc[NIC_CTL_NONCE_LEN], nb[NIC_CTL_NONCE_LEN]; /* client's, box's nonce */
+	uint8_t box_proof[32], client_proof[32];
+	uint8_t ks[32]; /* the session key */
+};
+
+/* A key file: NIC_KEY_LEN bytes as 64 hex digits (a newline may follow),
+ * not readable by others than its owner and group. 0, or -1 with @err
+ * naming the file and what is wrong with it. */
+int nic_ctl_key_load(const char *path, uint8_t key[NIC_KEY_LEN], char *err, size_t cap);
+/* @n random bytes as 2n hex digits and a NUL into @hex (key files, nonces). */
+void nic_ctl_random_hex(char *hex, size_t n);
+
+/* Both proofs and the session key from the box key and both nonces (in
+ * @s): what either end computes. */
+void nic_ctl_session_derive(struct nic_ctl_session *s, const uint8_t box_key[NIC_KEY_LEN]);
+
+/* The job key @key (NIC_KEY_LEN bytes) of job @job wrapped under @s as
+ * NIC_CTL_WRAP_HEX hex digits and a NUL into @hex; and back: 0, or -1
+ * when @hex is malformed or was not wrapped under this session for @job. */
+void nic_ctl_wrap_key(const struct nic_ctl_session *s, uint32_t job, const uint8_t *key, char *hex);
+int nic_ctl_unwrap_key(const struct nic_ctl_session *s, uint32_t job, const char *hex, size_t len,
+		       uint8_t *key);
+/* UNREGISTER's proof that the sender holds job @job's key, on session @s:
+ * 64 hex digits and a NUL into @hex. */
+void nic_ctl_unreg_proof(const struct nic_ctl_session *s, uint32_t job, const uint8_t *key,
+			 char *hex);
 
 /* One endpoint line. */
 struct nic_ctl_ep {
@@ -68,7 +116,8 @@ int nic_ctl_parse_geometry(const char *line, struct nic_ctl_geometry *g);
 struct nic_ctl_reg {
 	bool grow; /* formatted as GROW */
 	uint32_t job;
-	uint64_t token;
+	uint8_t key[NIC_KEY_LEN]; /* REGISTER: the job's key (wrapped on the wire) */
+	uint8_t mac;		  /* REGISTER: enum nic_mac_mode */
 	uint32_t n;
 	uint8_t dtype;	      /* PBOX_DTYPE_* */
 	uint32_t frag, chunk; /* 0 in a request: the box's own */
@@ -89,12 +138,16 @@ struct nic_ctl_reg_limits {
 	uint32_t n_eps;			/* chunks= must have exactly this many */
 };
 
-/* "REGISTER ..." into @buf; its length, or -1 when it does not fit. */
-int nic_ctl_format_register(char *buf, size_t cap, const struct nic_ctl_reg *r);
-/* The fields after "REGISTER " into @r: 0, or -1 with @err saying which
- * field is wrong and what it may be. */
+/* "REGISTER ..." (its key wrapped under @s) or "GROW ..." (no key) into
+ * @buf; its length, or -1 when it does not fit. */
+int nic_ctl_format_register(char *buf, size_t cap, const struct nic_ctl_session *s,
+			    const struct nic_ctl_reg *r);
+/* The fields after "REGISTER " (or "GROW ": @r->grow set by the caller)
+ * into @r, the key unwrapped with @s: 0, or -1 with @err saying which field
+ * is wrong and what it may be. */
 int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *lim,
-			   struct nic_ctl_reg *r, char *err, size_t cap);
+			   const struct nic_ctl_session *s, struct nic_ctl_reg *r, char *err,
+			   size_t cap);
 
 /* REGISTER's OK line. */
 struct nic_ctl_reg_ok {
@@ -105,8 +158,10 @@ struct nic_ctl_reg_ok {
 int nic_ctl_format_reg_ok(char *buf, size_t cap, const struct nic_ctl_reg_ok *ok);
 int nic_ctl_parse_reg_ok(const char *line, struct nic_ctl_reg_ok *ok);
 
-/* "UNREGISTER job=ID token=T" (no newline); its length or -1. */
-int nic_ctl_format_unregister(char *buf, size_t cap, uint32_t job, uint64_t token);
+/* "UNREGISTER job=ID proof=P" (no newline) on session @s for the job whose
+ * key is @key; its length or -1. */
+int nic_ctl_format_unregister(char *buf, size_t cap, const struct nic_ctl_session *s, uint32_t job,
+			      const uint8_t *key);
 
 /* ---- the client: blocking, every wait bounded by a CLOCK_MONOTONIC deadline */
 
@@ -122,13 +177,19 @@ int nic_ctl_send(int fd, const char *line);
  * Reads byte by byte, so nothing past the line is consumed. */
 int nic_ctl_recv_line(int fd, char *out, size_t cap, uint64_t deadline);
 
+/* The handshake (AUTH, PROVE) with the box key @box_key: 0 (@s holds the
+ * session), or -1 with @err saying why (the box does not hold our key, or
+ * we do not hold its, or the connection failed). */
+int nic_ctl_auth(int fd, const uint8_t box_key[NIC_KEY_LEN], struct nic_ctl_session *s,
+		 uint64_t deadline, char *err, size_t cap);
+
 /* ENDPOINTS: up to @max endpoints, in order, and the geometry. 0, or -1 with
  * @err saying what went wrong. */
 int nic_ctl_endpoints(int fd, struct nic_ctl_ep *eps, unsigned max, struct nic_ctl_geometry *g,
 		      uint64_t deadline, char *err, size_t cap);
 /* REGISTER (GROW where @r->grow) @r: 0 (@ok filled), 1 when the box refused (@err holds its
  * reason), -1 when the connection failed (@err says so). */
-int nic_ctl_register(int fd, const struct nic_ctl_reg *r, struct nic_ctl_reg_ok *ok,
-		     uint64_t deadline, char *err, size_t cap);
+int nic_ctl_register(int fd, const struct nic_ctl_session *s, const struct nic_ctl_reg *r,
+		     struct nic_ctl_reg_ok *ok, uint64_t deadline, char *err, size_t cap);
 
 #endif /* PBOX_NIC_CTL_H */

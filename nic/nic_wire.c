@@ -9,10 +9,13 @@
 
 #include <arpa/inet.h>
 #include <inttypes.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 
 _Static_assert(NIC_HDRS_LEN == 74, "header sizes changed: update nic/WIRE.md");
+_Static_assert(crypto_shorthash_siphash24_KEYBYTES == 16 && crypto_shorthash_siphash24_BYTES == 8,
+	       "SipHash-2-4 key and output sizes");
 
 static const char *const drop_names[NIC_DROP_COUNT] = {[NIC_DROP_NONE] = "none",
 #define NIC__DROP_NAME(n, id, s) [NIC_DROP_##n] = s,
@@ -32,7 +35,7 @@ const char *nic_err_text(unsigned code)
 	case PBOX_ERR_NO_JOB:
 		return "the job is not registered there";
 	case PBOX_ERR_BAD_TOKEN:
-		return "the job token is refused";
+		return "the job token is refused (wire version 1)";
 	case PBOX_ERR_RANGE:
 		return "rank, chunk or fragment out of the job's range: the layouts differ";
 	case PBOX_ERR_DTYPE:
@@ -86,16 +89,61 @@ uint16_t nic_csum_fold(const void *p, size_t len, uint32_t sum)
 	return (uint16_t)s;
 }
 
-uint32_t nic_wire_token(uint64_t token)
+static const char *const mac_names[NIC_MAC_MODES] = {"off", "header", "payload"};
+
+const char *nic_mac_mode_name(unsigned m)
 {
-	/* A guard against stray and stale traffic, not authentication. */
-	return (uint32_t)((token * 0x9e3779b97f4a7c15ull) >> 32);
+	return m < NIC_MAC_MODES ? mac_names[m] : "?";
 }
 
-void nic_wire_put_hdr(void *dst, const struct pbox_hdr *h)
+int nic_mac_mode_parse(const char *s)
 {
-	uint8_t *p = dst;
+	unsigned m;
 
+	for (m = 0; m < NIC_MAC_MODES; m++)
+		if (strcmp(s, mac_names[m]) == 0)
+			return (int)m;
+	return -1;
+}
+
+void nic_mac_init(struct nic_mac *m, unsigned mode, const uint8_t *key)
+{
+	m->mode = (uint8_t)(mode < NIC_MAC_MODES ? mode : NIC_MAC_HEADER);
+	memcpy(m->k_hdr, key, sizeof(m->k_hdr));
+	memcpy(m->k_pay, key + sizeof(m->k_hdr), sizeof(m->k_pay));
+}
+
+void nic_job_key(uint64_t secret, uint32_t job, uint64_t nonce, uint8_t *key)
+{
+	static const char label[] = "pbox job key v1";
+	uint8_t m[sizeof(label) + 20];
+
+	memcpy(m, label, sizeof(label));
+	nic_put32(m + sizeof(label), (uint32_t)(secret >> 32));
+	nic_put32(m + sizeof(label) + 4, (uint32_t)secret);
+	nic_put32(m + sizeof(label) + 8, job);
+	nic_put32(m + sizeof(label) + 12, (uint32_t)(nonce >> 32));
+	nic_put32(m + sizeof(label) + 16, (uint32_t)nonce);
+	crypto_generichash(key, NIC_KEY_LEN, m, sizeof(m), NULL, 0);
+	sodium_memzero(m, sizeof(m));
+}
+
+static uint64_t siphash(const uint8_t *key, const void *p, size_t len)
+{
+	uint8_t out[8];
+
+	crypto_shorthash_siphash24(out, p, len, key);
+	return (uint64_t)nic_be32(out) << 32 | nic_be32(out + 4);
+}
+
+uint64_t nic_mac_digest(const struct nic_mac *m, const void *payload, size_t len)
+{
+	return m->mode == NIC_MAC_PAYLOAD ? siphash(m->k_pay, payload, len) : 0;
+}
+
+/* Header bytes 0..23: what the MAC covers, and what the wire carries. */
+static void put_hdr_fields(uint8_t *p, const struct pbox_hdr *h)
+{
 	nic_put16(p + 0, PBOX_MAGIC);
 	p[2] = PBOX_WIRE_VERSION;
 	p[3] = h->op;
@@ -107,8 +155,27 @@ void nic_wire_put_hdr(void *dst, const struct pbox_hdr *h)
 	nic_put16(p + 16, h->frag);
 	nic_put16(p + 18, h->len);
 	nic_put32(p + 20, h->round);
-	nic_put32(p + 24, h->token);
-	nic_put32(p + 28, 0);
+}
+
+uint64_t nic_mac_hdr(const struct nic_mac *m, const struct pbox_hdr *h, uint64_t digest)
+{
+	uint8_t b[32];
+
+	if (m->mode == NIC_MAC_OFF)
+		return 0;
+	put_hdr_fields(b, h);
+	nic_put32(b + 24, (uint32_t)(digest >> 32));
+	nic_put32(b + 28, (uint32_t)digest);
+	return siphash(m->k_hdr, b, sizeof(b));
+}
+
+void nic_wire_put_hdr(void *dst, const struct pbox_hdr *h)
+{
+	uint8_t *p = dst;
+
+	put_hdr_fields(p, h);
+	nic_put32(p + 24, (uint32_t)(h->mac >> 32));
+	nic_put32(p + 28, (uint32_t)h->mac);
 }
 
 enum nic_drop nic_wire_parse_hdr(const void *src, size_t n, const struct nic_wire_expect *exp,
@@ -130,7 +197,7 @@ enum nic_drop nic_wire_parse_hdr(const void *src, size_t n, const struct nic_wir
 	if (h->dtype >= PBOX_DTYPE_COUNT)
 		return NIC_DROP_DTYPE;
 	h->flags = p[5];
-	if ((h->flags & ~PBOX_F_KNOWN) || nic_be32(p + 28) != 0)
+	if (h->flags & ~PBOX_F_KNOWN)
 		return NIC_DROP_FLAGS;
 	h->rank = nic_be16(p + 6);
 	h->job = nic_be32(p + 8);
@@ -138,7 +205,7 @@ enum nic_drop nic_wire_parse_hdr(const void *src, size_t n, const struct nic_wir
 	h->frag = nic_be16(p + 16);
 	h->len = nic_be16(p + 18);
 	h->round = nic_be32(p + 20);
-	h->token = nic_be32(p + 24);
+	h->mac = (uint64_t)nic_be32(p + 24) << 32 | nic_be32(p + 28);
 	if (h->len != n - PBOX_HDR_LEN)
 		return NIC_DROP_LEN;
 	if (h->op == PBOX_OP_ERROR)

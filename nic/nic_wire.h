@@ -6,8 +6,8 @@
  *
  * nic_wire_parse() validates a whole frame, every field, before anything
  * else looks at it, and says why it refused it (one of NIC_DROP_*). What it
- * cannot know (is the job registered, is the rank below that job's n, is the
- * chunk in range, is the token right) the summation service checks next,
+ * cannot know (is the job registered, is the MAC right, is the rank below
+ * that job's n, is the chunk in range) the summation service checks next,
  * also before touching state.
  */
 #ifndef PBOX_NIC_WIRE_H
@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define PBOX_MAGIC	  0x5042u /* "PB" */
-#define PBOX_WIRE_VERSION 1u
+#define PBOX_WIRE_VERSION 2u	  /* 2: the 8-byte MAC replaced token and reserved */
 
 #define NIC_ETH_LEN  14u
 #define NIC_IP4_LEN  20u /* without options; we send none */
@@ -56,7 +56,7 @@ enum pbox_op {
 
 enum pbox_err {
 	PBOX_ERR_NO_JOB = 1,	/* the job is not registered (any more) */
-	PBOX_ERR_BAD_TOKEN = 2, /* the token check does not match the job's */
+	PBOX_ERR_BAD_TOKEN = 2, /* wire version 1's token check; no longer sent */
 	PBOX_ERR_RANGE = 3,	/* rank, chunk or fragment outside the job */
 	PBOX_ERR_DTYPE = 4,	/* the push's dtype is not the job's */
 	PBOX_ERR_LEN = 5,	/* payload length not the fragment round's */
@@ -95,7 +95,7 @@ struct pbox_hdr {
 	uint16_t frag;	/* fragment index inside the chunk */
 	uint16_t len;	/* payload bytes */
 	uint32_t round; /* the iteration this contribution belongs to */
-	uint32_t token; /* nic_wire_token() of the job's token */
+	uint64_t mac;	/* nic_mac(): what the job's key says of the rest */
 };
 
 /* Why a frame was refused. X-macro: the enum and the counter names. */
@@ -113,7 +113,7 @@ struct pbox_hdr {
 	_(VERSION, version, "pbox version unsupported")                                            \
 	_(OP, op, "pbox op unknown or not for us")                                                 \
 	_(DTYPE, dtype, "pbox dtype unknown")                                                      \
-	_(FLAGS, flags, "pbox flags or reserved bits set")                                         \
+	_(FLAGS, flags, "pbox flags set that are not defined")                                     \
 	_(LEN, len, "pbox payload length wrong")                                                   \
 	_(SRC, src, "source not a unicast host (broadcast, multicast, zero or our own)")
 
@@ -231,8 +231,54 @@ static inline void nic_put32(uint8_t *p, uint32_t v)
 	p[3] = (uint8_t)v;
 }
 
-/* The 32-bit token check carried in every packet, from the job's token. */
-uint32_t nic_wire_token(uint64_t token);
+/*
+ * The MAC in every datagram (bytes 24..31 of the pbox header). A job's
+ * 32-byte key (drawn per incarnation: never on the wire in clear) gives two
+ * SipHash-2-4 keys (libsodium's crypto_shorthash): one for the header, one
+ * for the payload. The MAC is SipHash(k_hdr, header bytes 0..23 || digest),
+ * where digest is SipHash(k_pay, payload) in PAYLOAD mode and 0 in HEADER
+ * mode (the default: a forged or altered header is refused, an altered
+ * payload of a genuine datagram is not). OFF: the MAC is 0 (for measuring
+ * what the MAC costs). nic/WIRE.md says what is covered.
+ */
+#define NIC_KEY_LEN 32u
+
+enum nic_mac_mode { NIC_MAC_OFF = 0, NIC_MAC_HEADER = 1, NIC_MAC_PAYLOAD = 2, NIC_MAC_MODES };
+
+struct nic_mac {
+	uint8_t mode; /* enum nic_mac_mode */
+	uint8_t k_hdr[16], k_pay[16];
+};
+
+/* "off", "header", "payload"; "?" past the end. nic_mac_mode_parse: the
+ * mode named @s, or -1. */
+const char *nic_mac_mode_name(unsigned m);
+int nic_mac_mode_parse(const char *s);
+/* @m for @mode with the job key @key (NIC_KEY_LEN bytes). */
+void nic_mac_init(struct nic_mac *m, unsigned mode, const uint8_t *key);
+/* The payload digest: 0 unless PAYLOAD mode. Once per payload, however
+ * many headers then carry it (a result fanned out to every rank). */
+uint64_t nic_mac_digest(const struct nic_mac *m, const void *payload, size_t len);
+/* The MAC of @h (its mac field not read) with @digest; 0 in OFF mode. */
+uint64_t nic_mac_hdr(const struct nic_mac *m, const struct pbox_hdr *h, uint64_t digest);
+
+/* A job's key (NIC_KEY_LEN bytes into @key): BLAKE2b of the job's secret
+ * (its token), its id and the incarnation's nonce (rank 0 draws one at
+ * every start): what every rank derives, and rank 0 hands the box wrapped. */
+void nic_job_key(uint64_t secret, uint32_t job, uint64_t nonce, uint8_t *key);
+
+/* The MAC of a datagram: header @h and its h->len payload bytes. */
+static inline uint64_t nic_mac_of(const struct nic_mac *m, const struct pbox_hdr *h,
+				  const void *payload)
+{
+	return nic_mac_hdr(m, h, nic_mac_digest(m, payload, h->len));
+}
+
+/* Does @h->mac hold for @h and @payload? Constant time in the MAC's bytes. */
+static inline int nic_mac_ok(const struct nic_mac *m, const struct pbox_hdr *h, const void *payload)
+{
+	return (nic_mac_of(m, h, payload) ^ h->mac) == 0;
+}
 
 /* The Internet checksum (RFC 1071) of @len bytes, folded, not inverted. */
 uint16_t nic_csum_fold(const void *p, size_t len, uint32_t sum);

@@ -23,11 +23,15 @@
  * a rank goes away (rank 0 then tells the others: LOST <rank>), and carry
  * the finalize barrier (BYE).
  *
- * Every incarnation of a job gets a token of its own: rank 0 draws a nonce
- * and every rank uses [job] token ^ nonce on the wire and with the box. A
- * run that reuses the job id and addresses of the one before it then cannot
- * take that run's late datagrams (a resend still queued somewhere, and the
- * box's "no such job" answers to it) for its own.
+ * Every incarnation of a job gets a key of its own: rank 0 draws a nonce,
+ * and every rank derives the job's key from [job] token, the job id and the
+ * nonce (nic_job_key()); the key signs every datagram (nic_mac_hdr()) and
+ * rank 0 hands it to the box wrapped under the control connection's session
+ * key. The token itself never leaves a rank: HELLO carries a hash of it
+ * (token=), compared by rank 0. A run that reuses the job id and addresses
+ * of the one before it then cannot take that run's late datagrams (a resend
+ * still queued somewhere) for its own, and nobody without the token can
+ * forge one.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -37,6 +41,7 @@
 #include <netinet/udp.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sodium.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,12 +211,26 @@ static uint64_t peers_hash(const struct pbox *px)
 	return h;
 }
 
+/* What HELLO says of the token: 64 bits of a hash of it and the job id,
+ * which rank 0 compares with its own (the token never travels). */
+static uint64_t token_check(const struct pbox *px)
+{
+	uint8_t k[NIC_KEY_LEN];
+	uint64_t v = 0;
+
+	nic_job_key(px->cfg.job.token, px->job, UINT64_MAX, k); /* no nonce is all ones */
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | k[i];
+	sodium_memzero(k, sizeof(k));
+	return v;
+}
+
 static void own_hello(const struct pbox *px, struct hello *h)
 {
 	h->rank = px->rank;
 	h->v[HF_world_size] = px->n;
 	h->v[HF_job] = px->job;
-	h->v[HF_token] = px->token32;
+	h->v[HF_token] = token_check(px);
 	h->v[HF_chunk_size] = px->cfg.tuning.chunk_size;
 	h->v[HF_mtu] = px->cfg.data.mtu;
 	h->v[HF_bandwidth] = px->cfg.data.bandwidth_mbps;
@@ -392,13 +411,27 @@ static int box_endpoints(struct pbox *px, struct box_eps *eps, uint64_t deadline
 	const struct cfg_hostport *bc = &px->cfg.box.control;
 	struct nic_ctl_geometry geo;
 	char ip[INET_ADDRSTRLEN], err[512];
+	uint8_t key[NIC_KEY_LEN];
 	uint32_t e;
+	int rc;
 
+	if (nic_ctl_key_load(px->cfg.box.key_file, key, err, sizeof(err))) {
+		snprintf(msg, cap, "[box] key_file: %.400s", err);
+		return -1;
+	}
 	px->box_fd = nic_ctl_connect(bc->ip_be, bc->port, deadline);
 	if (px->box_fd < 0) {
+		sodium_memzero(key, sizeof(key));
 		snprintf(msg, cap,
 			 "cannot reach the box's control plane at %s:%u ([box] control): %s",
 			 ipstr(bc->ip_be, ip), bc->port, strerror(errno));
+		return -1;
+	}
+	rc = nic_ctl_auth(px->box_fd, key, &px->box_sess, deadline, err, sizeof(err));
+	sodium_memzero(key, sizeof(key));
+	if (rc) {
+		snprintf(msg, cap, "the box at %s:%u: %.300s ([box] key_file %.100s)",
+			 ipstr(bc->ip_be, ip), bc->port, err, px->cfg.box.key_file);
 		return -1;
 	}
 	if (nic_ctl_endpoints(px->box_fd, got, WK_MAX_EPS, &geo, deadline, err, sizeof(err))) {
@@ -432,7 +465,7 @@ int wk_box_segment(struct pbox *px, uint8_t dtype, const uint32_t *base, const u
 	}
 	*r = (struct nic_ctl_reg){.grow = px->registered,
 				  .job = px->job,
-				  .token = px->token,
+				  .mac = px->mac.mode,
 				  .n = px->n,
 				  .dtype = dtype,
 				  .frag = px->frag_size,
@@ -463,7 +496,9 @@ int wk_box_segment(struct pbox *px, uint8_t dtype, const uint32_t *base, const u
 			r->shorts[r->n_shorts++] = (struct nic_ctl_short){
 				.ep = e, .chunk = shorts[k].chunk, .bytes = shorts[k].bytes};
 	}
-	rc = nic_ctl_register(px->box_fd, r, &ok, deadline, err, sizeof(err));
+	memcpy(r->key, px->jkey, sizeof(r->key));
+	rc = nic_ctl_register(px->box_fd, &px->box_sess, r, &ok, deadline, err, sizeof(err));
+	sodium_memzero(r->key, sizeof(r->key));
 	free(r);
 	if (rc == 0) {
 		px->registered = true;
@@ -541,10 +576,10 @@ static uint64_t draw_nonce(void)
 	return v;
 }
 
-static void set_token(struct pbox *px, uint64_t nonce)
+static void set_key(struct pbox *px, uint64_t nonce)
 {
-	px->token = px->cfg.job.token ^ nonce;
-	px->token32 = nic_wire_token(px->token);
+	nic_job_key(px->cfg.job.token, px->job, nonce, px->jkey);
+	nic_mac_init(&px->mac, px->cfg.job.mac, px->jkey);
 }
 
 /* Rank 0's side. */
@@ -641,7 +676,7 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 	}
 	if (!msg[0]) {
 		nonce = draw_nonce();
-		set_token(px, nonce);
+		set_key(px, nonce);
 		rc = wk_layout_init(px, frag, eps->n, eps->ip, eps->port, eps->kbps);
 		if (rc)
 			snprintf(msg, sizeof(msg), "%s", pbox_last_error());
@@ -745,7 +780,7 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 		rc = wk_err(PBOX_EPEER, "pbox_start: %s sent fragment size %u", name, frag);
 		goto out;
 	}
-	set_token(px, nonce);
+	set_key(px, nonce);
 	rc = wk_layout_init(px, frag, eps->n, eps->ip, eps->port, eps->kbps);
 	if (rc == PBOX_OK) {
 		char msg[WK_ERR_LEN];

@@ -371,6 +371,7 @@ static void tx_reply(struct pbox *px, struct eng *e, const struct nic_addr *to,
 		tx_flush(px, e);
 	slot = e->thdr[e->nh] + PBOX_HDR_LEN;
 	nic_put16(slot, code);
+	r.mac = nic_mac_of(&px->mac, &r, slot);
 	tx_add(px, e, to->ip_be, to->port, &r, slot, r.len, true);
 }
 
@@ -534,8 +535,11 @@ static int deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, u
 	return 1;
 }
 
+/* A result's header for @rank, signed; @digest: nic_mac_digest() of the
+ * result, once for all its receivers. */
 static void result_hdr(const struct pbox *px, const struct ss_job *seg, struct pbox_hdr *h,
-		       uint32_t rank, uint32_t chunk, uint16_t frag, const struct ss_out *out)
+		       uint32_t rank, uint32_t chunk, uint16_t frag, const struct ss_out *out,
+		       uint64_t digest)
 {
 	*h = (struct pbox_hdr){.op = PBOX_OP_RESULT,
 			       .dtype = seg->dtype,
@@ -544,8 +548,8 @@ static void result_hdr(const struct pbox *px, const struct ss_job *seg, struct p
 			       .chunk = chunk,
 			       .frag = frag,
 			       .len = out->len,
-			       .round = out->round,
-			       .token = px->token32};
+			       .round = out->round};
+	h->mac = nic_mac_hdr(&px->mac, h, digest);
 }
 
 /* Our SS_GPU completed a round: the sum to every rank, ours by memcpy. */
@@ -553,6 +557,7 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
 		    uint16_t frag, const struct ss_out *out)
 {
 	uint32_t g = px->unit[px->self_unit].global[chunk] * px->fpc + frag;
+	uint64_t digest = nic_mac_digest(&px->mac, out->buf, out->len);
 	struct pbox_hdr h;
 
 	for (uint32_t r = 0; r < px->n; r++) {
@@ -560,7 +565,7 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
 			deliver(px, g, out->buf, out->len, out->round);
 			continue;
 		}
-		result_hdr(px, seg, &h, r, chunk, frag, out);
+		result_hdr(px, seg, &h, r, chunk, frag, out, digest);
 		tx_add(px, e, seg->peer[r].ip_be, seg->peer[r].port, &h, out->buf, out->len, true);
 		px->st.ssgpu_results += out->len;
 	}
@@ -580,9 +585,9 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 			     .chunk = px->chunk_local[c],
 			     .frag = (uint16_t)(g % px->fpc),
 			     .len = f->len,
-			     .round = f->op->round,
-			     .token = px->token32};
+			     .round = f->op->round};
 
+	h.mac = nic_mac_of(&px->mac, &h, payload);
 	f->stamp = ++px->stamp;
 	if (u == px->self_unit) {
 		/* our own push to our own SS_GPU: from our own address */
@@ -883,7 +888,8 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 	case SS_ANSWER: {
 		struct pbox_hdr r;
 
-		result_hdr(px, seg, &r, h->rank, h->chunk, h->frag, &out);
+		result_hdr(px, seg, &r, h->rank, h->chunk, h->frag, &out,
+			   nic_mac_digest(&px->mac, out.buf, out.len));
 		tx_add(px, e, src.ip_be, src.port, &r, out.buf, out.len, true);
 		px->st.ssgpu_results += out.len;
 		break;
@@ -923,9 +929,16 @@ static void on_result(struct pbox *px, const struct pbox_hdr *h, const uint8_t *
 	uint32_t u = wk_unit_of(px, from->sin_addr.s_addr, ntohs(from->sin_port)), g;
 	struct wk_unit *un;
 
-	if (u == UINT32_MAX || u == px->self_unit || h->token != px->token32)
+	if (u == UINT32_MAX || u == px->self_unit)
 		return;
 	un = &px->unit[u];
+	/* signed by the job's key; the box's "no such job" cannot be (it has
+	 * no key for the job), and is taken from the box's address alone */
+	if (!nic_mac_ok(&px->mac, h, p) && !(h->op == PBOX_OP_ERROR && h->mac == 0 &&
+					     un->rank < 0 && nic_be16(p) == PBOX_ERR_NO_JOB)) {
+		px->st.bad_mac++;
+		return;
+	}
 	if (h->op == PBOX_OP_ERROR) {
 		unsigned code = nic_be16(p);
 
@@ -1130,7 +1143,8 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 	if (px->bye_done && px->rank == 0 && px->box_fd >= 0) {
 		char bye[96];
 
-		if (nic_ctl_format_unregister(bye, sizeof(bye), px->job, px->token) > 0)
+		if (nic_ctl_format_unregister(bye, sizeof(bye), &px->box_sess, px->job, px->jkey) >
+		    0)
 			nic_ctl_send(px->box_fd, bye);
 		close(px->box_fd);
 		px->box_fd = -1;

@@ -136,8 +136,9 @@ int pbox_init(const char *config, struct pbox **out)
 	px->rank = px->cfg.worker.rank;
 	px->n = px->cfg.worker.world_size;
 	px->job = px->cfg.job.id;
-	px->token = px->cfg.job.token; /* until the bootstrap mixes in rank 0's nonce */
-	px->token32 = nic_wire_token(px->token);
+	/* until the bootstrap mixes in rank 0's nonce */
+	nic_job_key(px->cfg.job.token, px->job, 0, px->jkey);
+	nic_mac_init(&px->mac, px->cfg.job.mac, px->jkey);
 	px->udp = px->efd = px->box_fd = -1;
 	rc = pthread_mutex_init(&px->mu, NULL);
 	if (rc == 0 && pthread_cond_init(&px->cv, NULL) != 0) {
@@ -312,7 +313,7 @@ uint32_t wk_unit_shorts(const struct pbox *px, uint32_t u, uint16_t ep, uint32_t
 static int ssgpu_add(struct pbox *px, uint8_t dtype, uint32_t base, uint32_t count)
 {
 	struct ss_job_desc d = {.id = px->job,
-				.token32 = px->token32,
+				.mac = px->mac,
 				.n = (uint16_t)px->n,
 				.dtype = dtype,
 				.frag_size = px->frag_size,

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "cfg_worker.h"
+#include "nic_ctl.h"
 #include "pbox.h"
 #include "ss.h"
 
@@ -113,8 +114,10 @@ struct pbox {
 	struct wrk_cfg cfg;
 	enum { WK_PH_NEW, WK_PH_STARTED, WK_PH_DONE } phase;
 	uint32_t rank, n, job;
-	uint64_t token;	  /* this incarnation's: [job] token ^ rank 0's nonce (bootstrap) */
-	uint32_t token32; /* its wire form */
+	/* this incarnation's key: nic_job_key([job] token, job, rank 0's nonce) */
+	uint8_t jkey[NIC_KEY_LEN];
+	struct nic_mac mac;		 /* signs and checks every datagram ([job] mac) */
+	struct nic_ctl_session box_sess; /* rank 0: the control connection's */
 
 	/* tensors, sorted by key (under mu after pbox_start()) */
 	struct wk_tensor **t;

@@ -133,7 +133,7 @@ struct ss_job *ss_job_init(void *mem, const struct ss_job_desc *d, size_t txref_
 	layout(d, txref_size, &l);
 	memset(j, 0, sizeof(*j));
 	j->id = d->id;
-	j->token32 = d->token32;
+	j->mac = d->mac;
 	j->n = d->n;
 	j->words = (uint16_t)((d->n + 63) / 64);
 	j->dtype = d->dtype;
@@ -225,8 +225,8 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 	size_t elems;
 
 	j->cnt.rx++;
-	if (h->token != j->token32)
-		return drop(j, out, SS_DROP_TOKEN);
+	if (!nic_mac_ok(&j->mac, h, payload))
+		return drop(j, out, SS_DROP_MAC);
 	if (h->dtype != j->dtype)
 		return drop(j, out, SS_DROP_DTYPE);
 	if (h->rank >= j->n)

@@ -45,7 +45,7 @@
 /* Why ss_push() dropped a push. X-macro: the enum and the counter names. */
 #define SS_FOREACH_DROP(_)                                                                         \
 	_(NO_JOB, no_job, "job not registered")                                                    \
-	_(TOKEN, token, "job token wrong")                                                         \
+	_(MAC, mac, "MAC wrong (forged, altered, or another incarnation's key)")                   \
 	_(DTYPE, dtype, "dtype is not the job's")                                                  \
 	_(RANK, rank, "rank not below the job's n")                                                \
 	_(ADDR, addr, "push for a rank from another address than the rank\'s")                     \
@@ -79,7 +79,7 @@ static inline uint8_t ss_reply_of(enum ss_drop d, uint16_t *err)
 {
 	static const uint16_t code[SS_DROP_COUNT] = {
 		[SS_DROP_NO_JOB] = PBOX_ERR_NO_JOB,
-		[SS_DROP_TOKEN] = PBOX_ERR_BAD_TOKEN,
+		/* SS_DROP_MAC: not answered: whoever sent it may not hold the key */
 		[SS_DROP_DTYPE] = PBOX_ERR_DTYPE,
 		[SS_DROP_RANK] = PBOX_ERR_RANGE,
 		/* SS_DROP_ADDR: not answered: the source may be forged */
@@ -105,9 +105,9 @@ struct ss_short {
 /* What one core needs to know of a job. */
 struct ss_job_desc {
 	uint32_t id;
-	uint32_t token32; /* nic_wire_token() of the job's token */
-	uint16_t n;	  /* workers */
-	uint8_t dtype;	  /* enum sum_dtype */
+	struct nic_mac mac; /* the job's key and MAC mode */
+	uint16_t n;	    /* workers */
+	uint8_t dtype;	    /* enum sum_dtype */
 	uint32_t frag_size, chunk_size;
 	uint16_t n_eps;			/* this core's endpoints, in its own order */
 	uint32_t ep_chunks[SS_MAX_EPS]; /* chunks of the job on each */
@@ -149,7 +149,7 @@ struct ss_frag {
 
 struct ss_job {
 	/* accessed on the data path */
-	uint32_t id, token32;
+	uint32_t id;
 	uint16_t n, words; /* bitmap words per fragment */
 	uint8_t dtype, elem;
 	uint16_t n_eps;
@@ -168,6 +168,7 @@ struct ss_job {
 	uint32_t ep_chunks[SS_MAX_EPS];
 	uint32_t ep_base[SS_MAX_EPS]; /* the job's chunk index of this segment's first */
 	struct ss_job *next;	      /* the job's next segment (it grew), or NULL */
+	struct nic_mac mac;	      /* checks every push, signs every reply */
 	uint32_t n_frags;
 	size_t bytes;
 	struct ss_counters cnt;
@@ -214,7 +215,7 @@ static inline uint8_t *ss_job_res(const struct ss_job *j, uint32_t frag, unsigne
 /*
  * One push, already validated by nic_wire_parse() (op, dtype number, length
  * within the fragment size) and addressed to the job's endpoint @ep of this
- * core. Checks what the wire cannot (token, dtype, rank, chunk, fragment,
+ * core. Checks what the wire cannot (MAC, dtype, rank, chunk, fragment,
  * the fragment's registered length), then runs the state machine. @from is remembered as the rank's
  * address for results. Nothing is touched before every check passed.
  */

@@ -11,10 +11,16 @@
 # generator on the other core; testpmd forwards on the same core the box
 # used. The runs alternate ROUNDS times and the best of each counts.
 #
+# The box runs three ways each round: the job's MAC over every header (the
+# default), over headers and payloads, and off; each datagram is checked on
+# the way in and each result signed on the way out.
+#
 # Prints one line per run, the box's and testpmd's fragments/s and Gb/s per
 # box core, and ends with
-#   RESULT dataplane ratio_to_testpmd=R
-# (box fragments/s over testpmd packets/s, both with W answers per W pushes).
+#   RESULT dataplane ratio_to_testpmd=R mac_payload=P mac_off=O
+# (R: box fragments/s, header MAC, over testpmd packets/s, both with W
+# answers per W pushes; P and O: the box's rate with the payload MAC and
+# with no MAC, over its rate with the header MAC, same run).
 # Needs root (a network namespace: memif's abstract sockets stay in it) and
 # hugepages.
 #
@@ -39,10 +45,11 @@ memif_setup
 GEN_ARGS="--workers $W --bytes $(numfmt --from=iec "$SIZE") --warmup 2 --seconds $DURATION"
 box_ini "$log/box.ini" 384M
 
-box_run() { # NAME
+box_run() { # NAME MAC
 	box_start "$1" "$log/box.ini" || return 1
-	gen_run box "$1" "$log/box.sock" "$box_pid" || fail=1
+	EXTRA_GEN="$EXTRA_GEN0 --mac $2" gen_run box "$1" "$log/box.sock" "$box_pid" || fail=1
 }
+EXTRA_GEN0=$EXTRA_GEN
 
 testpmd_run() { # NAME
 	local pid
@@ -66,16 +73,21 @@ gbps() { gen_field "$1" gbps_in; }
 echo "dataplane: pboxd (1 data core, busy polling) on memif, $W emulated workers, $SIZE model," \
 	"fragment $frag B (MTU $MTU), against dpdk-testpmd macswap on memif; $ROUNDS rounds of" \
 	"$DURATION s each; logs in $log"
-best_box=0 best_tp=0 box_gb=0 tp_gb=0
+best_box=0 best_tp=0 box_gb=0 tp_gb=0 best_pay=0 best_off=0
+better() { [ -n "$1" ] && awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }
 for ((r = 1; r <= ROUNDS; r++)); do
-	box_run "box$r" && p=$(pps "box$r") && [ -n "$p" ] &&
-		awk -v a="$p" -v b="$best_box" 'BEGIN { exit !(a > b) }' && best_box=$p box_gb=$(gbps "box$r")
+	box_run "box$r" header && p=$(pps "box$r") && better "$p" "$best_box" && best_box=$p box_gb=$(gbps "box$r")
+	box_run "boxpay$r" payload && p=$(pps "boxpay$r") && better "$p" "$best_pay" && best_pay=$p
+	box_run "boxoff$r" off && p=$(pps "boxoff$r") && better "$p" "$best_off" && best_off=$p
 	testpmd_run "tp$r" && p=$(pps "tp$r") && [ -n "$p" ] &&
 		awk -v a="$p" -v b="$best_tp" 'BEGIN { exit !(a > b) }' && best_tp=$p tp_gb=$(gbps "tp$r")
 done
-awk -v b="$best_box" -v t="$best_tp" -v bg="$box_gb" -v tg="$tp_gb" -v w="$W" 'BEGIN {
-	printf "dataplane: pboxd   %10.0f fragments/s per core, %6.2f Gb/s in and %6.2f out per core (%d results per %d pushes)\n", b, bg, bg, w, w
+awk -v b="$best_box" -v t="$best_tp" -v bg="$box_gb" -v tg="$tp_gb" -v w="$W" \
+	-v pay="$best_pay" -v off="$best_off" 'BEGIN {
+	printf "dataplane: pboxd   %10.0f fragments/s per core, %6.2f Gb/s in and %6.2f out per core (%d results per %d pushes), header MAC\n", b, bg, bg, w, w
+	printf "dataplane: pboxd   %10.0f fragments/s per core with the payload MAC, %10.0f with no MAC\n", pay, off
 	printf "dataplane: testpmd %10.0f packets/s per core,   %6.2f Gb/s in and %6.2f out per core\n", t, tg, tg
-	if (t > 0) printf "RESULT dataplane ratio_to_testpmd=%.3f\n", b / t
-	else printf "RESULT dataplane ratio_to_testpmd=n/a (testpmd forwarded nothing)\n" }'
+	m = b > 0 ? sprintf(" mac_payload=%.3f mac_off=%.3f", pay / b, off / b) : " mac_payload=n/a mac_off=n/a"
+	if (t > 0) printf "RESULT dataplane ratio_to_testpmd=%.3f%s\n", b / t, m
+	else printf "RESULT dataplane ratio_to_testpmd=n/a (testpmd forwarded nothing)%s\n", m }'
 [ "$fail" -eq 0 ] && [ "$best_tp" != 0 ]

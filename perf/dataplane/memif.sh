@@ -23,6 +23,8 @@ memif_setup() {
 	[ "$(id -u)" -eq 0 ] || { echo "$NAME: needs root"; exit 1; }
 	[ -x "$gen" ] || { echo "$NAME: no $gen: make"; exit 1; }
 	log=$(mktemp -d "/tmp/pbox-$NAME.XXXXXX")
+	# the box key: pboxd's [management] key_file, the generator's --key-file
+	(umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$log/box.key" && echo >>"$log/box.key")
 	trap memif_cleanup EXIT
 	trap 'exit 130' INT TERM
 	ip netns add "$netns" && ip -n "$netns" link set lo up || exit 1
@@ -49,6 +51,7 @@ box_ini() {
 ; perf/$NAME: one data core, one memif port
 [management]
 address = 127.0.0.1
+key_file = $log/box.key
 [cores]
 list = 1
 [memory]
@@ -107,7 +110,7 @@ gen_run() {
 	port=$(memif client "$3")
 	# shellcheck disable=SC2086 # GEN_ARGS and EXTRA_GEN are option lists
 	ip netns exec "$netns" "$gen" -l 0 --no-pci --file-prefix "$pfx-gen" --huge-unlink --vdev "$port" \
-		-m 512 --log-level=error -- --port "$port" --mode "$1" --ctl 127.0.0.1:9570 --frag "$frag" \
+		-m 512 --log-level=error -- --port "$port" --mode "$1" --ctl 127.0.0.1:9570 --key-file "$log/box.key" --frag "$frag" \
 		--hold $GEN_ARGS $EXTRA_GEN >"$log/$2.log" 2>&1 &
 	pid=$!
 	while kill -0 "$pid" 2>/dev/null && ! grep -qs "^GEN" "$log/$2.log"; do sleep 0.2; done

@@ -4,14 +4,19 @@
  * port, for perf/dataplane and perf/scale.
  *
  *   pbox-gen [EAL args] -- --port VDEV --mode box|echo [--ctl IP:PORT]
+ *            [--key-file F] [--mac header|payload|off]
  *            [--workers W] [--bytes M] [--frag F] [--window P]
  *            [--warmup S] [--seconds S] [--job ID] [--hold]
  *
  * box:  registers a job of M bytes for W workers over pboxd's control
  *       plane, then every emulated worker pushes every fragment, round
  *       after round; each RESULT that comes back is parsed and its payload
- *       compared, byte for byte, with the sum it must hold. A fragment's
- *       next round goes out once all W results of this one are in.
+ *       compared, byte for byte, with the sum it must hold, and its MAC
+ *       checked. A fragment's next round goes out once all W results of
+ *       this one are in. --key-file: the box key (for the control plane's
+ *       handshake); --mac: the job's MAC mode (default header; the
+ *       payloads' digests are computed once, so the generator's own cost
+ *       per push is one header MAC in every mode).
  * echo: the same pushes to a reflector (dpdk-testpmd in macswap mode): each
  *       comes back with its MAC addresses swapped and is compared, header
  *       and payload, with what was sent. The I/O
@@ -45,6 +50,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <sodium.h>
 
 #include <rte_cycles.h>
 #include <rte_eal.h>
@@ -93,7 +99,10 @@ struct gen {
 	/* the job */
 	struct gen_ep ep[MAX_EPS];
 	uint32_t n_eps, chunk, fpc, n_chunks, n_frags;
-	uint64_t token;
+	const char *key_file;
+	unsigned mac_mode;
+	struct nic_mac mac;	     /* the job's key, drawn for this run */
+	uint64_t *push_dg, *want_dg; /* nic_mac_digest() of each payload */
 	int ctl_fd;
 	char reg_reply[512];
 	struct nic_addr worker[MAX_WORKERS];
@@ -133,7 +142,9 @@ static int build_payloads(struct gen *g)
 
 	g->push = malloc((size_t)VARIANTS * g->workers * g->frag);
 	g->want = malloc((size_t)VARIANTS * g->frag);
-	if (!g->push || !g->want)
+	g->push_dg = calloc((size_t)VARIANTS * g->workers, sizeof(uint64_t));
+	g->want_dg = calloc(VARIANTS, sizeof(uint64_t));
+	if (!g->push || !g->want || !g->push_dg || !g->want_dg)
 		return -1;
 	for (v = 0; v < VARIANTS; v++) {
 		float *want = g->want + (size_t)v * n;
@@ -149,6 +160,12 @@ static int build_payloads(struct gen *g)
 			}
 		}
 	}
+	for (v = 0; v < VARIANTS; v++) { /* the key is drawn by now (box_register) */
+		g->want_dg[v] = nic_mac_digest(&g->mac, g->want + (size_t)v * n, g->frag);
+		for (w = 0; w < g->workers; w++)
+			g->push_dg[(size_t)v * g->workers + w] = nic_mac_digest(
+				&g->mac, g->push + ((size_t)v * g->workers + w) * n, g->frag);
+	}
 	return 0;
 }
 
@@ -162,6 +179,8 @@ static int box_register(struct gen *g)
 	static struct nic_ctl_ep eps[MAX_EPS];
 	struct nic_ctl_geometry geo;
 	struct nic_ctl_reg_ok ok;
+	struct nic_ctl_session sess;
+	uint8_t box_key[NIC_KEY_LEN];
 	uint64_t deadline = nic_ctl_now() + 10000000000ull;
 	char host[64], err[512], *colon;
 	uint32_t ip_be;
@@ -175,11 +194,14 @@ static int box_register(struct gen *g)
 	*colon = 0;
 	if (inet_pton(AF_INET, host, &ip_be) != 1)
 		return fprintf(stderr, "pbox-gen: --ctl %s: bad address\n", g->ctl), -1;
+	if (nic_ctl_key_load(g->key_file, box_key, err, sizeof(err)))
+		return fprintf(stderr, "pbox-gen: --key-file %s\n", err), -1;
 	g->ctl_fd = nic_ctl_connect(ip_be, (uint16_t)atoi(colon + 1), deadline);
 	if (g->ctl_fd < 0)
 		return fprintf(stderr, "pbox-gen: control plane %s: %s\n", g->ctl, strerror(errno)),
 		       -1;
-	if (nic_ctl_endpoints(g->ctl_fd, eps, MAX_EPS, &geo, deadline, err, sizeof(err)))
+	if (nic_ctl_auth(g->ctl_fd, box_key, &sess, deadline, err, sizeof(err)) ||
+	    nic_ctl_endpoints(g->ctl_fd, eps, MAX_EPS, &geo, deadline, err, sizeof(err)))
 		return fprintf(stderr, "pbox-gen: %s\n", err), -1;
 	g->n_eps = geo.n_eps;
 	for (e = 0; e < g->n_eps; e++)
@@ -193,9 +215,8 @@ static int box_register(struct gen *g)
 		       -1;
 	for (uint32_t c = 0; c < g->n_chunks; c++) /* round robin over the endpoints */
 		g->ep[c % g->n_eps].n_chunks++;
-	g->token = 0x5eed0000ull + g->job;
 	req = (struct nic_ctl_reg){.job = g->job,
-				   .token = g->token,
+				   .mac = (uint8_t)g->mac_mode,
 				   .n = g->workers,
 				   .dtype = PBOX_DTYPE_FP32,
 				   .frag = geo.frag,
@@ -205,7 +226,10 @@ static int box_register(struct gen *g)
 		req.chunks[e] = g->ep[e].n_chunks;
 	for (e = 0; e < g->workers; e++) /* the box takes each rank's pushes from there only */
 		req.ranks[e] = g->worker[e];
-	rc = nic_ctl_register(g->ctl_fd, &req, &ok, deadline, err, sizeof(err));
+	randombytes_buf(req.key, sizeof(req.key));
+	nic_mac_init(&g->mac, g->mac_mode, req.key);
+	rc = nic_ctl_register(g->ctl_fd, &sess, &req, &ok, deadline, err, sizeof(err));
+	sodium_memzero(req.key, sizeof(req.key));
 	if (rc)
 		return fprintf(stderr, "pbox-gen: REGISTER %s: %s\n", rc > 0 ? "refused" : "failed",
 			       err),
@@ -255,8 +279,9 @@ static const struct nic_addr *frag_hdr(const struct gen *g, uint32_t i, uint32_t
 			       .chunk = g->mode == GEN_BOX ? chunk / g->n_eps : chunk,
 			       .frag = (uint16_t)(i % g->fpc),
 			       .len = (uint16_t)g->frag,
-			       .round = g->f[i].round,
-			       .token = nic_wire_token(g->token)};
+			       .round = g->f[i].round};
+	h->mac =
+		nic_mac_hdr(&g->mac, h, g->push_dg[(size_t)(h->round % VARIANTS) * g->workers + w]);
 	return &g->ep[e].addr;
 }
 
@@ -373,7 +398,9 @@ static void on_answer(struct gen *g, const uint8_t *frame, uint32_t len)
 	want = g->mode == GEN_BOX
 		       ? g->want + (size_t)(f->round % VARIANTS) * (g->frag / 4)
 		       : g->push + ((size_t)(f->round % VARIANTS) * g->workers + w) * (g->frag / 4);
-	if (memcmp(frame + pkt.payload_off, want, g->frag)) {
+	if (memcmp(frame + pkt.payload_off, want, g->frag) ||
+	    (g->mode == GEN_BOX &&
+	     nic_mac_hdr(&g->mac, &pkt.hdr, g->want_dg[f->round % VARIANTS]) != pkt.hdr.mac)) {
 		g->bad++;
 		return;
 	}
@@ -439,6 +466,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: pbox-gen [EAL args] -- --port VDEV --mode box|echo [--ctl IP:PORT]\n"
+		"                [--key-file F] [--mac header|payload|off]\n"
 		"                [--workers W] [--bytes M] [--frag F] [--window P]\n"
 		"                [--warmup S] [--seconds S] [--job ID] [--hold]\n");
 }
@@ -449,7 +477,9 @@ static int parse_args(int argc, char **argv, struct gen *g)
 		{"port", 1, 0, 'p'},	{"mode", 1, 0, 'm'},   {"ctl", 1, 0, 'c'},
 		{"workers", 1, 0, 'w'}, {"bytes", 1, 0, 'b'},  {"frag", 1, 0, 'f'},
 		{"window", 1, 0, 'W'},	{"warmup", 1, 0, 'u'}, {"seconds", 1, 0, 's'},
-		{"job", 1, 0, 'j'},	{"hold", 0, 0, 'h'},   {0, 0, 0, 0}};
+		{"job", 1, 0, 'j'},	{"hold", 0, 0, 'h'},   {"key-file", 1, 0, 'k'},
+		{"mac", 1, 0, 'M'},	{0, 0, 0, 0}};
+	int mode;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -488,6 +518,15 @@ static int parse_args(int argc, char **argv, struct gen *g)
 			break;
 		case 'h':
 			g->hold = true;
+			break;
+		case 'k':
+			g->key_file = optarg;
+			break;
+		case 'M':
+			mode = nic_mac_mode_parse(optarg);
+			if (mode < 0)
+				return -1;
+			g->mac_mode = (unsigned)mode;
 			break;
 		default:
 			return -1;
@@ -565,7 +604,14 @@ int main(int argc, char **argv)
 			  .window = 512,
 			  .warmup_s = 2,
 			  .seconds = 10,
-			  .job = 7};
+			  .job = 7,
+			  .key_file = getenv("PBOX_BOX_KEY_FILE") ? getenv("PBOX_BOX_KEY_FILE")
+								  : "/etc/pbox/box.key",
+			  .mac_mode = NIC_MAC_HEADER};
+	if (sodium_init() < 0) {
+		free(g);
+		return 1;
+	}
 	used = rte_eal_init(argc, argv);
 	if (used < 0) {
 		fprintf(stderr, "pbox-gen: EAL: %s\n", rte_strerror(rte_errno));
@@ -649,6 +695,8 @@ out:
 		close(g->ctl_fd);
 	free(g->f);
 	free(g->push);
+	free(g->push_dg);
+	free(g->want_dg);
 	free(g->want);
 	free(g);
 	rte_eal_cleanup();

@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (q.hdr.op != p.hdr.op || q.hdr.job != p.hdr.job || q.hdr.chunk != p.hdr.chunk ||
 	    q.hdr.frag != p.hdr.frag || q.hdr.len != p.hdr.len || q.hdr.round != p.hdr.round ||
-	    q.hdr.token != p.hdr.token || q.hdr.rank != p.hdr.rank ||
+	    q.hdr.mac != p.hdr.mac || q.hdr.rank != p.hdr.rank ||
 	    memcmp(again + q.payload_off, data + p.payload_off, p.hdr.len) != 0)
 		abort();
 	return 0;

@@ -26,7 +26,7 @@ int main(int argc, char **argv)
 				     .frag = 1,
 				     .len = lens[i % 4],
 				     .round = i,
-				     .token = nic_wire_token(i)};
+				     .mac = 0x9e3779b97f4a7c15ull * (i + 1)};
 		char path[4096];
 		FILE *f;
 

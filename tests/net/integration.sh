@@ -35,6 +35,41 @@ check "bf16: $W workers, $ROUNDS rounds of $BYTES bytes, every sum exact" run_jo
 awk -v a="$t0" -v b="$t1" -v r="$ROUNDS" -v n="$BYTES" \
 	'BEGIN { printf "        fp32: %.1f s, %.2f Gb/s of tensor per worker\n", b - a, r * n * 8 / (b - a) / 1e9 }'
 
+# two jobs at once on the same workers' hosts (UDP ports 9700 and 9701),
+# each with its own key: both exact, each job's counters its own
+(jport=9701 && run_job 5 bf16 30 "$BYTES" >"$log/twojobs-5.log" 2>&1) &
+two_pid=$!
+check "two jobs at once: job 4 (fp32) every sum exact" run_job 4 fp32 30 "$BYTES"
+check "two jobs at once: job 5 (bf16, other ports, other key) every sum exact" wait "$two_pid"
+sed 's/^/        /' "$log/twojobs-5.log"
+# jobcol JOB KEY FILE: job JOB's KEY in a "pboxctl jobs" table (a column per job)
+jobcol() {
+	awk -v j="job$1" -v k="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == j) c = i + 1; next }
+		c && $1 == k { print $c }' "$3"
+}
+twojobs_ok() {
+	local j s c
+	for j in 4 5; do
+		s=$(jobcol $j summed "$log/jobs$j.txt")
+		c=$(jobcol $j completed "$log/jobs$j.txt")
+		[ -n "$c" ] && [ "$c" -gt 0 ] && [ "$s" -eq $((W * c)) ] &&
+			[ "$(jobcol $j ss_mac "$log/jobs$j.txt")" -eq 0 ] || return 1
+	done
+}
+check "two jobs at once: each job's pushes summed into its own state only (summed = n x completed, none refused for its MAC)" twojobs_ok
+
+# the control plane serves nothing but ENDPOINTS before the box key is proved
+ip netns exec "$box_ns" python3 "$here/ctl-abuse.py" auth "${boxaddr%:*}" "${boxaddr#*:}" "$log/box.key" \
+	>"$log/auth.log" 2>&1
+sed 's/^/        /' "$log/auth.log"
+check "control plane: STATS refused before the handshake; a wrong key's proof refused and the connection closed; the right key's taken" \
+	bash -c "grep -q '^BEFORE ERR STATS: authenticate first' '$log/auth.log' &&
+		grep -q '^WRONGKEY refused' '$log/auth.log' && grep -q '^AFTER closed' '$log/auth.log' &&
+		grep -q '^RIGHTKEY taken STAT ' '$log/auth.log'"
+check "pboxd logs the failed proof, and no key or token in its log" \
+	bash -c "grep -q 'failed the box key proof' '$log/pboxd.log' && ! grep -qi 'token=\\|key=' '$log/pboxd.log' &&
+		! grep -qF \"\$(cat '$log/box.key')\" '$log/pboxd.log'"
+
 # counters after clean runs: n results per completion, no payload copies
 completed=$(stat completed)
 results=$(stat results)
@@ -49,7 +84,7 @@ check "pboxctl jobs after the fp32 run: results = n x completed, every push summ
 	"$(jobrow 1 summed)" -eq $((W * $(jobrow 1 completed))) -a "$(jobrow 1 n)" -eq "$W"
 sed 's/^/        /' "$log/jobs1.txt"
 check "jobs freed when their registrar left (jobs 0, state 0 bytes)" jobs_gone
-wns 1 bash -c "$(declare -f pbox_ctl); pbox_ctl $boxaddr STATS" >"$log/stats-ctl.txt"
+wns 1 "$build/bin/pboxctl" --box "$boxaddr" request STATS >"$log/stats-ctl.txt"
 check "STATS on the management connection says what pboxctl says (completed, results)" \
 	test "$(sed -n 's/^STAT completed=//p' "$log/stats-ctl.txt")" = "$(stat completed)" -a \
 	"$(sed -n 's/^STAT results=//p' "$log/stats-ctl.txt")" = "$(stat results)" -a \
@@ -116,7 +151,7 @@ done
 # tests cover NIC_DROP_IP_FRAG.)
 declare -A before
 for k in drop_magic drop_version drop_op drop_dtype drop_flags drop_len drop_udp_port \
-	ss_token ss_no_job ss_rank ss_chunk ss_frag ss_len ss_addr drop_ip_csum drop_ip_frag drop_ip_proto \
+	ss_mac ss_no_job ss_rank ss_chunk ss_frag ss_len ss_addr drop_ip_csum drop_ip_frag drop_ip_proto \
 	drop_ip_hdr drop_ethertype drop_ip_dst drop_short drop_src icmp_replies; do
 	before[$k]=$(stat "$k")
 done
@@ -131,7 +166,7 @@ check "fp32 with a storm of malformed packets alongside: exact" run_job 6 fp32 3
 wait "$storm_pid"
 check "storm client ran" grep -q STORMRAW "$log/storm.log"
 for pair in magic:drop_magic version:drop_version op:drop_op dtype:drop_dtype flags:drop_flags \
-	len:drop_len udp_port:drop_udp_port token:ss_token no_job:ss_no_job rank:ss_rank \
+	len:drop_len udp_port:drop_udp_port mac:ss_mac no_job:ss_no_job rank:ss_rank \
 	chunk:ss_chunk frag:ss_frag short_push:ss_len spoof_port:ss_addr spoof_ip:ss_addr \
 	ip_csum:drop_ip_csum \
 	ip_proto:drop_ip_proto ip_hdr:drop_ip_hdr ethertype:drop_ethertype ip_dst:drop_ip_dst \
@@ -156,7 +191,7 @@ check "storm: $sent pushes, ICMP echoes and ARP requests from broadcast, multica
 # (every frame of its link dropped) and its job freed by keepalive.
 # (from the box's namespace, 198.18.0.1: an address no rank of the job uses)
 abuse="$here/ctl-abuse.py"
-ip netns exec "$box_ns" python3 "$abuse" noread "${boxaddr%:*}" "${boxaddr#*:}" 20000 20 \
+ip netns exec "$box_ns" python3 "$abuse" noread "${boxaddr%:*}" "${boxaddr#*:}" 20000 20 "$log/box.key" \
 	>"$log/noread.log" 2>&1 &
 noread_pid=$!
 sleep 0.5
@@ -222,6 +257,7 @@ cat >"$log/tap.ini" <<EOF
 [management]
 address = 198.18.0.1
 port = 9573
+key_file = $log/box.key
 [telemetry]
 metrics_port = 9574
 [cores]

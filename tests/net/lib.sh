@@ -11,8 +11,13 @@ BYTES=${BYTES:-16777216}
 W=${W:-4}
 tag="it$$"
 prefix="pbox-it$$"
-cfg="$src/config/examples/box-emulated.ini"
 log=$(mktemp -d /tmp/pbox-it.XXXXXX)
+# the box key: pboxd's [management] key_file; registrars (pbox-client,
+# libpbox's rank 0, pboxctl --box) find it through PBOX_BOX_KEY_FILE
+pbox_keygen "$log/box.key"
+export PBOX_BOX_KEY_FILE=$log/box.key
+pbox_box_ini "$src/config/examples/box-emulated.ini" "$log/box-emulated.ini" "$log/box.key"
+cfg="$log/box-emulated.ini"
 export PBOXNET_OBJDIR=$log
 box_ns=$(pbox_ns "$tag" box)
 ctl="$build/bin/pboxctl --prefix $prefix --all"
@@ -50,9 +55,11 @@ jobs_gone() {
 wns() { ip netns exec "$(pbox_ns "$tag" "w$1")" "${@:2}"; }
 
 # Every worker's data address, rank order: what a registrar tells the box.
+# (jport: the workers' UDP port, 9700 unless a test runs two jobs at once)
+jport=9700
 rank_addrs() {
 	local i out=
-	for ((i = 0; i < W; i++)); do out+="${out:+,}198.18.100.$((i + 1)):9700"; done
+	for ((i = 0; i < W; i++)); do out+="${out:+,}198.18.100.$((i + 1)):$jport"; done
 	echo "$out"
 }
 
@@ -62,7 +69,7 @@ run_job() {
 	local job=$1 dt=$2 rounds=$3 bytes=$4 i rc=0 reg
 	shift 4
 	local common=(--box "$boxaddr" --job "$job" --token "$((job * 7919))" --n "$W" --dtype "$dt"
-		--bytes "$bytes" --quiet)
+		--bytes "$bytes" --port "$jport" --quiet)
 	# not through a function: $! must be the client itself
 	ip netns exec "$(pbox_ns "$tag" w0)" "$client" "${common[@]}" --rank 0 --register \
 		--ranks "$(rank_addrs)" --hold \
@@ -138,7 +145,7 @@ ports=${ports:-2}
 box_cfg() {
 	awk -v rate="$1M" -v last="$ports" '/^\[port p[0-9]+\]/ && substr($2, 2) + 0 >= last { exit }
 		/^bandwidth/ { $0 = "bandwidth = " rate } { print }' \
-		"$src/config/examples/box-emulated.ini" >"$log/box.ini"
+		"$log/box-emulated.ini" >"$log/box.ini"
 	cfg="$log/box.ini"
 }
 

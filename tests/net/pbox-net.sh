@@ -27,6 +27,16 @@ PBOX_NET_MTU=${PBOX_NET_MTU:-9000}
 
 pbox_ns() { echo "pbox-$1-$2"; }
 
+# pbox_keygen FILE: a box key (64 hex digits, mode 0600), as pbox-setup
+# --keygen makes one
+pbox_keygen() { (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$1" && echo >>"$1"); }
+
+# pbox_box_ini SRC DST KEYFILE: box configuration SRC with [management]
+# key_file = KEYFILE, into DST
+pbox_box_ini() {
+	awk -v k="$3" '{ print } /^\[management\]/ { print "key_file = " k }' "$1" >"$2"
+}
+
 # pbox_ctl HOST:PORT REQUEST: one request to pboxd's control plane (bash's
 # /dev/tcp); prints the reply's lines up to its OK or ERR line, true on OK.
 # Run it inside a namespace with: ip netns exec NS bash -c "$(declare -f

@@ -6,6 +6,12 @@
  *
  *   pbox-client --box IP:PORT --job ID --token T --rank R --n N [options]
  *
+ * The job's key is nic_job_key(T, ID, 0) on every rank (libpbox's ranks mix
+ * in rank 0's nonce; these clients have no bootstrap), its MAC mode header.
+ *
+ *   --key-file F      the box key (default $PBOX_BOX_KEY_FILE, else
+ *                     /etc/pbox/box.key): the control connection's handshake
+ *   --mac M           header (default), payload or off
  *   --register        register the job first (chunk counts from ENDPOINTS)
  *   --ranks A:P,...   with --register: every rank's address (the box takes a
  *                     rank's pushes from there only)
@@ -45,6 +51,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <sodium.h>
 #include <unistd.h>
 
 #include "layout.h"
@@ -82,6 +89,8 @@ struct opts {
 	const char *ranks;		 /* --ranks, for REGISTER */
 	struct nic_addr rank_addr[1024]; /* --ranks parsed (n of them) */
 	uint32_t addr_be;		 /* --addr */
+	const char *key_file;		 /* --key-file */
+	unsigned mac;			 /* --mac: enum nic_mac_mode */
 	bool reg, hold, quiet;
 };
 
@@ -90,7 +99,11 @@ static struct opts o = {.bytes = 16u << 20,
 			.window = 128,
 			.rto_ms = 40,
 			.deadline_s = 20,
-			.port = 9700};
+			.port = 9700,
+			.mac = NIC_MAC_HEADER};
+static struct nic_mac mac;	     /* the job's key and MAC mode */
+static uint8_t job_key[NIC_KEY_LEN]; /* nic_job_key(token, job, 0) */
+static struct nic_ctl_session sess;  /* the control connection's, once authenticated */
 static struct ep eps[MAX_EPS];
 static unsigned n_eps;
 static uint32_t frag_size, chunk_size;
@@ -199,11 +212,17 @@ static int do_register(void)
 	static struct nic_ctl_reg req;
 	struct nic_ctl_reg_ok ok;
 	char err[512];
+	uint8_t box_key[NIC_KEY_LEN];
 	unsigned e;
 	int rc;
 
+	if (nic_ctl_key_load(o.key_file, box_key, err, sizeof(err)) ||
+	    nic_ctl_auth(ctl_fd, box_key, &sess, ctl_deadline(), err, sizeof(err))) {
+		fprintf(stderr, "pbox-client: %s\n", err);
+		return -1;
+	}
 	req = (struct nic_ctl_reg){.job = o.job,
-				   .token = o.token,
+				   .mac = (uint8_t)o.mac,
 				   .n = o.n,
 				   .dtype = o.dtype,
 				   .frag = frag_size,
@@ -221,7 +240,8 @@ static int do_register(void)
 						       .bytes = (uint32_t)(o.bytes % chunk_size)};
 		req.n_shorts = 1;
 	}
-	rc = nic_ctl_register(ctl_fd, &req, &ok, ctl_deadline(), err, sizeof(err));
+	memcpy(req.key, job_key, sizeof(req.key));
+	rc = nic_ctl_register(ctl_fd, &sess, &req, &ok, ctl_deadline(), err, sizeof(err));
 	if (rc == 0) {
 		printf("pbox-client: job %u registered: %" PRIu64
 		       " bytes of box state, fragment %u, "
@@ -294,7 +314,7 @@ static int sock;
 static struct frag *fr;
 static uint32_t n_frags; /* n_chunks * fpc, some with len 0 at the tail */
 static uint32_t inflight;
-static uint64_t retransmits, dup_results, errors_rx, stale_results;
+static uint64_t retransmits, dup_results, errors_rx, stale_results, bad_macs;
 static const char *last_error;
 
 static void build_push(uint8_t *buf, uint32_t g, uint32_t v, bool retrans)
@@ -309,19 +329,19 @@ static void build_push(uint8_t *buf, uint32_t g, uint32_t v, bool retrans)
 			     .chunk = chunk_local[c],
 			     .frag = (uint16_t)(g % fpc),
 			     .len = f->len,
-			     .round = v,
-			     .token = nic_wire_token(o.token)};
+			     .round = v};
 	unsigned elem = (unsigned)sum_dtype_size((enum sum_dtype)o.dtype), n = f->len / elem, i;
 	uint64_t e0 = f->off / elem;
 	unsigned k = (unsigned)((e0 % VAL_MOD) * 7 % VAL_MOD);
 
-	nic_wire_put_hdr(buf, &h);
 	for (i = 0; i < n; i++) {
 		put_elem(buf + PBOX_HDR_LEN, i, own[k]);
 		k += 7;
 		if (k >= VAL_MOD)
 			k -= VAL_MOD;
 	}
+	h.mac = nic_mac_of(&mac, &h, buf + PBOX_HDR_LEN);
+	nic_wire_put_hdr(buf, &h);
 }
 
 static int check_result(uint32_t g, const uint8_t *p)
@@ -388,6 +408,11 @@ static int64_t receive(uint32_t v)
 		    nic_wire_parse_hdr(bufs[i], mm[i].msg_len, &exp, &h) != NIC_DROP_NONE ||
 		    h.job != o.job)
 			continue;
+		if (!nic_mac_ok(&mac, &h, bufs[i] + PBOX_HDR_LEN) &&
+		    !(h.op == PBOX_OP_ERROR && h.mac == 0)) { /* "no such job" has no key */
+			bad_macs++;
+			continue;
+		}
 		if (h.op == PBOX_OP_ERROR) {
 			unsigned code =
 				(unsigned)(bufs[i][PBOX_HDR_LEN] << 8 | bufs[i][PBOX_HDR_LEN + 1]);
@@ -571,20 +596,16 @@ static void storm_pace(unsigned i)
 
 static struct pbox_hdr storm_push(void)
 {
-	return (struct pbox_hdr){.op = PBOX_OP_PUSH,
-				 .dtype = o.dtype,
-				 .rank = o.rank,
-				 .job = o.job,
-				 .len = 64,
-				 .token = nic_wire_token(o.token)};
+	return (struct pbox_hdr){
+		.op = PBOX_OP_PUSH, .dtype = o.dtype, .rank = o.rank, .job = o.job, .len = 64};
 }
 
 /* Datagrams the box must refuse, each kind @count times, round-robin over
  * the endpoints; prints what it sent as "STORM kind=count ...". */
 static int storm(void)
 {
-	static const char *const kinds[] = {"magic", "version",	 "op",	  "dtype",  "flags",
-					    "len",   "udp_port", "token", "no_job", "rank"};
+	static const char *const kinds[] = {"magic", "version",	 "op",	"dtype",  "flags",
+					    "len",   "udp_port", "mac", "no_job", "rank"};
 	enum { NK = sizeof(kinds) / sizeof(kinds[0]) };
 	uint8_t buf[PBOX_HDR_LEN + 256];
 	unsigned k, i;
@@ -601,9 +622,6 @@ static int storm(void)
 			case 6:
 				port = (uint16_t)(e->port + 77);
 				break;
-			case 7:
-				h.token ^= 0x5a5a;
-				break;
 			case 8:
 				h.job = o.job + 1000;
 				break;
@@ -613,6 +631,9 @@ static int storm(void)
 			default:
 				break;
 			}
+			h.mac = nic_mac_of(&mac, &h, buf + PBOX_HDR_LEN); /* right, but for mac */
+			if (k == 7)
+				h.mac ^= 0x5a5a;
 			nic_wire_put_hdr(buf, &h);
 			switch (k) {
 			case 0:
@@ -703,6 +724,7 @@ static int storm_raw(void)
 			default:
 				break;
 			}
+			h.mac = nic_mac_of(&mac, &h, payload); /* each kind fails its own check */
 			n = nic_wire_build(frame, sizeof(frame), &src, &dst, &h, payload);
 			switch (k) {
 			case 1:
@@ -777,7 +799,8 @@ static void usage(FILE *f)
 		   "         [--register --ranks IP:PORT,...] [--hold] [--dtype fp32|fp16|bf16]\n"
 		   "         [--bytes B] [--addr IP]\n"
 		   "         [--rounds V] [--window W] [--rto-ms MS] [--deadline-s S] [--port P]\n"
-		   "         [--storm N] [--storm-raw IFACE] [--quiet]\n");
+		   "         [--storm N] [--storm-raw IFACE] [--quiet]\n"
+		   "         [--key-file F] [--mac header|payload|off]\n");
 }
 
 /* The numeric options: where each goes and its bound. */
@@ -830,16 +853,15 @@ static int num_opt(const struct option *lo, int c, const char *arg)
 
 static int parse_args(int argc, char **argv)
 {
-	static const struct option lo[] = {{"box", 1, 0, 'b'},	      {"job", 1, 0, 'j'},
-					   {"token", 1, 0, 't'},      {"rank", 1, 0, 'r'},
-					   {"n", 1, 0, 'n'},	      {"dtype", 1, 0, 'd'},
-					   {"bytes", 1, 0, 'B'},      {"rounds", 1, 0, 'V'},
-					   {"window", 1, 0, 'w'},     {"rto-ms", 1, 0, 'R'},
-					   {"deadline-s", 1, 0, 'D'}, {"port", 1, 0, 'p'},
-					   {"storm", 1, 0, 's'},      {"storm-raw", 1, 0, 'S'},
-					   {"register", 0, 0, 'g'},   {"hold", 0, 0, 'H'},
-					   {"quiet", 0, 0, 'q'},      {"ranks", 1, 0, 'A'},
-					   {"addr", 1, 0, 'L'},	      {0, 0, 0, 0}};
+	static const struct option lo[] = {
+		{"box", 1, 0, 'b'},    {"job", 1, 0, 'j'},	  {"token", 1, 0, 't'},
+		{"rank", 1, 0, 'r'},   {"n", 1, 0, 'n'},	  {"dtype", 1, 0, 'd'},
+		{"bytes", 1, 0, 'B'},  {"rounds", 1, 0, 'V'},	  {"window", 1, 0, 'w'},
+		{"rto-ms", 1, 0, 'R'}, {"deadline-s", 1, 0, 'D'}, {"port", 1, 0, 'p'},
+		{"storm", 1, 0, 's'},  {"storm-raw", 1, 0, 'S'},  {"register", 0, 0, 'g'},
+		{"hold", 0, 0, 'H'},   {"quiet", 0, 0, 'q'},	  {"ranks", 1, 0, 'A'},
+		{"addr", 1, 0, 'L'},   {"key-file", 1, 0, 'k'},	  {"mac", 1, 0, 'M'},
+		{0, 0, 0, 0}};
 	int c;
 	bool have_box = false;
 
@@ -879,6 +901,17 @@ static int parse_args(int argc, char **argv)
 		case 'H':
 			o.hold = true;
 			break;
+		case 'k':
+			o.key_file = optarg;
+			break;
+		case 'M': {
+			int m = nic_mac_mode_parse(optarg);
+
+			if (m < 0)
+				return -1;
+			o.mac = (unsigned)m;
+			break;
+		}
 		case 'q':
 			o.quiet = true;
 			break;
@@ -925,6 +958,13 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (sodium_init() < 0)
+		return 1;
+	if (!o.key_file)
+		o.key_file = getenv("PBOX_BOX_KEY_FILE") ? getenv("PBOX_BOX_KEY_FILE")
+							 : "/etc/pbox/box.key";
+	nic_job_key(o.token, o.job, 0, job_key);
+	nic_mac_init(&mac, o.mac, job_key);
 	me.sin_port = htons(o.port);
 	me.sin_addr.s_addr = o.addr_be; /* --addr, or any */
 	signal(SIGINT, on_signal);
@@ -987,10 +1027,11 @@ int main(int argc, char **argv)
 	if (o.rounds)
 		printf("pbox-client: rank %u: %u rounds x %" PRIu64
 		       " bytes %s: all sums exact; goodput %.2f Gb/s; %" PRIu64
-		       " retransmits, %" PRIu64 " duplicate results\n",
+		       " retransmits, %" PRIu64 " duplicate results, %" PRIu64
+		       " refused for their MAC\n",
 		       o.rank, o.rounds, o.bytes, sum_dtype_name((enum sum_dtype)o.dtype),
-		       (double)o.bytes * o.rounds * 8 / (double)(t1 - t0), retransmits,
-		       dup_results);
+		       (double)o.bytes * o.rounds * 8 / (double)(t1 - t0), retransmits, dup_results,
+		       bad_macs);
 hold:
 	fflush(stdout);
 	if (o.hold)

@@ -39,6 +39,20 @@ static struct {
 	unsigned pool_avail;
 } t;
 
+/* The job's key and MAC mode: what the test's ranks sign with, and what
+ * every frame the box sends must verify with. */
+static struct nic_mac t_mac;
+
+static struct nic_mac mac_of(uint32_t token)
+{
+	uint8_t key[NIC_KEY_LEN];
+	struct nic_mac m;
+
+	nic_job_key(token, T_JOB, 0, key);
+	nic_mac_init(&m, NIC_MAC_PAYLOAD, key);
+	return m;
+}
+
 static const struct nic_addr box_addr = {
 	.mac = {0x02, 0xb0, 0, 0, 0, 1}, .ip_be = 0x010112c6u /* 198.18.1.1 */, .port = 9600};
 
@@ -57,7 +71,7 @@ static void setup(void)
 			"--iova-mode=va"};
 	struct rte_eth_conf conf;
 	struct ss_job_desc d = {.id = T_JOB,
-				.token32 = nic_wire_token(T_TOKEN),
+				.mac = t_mac = mac_of(T_TOKEN),
 				.n = T_N,
 				.dtype = SUM_FP32,
 				.frag_size = T_FRAG,
@@ -131,19 +145,20 @@ static void push(unsigned rank, uint32_t chunk, uint16_t frag, uint32_t round, f
 	uint8_t frame[NIC_HDRS_LEN + T_FRAG];
 	float payload[T_FRAG / 4];
 	const struct nic_addr from = rank_addr(rank);
-	const struct pbox_hdr h = {.op = PBOX_OP_PUSH,
-				   .dtype = PBOX_DTYPE_FP32,
-				   .rank = (uint16_t)rank,
-				   .job = T_JOB,
-				   .chunk = chunk,
-				   .frag = frag,
-				   .len = T_FRAG,
-				   .round = round,
-				   .token = nic_wire_token(token)};
+	struct pbox_hdr h = {.op = PBOX_OP_PUSH,
+			     .dtype = PBOX_DTYPE_FP32,
+			     .rank = (uint16_t)rank,
+			     .job = T_JOB,
+			     .chunk = chunk,
+			     .frag = frag,
+			     .len = T_FRAG,
+			     .round = round};
+	const struct nic_mac m = mac_of(token); /* T_TOKEN: the job's key */
 	unsigned i;
 
 	for (i = 0; i < T_FRAG / 4; i++)
 		payload[i] = value * (float)(i % 7 + 1);
+	h.mac = nic_mac_of(&m, &h, payload);
 	ck_assert_uint_eq(nic_wire_build(frame, sizeof(frame), &from, &box_addr, &h, payload),
 			  NIC_HDRS_LEN + T_FRAG);
 	inject(frame, NIC_HDRS_LEN + T_FRAG);
@@ -177,7 +192,10 @@ static void drain(struct sent *s)
 		s->pkt[s->n].kind = 0;
 		if (nic_wire_parse(s->frame[s->n], m->pkt_len, &any, &s->pkt[s->n]) !=
 		    NIC_DROP_NONE)
-			s->pkt[s->n].kind = NIC_KIND_ARP; /* checked by the ARP test itself */
+			s->pkt[s->n].kind = NIC_KIND_ARP;    /* checked by the ARP test itself */
+		else if (s->pkt[s->n].kind == NIC_KIND_PBOX) /* signed, payload too */
+			ck_assert(nic_mac_ok(&t_mac, &s->pkt[s->n].hdr,
+					     s->frame[s->n] + s->pkt[s->n].payload_off));
 		s->n++;
 		rte_pktmbuf_free(m);
 	}
@@ -241,8 +259,10 @@ START_TEST(round_completes_and_fans_out)
 }
 END_TEST
 
-/* A duplicate of a round still waiting is ACKed; a push with the wrong
- * token gets an error saying so; neither touches the sum. */
+/* A duplicate of a round still waiting is ACKed; a push signed with
+ * another key is dropped unanswered (its sender may not hold the job's key:
+ * nothing is reflected); a wrong length gets an error saying so; none
+ * touches the sum. */
 START_TEST(ack_and_error_replies)
 {
 	struct sent s;
@@ -250,19 +270,33 @@ START_TEST(ack_and_error_replies)
 	push(0, 0, 0, 0, 1.0f, T_TOKEN);
 	push(0, 0, 0, 0, 1.0f, T_TOKEN); /* duplicate: ranks 1 and 2 missing */
 	push(2, 0, 1, 0, 1.0f, T_TOKEN + 1);
-	ck_assert_uint_eq(box_lcore_poll(t.lc), 3);
+	{ /* rank 1, right key, 4 bytes short of the fragment */
+		uint8_t frame[NIC_HDRS_LEN + T_FRAG] = {0};
+		static const uint8_t zero[T_FRAG];
+		const struct nic_addr from = rank_addr(1);
+		struct pbox_hdr h = {.op = PBOX_OP_PUSH,
+				     .dtype = PBOX_DTYPE_FP32,
+				     .rank = 1,
+				     .job = T_JOB,
+				     .len = T_FRAG - 4};
+
+		h.mac = nic_mac_of(&t_mac, &h, zero);
+		inject(frame, nic_wire_build(frame, sizeof(frame), &from, &box_addr, &h, zero));
+	}
+	ck_assert_uint_eq(box_lcore_poll(t.lc), 4);
 	drain(&s);
 	ck_assert_uint_eq(s.n, 2);
 	ck_assert_uint_eq(s.pkt[0].hdr.op, PBOX_OP_ACK);
 	ck_assert_uint_eq(to_rank(&s.pkt[0]), 0);
 	ck_assert_uint_eq(s.pkt[0].hdr.len, 0);
 	ck_assert_uint_eq(s.pkt[1].hdr.op, PBOX_OP_ERROR);
-	ck_assert_uint_eq(to_rank(&s.pkt[1]), 2);
-	ck_assert_uint_eq(nic_be16(s.frame[1] + s.pkt[1].payload_off), PBOX_ERR_BAD_TOKEN);
+	ck_assert_uint_eq(to_rank(&s.pkt[1]), 1);
+	ck_assert_uint_eq(nic_be16(s.frame[1] + s.pkt[1].payload_off), PBOX_ERR_LEN);
 	ck_assert_uint_eq(t.lc->st.acks_sent, 1);
 	ck_assert_uint_eq(t.lc->st.errors_sent, 1);
 	ck_assert_uint_eq(t.lc->st.ss_drop[SS_DROP_DUP], 1);
-	ck_assert_uint_eq(t.lc->st.ss_drop[SS_DROP_TOKEN], 1);
+	ck_assert_uint_eq(t.lc->st.ss_drop[SS_DROP_MAC], 1);
+	ck_assert_uint_eq(t.lc->st.ss_drop[SS_DROP_LEN], 1);
 	ck_assert_uint_eq(t.lc->st.summed, 1);
 	ck_assert_uint_eq(t.lc->st.completed, 0);
 }
@@ -275,18 +309,18 @@ START_TEST(bad_frames_counted_arp_answered)
 {
 	uint8_t frame[NIC_HDRS_LEN + T_FRAG], arp[64];
 	const struct nic_addr from = rank_addr(0);
-	const struct pbox_hdr h = {.op = PBOX_OP_PUSH,
-				   .dtype = PBOX_DTYPE_FP32,
-				   .job = T_JOB,
-				   .len = T_FRAG,
-				   .round = 0,
-				   .token = nic_wire_token(T_TOKEN)};
 	static const uint8_t zero[T_FRAG];
+	struct pbox_hdr h = {.op = PBOX_OP_PUSH,
+			     .dtype = PBOX_DTYPE_FP32,
+			     .job = T_JOB,
+			     .len = T_FRAG,
+			     .round = 0};
 	struct sent s;
 	uint32_t ip;
 	uint8_t mac[6];
 	size_t n;
 
+	h.mac = nic_mac_of(&t_mac, &h, zero);
 	nic_wire_build(frame, sizeof(frame), &from, &box_addr, &h, zero);
 	frame[NIC_ETH_LEN + 10] ^= 0x5a; /* the IPv4 checksum */
 	inject(frame, sizeof(frame));

@@ -6,7 +6,10 @@
  */
 #include <arpa/inet.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "nic_ctl.h"
 #include "test.h"
@@ -50,6 +53,20 @@ START_TEST(ctl_ep_line_round_trip_and_refusals)
 }
 END_TEST
 
+/* Both ends of a control connection after the handshake: the box key and
+ * the nonces fixed, so the tests can wrap keys for the parser. */
+static void test_session(struct nic_ctl_session *s, uint8_t fill)
+{
+	uint8_t box_key[NIC_KEY_LEN];
+
+	memset(s, 0, sizeof(*s));
+	memset(box_key, 0x42, sizeof(box_key));
+	memset(s->nc, fill, sizeof(s->nc));
+	memset(s->nb, 0x77, sizeof(s->nb));
+	nic_ctl_session_derive(s, box_key);
+	s->authed = true;
+}
+
 static const struct nic_ctl_reg_limits lim = {
 	.max_workers = 1024, .max_frag = 8192, .dflt_frag = 8192, .dflt_chunk = 32768, .n_eps = 3};
 
@@ -58,10 +75,12 @@ static const struct nic_ctl_reg_limits lim = {
 START_TEST(register_round_trip)
 {
 	static struct nic_ctl_reg r, got;
-	char line[512], err[256];
+	struct nic_ctl_session sess;
+	char line[1024], err[256], key[NIC_CTL_WRAP_HEX + 1], args[512];
 
+	test_session(&sess, 1);
 	r = (struct nic_ctl_reg){.job = 42,
-				 .token = 18446744073709551615ull,
+				 .mac = NIC_MAC_PAYLOAD,
 				 .n = 4,
 				 .dtype = PBOX_DTYPE_BF16,
 				 .frag = 1024,
@@ -73,14 +92,22 @@ START_TEST(register_round_trip)
 	r.shorts[0] = (struct nic_ctl_short){.ep = 0, .chunk = 6, .bytes = 1000};
 	r.shorts[1] = (struct nic_ctl_short){.ep = 2, .chunk = 9, .bytes = 2};
 	r.n_shorts = 2;
-	ck_assert_int_gt(nic_ctl_format_register(line, sizeof(line), &r), 0);
-	ck_assert_str_eq(line, "REGISTER job=42 token=18446744073709551615 n=4 dtype=bf16 "
-			       "frag=1024 chunk=4096 chunks=7,0,16777216 ranks=198.18.100.1:9700,"
-			       "198.18.100.2:9700,198.18.100.3:9700,198.18.100.4:9700 "
-			       "short=0:6:1000,2:9:2");
-	ck_assert_int_eq(nic_ctl_parse_register(line + 9, &lim, &got, err, sizeof(err)), 0);
+	for (unsigned k = 0; k < NIC_KEY_LEN; k++)
+		r.key[k] = (uint8_t)(k * 37 + 1);
+	ck_assert_int_gt(nic_ctl_format_register(line, sizeof(line), &sess, &r), 0);
+	/* the key is on the line only wrapped: not in clear, not in hex */
+	ck_assert(strncmp(line, "REGISTER job=42 key=", 20) == 0);
+	ck_assert(!memmem(line, strlen(line), r.key, 8));
+	ck_assert_str_eq(line + 20 + NIC_CTL_WRAP_HEX,
+			 " mac=payload n=4 dtype=bf16 "
+			 "frag=1024 chunk=4096 chunks=7,0,16777216 ranks=198.18.100.1:9700,"
+			 "198.18.100.2:9700,198.18.100.3:9700,198.18.100.4:9700 "
+			 "short=0:6:1000,2:9:2");
+	got.grow = false;
+	ck_assert_int_eq(nic_ctl_parse_register(line + 9, &lim, &sess, &got, err, sizeof(err)), 0);
 	ck_assert_uint_eq(got.job, 42);
-	ck_assert_uint_eq(got.token, r.token);
+	ck_assert_mem_eq(got.key, r.key, NIC_KEY_LEN);
+	ck_assert_uint_eq(got.mac, NIC_MAC_PAYLOAD);
 	ck_assert_uint_eq(got.n, 4);
 	ck_assert_uint_eq(got.dtype, PBOX_DTYPE_BF16);
 	ck_assert_uint_eq(got.frag, 1024);
@@ -90,21 +117,38 @@ START_TEST(register_round_trip)
 	ck_assert_uint_eq(got.n_shorts, 2);
 	ck_assert(got.ranks[3].ip_be == r.ranks[3].ip_be && got.ranks[3].port == 9700);
 	ck_assert(got.shorts[1].ep == 2 && got.shorts[1].chunk == 9 && got.shorts[1].bytes == 2);
-	/* defaults */
-	ck_assert_int_eq(
-		nic_ctl_parse_register(
-			"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
-			&lim, &got, err, sizeof(err)),
-		0);
+	/* the same wrapped key on another connection, or for another job: refused */
+	{
+		struct nic_ctl_session other;
+
+		test_session(&other, 2);
+		ck_assert_int_eq(
+			nic_ctl_parse_register(line + 9, &lim, &other, &got, err, sizeof(err)), -1);
+		ck_assert_msg(strstr(err, "key: not the job's key wrapped on this connection"),
+			      "%s", err);
+	}
+	/* defaults: the box's sizes, a header MAC */
+	nic_ctl_wrap_key(&sess, 1, r.key, key);
+	snprintf(args, sizeof(args),
+		 "job=1 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		 key);
+	ck_assert_int_eq(nic_ctl_parse_register(args, &lim, &sess, &got, err, sizeof(err)), 0);
 	ck_assert_uint_eq(got.frag, 8192);
 	ck_assert_uint_eq(got.chunk, 32768);
-	ck_assert_int_eq(nic_ctl_format_register(line, 40, &r), -1); /* does not fit */
-	/* GROW: the same fields, for a segment of new chunks */
+	ck_assert_uint_eq(got.mac, NIC_MAC_HEADER);
+	args[strlen("job=1 key=") + 5] ^= 1; /* one wrapped bit flipped: the tag says so */
+	ck_assert_int_eq(nic_ctl_parse_register(args, &lim, &sess, &got, err, sizeof(err)), -1);
+	ck_assert_int_eq(nic_ctl_format_register(line, 40, &sess, &r), -1); /* does not fit */
+	/* GROW: the same fields but key and mac, for a segment of new chunks */
 	r.grow = true;
-	ck_assert_int_gt(nic_ctl_format_register(line, sizeof(line), &r), 0);
-	ck_assert(strncmp(line, "GROW job=42 token=18446744073709551615 n=4 dtype=bf16 ", 54) == 0);
-	ck_assert_int_eq(nic_ctl_parse_register(line + 5, &lim, &got, err, sizeof(err)), 0);
+	ck_assert_int_gt(nic_ctl_format_register(line, sizeof(line), &sess, &r), 0);
+	ck_assert(strncmp(line, "GROW job=42 n=4 dtype=bf16 ", 27) == 0);
+	got.grow = true;
+	ck_assert_int_eq(nic_ctl_parse_register(line + 5, &lim, &sess, &got, err, sizeof(err)), 0);
 	ck_assert_uint_eq(got.chunks[0], 7);
+	got.grow = true;
+	ck_assert_int_eq(nic_ctl_parse_register(args, &lim, &sess, &got, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "key: GROW keeps the job's key and MAC mode");
 }
 END_TEST
 
@@ -115,63 +159,83 @@ START_TEST(register_strict)
 	static const struct {
 		const char *args, *err;
 	} bad[] = {
-		{"job=1 token=2 n=2 dtype=fp32 fragment=1024 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
-		 "unknown key 'fragment' (REGISTER takes job, token, n, dtype, frag, chunk, chunks, ranks, short)"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:2:100",
+		{"job=1 key=%s n=2 dtype=fp32 fragment=1024 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		 "unknown key 'fragment' (REGISTER takes job, key, mac, n, dtype, frag, chunk, chunks, ranks, short)"},
+		{"job=1 key=%s n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:2:100",
 		 "short: entry 0: endpoint 0 has no chunk 2"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:1:32768",
+		{"job=1 key=%s n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:1:32768",
 		 "short: entry 0: 32768 bytes is not a whole number of 4-byte elements from 1 to 32767"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:1:6",
+		{"job=1 key=%s n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:1:6",
 		 "short: entry 0: 6 bytes"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=1:0:8,0:1:8",
+		{"job=1 key=%s n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=1:0:8,0:1:8",
 		 "short: entry 1: not in (endpoint, chunk) order, or twice"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:1:8,0:1:8",
+		{"job=1 key=%s n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:1:8,0:1:8",
 		 "short: entry 1: not in (endpoint, chunk) order, or twice"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:1",
+		{"job=1 key=%s n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:1",
 		 "short: entry 0: '0:1' is not"},
-		{"job=1 job=2 token=2 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		{"job=1 job=2 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "job: given twice"},
-		{"job=0 token=2 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		{"job=0 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "job: '0' is not a number from 1 to 4294967295"},
-		{"job=1 token=2 n=1 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700",
+		{"job=1 key=%s n=1 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700",
 		 "n: '1' is not a number from 2 to 1024"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=0,0,0 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		{"job=1 key=%s n=2 dtype=fp32 chunks=0,0,0 ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "chunks: the job has no chunk on any endpoint"},
-		{"job=1 token=2 n=2 dtype=fp32 chunk=3000 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		{"job=1 key=%s n=2 dtype=fp32 chunk=3000 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "chunk: '3000' is not a power of two from 8192 to 1048576"},
-		{"job=1 token=2 n=2 dtype=fp32 frag=16384 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		{"job=1 key=%s n=2 dtype=fp32 frag=16384 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "frag: '16384' is not a power of two from 64 to 8192"},
-		{"job=1 token=2 n=2 dtype=fp64 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		{"job=1 key=%s n=2 dtype=fp64 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "dtype: 'fp64' is not fp32, fp16 or bf16"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		{"job=1 key=%s n=2 dtype=fp32 chunks=1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "chunks: 2 counts for 3 endpoints"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		{"job=1 key=%s n=2 dtype=fp32 chunks=1,1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "chunks: more than one count per endpoint (3 endpoints)"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=1,x,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		{"job=1 key=%s n=2 dtype=fp32 chunks=1,x,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "chunks: entry 1: 'x' is not a count"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1, ranks=198.18.0.10:9700,198.18.0.11:9700",
+		{"job=1 key=%s n=2 dtype=fp32 chunks=1,1, ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "chunks: a count is missing"},
-		{"job=1 token=-2 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
-		 "token: '-2' is not a number"},
-		{"job=1 token=2 n=2 dtype=fp32", "chunks: missing"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1", "ranks: missing"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700",
+		{"job=1 key=00ff n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		 "key: not the job's key wrapped on this connection"},
+		{"job=2 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		 "key: not the job's key wrapped on this connection"},
+		{"job=1 key=%s mac=sha1 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		 "mac: 'sha1' is not header, payload or off"},
+		{"job=1 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		 "key: missing"},
+		{"job=1 key=%s n=2 dtype=fp32", "chunks: missing"},
+		{"job=1 key=%s n=2 dtype=fp32 chunks=1,1,1", "ranks: missing"},
+		{"job=1 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700",
 		 "ranks: 1 addresses for n = 2 ranks"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.10:9700",
+		{"job=1 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.10:9700",
 		 "ranks: ranks 0 and 1 have the same address"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,255.255.255.255:9700",
+		{"job=1 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,255.255.255.255:9700",
 		 "ranks: entry 1: '255.255.255.255:9700' is not a host's"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:0",
+		{"job=1 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:0",
 		 "ranks: entry 1: '198.18.0.11:0' is not a host's"},
-		{"job=1 token=2 n=2 dtype=fp32 chunks=1,1,1 extra", "'extra': expected key=value"},
+		{"job=1 key=%s n=2 dtype=fp32 chunks=1,1,1 extra", "'extra': expected key=value"},
 	};
 	static struct nic_ctl_reg got;
-	char err[256];
+	struct nic_ctl_session sess;
+	uint8_t k[NIC_KEY_LEN] = {9};
+	char err[256], key[NIC_CTL_WRAP_HEX + 1], args[512];
 	unsigned i;
 
+	test_session(&sess, 1);
+	nic_ctl_wrap_key(&sess, 1, k, key); /* a good key for job 1 */
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err[0] = 0;
-		ck_assert_msg(nic_ctl_parse_register(bad[i].args, &lim, &got, err, sizeof(err)) ==
+		{ /* the template's %s: the good key */
+			const char *at = strstr(bad[i].args, "%s");
+
+			if (at)
+				snprintf(args, sizeof(args), "%.*s%s%s", (int)(at - bad[i].args),
+					 bad[i].args, key, at + 2);
+			else
+				snprintf(args, sizeof(args), "%s", bad[i].args);
+		}
+		got.grow = false;
+		ck_assert_msg(nic_ctl_parse_register(args, &lim, &sess, &got, err, sizeof(err)) ==
 				      -1,
 			      "taken: '%s'", bad[i].args);
 		ck_assert_msg(strncmp(err, bad[i].err, strlen(bad[i].err)) == 0,
@@ -203,8 +267,69 @@ START_TEST(ok_lines_round_trip)
 	ck_assert(ok2.job == ok.job && ok2.bytes == ok.bytes && ok2.frag == ok.frag &&
 		  ok2.chunk == ok.chunk);
 	ck_assert_int_eq(nic_ctl_parse_reg_ok("OK job=7 bytes=5", &ok2), -1);
-	ck_assert_int_gt(nic_ctl_format_unregister(line, sizeof(line), 7, 99), 0);
-	ck_assert_str_eq(line, "UNREGISTER job=7 token=99");
+}
+END_TEST
+
+/* The handshake: both ends derive the same proofs and session key from the
+ * box key and both nonces; another key or another nonce, other ones. */
+START_TEST(handshake_and_proofs)
+{
+	struct nic_ctl_session a, b, c;
+	uint8_t other[NIC_KEY_LEN], jkey[NIC_KEY_LEN] = {1, 2, 3};
+	char p1[65], p2[65], line[200];
+
+	test_session(&a, 1);
+	test_session(&b, 1);
+	ck_assert_mem_eq(a.ks, b.ks, sizeof(a.ks));
+	ck_assert(memcmp(a.box_proof, a.client_proof, 32) != 0); /* no reflection */
+	c = a;
+	memset(other, 0x43, sizeof(other));
+	nic_ctl_session_derive(&c, other);
+	ck_assert(memcmp(c.box_proof, a.box_proof, 32) != 0);
+	ck_assert(memcmp(c.ks, a.ks, 32) != 0);
+	test_session(&c, 2);
+	ck_assert(memcmp(c.ks, a.ks, 32) != 0);
+	/* UNREGISTER's proof: bound to the job's key and to the session */
+	nic_ctl_unreg_proof(&a, 7, jkey, p1);
+	nic_ctl_unreg_proof(&c, 7, jkey, p2);
+	ck_assert_str_ne(p1, p2);
+	nic_ctl_unreg_proof(&a, 8, jkey, p2);
+	ck_assert_str_ne(p1, p2);
+	ck_assert_int_gt(nic_ctl_format_unregister(line, sizeof(line), &a, 7, jkey), 0);
+	ck_assert(strncmp(line, "UNREGISTER job=7 proof=", 23) == 0);
+	ck_assert_str_eq(line + 23, p1);
+}
+END_TEST
+
+/* A key file: 64 hex digits; refused, naming the file, when it is missing,
+ * malformed, or others may read it. */
+START_TEST(key_files)
+{
+	char path[] = "/tmp/pbox-test-key.XXXXXX", err[512];
+	uint8_t key[NIC_KEY_LEN];
+	int fd = mkstemp(path);
+	FILE *f;
+
+	ck_assert_int_ge(fd, 0);
+	f = fdopen(fd, "w");
+	fprintf(f, "%s\n", "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");
+	fclose(f);
+	chmod(path, 0600);
+	ck_assert_int_eq(nic_ctl_key_load(path, key, err, sizeof(err)), 0);
+	ck_assert_uint_eq(key[0], 0);
+	ck_assert_uint_eq(key[31], 0x1f);
+	chmod(path, 0644);
+	ck_assert_int_eq(nic_ctl_key_load(path, key, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, path) && strstr(err, "others may read"), "%s", err);
+	f = fopen(path, "w");
+	fprintf(f, "0001\n");
+	fclose(f);
+	chmod(path, 0600);
+	ck_assert_int_eq(nic_ctl_key_load(path, key, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "not a key: 64 hex digits"), "%s", err);
+	unlink(path);
+	ck_assert_int_eq(nic_ctl_key_load(path, key, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "No such file") && strstr(err, "pbox-setup --keygen"), "%s", err);
 }
 END_TEST
 
@@ -217,6 +342,8 @@ Suite *ctl_suite(void)
 	tcase_add_test(tc, register_round_trip);
 	tcase_add_test(tc, register_strict);
 	tcase_add_test(tc, ok_lines_round_trip);
+	tcase_add_test(tc, handshake_and_proofs);
+	tcase_add_test(tc, key_files);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -54,7 +54,7 @@ struct rank_run {
 	char msg[WK_ERR_LEN];
 	uint32_t *layout; /* a copy of chunk_unit */
 	uint32_t n_chunks;
-	uint32_t token32; /* the incarnation's wire token */
+	uint64_t key64; /* the first 8 bytes of the incarnation's key */
 	bool wrong;
 	const char *extra;    /* configuration lines after [tuning] */
 	struct pbox_stats st; /* at the end of the run */
@@ -115,7 +115,7 @@ static void *rank_main(void *arg)
 		snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
 		goto out;
 	}
-	rr->token32 = px->token32;
+	memcpy(&rr->key64, px->jkey, sizeof(rr->key64));
 	for (unsigned v = 0; v < rr->iters && !rr->run_rc; v++) {
 		bool re = rr->rebuild && v > 0; /* new keys, new sizes */
 		uint64_t key0 = re ? 200 : 100, count[NT];
@@ -203,8 +203,8 @@ static void check_exact(struct rank_run *rr)
 		/* every rank computed the same layout */
 		ck_assert_uint_eq(rr[r].n_chunks, rr[0].n_chunks);
 		ck_assert_mem_eq(rr[r].layout, rr[0].layout, rr[0].n_chunks * sizeof(uint32_t));
-		/* and the same incarnation token, rank 0's nonce mixed in */
-		ck_assert_uint_eq(rr[r].token32, rr[0].token32);
+		/* and the same incarnation key, rank 0's nonce mixed in */
+		ck_assert_uint_eq(rr[r].key64, rr[0].key64);
 	}
 	for (unsigned r = 0; r < NR; r++)
 		free(rr[r].layout);
@@ -331,17 +331,17 @@ END_TEST
 
 /* Rank 3 declares another size: every rank fails at pbox_start, and the
  * message names rank 3, rank 0, the key and both counts. */
-/* Two runs of the same job (id, token, addresses) get different wire tokens,
- * so the second cannot take the first's late datagrams for its own. */
+/* Two runs of the same job (id, token, addresses) get different keys, so
+ * the second cannot take the first's late datagrams for its own. */
 START_TEST(test_incarnation_token)
 {
 	struct rank_run rr[NR];
-	uint32_t first;
+	uint64_t first;
 
 	exact_with(rr, PBOX_FP32, NULL);
-	first = rr[0].token32;
+	first = rr[0].key64;
 	exact_with(rr, PBOX_FP32, NULL);
-	ck_assert_uint_ne(rr[0].token32, first);
+	ck_assert_uint_ne(rr[0].key64, first);
 }
 END_TEST
 

@@ -23,11 +23,34 @@ static struct ss_job *init_job(const struct ss_job_desc *d, void **mem)
 	return ss_job_init(*mem, d, 16, sum_ops_best());
 }
 
+/* Every push of these tests is signed with its job's key, payload too, as a
+ * rank signs it, right before ss_push() sees it; (ss_push)() takes a push
+ * as it is. */
+static enum ss_verdict signed_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
+				   const void *p, const struct nic_addr *from, struct ss_out *out)
+{
+	struct pbox_hdr sh = *h;
+
+	sh.mac = nic_mac_of(&j->mac, &sh, p);
+	return (ss_push)(j, ep, &sh, p, from, out);
+}
+#define ss_push(...) signed_push(__VA_ARGS__)
+
+static struct nic_mac test_mac(void)
+{
+	uint8_t key[NIC_KEY_LEN];
+	struct nic_mac m;
+
+	nic_job_key(0x1234, 7, 0, key);
+	nic_mac_init(&m, NIC_MAC_PAYLOAD, key);
+	return m;
+}
+
 /* The jobs of these tests: job 7, @n ranks, two endpoints of 3 and 2 chunks. */
 static struct ss_job_desc desc(uint16_t n, uint8_t dtype)
 {
 	return (struct ss_job_desc){.id = 7,
-				    .token32 = nic_wire_token(0x1234),
+				    .mac = test_mac(),
 				    .n = n,
 				    .dtype = dtype,
 				    .frag_size = FRAG,
@@ -53,8 +76,7 @@ static struct pbox_hdr hdr(const struct ss_job *j, uint16_t rank, uint32_t chunk
 				 .chunk = chunk,
 				 .frag = frag,
 				 .len = len,
-				 .round = round,
-				 .token = j->token32};
+				 .round = round};
 }
 
 /* Element i of rank r's contribution in round v: small integers, so every
@@ -146,7 +168,7 @@ START_TEST(test_ss_drops)
 		unsigned ep;
 		enum ss_drop why;
 	} cases[] = {
-		{hdr(j, 0, 0, 0, 0, FRAG), 0, SS_DROP_TOKEN},
+		{hdr(j, 0, 0, 0, 0, FRAG), 0, SS_DROP_MAC},
 		{hdr(j, 0, 0, 0, 0, FRAG), 0, SS_DROP_DTYPE},
 		{hdr(j, 3, 0, 0, 0, FRAG), 0, SS_DROP_RANK},
 		{hdr(j, 0, 3, 0, 0, FRAG), 0, SS_DROP_CHUNK},
@@ -160,13 +182,22 @@ START_TEST(test_ss_drops)
 		{hdr(j, 0, 0, 0, UINT32_MAX, FRAG), 0, SS_DROP_STALE},
 	};
 
-	cases[0].h.token ^= 1;
 	cases[1].h.dtype = SUM_BF16;
 	fill(SUM_FP32, payload, FRAG / 4, 0, 0, 0);
 	memcpy(snap, mem, j->bytes);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		uint64_t before = j->cnt.drop[cases[i].why];
 
+		if (i == 0) { /* signed, then one payload bit flipped on the way */
+			cases[0].h.mac = nic_mac_of(&j->mac, &cases[0].h, payload);
+			payload[5] ^= 1;
+			ck_assert_int_eq((ss_push)(j, 0, &cases[0].h, payload, &who, &out),
+					 SS_DROP);
+			payload[5] ^= 1;
+			ck_assert_uint_eq(out.why, SS_DROP_MAC);
+			ck_assert_uint_eq(j->cnt.drop[SS_DROP_MAC], before + 1);
+			continue;
+		}
 		ck_assert_int_eq(ss_push(j, cases[i].ep, &cases[i].h, payload, &who, &out),
 				 SS_DROP);
 		ck_assert_msg(out.why == cases[i].why, "case %zu: %s, want %s", i,
@@ -413,7 +444,7 @@ START_TEST(test_ss_reply_of_every_drop)
 		uint16_t err;
 	} want[] = {
 		{SS_DROP_NO_JOB, PBOX_OP_ERROR, PBOX_ERR_NO_JOB},
-		{SS_DROP_TOKEN, PBOX_OP_ERROR, PBOX_ERR_BAD_TOKEN},
+		{SS_DROP_MAC, 0, 0},
 		{SS_DROP_DTYPE, PBOX_OP_ERROR, PBOX_ERR_DTYPE},
 		{SS_DROP_RANK, PBOX_OP_ERROR, PBOX_ERR_RANGE},
 		{SS_DROP_ADDR, 0, 0},

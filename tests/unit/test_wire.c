@@ -42,7 +42,7 @@ static struct pbox_hdr push_hdr(uint16_t len)
 			     .frag = 7,
 			     .len = len,
 			     .round = 42,
-			     .token = nic_wire_token(1234567890)};
+			     .mac = 0x0123456789abcdefull};
 	return h;
 }
 
@@ -57,7 +57,7 @@ static void assert_hdr_eq(const struct pbox_hdr *a, const struct pbox_hdr *b)
 	ck_assert_uint_eq(a->frag, b->frag);
 	ck_assert_uint_eq(a->len, b->len);
 	ck_assert_uint_eq(a->round, b->round);
-	ck_assert_uint_eq(a->token, b->token);
+	ck_assert_uint_eq(a->mac, b->mac);
 }
 
 /* A valid push of 1024 bytes; returns its length. */
@@ -114,15 +114,14 @@ START_TEST(layout_is_the_documented_one)
 {
 	size_t n = good_push();
 	const uint8_t *h = frame + NIC_ETH_LEN + NIC_IP4_LEN + NIC_UDP_LEN;
-	static const uint8_t want[PBOX_HDR_LEN] = {0x50, 0x42, 1,    1,	   0,	 1,    0x00, 0x03,
+	static const uint8_t want[PBOX_HDR_LEN] = {0x50, 0x42, 2,    1,	   0,	 1,    0x00, 0x03,
 						   0xde, 0xad, 0xbe, 0xef, 0x00, 0x01, 0xe2, 0x40,
 						   0x00, 0x07, 0x04, 0x00, 0,	 0,    0,    42,
-						   0,	 0,    0,    0,	   0,	 0,    0,    0};
+						   0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef};
 	uint8_t got[PBOX_HDR_LEN];
 
 	ck_assert_uint_eq(n, 1098);
 	memcpy(got, h, sizeof(got));
-	memset(got + 24, 0, 4); /* the token check is a hash */
 	ck_assert_mem_eq(got, want, sizeof(want));
 	/* IPv4: DF, TTL 64, UDP, total length 20 + 8 + 32 + 1024 */
 	ck_assert_uint_eq(frame[14], 0x45);
@@ -250,7 +249,7 @@ static void m_magic(size_t *n)
 static void m_version(size_t *n)
 {
 	(void)n;
-	frame[44] = 2;
+	frame[44] = 1; /* version 1 carried a token where the MAC is now */
 }
 static void m_op(size_t *n)
 {
@@ -271,11 +270,6 @@ static void m_flags(size_t *n)
 {
 	(void)n;
 	frame[47] = 0x80;
-}
-static void m_reserved(size_t *n)
-{
-	(void)n;
-	frame[73] = 1;
 }
 static void m_len(size_t *n)
 {
@@ -321,7 +315,6 @@ static const struct {
 	{m_op_unknown, NIC_DROP_OP, "op 9"},
 	{m_dtype, NIC_DROP_DTYPE, "dtype 3"},
 	{m_flags, NIC_DROP_FLAGS, "unknown flag"},
-	{m_reserved, NIC_DROP_FLAGS, "reserved word"},
 	{m_len, NIC_DROP_LEN, "length field"},
 	{m_len_odd, NIC_DROP_LEN, "partial element"},
 	{m_len_big, NIC_DROP_LEN, "over the fragment size"},
@@ -535,10 +528,77 @@ START_TEST(header_alone_for_sockets)
 	assert_hdr_eq(&g, &h);
 	ck_assert_int_eq(nic_wire_parse_hdr(buf, sizeof(buf) - 1, &exp_box, &g), NIC_DROP_LEN);
 	ck_assert_int_eq(nic_wire_parse_hdr(buf, 31, &exp_box, &g), NIC_DROP_SHORT);
-	ck_assert_uint_ne(nic_wire_token(1), nic_wire_token(2));
-	ck_assert_uint_eq(nic_wire_token(77), nic_wire_token(77));
 	ck_assert_str_eq(nic_drop_name(NIC_DROP_IP_CSUM), "IPv4 header checksum wrong");
 	ck_assert_uint_eq(nic_wire_build(frame, NIC_HDRS_LEN + 63, &W, &B, &h, payload), 0);
+}
+END_TEST
+
+/* The MAC: any header field changed, another key or another incarnation
+ * fails it; HEADER mode leaves the payload to the network, PAYLOAD mode
+ * does not; OFF is 0. The payload's digest, taken once, gives the same MAC
+ * as the whole datagram's. */
+START_TEST(mac_covers_what_it_says)
+{
+	struct pbox_hdr h = push_hdr(64), x;
+	uint8_t key[NIC_KEY_LEN], key2[NIC_KEY_LEN], pay[64];
+	struct nic_mac hm, pm, om, other;
+
+	for (unsigned i = 0; i < sizeof(pay); i++)
+		pay[i] = (uint8_t)i;
+	nic_job_key(0x1234, 7, 1, key);
+	nic_job_key(0x1234, 7, 2, key2); /* the next incarnation */
+	ck_assert(memcmp(key, key2, sizeof(key)) != 0);
+	nic_mac_init(&hm, NIC_MAC_HEADER, key);
+	nic_mac_init(&pm, NIC_MAC_PAYLOAD, key);
+	nic_mac_init(&om, NIC_MAC_OFF, key);
+	nic_mac_init(&other, NIC_MAC_HEADER, key2);
+	h.mac = nic_mac_of(&hm, &h, pay);
+	ck_assert(nic_mac_ok(&hm, &h, pay));
+	ck_assert(!nic_mac_ok(&other, &h, pay));
+	for (unsigned f = 0; f < 9; f++) { /* every field the header carries */
+		x = h;
+		switch (f) {
+		case 0:
+			x.op++;
+			break;
+		case 1:
+			x.dtype++;
+			break;
+		case 2:
+			x.flags ^= 1;
+			break;
+		case 3:
+			x.rank++;
+			break;
+		case 4:
+			x.job++;
+			break;
+		case 5:
+			x.chunk++;
+			break;
+		case 6:
+			x.frag++;
+			break;
+		case 7:
+			x.len -= 4;
+			break;
+		default:
+			x.round++;
+			break;
+		}
+		ck_assert_msg(!nic_mac_ok(&hm, &x, pay), "field %u not covered", f);
+	}
+	pay[9] ^= 1; /* header mode: the payload is the network's to keep */
+	ck_assert(nic_mac_ok(&hm, &h, pay));
+	pay[9] ^= 1;
+	h.mac = nic_mac_of(&pm, &h, pay);
+	ck_assert_uint_eq(h.mac, nic_mac_hdr(&pm, &h, nic_mac_digest(&pm, pay, sizeof(pay))));
+	pay[9] ^= 1;
+	ck_assert(!nic_mac_ok(&pm, &h, pay));
+	ck_assert_uint_eq(nic_mac_of(&om, &h, pay), 0);
+	ck_assert_str_eq(nic_mac_mode_name(NIC_MAC_PAYLOAD), "payload");
+	ck_assert_int_eq(nic_mac_mode_parse("header"), NIC_MAC_HEADER);
+	ck_assert_int_eq(nic_mac_mode_parse("sha1"), -1);
 }
 END_TEST
 
@@ -559,6 +619,7 @@ Suite *wire_suite(void)
 	tcase_add_test(tc, arp_from_no_host_refused);
 	tcase_add_test(tc, arp_request_built_and_sender_learnt);
 	tcase_add_test(tc, icmp_echo_answered);
+	tcase_add_test(tc, mac_covers_what_it_says);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -184,6 +184,7 @@ struct pbox_stats {
 	uint64_t tx_dropped;	/* DPDK: not sent (no MAC yet, no mbuf, ring full); resent */
 	uint64_t ssgpu_summed;	/* bytes this rank's SS_GPU took in (peers and own) */
 	uint64_t ssgpu_results; /* result bytes it sent to peers */
+	uint64_t bad_mac;	/* datagrams for our job refused for their MAC */
 	uint32_t n_ss;		/* entries of @ss filled (box endpoints, then ranks) */
 };
 /* Fill @st and up to @max_ss entries of @ss (may be NULL). */
