@@ -297,6 +297,7 @@ test-run: lint check-docs all fuzz
 # pbox from PyTorch: DDP under torchrun on the pbox backend against Gloo.
 python-test: all
 	tests/python/run.sh $(BUILD)
+	tests/python/cluster.sh $(BUILD)
 
 perf-sum: $(BUILD)/perf/perf_sum
 	$(BUILD)/perf/perf_sum $(PERF_ARGS)

@@ -5,7 +5,9 @@
 # namespace each) run pbox-bench at 20 Gb/s each, so k = 40/20 = 2 and the
 # unified layout splits every model between the box and the workers' SS_GPUs.
 # Rank 0 prints the layout; every sum is verified; goodput and pboxctl stats
-# are shown. Needs root and hugepages.
+# are shown. Then a small DDP training under torchrun (one rank per worker
+# host) through pboxd and on Gloo: the losses per step and the time per step.
+# Needs root, hugepages and Debian's python3-torch.
 #
 #   tests/net/demo.sh [BUILD_DIR]      ITERS (default 10)
 set -uo pipefail
@@ -41,6 +43,18 @@ run() { # NAME DTYPE ARGS...
 run resnet50 fp32 --model resnet50
 run synthetic fp16 --size 32M --tensors 16
 run synthetic bf16 --size 32M --tensors 16
+# the same cluster from PyTorch: DDP (tests/python/ddp_train.py, 8 steps)
+# through pboxd, then on Gloo over the same links
+if torch_ddp pbox fp32 29620 && torch_ddp gloo fp32 29621; then
+	for b in pbox gloo; do
+		printf 'demo: PyTorch DDP, %d ranks under torchrun, %s: losses %s; %s\n' "$N" "$b" \
+			"$(grep -oh "$b step [0-9]* loss [0-9.]*" "$log/$b-fp32-h0.log" | awk '{ printf "%s%s", sep, $5; sep = " " }')" \
+			"$(grep -oh "$b: .* per step" "$log/$b-fp32-h0.log")"
+	done
+	ok "PyTorch DDP through pboxd"
+else
+	bad "PyTorch DDP through pboxd and on Gloo"
+fi
 echo "demo: pboxctl stats:"
 "$build/bin/pboxctl" --prefix "$prefix" stats | sed 's/^/  /'
 echo "demo: $pass of $((pass + fail)) runs verified"

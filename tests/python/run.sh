@@ -28,22 +28,7 @@ run() { # BACKEND MODEL PORT
 	return 1
 }
 # compare RUN [REF]: RUN's parameters equal on every rank, within 1e-4 of REF's
-compare() {
-	$py - "$out" "$@" <<'PY'
-import sys, torch
-out, run = sys.argv[1], sys.argv[2]
-p0 = torch.load("%s/%s-0.pt" % (out, run))
-for r in range(1, 4):
-    p = torch.load("%s/%s-%d.pt" % (out, run, r))
-    if not all(torch.equal(a, b) for a, b in zip(p, p0)):
-        sys.exit("        rank %d's parameters differ from rank 0's" % r)
-if len(sys.argv) > 3:
-    ref = torch.load("%s/%s-0.pt" % (out, sys.argv[3]))
-    worst = max(float((a - b).abs().max()) for a, b in zip(p0, ref))
-    print("        largest difference from Gloo: %.3g" % worst)
-    sys.exit(0 if worst <= 1e-4 else 1)
-PY
-}
+compare() { $py tests/python/compare.py "$out" "$@"; }
 echo "python: DDP, 4 ranks under torchrun on loopback, no box"
 n=0
 for m in fp32 mixed; do
