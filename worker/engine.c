@@ -1049,13 +1049,14 @@ static void lost(struct pbox *px, uint32_t r, const char *how)
 	char name[96];
 
 	wk_peer_name(px, r, name, sizeof(name));
+	/* rank 0 tells the others first: once this rank's calls fail, its
+	 * process may exit at once, and they would blame rank 0 instead */
+	if (px->rank == 0)
+		for (uint32_t q = 1; q < px->n; q++)
+			if (q != r && px->peer_fd[q] >= 0)
+				wk_line_send(px->peer_fd[q], "LOST %u", r);
 	wk_fail(px, PBOX_EPEER, "%s left the job (%s)", name, how);
-	if (px->rank != 0)
-		return;
-	for (uint32_t q = 1; q < px->n; q++)
-		if (q != r && px->peer_fd[q] >= 0)
-			wk_line_send(px->peer_fd[q], "LOST %u", r);
-	if (px->box_fd >= 0) { /* the job is over: its memory back to the box */
+	if (px->rank == 0 && px->box_fd >= 0) { /* the job is over: its memory back to the box */
 		close(px->box_fd);
 		px->box_fd = -1;
 	}

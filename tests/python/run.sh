@@ -44,5 +44,20 @@ compare pbox-fp32 gloo-fp32 && ok "fp32: final parameters equal on every rank, w
 	bad "fp32: final parameters equal on every rank, within 1e-4 of Gloo's"
 compare pbox-mixed && ok "fp32 and bf16 in one group: final parameters equal on every rank" ||
 	bad "fp32 and bf16 in one group: final parameters equal on every rank"
-echo "python: $((4 - fails)) passed, $fails failed"
+# a rank late by more than libpbox's own 30 s deadline (the group's timeout
+# counts), and a rank that dies (the others get an error naming it, at once)
+if timeout 200 $py tests/python/faults.py late 60 29576 >"$out/late.log" 2>&1; then
+	ok "a rank 60 s late (a checkpoint on rank 0 alone): every rank finishes, every sum exact"
+else
+	bad "a rank 60 s late"
+	tail -8 "$out/late.log" | sed 's/^/        /'
+fi
+if timeout 60 $py tests/python/faults.py kill 29577 >"$out/kill.log" 2>&1; then
+	ok "rank 2 dies: all_reduce raises on every other rank, naming rank 2 ($(grep -o 'error after [0-9.]* s' "$out/kill.log" | sort -k3 -n | tail -1))"
+else
+	bad "rank 2 dies: all_reduce raises on every other rank, naming rank 2"
+	grep -v '^\s*$' "$out/kill.log" | tail -8 | sed 's/^/        /'
+fi
+total=6
+echo "python: $((total - fails)) passed, $fails failed"
 [ $fails = 0 ]

@@ -26,6 +26,7 @@ import os
 import queue
 import random
 import socket
+import sys
 import tempfile
 import threading
 import zlib
@@ -33,12 +34,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import ProcessGroup
-
-try:  # torch 1.13 and 2.x: a Work whose wait() and get_future() are the future's
-    from torch._C._distributed_c10d import _create_work_from_future as _work
-except ImportError:  # pragma: no cover
-    _work = None
+from torch._C._distributed_c10d import ProcessGroup, Work, _create_work_from_future
 
 import pbox
 
@@ -46,6 +42,47 @@ __all__ = ["ProcessGroupPbox", "allreduce_hook", "hook_state"]
 
 _DTYPES = {torch.float32: pbox.FP32, torch.float16: pbox.FP16, torch.bfloat16: pbox.BF16}
 _SLOTS = 4  # push-pulls of one (dtype, count) in flight at once
+
+
+class _Work(Work):
+    """A collective in flight: wait() and get_future() are its future's, and
+    wait() raises the collective's failure. (torch's _create_work_from_future
+    does not: in torch 1.13 its wait() returns True on a failed future, so a
+    rank that lost a peer would go on with a half-summed tensor.)"""
+
+    def __init__(self, fut):
+        super().__init__()
+        self._fut = fut
+
+    def wait(self, timeout=None):  # noqa: ARG002 (the group's timeout is libpbox's deadline)
+        self._fut.wait()  # raises the collective's error
+        return True
+
+    def is_completed(self):
+        return self._fut.done()
+
+    def get_future(self):
+        return self._fut
+
+
+_C10D_PY = os.path.join("torch", "distributed", "distributed_c10d.py")
+
+
+def _work(fut):
+    """The Work for a collective: a _Work (whose wait() raises) for callers in
+    Python (torch.distributed's all_reduce and kin); for callers in C++ (DDP's
+    reducer) torch's own future-wrapping Work, since torch 1.13's Work
+    trampoline gives C++ no get_future() of a Python Work. DDP reads the
+    future's value, which raises the failure."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename == __file__:
+        f = f.f_back  # the first caller outside this module
+    if f is None:  # no Python frame below: called from C++
+        return _create_work_from_future(fut)
+    caller = f.f_code.co_filename
+    if caller.endswith(_C10D_PY) or not caller.startswith(os.path.dirname(torch.__file__)):
+        return _Work(fut)
+    return _create_work_from_future(fut)
 
 
 def _route_address(host, port):

@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""What a training job sees when a rank is late or dies, on the pbox backend.
+
+    faults.py late SECONDS PORT    rank 0 starts its second allreduce SECONDS
+        after the others (a checkpoint or an evaluation on rank 0 alone):
+        every rank must finish, every sum exact (the group's timeout, 30
+        minutes by default, is what counts, not libpbox's 30 s)
+    faults.py kill PORT            rank 2 dies before its second allreduce:
+        every other rank must get an error naming rank 2, at once
+
+Starts the 4 ranks itself (torchrun would end the others when one dies),
+with torchrun's environment; prints one line per rank, "RANK r ok ..." or
+"RANK r error after S s: MESSAGE"; exit 0 when every rank did what it must.
+"""
+import os
+import subprocess
+import sys
+import time
+
+WORLD = 4
+COUNT = 1 << 18
+
+
+def rank_main(mode, arg):
+    import torch
+    import torch.distributed as dist
+
+    import pbox.torch  # noqa: F401
+
+    rank = int(os.environ["RANK"])
+    dist.init_process_group("pbox")
+    for it in range(3):
+        x = torch.full((COUNT,), float(rank + 1 + it))
+        if it == 1 and mode == "late" and rank == 0:
+            time.sleep(float(arg))
+        if it == 1 and mode == "kill" and rank == 2:
+            os._exit(3)
+        t0 = time.monotonic()
+        try:
+            dist.all_reduce(x)
+        except RuntimeError as e:
+            print("RANK %d error after %.1f s: %s" % (rank, time.monotonic() - t0, e), flush=True)
+            # the group is gone: no orderly teardown to wait for. 1: the
+            # error names the rank that died; 4: it blames another
+            os._exit(1 if "rank 2 " in str(e) else 4)
+        want = sum(r + 1 + it for r in range(WORLD))
+        if not bool((x == want).all()):
+            print("RANK %d wrong sum in iteration %d" % (rank, it), flush=True)
+            os._exit(2)
+    print("RANK %d ok, 3 allreduces exact" % rank, flush=True)
+    dist.destroy_process_group()
+
+
+def main():
+    mode = sys.argv[1]
+    arg, port = (sys.argv[2], sys.argv[3]) if mode == "late" else (None, sys.argv[2])
+    procs = []
+    for r in range(WORLD):
+        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(WORLD),
+                   LOCAL_WORLD_SIZE=str(WORLD), MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        procs.append(subprocess.Popen([sys.executable, __file__, "rank", mode, arg or "-"],
+                                      env=env))
+    rcs = [p.wait() for p in procs]
+    if mode == "late":
+        sys.exit(0 if rcs == [0] * WORLD else 1)
+    # kill: rank 2 died with 3, every other rank failed with an error naming it (1)
+    sys.exit(0 if rcs[2] == 3 and all(rcs[r] == 1 for r in (0, 1, 3)) else 1)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "rank":
+        rank_main(sys.argv[2], sys.argv[3])
+    else:
+        main()
