@@ -209,13 +209,14 @@ py=/usr/bin/python3 # Debian's python3-torch
 
 # torch_ddp BACKEND MODEL PORT: tests/python/ddp_train.py on every worker
 # host, each rank under its own torchrun as on a real cluster (--nnodes N,
-# w0 the master); "pbox" goes through pboxd (PBOX_BOX), the workers at $wbw
+# w0 the master); every mode but gloo goes through pboxd (PBOX_BOX), the
+# workers at $wbw
 # Mb/s. Logs in $log/BACKEND-MODEL-hI.log, parameters in
 # $log/BACKEND-MODEL-R.pt. True when every rank finished.
 torch_ddp() {
 	local i rc=0 pids=() envs=(PYTHONPATH="$build/python" GLOO_SOCKET_IFNAME=eth0
 		PBOX_DATA_BANDWIDTH="${wbw}M")
-	[ "$1" = pbox ] && envs+=(PBOX_BOX="$boxaddr")
+	[ "$1" != gloo ] && envs+=(PBOX_BOX="$boxaddr")
 	for ((i = 0; i < N; i++)); do
 		# Debian's torch 1.13 under Python 3.11: torchrun's launcher dies
 		# without --redirects and --tee

@@ -5,8 +5,9 @@
 # rank 0 registers the job with the box (PBOX_BOX, PBOX_BOX_KEY_FILE) and
 # grows it as DDP hands over new buckets. Then the same on Gloo. Checks:
 # training runs on both; the final parameters are equal on every rank and
-# within 1e-4 of Gloo's (fp32); fp32 and bf16 parameters in one group train
-# with every rank equal; the box registered the jobs, grew the mixed one by
+# within 1e-4 of Gloo's (fp32), also with DDP on a Gloo group and its
+# buckets summed through pboxd by pbox.torch.allreduce_hook; fp32 and bf16
+# parameters in one group train with every rank equal; the box registered the jobs, grew the mixed one by
 # a bf16 segment, summed fragments for them, and freed them when training
 # ended. Needs root and hugepages; everything is torn down on exit.
 #
@@ -41,8 +42,15 @@ check "fp32 through pboxd: final parameters equal on every rank, within 1e-4 of 
 	$py "$src/tests/python/compare.py" "$log" pbox-fp32 gloo-fp32
 check "fp32 and bf16 in one group through pboxd: final parameters equal on every rank" \
 	$py "$src/tests/python/compare.py" "$log" pbox-mixed
-check "the box summed for them: 2 jobs registered, the mixed one grown by a bf16 segment, $((c1 - c0)) fragments completed" \
-	bash -c "[ \$(grep -c 'registered by' '$log/pboxd.log') -ge 2 ] && grep -q 'grew by [0-9]* bf16 chunks' '$log/pboxd.log' && [ $((c1 - c0)) -gt 0 ]"
-check "the box freed both jobs when training ended (jobs 0, state 0 bytes)" jobs_gone
+c2=$(stat completed)
+if torch_ddp hook fp32 29612 && $py "$src/tests/python/compare.py" "$log" hook-fp32 gloo-fp32; then
+	ok "DDP on a Gloo group with pbox.torch.allreduce_hook through pboxd: parameters equal on every rank, within 1e-4 of Gloo's"
+else
+	bad "DDP on a Gloo group with pbox.torch.allreduce_hook through pboxd"
+fi
+c3=$(stat completed)
+check "the box summed for them: 3 jobs registered, the mixed one grown by a bf16 segment; $((c1 - c0)) fragments completed for the backend, $((c3 - c2)) for the hook" \
+	bash -c "[ \$(grep -c 'registered by' '$log/pboxd.log') -ge 3 ] && grep -q 'grew by [0-9]* bf16 chunks' '$log/pboxd.log' && [ $((c1 - c0)) -gt 0 ] && [ $((c3 - c2)) -gt 0 ]"
+check "the box freed every job when training ended (jobs 0, state 0 bytes)" jobs_gone
 echo "python-cluster: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

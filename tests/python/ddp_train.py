@@ -6,7 +6,12 @@ buckets after the first iteration. Saves the final parameters for run.sh to
 compare across ranks and with the same run on Gloo (fp32 only: Gloo in
 torch 1.13 has no bf16).
 
-    torchrun ... ddp_train.py BACKEND OUT_PREFIX fp32|mixed
+    torchrun ... ddp_train.py MODE OUT_PREFIX fp32|mixed
+
+MODE: pbox or gloo (the process group's backend, DDP's default
+allreduce); hook (a Gloo group for DDP, its buckets summed by pbox through
+pbox.torch.allreduce_hook); powersgd (torch's own PowerSGD comm hook on the
+pbox group: compressed gradients, summed by pbox).
 """
 import sys
 import time
@@ -16,7 +21,8 @@ import torch.distributed as dist
 
 import pbox.torch  # noqa: F401  (registers the "pbox" backend)
 
-backend, out = sys.argv[1], sys.argv[2]
+mode, out = sys.argv[1], sys.argv[2]
+backend = {"hook": "gloo", "powersgd": "pbox"}.get(mode, mode)
 mixed = sys.argv[3] == "mixed"
 steps = 8
 dist.init_process_group(backend)
@@ -40,6 +46,14 @@ class Net(torch.nn.Module):
 torch.manual_seed(0)
 model = Net()
 ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.1)
+if mode == "hook":
+    ddp.register_comm_hook(pbox.torch.hook_state(), pbox.torch.allreduce_hook)
+elif mode == "powersgd":
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+
+    psgd = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=2,
+                                       start_powerSGD_iter=2, min_compression_rate=0.5)
+    ddp.register_comm_hook(psgd, powerSGD_hook.powerSGD_hook)
 opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
 gen = torch.Generator().manual_seed(1000 + rank)
 t0 = time.monotonic()
@@ -51,9 +65,9 @@ for step in range(steps):
     loss.backward()
     opt.step()
     if rank == 0:
-        print("%s step %d loss %.4f" % (backend, step, float(loss)), flush=True)
+        print("%s step %d loss %.4f" % (mode, step, float(loss)), flush=True)
 if rank == 0:
-    print("%s: %.1f ms per step" % (backend, (time.monotonic() - t0) * 1000 / steps), flush=True)
+    print("%s: %.1f ms per step" % (mode, (time.monotonic() - t0) * 1000 / steps), flush=True)
 torch.save([p.detach().float() for p in model.parameters()], "%s-%d.pt" % (out, rank))
 dist.barrier()
 dist.destroy_process_group()

@@ -44,6 +44,20 @@ compare pbox-fp32 gloo-fp32 && ok "fp32: final parameters equal on every rank, w
 	bad "fp32: final parameters equal on every rank, within 1e-4 of Gloo's"
 compare pbox-mixed && ok "fp32 and bf16 in one group: final parameters equal on every rank" ||
 	bad "fp32 and bf16 in one group: final parameters equal on every rank"
+# the hook on a Gloo group, and torch's own PowerSGD hook on the pbox group
+if run hook fp32 29578 && compare hook-fp32 gloo-fp32; then
+	ok "DDP on a Gloo group with pbox.torch.allreduce_hook: parameters equal on every rank, within 1e-4 of Gloo's"
+else
+	bad "DDP with pbox.torch.allreduce_hook"
+fi
+if run powersgd fp32 29579 && compare powersgd-fp32 &&
+	$py -c 'import sys, torch; sys.exit(not all(bool(torch.isfinite(p).all()) for p in torch.load(sys.argv[1])))' \
+		"$out/powersgd-fp32-0.pt"; then
+	ok "torch's PowerSGD hook on the pbox group trains: parameters finite and equal on every rank" \
+		"(losses $(grep -o 'powersgd step [0-9]* loss [0-9.]*' "$out/powersgd-fp32.log" | awk 'NR == 1 || NR == 8 { printf "%s%s", s, $5; s = " ... " }'))"
+else
+	bad "torch's PowerSGD hook on the pbox group"
+fi
 # a rank late by more than libpbox's own 30 s deadline (the group's timeout
 # counts), and a rank that dies (the others get an error naming it, at once)
 if timeout 200 $py tests/python/faults.py late 60 29576 >"$out/late.log" 2>&1; then
@@ -58,6 +72,6 @@ else
 	bad "rank 2 dies: all_reduce raises on every other rank, naming rank 2"
 	grep -v '^\s*$' "$out/kill.log" | tail -8 | sed 's/^/        /'
 fi
-total=6
+total=8
 echo "python: $((total - fails)) passed, $fails failed"
 [ $fails = 0 ]
