@@ -6,13 +6,29 @@
  * agreed with every rank before any of its data moves, on the bootstrap
  * connections, by the engine thread:
  *
- *   rank r -> rank 0   NEW <seq> <key> <count> <dtype> <prio>
- *       seq: its place in this rank's order of new tensors (0, 1, ...)
+ *   rank r -> rank 0   NEW <seq> <key> <count> <dtype> <prio> <call>
+ *       seq: its place in this rank's order of new tensors (0, 1, ...);
+ *       call: the collective that first used it, in this rank's order of
+ *       push-pulls (all ranks must agree on it too; none for a tensor
+ *       declared after the start: ~0)
  *   rank 0 -> every rank, once all n ranks said NEW for seqs [a, b) and
  *   they agree (key, count, dtype):
  *                      GREW <a> <b>
  *   or, at the first seq where they do not:
  *                      MISMATCH <what differs, naming the ranks>
+ *
+ * A rank whose collective at that place is not a new tensor (it pushed a
+ * tensor it had used before) never says NEW for it, and the others would
+ * wait for it to their deadline. So once a seq has waited WK_PROBE_NS for
+ * some ranks, rank 0 asks them:
+ *
+ *   rank 0 -> rank r   WAIT <seq> <call>
+ *   rank r -> rank 0   AT <seq> <call> <key> <count> <dtype>  (or AT <seq> <call> past)
+ *
+ * A rank answers once it has reached that collective, and only when it is
+ * not that new tensor (a rank that is merely late says nothing until it
+ * gets there); rank 0 then fails every rank with a MISMATCH naming both
+ * ranks, the collective and both tensors.
  *
  * Rank 0 agrees once no NEW has come for WK_AGREE_QUIET_NS: the new tensors
  * of one iteration (a framework's buckets come in a burst) become one
@@ -35,6 +51,7 @@
 #include "pbox_int.h"
 
 #define WK_AGREE_QUIET_NS 3000000ull
+#define WK_PROBE_NS	  1000000000ull
 
 int wk_grow(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint64_t deadline, char *msg,
 	    size_t cap)
@@ -148,6 +165,14 @@ static void apply(struct pbox *px, uint32_t a, uint32_t b)
 	free(ts);
 }
 
+static const char *ordinal(uint64_t n)
+{
+	return n % 10 == 1 && n % 100 != 11   ? "st"
+	       : n % 10 == 2 && n % 100 != 12 ? "nd"
+	       : n % 10 == 3 && n % 100 != 13 ? "rd"
+					      : "th";
+}
+
 /* Rank 0: how the ranks' words on one new tensor differ, or "" when they
  * do not. */
 static void disagree(const struct pbox *px, uint32_t s, const struct wk_ag *row, char *msg,
@@ -158,26 +183,121 @@ static void disagree(const struct pbox *px, uint32_t s, const struct wk_ag *row,
 	msg[0] = 0;
 	for (uint32_t r = 1; r < px->n; r++) {
 		const struct wk_ag *o = &row[r];
-		const char *what = o->key != z->key	  ? "keys"
-				   : o->count != z->count ? "element counts"
-				   : o->dtype != z->dtype ? "dtypes"
-							  : NULL;
+		const char *what =
+			o->count != z->count   ? "element counts"
+			: o->dtype != z->dtype ? "dtypes"
+			: o->key != z->key     ? "keys"
+			: o->call != z->call && o->call != UINT64_MAX && z->call != UINT64_MAX
+				? "places in the order of collectives"
+				: NULL;
 
 		if (!what)
 			continue;
 		snprintf(msg, cap,
 			 "ranks disagree on new tensor %u (the %u%s tensor first used after "
-			 "pbox_start()): rank 0 has key %" PRIu64 ", %" PRIu64 " elements of %s; "
-			 "rank %u has key %" PRIu64 ", %" PRIu64 " elements of %s: the %s differ",
-			 s, s + 1,
-			 (s + 1) % 10 == 1 && (s + 1) % 100 != 11   ? "st"
-			 : (s + 1) % 10 == 2 && (s + 1) % 100 != 12 ? "nd"
-			 : (s + 1) % 10 == 3 && (s + 1) % 100 != 13 ? "rd"
-								    : "th",
-			 z->key, z->count, sum_dtype_name((enum sum_dtype)z->dtype), r, o->key,
-			 o->count, sum_dtype_name((enum sum_dtype)o->dtype), what);
+			 "pbox_start()): rank 0 has key %" PRIu64 ", %" PRIu64 " elements of %s, "
+			 "first used by its collective %" PRIu64 "; rank %u has key %" PRIu64
+			 ", %" PRIu64 " elements of %s, first used by its collective %" PRIu64
+			 ": the %s differ",
+			 s, s + 1, ordinal(s + 1), z->key, z->count,
+			 sum_dtype_name((enum sum_dtype)z->dtype), z->call, r, o->key, o->count,
+			 sum_dtype_name((enum sum_dtype)o->dtype), o->call, what);
 		return;
 	}
+}
+
+/* Rank 0: every rank fails with @msg. */
+static void mismatch(struct pbox *px, const char *msg)
+{
+	for (uint32_t r = 1; r < px->n; r++)
+		if (px->peer_fd[r] >= 0)
+			wk_line_send(px->peer_fd[r], "MISMATCH %s", msg);
+	wk_fail(px, PBOX_EMISMATCH, "%s", msg);
+}
+
+/* Rank 0: rank @from's collective @call, where another rank first used new
+ * tensor @s, is not that tensor (@h: what it is; NULL: long past). */
+static void at(struct pbox *px, uint32_t from, uint32_t s, uint64_t call, const struct wk_call *h)
+{
+	char msg[WK_ERR_LEN], theirs[160];
+	const struct wk_ag *row;
+	uint32_t r;
+
+	if (s < px->applied || s - px->applied >= px->ag_rows || px->fail)
+		return; /* agreed meanwhile */
+	row = &px->ag[(size_t)(s - px->applied) * px->n];
+	for (r = 0; r < px->n && !(row[r].have && row[r].call == call); r++)
+		;
+	if (r == px->n)
+		return;
+	if (!h)
+		snprintf(theirs, sizeof(theirs), "a tensor it had used before");
+	else
+		snprintf(theirs, sizeof(theirs), "key %" PRIu64 ", %" PRIu64 " elements of %s, %s",
+			 h->key, h->count, sum_dtype_name((enum sum_dtype)h->dtype),
+			 h->fresh ? "another new tensor" : "a tensor it had used before");
+	snprintf(msg, sizeof(msg),
+		 "ranks disagree on their collective %" PRIu64 " (the %" PRIu64
+		 "%s push-pull): rank %u first uses a new tensor there (key %" PRIu64 ", %" PRIu64
+		 " elements of %s); rank %u pushes %s",
+		 call, call + 1, ordinal(call + 1), r, row[r].key, row[r].count,
+		 sum_dtype_name((enum sum_dtype)row[r].dtype), from, theirs);
+	mismatch(px, msg);
+}
+
+/* Rank 0: new tensor seq applied + 0 has waited WK_PROBE_NS for some ranks:
+ * ask them what their collective at that place is. */
+static void probe(struct pbox *px)
+{
+	const struct wk_ag *row = px->ag;
+	uint64_t call = UINT64_MAX;
+	uint32_t r;
+
+	px->probed = 1;
+	for (r = 0; r < px->n && call == UINT64_MAX; r++)
+		if (row[r].have)
+			call = row[r].call;
+	if (call == UINT64_MAX)
+		return; /* declared, not used: no place to ask about */
+	for (r = 0; r < px->n; r++) {
+		if (row[r].have)
+			continue;
+		if (r == 0) {
+			px->probe_on = true;
+			px->probe_seq = px->applied;
+			px->probe_call = call;
+		} else if (px->peer_fd[r] >= 0) {
+			wk_line_send(px->peer_fd[r], "WAIT %u %" PRIu64, px->applied, call);
+		}
+	}
+}
+
+/* Rank 0 asked about one of our collectives: answer once we have reached
+ * it, unless it is the new tensor rank 0 waits for (its NEW answers). */
+static void answer_probe(struct pbox *px)
+{
+	struct wk_call h;
+	bool reached, known;
+
+	pthread_mutex_lock(&px->mu);
+	reached = px->calls > px->probe_call;
+	h = px->hist[px->probe_call % WK_HIST];
+	pthread_mutex_unlock(&px->mu);
+	if (!reached)
+		return;
+	px->probe_on = false;
+	known = h.call == px->probe_call;
+	if (known && h.fresh && h.seq == px->probe_seq)
+		return;
+	if (px->rank == 0)
+		at(px, 0, px->probe_seq, px->probe_call, known ? &h : NULL);
+	else if (!known)
+		wk_line_send(px->peer_fd[0], "AT %u %" PRIu64 " past", px->probe_seq,
+			     px->probe_call);
+	else
+		wk_line_send(px->peer_fd[0], "AT %u %" PRIu64 " %" PRIu64 " %" PRIu64 " %s %d",
+			     px->probe_seq, px->probe_call, h.key, h.count,
+			     sum_dtype_name((enum sum_dtype)h.dtype), h.fresh);
 }
 
 /* Rank 0: the leading seqs every rank has spoken for, agreed or not. */
@@ -196,10 +316,7 @@ static void agree(struct pbox *px)
 			break;
 		disagree(px, a + rows, row, msg, sizeof(msg));
 		if (msg[0]) {
-			for (r = 1; r < px->n; r++)
-				if (px->peer_fd[r] >= 0)
-					wk_line_send(px->peer_fd[r], "MISMATCH %s", msg);
-			wk_fail(px, PBOX_EMISMATCH, "%s", msg);
+			mismatch(px, msg);
 			return;
 		}
 		rows++;
@@ -209,6 +326,7 @@ static void agree(struct pbox *px)
 	memmove(px->ag, &px->ag[(size_t)rows * px->n],
 		(size_t)(px->ag_rows - rows) * px->n * sizeof(*px->ag));
 	px->ag_rows -= rows;
+	px->probed = 0;
 	apply(px, a, a + rows); /* the box first: then the ranks may push */
 	if (px->fail)
 		return;
@@ -227,6 +345,11 @@ void wk_grow_poll(struct pbox *px)
 	if (px->rank == 0 && px->ag_rows && !px->fail &&
 	    wk_now() - px->ag_last_ns >= WK_AGREE_QUIET_NS)
 		agree(px);
+	if (px->rank == 0 && px->ag_rows && !px->probed && !px->fail &&
+	    wk_now() - px->ag_last_ns >= WK_PROBE_NS)
+		probe(px);
+	if (px->probe_on && !px->fail)
+		answer_probe(px);
 	if (n_new == px->announced || px->fail)
 		return;
 	while (px->announced < n_new && !px->fail) {
@@ -236,14 +359,18 @@ void wk_grow_poll(struct pbox *px)
 		pthread_mutex_lock(&px->mu);
 		t = px->newt[px->announced];
 		pthread_mutex_unlock(&px->mu);
-		a = (struct wk_ag){
-			.key = t->key, .count = t->count, .prio = t->prio, .dtype = t->dtype};
+		a = (struct wk_ag){.key = t->key,
+				   .count = t->count,
+				   .call = t->call,
+				   .prio = t->prio,
+				   .dtype = t->dtype};
 		if (px->rank == 0)
 			record(px, 0, t->seq, &a);
 		else if (px->peer_fd[0] >= 0)
-			wk_line_send(px->peer_fd[0], "NEW %u %" PRIu64 " %" PRIu64 " %s %d", t->seq,
+			wk_line_send(px->peer_fd[0],
+				     "NEW %u %" PRIu64 " %" PRIu64 " %s %d %" PRIu64, t->seq,
 				     t->key, t->count, sum_dtype_name((enum sum_dtype)t->dtype),
-				     t->prio);
+				     t->prio, t->call);
 		px->announced++;
 	}
 	if (px->n == 1)
@@ -259,8 +386,8 @@ int wk_grow_line(struct pbox *px, uint32_t from, const char *line)
 		char dt[8];
 		int prio, d;
 
-		if (sscanf(line, "NEW %u %" SCNu64 " %" SCNu64 " %7s %d", &s, &a.key, &a.count, dt,
-			   &prio) != 5 ||
+		if (sscanf(line, "NEW %u %" SCNu64 " %" SCNu64 " %7s %d %" SCNu64, &s, &a.key,
+			   &a.count, dt, &prio, &a.call) != 6 ||
 		    (d = nic_dtype_parse(dt)) < 0) {
 			wk_fail(px, PBOX_EPEER, "rank %u sent '%.80s'", from, line);
 			return 1;
@@ -268,6 +395,34 @@ int wk_grow_line(struct pbox *px, uint32_t from, const char *line)
 		a.dtype = (uint8_t)d;
 		a.prio = prio;
 		record(px, from, s, &a);
+		return 1;
+	}
+	if (px->rank == 0 && strncmp(line, "AT ", 3) == 0) {
+		struct wk_call h = {0};
+		uint64_t call;
+		char dt[8];
+		int d = -1, fresh = 0;
+
+		if (sscanf(line, "AT %u %" SCNu64 " past", &s, &call) == 2 &&
+		    strstr(line, " past")) {
+			at(px, from, s, call, NULL);
+			return 1;
+		}
+		if (sscanf(line, "AT %u %" SCNu64 " %" SCNu64 " %" SCNu64 " %7s %d", &s, &call,
+			   &h.key, &h.count, dt, &fresh) != 6 ||
+		    (d = nic_dtype_parse(dt)) < 0) {
+			wk_fail(px, PBOX_EPEER, "rank %u sent '%.80s'", from, line);
+			return 1;
+		}
+		h.call = call;
+		h.dtype = (uint8_t)d;
+		h.fresh = fresh != 0;
+		at(px, from, s, call, &h);
+		return 1;
+	}
+	if (px->rank != 0 && sscanf(line, "WAIT %u %" SCNu64, &s, &px->probe_call) == 2) {
+		px->probe_seq = s;
+		px->probe_on = true;
 		return 1;
 	}
 	if (px->rank != 0 && strncmp(line, "MISMATCH ", 9) == 0) {

@@ -221,6 +221,8 @@ static int add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t co
 	px->n_t++;
 	if (px->phase == WK_PH_STARTED) {
 		t->seq = px->n_new;
+		t->late = true;
+		t->call = UINT64_MAX; /* pbox_push_pull() says which, if it is the first user */
 		px->newt[px->n_new++] = t;
 	}
 	*out = t;
@@ -616,6 +618,8 @@ int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uin
 			    key);
 	} else if (!t) { /* first seen now: agreed with every rank before data moves */
 		rc = add_tensor(px, "pbox_push_pull", key, count, dtype, 0, &t);
+		if (rc == PBOX_OK)
+			t->call = px->calls;
 	}
 	if (rc) {
 		pthread_mutex_unlock(&px->mu);
@@ -624,6 +628,13 @@ int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uin
 	}
 	op->t = t;
 	t->busy = op;
+	px->hist[px->calls % WK_HIST] = (struct wk_call){.call = px->calls,
+							 .key = key,
+							 .count = count,
+							 .seq = t->seq,
+							 .dtype = (uint8_t)dtype,
+							 .fresh = t->late && t->round == 0};
+	px->calls++;
 	op->round = t->round++;
 	if (px->subq_tail)
 		px->subq_tail->next = op;

@@ -50,8 +50,10 @@ struct wk_tensor {
 	uint64_t key, count, bytes;
 	int prio;
 	uint8_t dtype;
-	bool ready;		    /* laid out: its chunks exist (engine) */
-	uint32_t seq;		    /* after start: its place in the order of new tensors */
+	bool ready;    /* laid out: its chunks exist (engine) */
+	uint32_t seq;  /* after start: its place in the order of new tensors */
+	bool late;     /* first seen after pbox_start() */
+	uint64_t call; /* late: the collective that first used it (UINT64_MAX: declared) */
 	uint32_t chunk0, n_chunks;  /* its chunks in the global order */
 	uint32_t n_frags;	    /* fragments with payload */
 	uint32_t round;		    /* of the next push-pull */
@@ -62,9 +64,20 @@ struct wk_tensor {
 /* Rank 0's record of what each rank said of one new tensor (grow.c). */
 struct wk_ag {
 	uint64_t key, count;
+	uint64_t call; /* the collective that first used it (UINT64_MAX: declared) */
 	int prio;
 	uint8_t dtype;
 	bool have;
+};
+
+/* One of a rank's recent collectives (push-pulls, in call order): what rank
+ * 0 asks about when the ranks' new tensors do not line up (grow.c). */
+#define WK_HIST 1024
+struct wk_call {
+	uint64_t call, key, count;
+	uint32_t seq; /* fresh: the new tensor's */
+	uint8_t dtype;
+	bool fresh; /* the first use of a tensor first seen after the start */
 };
 
 /* A partition of an op: fragments [g, g_end) still to be sent first. */
@@ -131,8 +144,15 @@ struct pbox {
 	struct wk_ag *ag;
 	uint32_t ag_rows, ag_cap;
 	uint64_t ag_last_ns; /* the last NEW recorded */
-	uint32_t segments;   /* of the job: one per dtype per growth */
-	bool registered;     /* rank 0: the job is on the box */
+	uint32_t probed;     /* rank 0: rows asked about (WAIT) are those below applied + probed */
+	/* every rank: its collectives (under mu), and rank 0's question about one */
+	uint64_t calls;
+	struct wk_call hist[WK_HIST];
+	bool probe_on;
+	uint32_t probe_seq;
+	uint64_t probe_call;
+	uint32_t segments; /* of the job: one per dtype per growth */
+	bool registered;   /* rank 0: the job is on the box */
 
 	/* the layout */
 	uint32_t n_eps, n_units, self_unit;

@@ -7,6 +7,8 @@
         minutes by default, is what counts, not libpbox's 30 s)
     faults.py kill PORT            rank 2 dies before its second allreduce:
         every other rank must get an error naming rank 2, at once
+    faults.py size PORT            rank 3's second allreduce is of another
+        size than the others': every rank must raise, naming rank 3
 
 Starts the 4 ranks itself (torchrun would end the others when one dies),
 with torchrun's environment; prints one line per rank, "RANK r ok ..." or
@@ -30,7 +32,8 @@ def rank_main(mode, arg):
     rank = int(os.environ["RANK"])
     dist.init_process_group("pbox")
     for it in range(3):
-        x = torch.full((COUNT,), float(rank + 1 + it))
+        n = COUNT + 1 if mode == "size" and rank == 3 and it == 1 else COUNT
+        x = torch.full((n,), float(rank + 1 + it))
         if it == 1 and mode == "late" and rank == 0:
             time.sleep(float(arg))
         if it == 1 and mode == "kill" and rank == 2:
@@ -42,7 +45,7 @@ def rank_main(mode, arg):
             print("RANK %d error after %.1f s: %s" % (rank, time.monotonic() - t0, e), flush=True)
             # the group is gone: no orderly teardown to wait for. 1: the
             # error names the rank that died; 4: it blames another
-            os._exit(1 if "rank 2 " in str(e) else 4)
+            os._exit(1 if ("rank 3 " if mode == "size" else "rank 2 ") in str(e) else 4)
         want = sum(r + 1 + it for r in range(WORLD))
         if not bool((x == want).all()):
             print("RANK %d wrong sum in iteration %d" % (rank, it), flush=True)
@@ -63,6 +66,8 @@ def main():
     rcs = [p.wait() for p in procs]
     if mode == "late":
         sys.exit(0 if rcs == [0] * WORLD else 1)
+    if mode == "size":  # every rank raised, naming rank 3
+        sys.exit(0 if rcs == [1] * WORLD else 1)
     # kill: rank 2 died with 3, every other rank failed with an error naming it (1)
     sys.exit(0 if rcs[2] == 3 and all(rcs[r] == 1 for r in (0, 1, 3)) else 1)
 

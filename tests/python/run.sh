@@ -72,6 +72,13 @@ else
 	bad "rank 2 dies: all_reduce raises on every other rank, naming rank 2"
 	grep -v '^\s*$' "$out/kill.log" | tail -8 | sed 's/^/        /'
 fi
-total=8
+if timeout 60 $py tests/python/faults.py size 29580 >"$out/size.log" 2>&1; then
+	ok "rank 3 allreduces a tensor of another size: every rank raises, naming rank 3"
+	grep -m1 -o 'error after.*' "$out/size.log" | cut -c1-200 | sed 's/^/        /'
+else
+	bad "rank 3 allreduces a tensor of another size: every rank raises, naming rank 3"
+	grep -v '^\s*$' "$out/size.log" | tail -8 | sed 's/^/        /'
+fi
+total=9
 echo "python: $((total - fails)) passed, $fails failed"
 [ $fails = 0 ]

@@ -263,9 +263,37 @@ START_TEST(test_late_mismatch)
 		ck_assert_msg(strstr(rr[r].msg,
 				     "ranks disagree on new tensor 1 (the 2nd tensor "
 				     "first used after pbox_start()): rank 0 has key "
-				     "101, 1 elements of bf16; rank 2 has key 101, "
-				     "12345 elements of bf16: the element counts differ"),
+				     "101, 1 elements of bf16, first used by its collective "
+				     "1; rank 2 has key 101, 12345 elements of bf16, first "
+				     "used by its collective 1: the element counts differ"),
 			      "rank %u: %s", r, rr[r].msg);
+		free(rr[r].layout);
+	}
+}
+END_TEST
+
+/* Rank 3 pushes the tensors it used before where the others first use new
+ * ones (it never says NEW for them): rank 0 asks it what its collective at
+ * that place is, and every rank fails within a second or so, naming rank 3,
+ * the collective and both tensors (not at the 30 s deadline). */
+START_TEST(test_late_mismatch_existing_key)
+{
+	struct rank_run rr[NR];
+
+	late_runs(rr);
+	rr[3].rebuild = false;
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_int_eq(rr[r].start_rc, 0);
+		ck_assert_msg(rr[r].run_rc == PBOX_EMISMATCH || rr[r].run_rc == PBOX_EFAILED,
+			      "rank %u: %d %s", r, rr[r].run_rc, rr[r].msg);
+		ck_assert_msg(strstr(rr[r].msg,
+				     "ranks disagree on their collective 3 (the 4th "
+				     "push-pull): rank 0 first uses a new tensor there (key "
+				     "202, 74018 elements of fp16); rank 3 pushes key 102, "),
+			      "rank %u: %s", r, rr[r].msg);
+		ck_assert_msg(strstr(rr[r].msg, "a tensor it had used before"), "rank %u: %s", r,
+			      rr[r].msg);
 		free(rr[r].layout);
 	}
 }
@@ -448,6 +476,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_api_refusals);
 	tcase_add_test(tc, test_late_mixed);
 	tcase_add_test(tc, test_late_mismatch);
+	tcase_add_test(tc, test_late_mismatch_existing_key);
 	suite_add_tcase(s, tc);
 	return s;
 }
