@@ -52,10 +52,11 @@ cfg() { # NAME CONTENT
 	printf '%s\n' "$2" >"$tmp/$1.ini"
 	echo "$tmp/$1.ini"
 }
-base='[management]
+base="[management]
 address = 198.18.0.1
+key_file = $tmp/box.key
 [memory]
-hugepage_budget = 1G'
+hugepage_budget = 1G"
 good=$(cfg good "$base
 [port v0]
 vdev = net_null0
@@ -64,12 +65,18 @@ bandwidth = 10G")
 out=$("$setup" --dry-run "$good" 2>&1)
 check "dry run on a good config: 1 GB + 512 MB of pools = 768 pages of 2 MB, nothing bound, ready" \
 	bash -c "grep -q 'would reserve 768 pages of 2 MB\|would run: sh -c echo 768' <<<'$out' && grep -q 'ready for pboxd' <<<'$out'"
+check "dry run: the box key of [management] key_file would be made on this first boot" \
+	grep -q "would make a new box key in $tmp/box.key" <<<"$out"
+"$setup" --keygen "$tmp/box.key" >"$tmp/keygen.log" 2>&1
+check "pbox-setup --keygen: 64 hex digits, readable by root alone, and never over an existing key" \
+	bash -c "grep -qxE '[0-9a-f]{64}' '$tmp/box.key' && [ \$(stat -c %a '$tmp/box.key') = 600 ] &&
+		! '$setup' --keygen '$tmp/box.key' >/dev/null 2>&1 && grep -qxE '[0-9a-f]{64}' '$tmp/box.key'"
 out=$("$setup" --dry-run "$tmp/none.ini" 2>&1)
 check "a missing config is named" grep -q "none.ini: no such file" <<<"$out"
 bad_size=$(cfg badsize "${base/1G/lots}")
 out=$("$setup" --dry-run "$bad_size" 2>&1)
 check "a bad hugepage_budget is named with its line and section (pboxd's own parser)" \
-	grep -q "badsize.ini:4: \[memory\] hugepage_budget: 'lots' is not a number" <<<"$out"
+	grep -q "badsize.ini:5: \[memory\] hugepage_budget: 'lots' is not a number" <<<"$out"
 nopci=$(cfg nopci "$base
 [port d0]
 pci = 0000:ff:1f.7
