@@ -810,6 +810,9 @@ int wk_boot(struct pbox *px)
 	rc = alloc_peers(px);
 	if (rc == PBOX_OK)
 		rc = px->cfg.transport.kind == WRK_TRANSPORT_DPDK ? wk_dpdk_open(px) : udp_open(px);
+	if (rc == PBOX_OK) /* chosen once: the engine never asks again */
+		px->tp = px->cfg.transport.kind == WRK_TRANSPORT_DPDK ? &wk_dpdk_transport
+								      : &wk_udp_transport;
 	for (uint32_t r = 0; rc == PBOX_OK && r < px->n; r++)
 		if (!(px->peer_buf[r] = malloc(WK_LINEBUF)))
 			rc = wk_err(PBOX_ENOMEM, "pbox_start: out of memory");

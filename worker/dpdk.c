@@ -213,7 +213,7 @@ int wk_dpdk_open(struct pbox *px)
 	return PBOX_OK;
 }
 
-void wk_dpdk_close(struct pbox *px)
+static void dp_close(struct pbox *px)
 {
 	struct wk_dpdk *d = px->dp;
 
@@ -229,7 +229,7 @@ void wk_dpdk_close(struct pbox *px)
 	px->dp = NULL;
 }
 
-void wk_dpdk_describe(const struct pbox *px, char *buf, size_t cap)
+static void dp_describe(const struct pbox *px, char *buf, size_t cap)
 {
 	const uint8_t *m = px->dp->port.mac;
 
@@ -251,6 +251,8 @@ static void learn(struct pbox *px, uint32_t ip_be, const uint8_t mac[6])
 }
 
 static void tx_frame(struct pbox *px, struct rte_mbuf *m);
+static void dp_flush(struct pbox *px, void *eng);
+static int dp_rx(struct pbox *px, wk_dgram_fn *fn, void *arg, uint64_t now);
 
 static void ask(struct pbox *px, uint32_t u, uint64_t now)
 {
@@ -268,7 +270,7 @@ static void ask(struct pbox *px, uint32_t u, uint64_t now)
 	tx_frame(px, m);
 }
 
-int wk_dpdk_resolve(struct pbox *px, uint64_t wait_ns)
+static int dp_resolve(struct pbox *px, uint64_t wait_ns)
 {
 	struct wk_dpdk *d = px->dp;
 	uint64_t t0 = wk_now();
@@ -286,11 +288,11 @@ int wk_dpdk_resolve(struct pbox *px, uint64_t wait_ns)
 				missing++;
 				ask(px, u, now);
 			}
-		wk_dpdk_flush(px);
+		dp_flush(px, NULL);
 		if (!missing || now - t0 > wait_ns)
 			break;
 		usleep(1000);
-		wk_dpdk_rx(px, NULL, NULL, now);
+		dp_rx(px, NULL, NULL, now);
 	}
 	for (u = 0; u < px->n_units && missing; u++)
 		if (u != px->self_unit && !d->nb[u].known)
@@ -307,14 +309,18 @@ static void tx_frame(struct pbox *px, struct rte_mbuf *m)
 	struct wk_dpdk *d = px->dp;
 
 	if (d->tn == WK_BATCH)
-		wk_dpdk_flush(px);
+		dp_flush(px, NULL);
 	d->tx[d->tn++] = m;
 }
 
-void wk_dpdk_tx(struct pbox *px, uint32_t ip_be, uint16_t port, const struct pbox_hdr *h,
-		const void *payload)
+static void dp_tx(struct pbox *px, void *eng, uint32_t ip_be, uint16_t port,
+		  const struct pbox_hdr *h, const void *payload, uint16_t len, bool gso)
 {
 	struct wk_dpdk *d = px->dp;
+
+	(void)eng; /* one frame per datagram: @h carries the length; no GSO */
+	(void)len;
+	(void)gso;
 	uint32_t u = wk_unit_of(px, ip_be, port);
 	struct nic_addr dst = {.ip_be = ip_be, .port = port};
 	struct rte_mbuf *m;
@@ -341,11 +347,12 @@ void wk_dpdk_tx(struct pbox *px, uint32_t ip_be, uint16_t port, const struct pbo
 	tx_frame(px, m);
 }
 
-void wk_dpdk_flush(struct pbox *px)
+static void dp_flush(struct pbox *px, void *eng)
 {
 	struct wk_dpdk *d = px->dp;
 	unsigned s = 0, spins = 0;
 
+	(void)eng;
 	/* the ring may be full for a moment: a few tries, then the rest is
 	 * lost (and resent) rather than the engine stalled */
 	while (s < d->tn && spins < 64) {
@@ -363,7 +370,7 @@ void wk_dpdk_flush(struct pbox *px)
 
 /* ---- receive ------------------------------------------------------------ */
 
-int wk_dpdk_rx(struct pbox *px, wk_dgram_fn *fn, void *arg, uint64_t now)
+static int dp_rx(struct pbox *px, wk_dgram_fn *fn, void *arg, uint64_t now)
 {
 	struct wk_dpdk *d = px->dp;
 	struct rte_mbuf *pkts[WK_BATCH];
@@ -406,3 +413,14 @@ int wk_dpdk_rx(struct pbox *px, wk_dgram_fn *fn, void *arg, uint64_t now)
 	}
 	return n;
 }
+
+const struct wk_transport wk_dpdk_transport = {
+	.tx = dp_tx,
+	.flush = dp_flush,
+	.rx = dp_rx,
+	.ready = dp_resolve,
+	.describe = dp_describe,
+	.close = dp_close,
+	.nap_ns = 50000, /* a port has no descriptor to sleep on */
+	.gso = false,
+};

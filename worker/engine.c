@@ -39,11 +39,10 @@
  * kernel (or the NIC) cutting it at the first datagram's size; only the
  * last may be shorter. UDP's 64 KiB bound comes first: 7 fragments of 8 KiB.
  */
-#define WK_GSO_MAX     16
-#define WK_GSO_BYTES   65507u	/* IPv4's largest UDP payload */
-#define WK_RX_GRO      65536u	/* a receive buffer when GRO may coalesce */
-#define WK_DPDK_NAP_NS 50000ull /* idle wait of a DPDK engine */
-#define WK_RX_DRAIN    64	/* receive batches taken before timers are judged */
+#define WK_GSO_MAX   16
+#define WK_GSO_BYTES 65507u /* IPv4's largest UDP payload */
+#define WK_RX_GRO    65536u /* a receive buffer when GRO may coalesce */
+#define WK_RX_DRAIN  64	    /* receive batches taken before timers are judged */
 
 struct eng {
 	/* transmit batch: entries of one or more datagrams (GSO), each
@@ -259,14 +258,12 @@ static int tx_split(struct pbox *px, struct eng *e, unsigned i)
 	return 0;
 }
 
-static void tx_flush(struct pbox *px, struct eng *e)
+/* UDP: what tx queued, in one sendmmsg (GSO runs as one message each). */
+static void udp_flush(struct pbox *px, void *eng)
 {
+	struct eng *e = eng;
 	unsigned s = 0;
 
-	if (px->dp) {
-		wk_dpdk_flush(px);
-		return;
-	}
 	for (unsigned i = 0; i < e->tn; i++) {
 		struct msghdr *m = &e->tmm[i].msg_hdr;
 
@@ -312,34 +309,23 @@ static void tx_flush(struct pbox *px, struct eng *e)
 }
 
 /*
- * Queue one datagram: header @h, then @len bytes at @payload; joined to
- * the previous entry when GSO can carry both and @gso allows it: to peers'
- * sockets only. A box port may be a virtual device that takes a GSO frame
- * whole (af_packet on a veth) where a NIC would have cut it.
+ * UDP: queue one datagram: header @h, then @len bytes at @payload; joined
+ * to the previous entry when GSO can carry both and @gso allows it: to
+ * peers' sockets only. A box port may be a virtual device that takes a GSO
+ * frame whole (af_packet on a veth) where a NIC would have cut it.
  */
-static void tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port,
+static void udp_tx(struct pbox *px, void *eng, uint32_t ip_be, uint16_t port,
 		   const struct pbox_hdr *h, const void *payload, uint16_t len, bool gso)
 {
+	struct eng *e = eng;
 	uint16_t dlen = (uint16_t)(PBOX_HDR_LEN + len);
 	unsigned i = e->tn - 1, d;
 
-	px->st.tx_pkts++;
-	px->st.tx_bytes += len;
-	if (px->cfg.tuning.pacing) {
-		uint64_t start = px->tx_clock_ns > px->now_ns ? px->tx_clock_ns : px->now_ns;
-
-		px->tx_clock_ns = start + ((uint64_t)len + PBOX_HDR_LEN + WK_L2L4_OVERHEAD) *
-						  8000000 / px->pace_kbps;
-	}
-	if (px->dp) {
-		wk_dpdk_tx(px, ip_be, port, h, payload);
-		return;
-	}
 	if (!(gso && e->gso && e->tn && e->open[i] && dlen <= e->seg[i] &&
 	      e->nseg[i] < WK_GSO_MAX && (e->nseg[i] + 1u) * e->seg[i] <= WK_GSO_BYTES &&
 	      e->to[i].sin_addr.s_addr == ip_be && e->to[i].sin_port == htons(port))) {
 		if (e->tn == WK_BATCH)
-			tx_flush(px, e);
+			udp_flush(px, e);
 		i = e->tn++;
 		e->to[i] = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(port)};
 		e->to[i].sin_addr.s_addr = ip_be;
@@ -354,6 +340,26 @@ static void tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port
 	nic_wire_put_hdr(e->thdr[e->nh], h);
 	e->tiov[i][2 * d] = (struct iovec){e->thdr[e->nh++], PBOX_HDR_LEN};
 	e->tiov[i][2 * d + 1] = (struct iovec){(void *)(uintptr_t)payload, len};
+}
+
+static void tx_flush(struct pbox *px, struct eng *e)
+{
+	px->tp->flush(px, e);
+}
+
+/* One datagram out, through the transport, paced and counted. */
+static void tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port,
+		   const struct pbox_hdr *h, const void *payload, uint16_t len, bool gso)
+{
+	px->st.tx_pkts++;
+	px->st.tx_bytes += len;
+	if (px->cfg.tuning.pacing) {
+		uint64_t start = px->tx_clock_ns > px->now_ns ? px->tx_clock_ns : px->now_ns;
+
+		px->tx_clock_ns = start + ((uint64_t)len + PBOX_HDR_LEN + WK_L2L4_OVERHEAD) *
+						  8000000 / px->pace_kbps;
+	}
+	px->tp->tx(px, e, ip_be, port, h, payload, len, gso);
 }
 
 /* A reply to the sender of @req: an error (@code rides in the slot after
@@ -1001,12 +1007,12 @@ static size_t gro_size(struct msghdr *m)
 	return 0;
 }
 
-static int receive(struct pbox *px, struct eng *e, uint64_t now)
+/* UDP: a batch of datagrams (GRO-coalesced runs cut apart) to @fn. */
+static int udp_rx(struct pbox *px, wk_dgram_fn *fn, void *eng, uint64_t now)
 {
+	struct eng *e = eng;
 	int n, i;
 
-	if (px->dp)
-		return wk_dpdk_rx(px, on_datagram, e, now);
 	for (i = 0; i < WK_BATCH; i++) {
 		e->riov[i] = (struct iovec){e->rbuf + (size_t)i * e->rsize, e->rsize};
 		e->rmm[i].msg_hdr =
@@ -1029,17 +1035,35 @@ static int receive(struct pbox *px, struct eng *e, uint64_t now)
 			continue;
 		}
 		if (!seg || seg >= len) {
-			on_datagram(px, e, b, len, &e->from[i], now);
+			fn(px, e, b, len, &e->from[i], now);
 			continue;
 		}
 		/* coalesced by GRO: datagrams of @seg bytes, the last maybe shorter */
 		for (size_t off = 0; off < len; off += seg) {
 			px->st.rx_gro++;
-			on_datagram(px, e, b + off, len - off < seg ? len - off : seg, &e->from[i],
-				    now);
+			fn(px, e, b + off, len - off < seg ? len - off : seg, &e->from[i], now);
 		}
 	}
 	return n;
+}
+
+static void udp_describe(const struct pbox *px, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "udp%s",
+		 px->cfg.transport.gso ? (px->gro ? ", GSO and GRO" : ", GSO") : "");
+}
+
+const struct wk_transport wk_udp_transport = {
+	.tx = udp_tx,
+	.flush = udp_flush,
+	.rx = udp_rx,
+	.describe = udp_describe,
+	.gso = true,
+};
+
+static int receive(struct pbox *px, struct eng *e, uint64_t now)
+{
+	return px->tp->rx(px, on_datagram, e, now);
 }
 
 /* ---- control connections: lost ranks, the finalize barrier ---------------- */
@@ -1229,9 +1253,9 @@ static void *engine(void *arg)
 					      {.fd = px->efd, .events = POLLIN}};
 			/* a DPDK port has no descriptor to wait on: nap briefly */
 			uint64_t cnt, wait_ns = next_expiry(px, now,
-							    px->dp ? WK_DPDK_NAP_NS
-							    : fin  ? 5000000ull
-								   : 20000000ull);
+							    px->tp->nap_ns ? px->tp->nap_ns
+							    : fin	   ? 5000000ull
+									   : 20000000ull);
 			struct timespec ts = {.tv_sec = (time_t)(wait_ns / 1000000000ull),
 					      .tv_nsec = (long)(wait_ns % 1000000000ull)};
 
@@ -1252,7 +1276,7 @@ int wk_engine_start(struct pbox *px)
 	if (!e)
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	px->eng = e;
-	e->gso = px->cfg.transport.gso && !px->dp;
+	e->gso = px->cfg.transport.gso && px->tp->gso;
 	e->rsize = px->gro ? WK_RX_GRO : PBOX_HDR_LEN + px->frag_size + 64;
 	e->rbuf = malloc(e->rsize * WK_BATCH);
 	px->ss_pub = calloc(px->n_units, sizeof(*px->ss_pub));
@@ -1263,7 +1287,7 @@ int wk_engine_start(struct pbox *px)
 		px->eng = NULL;
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	}
-	if (px->dp && wk_dpdk_resolve(px, 3000000000ull)) {
+	if (px->tp->ready && px->tp->ready(px, 3000000000ull)) {
 		free(e->rbuf);
 		free(e);
 		px->eng = NULL;

@@ -722,11 +722,7 @@ int pbox_layout(const struct pbox *px, struct pbox_layout_info *o)
 	o->ssgpu_share = lay_ssgpu_share(px->n, px->k, (enum lay_mode)px->cfg.tuning.layout);
 	snprintf(o->layout, sizeof(o->layout), "%s",
 		 lay_mode_name((enum lay_mode)px->cfg.tuning.layout));
-	if (px->dp)
-		wk_dpdk_describe(px, o->transport, sizeof(o->transport));
-	else
-		snprintf(o->transport, sizeof(o->transport), "udp%s",
-			 px->cfg.transport.gso ? (px->gro ? ", GSO and GRO" : ", GSO") : "");
+	px->tp->describe(px, o->transport, sizeof(o->transport));
 	return PBOX_OK;
 }
 
@@ -760,7 +756,8 @@ static void free_all(struct pbox *px)
 		close(px->box_fd);
 	if (px->udp >= 0)
 		close(px->udp);
-	wk_dpdk_close(px);
+	if (px->tp && px->tp->close)
+		px->tp->close(px);
 	if (px->efd >= 0)
 		close(px->efd);
 	for (u = 0; px->unit && u < px->n_units; u++)

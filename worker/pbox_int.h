@@ -164,10 +164,11 @@ struct pbox {
 
 	/* sockets: data (UDP), control (TCP to rank 0 / from the others, box) */
 	int udp, efd;
-	bool gro;	    /* the socket takes GRO-coalesced datagrams (UDP_GRO) */
-	struct wk_dpdk *dp; /* [transport] kind = dpdk: the port; NULL with UDP */
-	int box_fd;	    /* rank 0: the box's control connection, the job's life */
-	int *peer_fd;	    /* rank 0: each rank's bootstrap connection; others: [0] */
+	bool gro;		       /* the socket takes GRO-coalesced datagrams (UDP_GRO) */
+	struct wk_dpdk *dp;	       /* [transport] kind = dpdk: the port; NULL with UDP */
+	const struct wk_transport *tp; /* the transport's operations */
+	int box_fd;		       /* rank 0: the box's control connection, the job's life */
+	int *peer_fd;		       /* rank 0: each rank's bootstrap connection; others: [0] */
 	char **peer_buf;
 	uint32_t *peer_len;
 	bool *peer_bye;
@@ -263,21 +264,36 @@ int wk_grow_line(struct pbox *px, uint32_t from, const char *line);
 /* The unit whose address is @ip_be:@port, or UINT32_MAX. */
 uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port);
 
-/* dpdk.c: the DPDK transport. A received datagram (pbox header first) goes
- * to @fn; wk_dpdk_tx() copies one (@h->len bytes at @payload) into a frame,
- * wk_dpdk_flush() sends. */
+/*
+ * How datagrams leave and arrive: one table, chosen once when pbox_start()
+ * opens the transport ([transport] kind), so the engine never branches on
+ * the transport per datagram. A received datagram (pbox header first) goes
+ * to @fn with @arg; tx() queues one (header @h, @len bytes at @payload:
+ * @gso lets the transport join it to the previous one for the same
+ * destination), flush() sends what is queued.
+ */
 struct wk_dpdk;
 struct sockaddr_in;
 typedef void wk_dgram_fn(struct pbox *px, void *arg, const uint8_t *b, size_t len,
 			 const struct sockaddr_in *from, uint64_t now);
+struct wk_transport {
+	void (*tx)(struct pbox *px, void *eng, uint32_t ip_be, uint16_t port,
+		   const struct pbox_hdr *h, const void *payload, uint16_t len, bool gso);
+	void (*flush)(struct pbox *px, void *eng);
+	int (*rx)(struct pbox *px, wk_dgram_fn *fn, void *eng, uint64_t now);
+	/* before the engine runs: what the transport must learn (a DPDK
+	 * port: every unit's MAC); 0 or a PBOX_E* with the error set */
+	int (*ready)(struct pbox *px, uint64_t wait_ns);
+	void (*describe)(const struct pbox *px, char *buf, size_t cap);
+	void (*close)(struct pbox *px);
+	uint64_t nap_ns; /* no descriptor to sleep on: the longest nap; 0: poll() the socket */
+	bool gso;	 /* UDP GSO and GRO may be used */
+};
+extern const struct wk_transport wk_udp_transport;  /* engine.c: kernel UDP sockets */
+extern const struct wk_transport wk_dpdk_transport; /* dpdk.c: a DPDK port */
+
+/* dpdk.c: opens the port ([transport] dpdk_port) */
 int wk_dpdk_open(struct pbox *px);
-int wk_dpdk_resolve(struct pbox *px, uint64_t wait_ns); /* MACs of every unit */
-void wk_dpdk_tx(struct pbox *px, uint32_t ip_be, uint16_t port, const struct pbox_hdr *h,
-		const void *payload);
-void wk_dpdk_flush(struct pbox *px);
-int wk_dpdk_rx(struct pbox *px, wk_dgram_fn *fn, void *arg, uint64_t now);
-void wk_dpdk_close(struct pbox *px);
-void wk_dpdk_describe(const struct pbox *px, char *buf, size_t cap);
 
 /* engine.c */
 int wk_engine_start(struct pbox *px);
