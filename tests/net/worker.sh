@@ -41,6 +41,29 @@ counters() { # HOST
 
 snapshot() { # FILE
 	for h in 0 1 2 3 box; do echo "$h $(counters "$h")"; done >"$1"
+	ip netns exec "$box_ns" curl -sf "http://${boxaddr%:*}:9571/metrics" >"$1.metrics" 2>/dev/null
+}
+
+# box_says BEFORE AFTER: what pboxd itself counted between two snapshots
+# (a box restarted in between counts from zero): frames taken, rounds
+# completed, results, answers and ACKs to resends, frames sent and dropped. Beside
+# the interface counters these tell resends from frames the wire duplicated.
+box_says() {
+	awk '
+		/^#/ { next }
+		{ f = FILENAME == ARGV[1] ? 1 : 2 }
+		{ n = $1; sub(/\{.*/, "", n); v[f, n] += $NF }
+		END {
+			split("pbox_core_rx_pkts_total pbox_core_completed_total pbox_core_results_total pbox_core_answers_total pbox_core_acks_sent_total pbox_core_errors_sent_total pbox_core_tx_pkts_total pbox_core_drops_total pbox_port_tx_packets_total", k, " ")
+			printf "        box  pboxd counted:"
+			for (i = 1; i <= 9; i++) {
+				d = v[2, k[i]] - v[1, k[i]]
+				if (d < 0) d = v[2, k[i]]
+				name = k[i]; sub(/^pbox_/, "", name); sub(/_total$/, "", name)
+				printf " %s %d", name, d
+			}
+			printf "\n"
+		}' "$1.metrics" "$2.metrics"
 }
 
 # within_theorem K NAME: the bytes every host sent and received (its
@@ -89,6 +112,9 @@ within_theorem() {
 			printf "\n"
 		}
 		END { exit bad }'
+	local rc=$?
+	[ "$k" = 0 ] || box_says "$log/before-$name" "$log/after-$name"
+	return $rc
 }
 
 echo "worker: emulated network $tag: box with 2 ports, $N workers at $wbw Mb/s"
