@@ -125,7 +125,7 @@ $(error libdpdk not found by pkg-config: run 'make setup' (as root), or 'make te
 endif
 endif
 
-.PHONY: setup test-run demo-run all test unit unit-asan integration python-test lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-scale demo install uninstall image boot-test clean
+.PHONY: setup test-run demo-run all test unit unit-asan integration python-test lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-scale demo install uninstall image boot-test clean
 all: $(BINS)
 
 $(BUILD)/lib/libpboxcore.a: $(CORE_OBJS) $(CUDA_OBJS)
@@ -309,6 +309,9 @@ perf-cluster: all
 
 perf-dataplane: all
 	perf/dataplane/dataplane.sh $(BUILD)
+
+perf-loss: all
+	perf/loss/loss.sh $(BUILD)
 
 perf-scale: all
 	perf/scale/scale.sh $(BUILD)

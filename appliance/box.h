@@ -45,7 +45,10 @@
 	_(results, "result frames sent (n per completed fragment round)")                          \
 	_(answers, "results re-sent to one worker")                                                \
 	_(errors_sent, "error replies sent")                                                       \
-	_(acks_sent, "duplicate pushes acknowledged")                                              \
+	_(acks_sent, "duplicate pushes and probes acknowledged")                                   \
+	_(probes, "probes received (a worker's timer ran out)")                                    \
+	_(nacks_sent, "probes answered with a NACK: the prober's push is not in")                  \
+	_(needless, "retransmitted pushes the SS already had (duplicates, answered)")              \
 	_(arp_replies, "ARP requests answered")                                                    \
 	_(icmp_replies, "ICMP echo requests answered")                                             \
 	_(foreign, "valid frames not for us (ARP for others, ICMP not echo)")                      \

@@ -114,9 +114,10 @@ static void send_result(struct box_lcore *lc, struct box_ep *ep, const struct ss
 }
 
 /*
- * Turn the received push into a reply to its sender, in the same mbuf: an
- * error (PBOX_OP_ERROR, @err as its payload) or an ACK (a duplicate of an
- * incomplete round: the sender's part is in, it stops retransmitting).
+ * Turn the received push or probe into a reply to its sender, in the same
+ * mbuf: an error (PBOX_OP_ERROR, @err as its payload), an ACK (a duplicate
+ * or a probe of an incomplete round: the sender's part is in) or a NACK (a
+ * probe: the sender's part is not in).
  * Signed with the job's key; @mac NULL (no such job): MAC 0.
  */
 static void reply_in_place(struct box_lcore *lc, struct box_ep *ep, struct rte_mbuf *m,
@@ -140,12 +141,13 @@ static void reply_in_place(struct box_lcore *lc, struct box_ep *ep, struct rte_m
 	ep_send(lc, ep, m);
 }
 
-/* One pbox push. Returns true when @m was consumed (sent back). */
+/* One pbox push or probe. Returns true when @m was consumed (sent back). */
 static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, struct rte_mbuf *m,
 			const struct nic_pkt *pkt)
 {
 	struct ss_job *j = ss_table_find(&lc->jobs, pkt->hdr.job);
 	struct nic_addr from = {.ip_be = pkt->src_ip_be, .port = pkt->src_port};
+	enum ss_verdict v;
 	struct ss_out out;
 	uint64_t digest;
 	uint16_t r, err;
@@ -162,8 +164,10 @@ static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, 
 			j = seg; /* else the first refuses it, as out of range */
 	}
 	memcpy(from.mac, pkt->src_mac, 6);
-	switch (ss_push(j, slot, &pkt->hdr, rte_pktmbuf_mtod_offset(m, void *, pkt->payload_off),
-			&from, &out)) {
+	lc->st.probes += pkt->hdr.op == PBOX_OP_PROBE;
+	v = ss_push(j, slot, &pkt->hdr, rte_pktmbuf_mtod_offset(m, void *, pkt->payload_off), &from,
+		    &out);
+	switch (v) {
 	case SS_SUMMED:
 		lc->st.summed++;
 		return false;
@@ -180,13 +184,24 @@ static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, 
 		send_result(lc, ep, j, &pkt->hdr, pkt->hdr.rank, &from, &out,
 			    nic_mac_digest(&j->mac, out.buf, out.len));
 		lc->st.answers++;
+		lc->st.needless += out.needless;
 		return false;
+	case SS_WAITING: /* a probe: the prober's part is in */
+		lc->st.acks_sent++;
+		reply_in_place(lc, ep, m, pkt, &j->mac, PBOX_OP_ACK, 0);
+		return true;
+	case SS_NACK: /* a probe: the prober's push was lost */
+		lc->st.nacks_sent++;
+		reply_in_place(lc, ep, m, pkt, &j->mac, PBOX_OP_NACK, 0);
+		return true;
 	case SS_DROP:
 		goto dropped;
 	}
 	return false;
 dropped:
 	lc->st.ss_drop[out.why]++;
+	if (out.why == SS_DROP_DUP)
+		lc->st.needless += out.needless;
 	op = ss_reply_of(out.why, &err);
 	if (!op)
 		return false;

@@ -149,6 +149,9 @@ static void render_jobs(FILE *f, struct box_ctl *c)
 		{"pbox_job_answers_total", "counter", "Results re-sent to one worker of a job"},
 		{"pbox_job_retransmissions_total", "counter",
 		 "Pushes a job's workers flagged as retransmissions"},
+		{"pbox_job_probes_total", "counter", "Probes a job's workers sent (timeouts)"},
+		{"pbox_job_needless_resends_total", "counter",
+		 "Retransmitted pushes a job's state already had (duplicates, answered)"},
 	};
 	/* each job's counters summed over its cores once, then written by family */
 	static struct {
@@ -168,9 +171,10 @@ static void render_jobs(FILE *f, struct box_ctl *c)
 		for (i = 0; i < n; i++) {
 			const struct box_job_view *v = &job[i].v;
 			const struct ss_counters *q = &job[i].s;
-			const uint64_t val[] = {
-				v->n,	   v->chunks,	 v->bytes,   v->frag_size, q->rx,
-				q->summed, q->completed, q->results, q->answers,   q->retrans_rx};
+			const uint64_t val[] = {v->n,	       v->chunks,  v->bytes,
+						v->frag_size,  q->rx,	   q->summed,
+						q->completed,  q->results, q->answers,
+						q->retrans_rx, q->probes,  q->needless};
 
 			fprintf(f, "%s{job=\"%u\",dtype=\"%s\"} %" PRIu64 "\n", fam[k].name, v->id,
 				sum_dtype_name((enum sum_dtype)v->dtype), val[k]);

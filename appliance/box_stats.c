@@ -85,6 +85,8 @@ void box_job_counters(const struct box_job_view *v, struct ss_counters *sum)
 			sum->results += s->cnt.results;
 			sum->answers += s->cnt.answers;
 			sum->retrans_rx += s->cnt.retrans_rx;
+			sum->probes += s->cnt.probes;
+			sum->needless += s->cnt.needless;
 			for (r = 0; r < SS_DROP_COUNT; r++)
 				sum->drop[r] += s->cnt.drop[r];
 		}

@@ -116,6 +116,8 @@ static int tel_jobs(const char *cmd, const char *params, struct rte_tel_data *d)
 		rte_tel_data_add_dict_u64(c, "results", sum.results);
 		rte_tel_data_add_dict_u64(c, "answers", sum.answers);
 		rte_tel_data_add_dict_u64(c, "retrans_rx", sum.retrans_rx);
+		rte_tel_data_add_dict_u64(c, "probes", sum.probes);
+		rte_tel_data_add_dict_u64(c, "needless", sum.needless);
 		for (r = 0; r < SS_DROP_COUNT; r++) {
 			snprintf(k, sizeof(k), "ss_%s", ss_drop_id((enum ss_drop)r));
 			rte_tel_data_add_dict_u64(c, k, sum.drop[r]);

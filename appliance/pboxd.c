@@ -366,7 +366,7 @@ static int make_lcores(struct serve *s)
 				.port_lo = udp,
 				.port_hi = udp,
 				.max_payload = (uint16_t)cfg->data.fragment_size,
-				.accept_ops = 1u << PBOX_OP_PUSH};
+				.accept_ops = PBOX_OPS_TO_SS};
 			ep->global = first[pe->port] + pe->queue;
 			b->ep[ep->global] = (struct box_ep_ref){
 				.lcore = l, .slot = e, .weight_kbps = pe->weight_kbps};

@@ -190,7 +190,7 @@ enum nic_drop nic_wire_parse_hdr(const void *src, size_t n, const struct nic_wir
 	if (p[2] != PBOX_WIRE_VERSION)
 		return NIC_DROP_VERSION;
 	h->op = p[3];
-	if (h->op < PBOX_OP_PUSH || h->op > PBOX_OP_ACK ||
+	if (h->op < PBOX_OP_PUSH || h->op > PBOX_OP_LAST ||
 	    (exp->accept_ops && !(exp->accept_ops & (1u << h->op))))
 		return NIC_DROP_OP;
 	h->dtype = p[4];
@@ -210,7 +210,7 @@ enum nic_drop nic_wire_parse_hdr(const void *src, size_t n, const struct nic_wir
 		return NIC_DROP_LEN;
 	if (h->op == PBOX_OP_ERROR)
 		return h->len == 2 ? NIC_DROP_NONE : NIC_DROP_LEN;
-	if (h->op == PBOX_OP_ACK)
+	if (h->op == PBOX_OP_ACK || h->op == PBOX_OP_PROBE || h->op == PBOX_OP_NACK)
 		return h->len == 0 ? NIC_DROP_NONE : NIC_DROP_LEN;
 	if (h->len == 0 || h->len % nic_dtype_size(h->dtype) ||
 	    (exp->max_payload && h->len > exp->max_payload))

@@ -50,9 +50,19 @@ enum pbox_op {
 	PBOX_OP_PUSH = 1,   /* worker -> SS: a contribution to a fragment's round */
 	PBOX_OP_RESULT = 2, /* SS -> worker: the sum of a round */
 	PBOX_OP_ERROR = 3,  /* SS -> worker: refused; payload is one be16 pbox_err */
-	PBOX_OP_ACK = 4,    /* SS -> worker: a duplicate push: your part of this round is
-			     * in, the sum waits for other ranks; no payload */
+	PBOX_OP_ACK = 4,    /* SS -> worker: a duplicate push or a probe: your part of this
+			     * round is in, the sum waits for other ranks; no payload */
+	PBOX_OP_PROBE = 5,  /* worker -> SS: where is this round? (its timer ran out); no
+			     * payload. Answered with the result, an ACK or a NACK */
+	PBOX_OP_NACK = 6,   /* SS -> worker: your part of this round is not in: send it
+			     * again; no payload. Also sent, unasked, to each rank a
+			     * probing rank's round still waits for */
 };
+#define PBOX_OP_LAST PBOX_OP_NACK
+/* What each side takes (nic_wire_expect.accept_ops): an SS, and a worker. */
+#define PBOX_OPS_TO_SS (1u << PBOX_OP_PUSH | 1u << PBOX_OP_PROBE)
+#define PBOX_OPS_TO_WORKER                                                                         \
+	(1u << PBOX_OP_RESULT | 1u << PBOX_OP_ERROR | 1u << PBOX_OP_ACK | 1u << PBOX_OP_NACK)
 
 enum pbox_err {
 	PBOX_ERR_NO_JOB = 1,	/* the job is not registered (any more) */

@@ -441,6 +441,15 @@ static bool outranks_inflight(const struct pbox *px, const struct wk_tensor *t)
 	return false;
 }
 
+/* The counters for pbox_stats(), with the estimators' state; px->mu held. */
+static void stats_locked(struct pbox *px)
+{
+	px->st.rto_ns = px->rto_ns;
+	px->st.srtt_ns = px->srtt_ns;
+	px->st.probe_rtt_ns = px->probe_rtt_ns;
+	px->st_pub = px->st;
+}
+
 static void frag_done(struct pbox *px, uint32_t g)
 {
 	struct wk_frag *f = &px->frag[g];
@@ -459,7 +468,7 @@ static void frag_done(struct pbox *px, uint32_t g)
 	px->credit_extra = 0;
 	pthread_mutex_lock(&px->mu);
 	op_complete_locked(px, op, PBOX_OK, NULL);
-	px->st_pub = px->st;
+	stats_locked(px);
 	pthread_cond_broadcast(&px->cv);
 	pthread_mutex_unlock(&px->mu);
 }
@@ -532,7 +541,7 @@ static int deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, u
 	if (f->tries == 1) { /* Karn: only unambiguous samples */
 		uint64_t now = wk_now();
 
-		rtt_sample(px, now > f->sent ? now - f->sent : 0);
+		rtt_sample(px, now > f->pushed ? now - f->pushed : 0);
 		cwnd_grow(px, len);
 	}
 	t = f->op->t;
@@ -577,21 +586,54 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
 	}
 }
 
+/* The header of our push (or probe: @op) of fragment @g, unsigned. */
+static struct pbox_hdr frag_hdr(const struct pbox *px, uint32_t g, uint8_t op, bool retrans)
+{
+	const struct wk_frag *f = &px->frag[g];
+	uint32_t c = g / px->fpc;
+
+	return (struct pbox_hdr){.op = op,
+				 .dtype = f->op->t->dtype,
+				 .flags = retrans ? PBOX_F_RETRANS : 0,
+				 .rank = (uint16_t)px->rank,
+				 .job = px->job,
+				 .chunk = px->chunk_local[c],
+				 .frag = (uint16_t)(g % px->fpc),
+				 .len = op == PBOX_OP_PUSH ? f->len : 0,
+				 .round = f->op->round};
+}
+
+/*
+ * A probe of fragment @g (a remote SS's): its timer ran out, and we ask
+ * where the round is instead of sending the data again. The SS answers with
+ * the result (ours was lost), an ACK (our part is in; it waits for others,
+ * and asks them itself) or a NACK (our push was lost: on_nack() resends).
+ */
+static void probe_frag(struct pbox *px, struct eng *e, uint32_t g)
+{
+	struct wk_frag *f = &px->frag[g];
+	struct wk_unit *un = &px->unit[px->chunk_unit[g / px->fpc]];
+	struct pbox_hdr h = frag_hdr(px, g, PBOX_OP_PROBE, false);
+	static const uint8_t none[1];
+
+	h.mac = nic_mac_of(&px->mac, &h, none);
+	f->stamp = ++px->stamp;
+	tx_add(px, e, un->ip_be, un->port, &h, none, 0, false);
+	f->sent = departure(px);
+	f->probed = 1;
+	f->probes++;
+	px->st.probes++;
+	if (ring_push(&px->ring[f->level], g, f->stamp) || ring_push(&un->sent, g, f->stamp))
+		wk_fail(px, PBOX_ENOMEM, "out of memory for the send FIFOs");
+}
+
 static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 {
 	struct wk_frag *f = &px->frag[g];
 	uint32_t c = g / px->fpc, u = px->chunk_unit[c];
 	const struct wk_tensor *t = f->op->t;
 	const uint8_t *payload = f->op->in + frag_off(px, g, t);
-	struct pbox_hdr h = {.op = PBOX_OP_PUSH,
-			     .dtype = t->dtype,
-			     .flags = retrans ? PBOX_F_RETRANS : 0,
-			     .rank = (uint16_t)px->rank,
-			     .job = px->job,
-			     .chunk = px->chunk_local[c],
-			     .frag = (uint16_t)(g % px->fpc),
-			     .len = f->len,
-			     .round = f->op->round};
+	struct pbox_hdr h = frag_hdr(px, g, PBOX_OP_PUSH, retrans);
 
 	h.mac = nic_mac_of(&px->mac, &h, payload);
 	f->stamp = ++px->stamp;
@@ -621,13 +663,17 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 	}
 	tx_add(px, e, px->unit[u].ip_be, px->unit[u].port, &h, payload, f->len,
 	       px->unit[u].rank >= 0);
-	f->sent = departure(px);
+	f->sent = f->pushed = departure(px);
+	f->probed = 0;
+	f->acked = 0;
+	f->probes = 0;
 	px->unit[u].tx += f->len;
 	if (retrans) {
 		px->unit[u].retrans++;
 		px->st.retransmits++;
 	}
-	if (ring_push(&px->ring[f->level], g, f->stamp))
+	if (ring_push(&px->ring[f->level], g, f->stamp) ||
+	    ring_push(&px->unit[u].sent, g, f->stamp))
 		wk_fail(px, PBOX_ENOMEM, "out of memory for the send FIFOs");
 }
 
@@ -765,10 +811,9 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
 			heap_pop(px);
 		f = &px->frag[g];
 		f->state = WK_INFLIGHT;
-		f->acked = 0;
 		f->tries = 1;
 		f->level = 0;
-		f->first = f->sent = now;
+		f->first = f->sent = f->pushed = now;
 		px->credit_used += f->len;
 		if (!f->op->inflight)
 			active_add(px, f->op);
@@ -806,26 +851,19 @@ static int retransmit(struct pbox *px, struct eng *e, uint64_t now)
 				fail_remote(px, g, now);
 				break;
 			}
-			/* acknowledged: only waiting for slower ranks, unless its
-			 * result was lost: wait once more, at the back of the FIFO
-			 * (not at its head, where it would hold up the others) */
-			if (f->acked == 1) {
-				f->acked = 2;
-				f->sent = now;
-				f->stamp = ++px->stamp;
-				if (ring_push(&px->ring[l], g, f->stamp))
-					wk_fail(px, PBOX_ENOMEM,
-						"out of memory for the send FIFOs");
+			f->level = (uint8_t)(l + 1 < WK_LEVELS ? l + 1 : l);
+			/* The last resort, when no probe found the loss sooner: it
+			 * asks too, and only a probe unanswered for a whole timeout
+			 * (the SS slow or gone) sends the data again. */
+			if (!f->probed) {
+				probe_frag(px, e, g);
 				continue;
 			}
 			/* Paced, we never send faster than our link: a timeout is a
-			 * loss, most often of a slower rank's push, not congestion */
-			if (!px->cfg.tuning.pacing && !f->acked)
+			 * loss, not congestion */
+			if (!px->cfg.tuning.pacing)
 				cwnd_cut(px, now);
-			f->acked = 0;
 			f->tries++;
-			f->sent = now;
-			f->level = (uint8_t)(l + 1 < WK_LEVELS ? l + 1 : l);
 			push_frag(px, e, g, true);
 			sent++;
 		}
@@ -863,6 +901,10 @@ static uint64_t next_expiry(struct pbox *px, uint64_t now, uint64_t cap)
 				return 0;
 			if (due - now < best)
 				best = due - now;
+			/* and the tail probe's next look */
+			due = px->tail_next_ns > now ? px->tail_next_ns - now : 0;
+			if (due < best)
+				best = due ? due : 1;
 		}
 	}
 	return best;
@@ -873,6 +915,7 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 {
 	struct nic_addr src = {.ip_be = from->sin_addr.s_addr, .port = ntohs(from->sin_port)};
 	struct ss_job *seg = ss_job_seg(px->ssj, 0, h->chunk);
+	enum ss_verdict v;
 	struct ss_out out;
 
 	/* a chunk past what we have laid out: a tensor the others have agreed
@@ -883,7 +926,8 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 		seg = px->ssj;
 	if (!seg)
 		return;
-	switch (ss_push(seg, 0, h, p, &src, &out)) {
+	v = ss_push(seg, 0, h, p, &src, &out);
+	switch (v) {
 	case SS_SUMMED:
 		px->st.ssgpu_summed += h->len;
 		break;
@@ -894,16 +938,24 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 	case SS_ANSWER: {
 		struct pbox_hdr r;
 
+		px->st.ssgpu_needless += out.needless;
 		result_hdr(px, seg, &r, h->rank, h->chunk, h->frag, &out,
 			   nic_mac_digest(&px->mac, out.buf, out.len));
 		tx_add(px, e, src.ip_be, src.port, &r, out.buf, out.len, true);
 		px->st.ssgpu_results += out.len;
 		break;
 	}
+	case SS_WAITING:
+	case SS_NACK:
+		px->st.nacks_sent += v == SS_NACK;
+		tx_reply(px, e, &src, h, v == SS_WAITING ? PBOX_OP_ACK : PBOX_OP_NACK, 0);
+		break;
 	case SS_DROP: {
 		uint16_t err;
 		uint8_t op = ss_reply_of(out.why, &err);
 
+		if (out.why == SS_DROP_DUP)
+			px->st.ssgpu_needless += out.needless;
 		if (op)
 			tx_reply(px, e, &src, h, op, err);
 		break;
@@ -912,24 +964,151 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 }
 
 /*
- * The SS says our retransmission was a duplicate: the first copy arrived and
- * the sum waits for slower ranks (F-RTO's spurious timeout). This fragment
- * waits one timeout more before it asks again (its result may still be
- * lost). The timeout itself stays: most of these follow another rank's
- * loss, which that rank repairs within its own timeout, and a longer one
- * here would only delay the repair of our own losses.
+ * Probes. A fragment in flight is probed when something suggests a loss
+ * (below) and a probe of it is due:
+ *  - nothing asked since our push: at once;
+ *  - a probe unanswered for two probe round trips: again (it, or its
+ *    answer, was lost);
+ *  - the SS has said our part is in (ACK): the round waits for other
+ *    ranks, and only our result can still be lost; again after twice the
+ *    probe round trip, doubling per probe (a probe that arrives after the
+ *    round completed, while its result is still on its way to us, costs a
+ *    result sent twice).
+ * Probes restart the fragment's timer but do not back it off.
  */
-static void on_ack(struct pbox *px, uint32_t g, uint32_t round)
+static uint64_t probe_gap(const struct pbox *px)
+{
+	uint64_t w = 2 * px->probe_rtt_ns;
+
+	return w > 1000000 ? w : 1000000;
+}
+
+static bool probe_due(const struct pbox *px, const struct wk_frag *f, uint64_t now)
+{
+	if (now < f->sent)
+		return false;
+	if (f->acked)
+		return now - f->sent >= probe_gap(px) << (f->probes < 8 ? f->probes : 8);
+	if (f->probed)
+		return now - f->sent >= probe_gap(px);
+	return true;
+}
+
+/*
+ * Fast recovery. An SS completes a round when the last rank's push of it
+ * arrives, so when ranks send in one order its results come back in that
+ * order: when the result of a fragment we pushed at @pushed arrives from
+ * @un while a fragment we sent there before it still waits, that one has
+ * lost a push (ours or another rank's) or its result. Probe it rather than
+ * wait for its timer (SACK's fast retransmit; a probe costs a header, and
+ * the SS says whether to resend). Ranks do not always send in one order (a
+ * tensor that arrives later with a higher priority preempts one already
+ * going out, at a different point on each rank): hence probe_due()'s
+ * backoff once the SS has our part. Results of resent fragments say nothing
+ * of order.
+ */
+static void overtaken(struct pbox *px, struct eng *e, struct wk_unit *un, uint64_t pushed,
+		      uint64_t now)
+{
+	struct wk_frag *f;
+	uint32_t g;
+
+	for (unsigned i = 0; i < 8 && (f = ring_head(px, &un->sent, &g)) && f->sent < pushed; i++) {
+		if (!probe_due(px, f, now))
+			return; /* the FIFO is in send order: the rest were sent later */
+		un->sent.head++;
+		px->st.fast_probes++;
+		probe_frag(px, e, g);
+	}
+}
+
+/*
+ * Tail losses: a lost push or result with nothing sent after it to the same
+ * SS is overtaken by nothing. When an SS has sent us nothing for two probe
+ * gaps and our oldest fragment there has waited as long, probe that one
+ * (TCP's tail loss probe). While the SS only waits for a slow rank, that is
+ * a header and an ACK per interval, backing off.
+ */
+static void tail_probe(struct pbox *px, struct eng *e, uint64_t now)
+{
+	uint64_t w = 2 * probe_gap(px);
+
+	if (now < px->tail_next_ns)
+		return;
+	px->tail_next_ns = now + w / 2;
+	for (uint32_t u = 0; u < px->n_units && !px->fail; u++) {
+		struct wk_unit *un = &px->unit[u];
+		struct wk_frag *f;
+		uint32_t g;
+
+		if (u == px->self_unit || !(f = ring_head(px, &un->sent, &g)) || now < f->sent ||
+		    now - f->sent < w || now - un->heard_ns < w || !probe_due(px, f, now) ||
+		    link_busy(px))
+			continue;
+		un->sent.head++;
+		px->st.tail_probes++;
+		probe_frag(px, e, g);
+	}
+}
+
+/* An answer to our probe of @f: its round trip is the network's. */
+static void probe_answered(struct pbox *px, struct wk_frag *f, uint64_t now)
+{
+	uint64_t r;
+
+	if (!f->probed)
+		return;
+	f->probed = 0;
+	if (now < f->sent) /* f->sent is when the pacer reckoned it would leave */
+		return;
+	r = now - f->sent;
+	px->probe_rtt_ns = px->probe_rtt_ns ? (7 * px->probe_rtt_ns + r) / 8 : r;
+}
+
+/*
+ * The SS has our part (its answer to our probe, or to a resent push): the
+ * sum waits for slower ranks, and the SS has asked those for theirs. The
+ * next timeout probes again, later (its result may still be lost). The
+ * timeout itself stays: a longer one would only delay the repair of our
+ * own losses.
+ */
+static void on_ack(struct pbox *px, uint32_t g, uint32_t round, uint64_t now)
 {
 	struct wk_frag *f = &px->frag[g];
 
-	if (f->state != WK_INFLIGHT || f->op->round != round || f->acked == 1)
+	if (f->state != WK_INFLIGHT || f->op->round != round)
+		return;
+	probe_answered(px, f, now);
+	if (f->acked)
 		return;
 	f->acked = 1;
 	px->st.acks++;
 }
 
-static void on_result(struct pbox *px, const struct pbox_hdr *h, const uint8_t *p,
+/*
+ * The SS has no part of ours in this round. In answer to our probe (sent
+ * after our push): our push was lost; resend at once. Unasked (another
+ * rank probed the round): our push may be lost, or only still on its way
+ * behind a queue; resend only once it has had half a timeout to arrive (a
+ * lost one we find ourselves as soon as a later fragment's result comes).
+ */
+static void on_nack(struct pbox *px, struct eng *e, uint32_t g, uint32_t round, uint64_t now)
+{
+	struct wk_frag *f = &px->frag[g];
+	bool asked;
+
+	if (f->state != WK_INFLIGHT || f->op->round != round)
+		return;
+	px->st.nacks++;
+	asked = f->probed && f->sent > f->pushed;
+	probe_answered(px, f, now);
+	if (!asked && (now < f->pushed || now - f->pushed < px->rto_ns / 2))
+		return;
+	f->tries++;
+	push_frag(px, e, g, true);
+}
+
+static void on_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, const uint8_t *p,
 		      const struct sockaddr_in *from, uint64_t now)
 {
 	uint32_t u = wk_unit_of(px, from->sin_addr.s_addr, ntohs(from->sin_port)), g;
@@ -961,15 +1140,29 @@ static void on_result(struct pbox *px, const struct pbox_hdr *h, const uint8_t *
 	}
 	if (h->rank != px->rank || h->chunk >= un->n_chunks || h->frag >= px->fpc)
 		return;
+	un->heard_ns = now;
 	if (un->rank < 0) /* the box answers for our job: a "no such job" was stale */
 		px->nojob_since = 0;
 	g = un->global[h->chunk] * px->fpc + h->frag;
 	if (h->op == PBOX_OP_ACK) {
-		on_ack(px, g, h->round);
+		on_ack(px, g, h->round, now);
 		return;
 	}
-	if (deliver(px, g, p, h->len, h->round))
+	if (h->op == PBOX_OP_NACK) {
+		on_nack(px, e, g, h->round, now);
+		return;
+	}
+	{
+		const struct wk_frag *f = &px->frag[g];
+		uint64_t pushed = f->pushed;
+		bool clean = f->state == WK_INFLIGHT && f->tries == 1;
+
+		if (!deliver(px, g, p, h->len, h->round))
+			return;
 		un->rx += h->len;
+		if (clean)
+			overtaken(px, e, un, pushed, now);
+	}
 }
 
 /* One received datagram, pbox header first (from the socket or, through
@@ -979,19 +1172,17 @@ static void on_datagram(struct pbox *px, void *arg, const uint8_t *b, size_t len
 {
 	struct eng *e = arg;
 	const struct nic_wire_expect exp = {.max_payload = (uint16_t)px->frag_size,
-					    .accept_ops = 1u << PBOX_OP_PUSH |
-							  1u << PBOX_OP_RESULT |
-							  1u << PBOX_OP_ERROR | 1u << PBOX_OP_ACK};
+					    .accept_ops = PBOX_OPS_TO_SS | PBOX_OPS_TO_WORKER};
 	struct pbox_hdr h;
 
 	px->st.rx_pkts++;
 	if (nic_wire_parse_hdr(b, len, &exp, &h) != NIC_DROP_NONE || h.job != px->job)
 		return;
 	px->st.rx_bytes += h.len;
-	if (h.op == PBOX_OP_PUSH)
+	if (h.op == PBOX_OP_PUSH || h.op == PBOX_OP_PROBE)
 		on_push(px, e, &h, b + PBOX_HDR_LEN, from);
 	else if (!px->fail)
-		on_result(px, &h, b + PBOX_HDR_LEN, from, now);
+		on_result(px, e, &h, b + PBOX_HDR_LEN, from, now);
 }
 
 /* The size GRO cut a coalesced message at, or 0. */
@@ -1181,7 +1372,7 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 static void publish(struct pbox *px, uint64_t now)
 {
 	pthread_mutex_lock(&px->mu);
-	px->st_pub = px->st;
+	stats_locked(px);
 	for (uint32_t u = 0; u < px->n_units; u++) {
 		const struct wk_unit *un = &px->unit[u];
 		struct pbox_ss_stats *s = &px->ss_pub[u];
@@ -1237,6 +1428,7 @@ static void *engine(void *arg)
 		}
 		if (!px->fail) {
 			work += retransmit(px, e, now);
+			tail_probe(px, e, now);
 			work += send_new(px, e, now);
 		}
 		tx_flush(px, e);

@@ -760,8 +760,11 @@ static void free_all(struct pbox *px)
 		px->tp->close(px);
 	if (px->efd >= 0)
 		close(px->efd);
-	for (u = 0; px->unit && u < px->n_units; u++)
+	for (u = 0; px->unit && u < px->n_units; u++) {
 		free(px->unit[u].global);
+		free(px->unit[u].sent.g);
+		free(px->unit[u].sent.stamp);
+	}
 	for (i = 0; i < WK_LEVELS; i++) {
 		free(px->ring[i].g);
 		free(px->ring[i].stamp);

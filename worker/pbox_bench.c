@@ -345,8 +345,15 @@ static void print_traffic(struct pbox *px, uint32_t rank)
 	       rank, (double)st.tx_bytes / 1048576, (double)st.rx_bytes / 1048576, st.retransmits,
 	       (double)st.ssgpu_summed / 1048576, (double)st.ssgpu_results / 1048576);
 	printf("bench: rank %u datagrams: %" PRIu64 " out (%" PRIu64 " in GSO sends), %" PRIu64
-	       " in (%" PRIu64 " GRO-coalesced); %" PRIu64 " resends acknowledged as needless\n",
-	       rank, st.tx_pkts, st.tx_gso, st.rx_pkts, st.rx_gro, st.acks);
+	       " in (%" PRIu64 " GRO-coalesced); %" PRIu64 " probes, %" PRIu64
+	       " acknowledged (our part was in), %" PRIu64 " NACKs taken, %" PRIu64
+	       " sent by its SS_GPU, %" PRIu64 " needless resends it got\n",
+	       rank, st.tx_pkts, st.tx_gso, st.rx_pkts, st.rx_gro, st.probes, st.acks, st.nacks,
+	       st.nacks_sent, st.ssgpu_needless);
+	printf("bench: rank %u recovery: %" PRIu64 " fast probes, %" PRIu64
+	       " tail probes; timeout %.1f ms, time to a sum %.1f ms, a probe's round trip %.2f ms\n",
+	       rank, st.fast_probes, st.tail_probes, (double)st.rto_ns / 1e6,
+	       (double)st.srtt_ns / 1e6, (double)st.probe_rtt_ns / 1e6);
 	for (uint32_t i = 0; i < st.n_ss; i++)
 		if (ss[i].bytes)
 			printf("bench:   %-40s sent %10.1f MiB  got %10.1f MiB  retrans %" PRIu64

@@ -28,6 +28,13 @@
 #define WK_L2L4_OVERHEAD 42   /* Ethernet, IPv4 and UDP headers: what pacing adds */
 
 /* A summation service instance: one box endpoint or one rank's SS_GPU. */
+/* A FIFO of (fragment, stamp): one per backoff level, monotone in expiry;
+ * one per SS, in the order of our last sends to it. */
+struct wk_ring {
+	uint32_t *g, *stamp;
+	uint32_t head, tail, cap; /* cap a power of two; head == tail: empty */
+};
+
 struct wk_unit {
 	uint32_t ip_be;
 	uint16_t port;
@@ -39,6 +46,8 @@ struct wk_unit {
 	uint32_t *global; /* local chunk index -> global chunk */
 	char name[64];
 	uint64_t tx, rx, retrans; /* engine's counters */
+	uint64_t heard_ns;	  /* the last signed answer from it (result, ACK, NACK) */
+	struct wk_ring sent;	  /* our fragments in flight here, by their last send */
 };
 
 /*
@@ -110,17 +119,15 @@ enum wk_frag_state { WK_IDLE, WK_INFLIGHT, WK_DONE };
 struct wk_frag {
 	uint16_t len; /* 0: past the tensor's end */
 	uint8_t state;
-	uint8_t level; /* backoff level of its last send */
-	uint8_t acked; /* the SS said it has our part (PBOX_OP_ACK) */
+	uint8_t level;	/* backoff level of its last send */
+	uint8_t acked;	/* the SS said it has our part (PBOX_OP_ACK) */
+	uint8_t probed; /* our last probe is unanswered */
+	uint8_t probes; /* probes since our last push */
 	uint32_t tries, stamp;
-	uint64_t sent, first;
+	uint64_t sent;	 /* its last send (push or probe): its timer runs from here */
+	uint64_t pushed; /* its last push left (the time to a sum runs from here) */
+	uint64_t first;	 /* its first push: the deadline runs from here */
 	struct pbox_handle *op;
-};
-
-/* A FIFO of (fragment, stamp): one per backoff level, monotone in expiry. */
-struct wk_ring {
-	uint32_t *g, *stamp;
-	uint32_t head, tail, cap; /* cap a power of two; head == tail: empty */
 };
 
 struct pbox {
@@ -197,6 +204,8 @@ struct pbox {
 	uint64_t cwnd, ssthresh, cwnd_cut_ns; /* congestion window */
 	uint64_t rto_ns, rto_min_ns, deadline_ns;
 	uint64_t srtt_ns, rttvar_ns; /* time to a sum, smoothed */
+	uint64_t probe_rtt_ns;	     /* a probe's answer, smoothed: the network's own round trip */
+	uint64_t tail_next_ns;	     /* tail_probe()'s next look */
 	uint32_t stamp;
 	uint64_t now_ns;	/* the loop's clock, read once per turn */
 	uint64_t tx_clock_ns;	/* pacing: when our link has sent all we gave it */

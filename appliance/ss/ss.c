@@ -198,6 +198,7 @@ static enum ss_verdict drop(struct ss_job *j, struct ss_out *out, enum ss_drop w
 static enum ss_verdict answer(struct ss_job *j, uint32_t f, uint32_t round, uint16_t len,
 			      struct ss_out *out)
 {
+	j->cnt.needless += out->needless;
 	out->buf = ss_job_res(j, f, round & 1);
 	out->txref = j->txref_size ? ss_job_txref(j, f, round & 1) : NULL;
 	out->len = len;
@@ -212,6 +213,31 @@ static inline float *acc_of(const struct ss_job *j, uint32_t f, uint32_t round)
 	if (j->acc)
 		return j->acc + (size_t)f * (j->frag_size / j->elem);
 	return (float *)(void *)ss_job_res(j, f, round & 1);
+}
+
+/* A probe for fragment @f (validated as a push is): see ss.h. */
+static enum ss_verdict probe(struct ss_job *j, uint32_t f, const struct pbox_hdr *h,
+			     struct ss_out *out)
+{
+	const struct ss_frag *fr = &j->frag[f];
+	const uint64_t *bits = &j->bitmap[(size_t)f * j->words + h->rank / 64];
+
+	j->cnt.probes++;
+	out->needless = 0;
+	out->round = h->round;
+	if (h->round == fr->round) {
+		if (fr->done) {
+			if (!fr->len) /* the initial pseudo-round has no result */
+				return drop(j, out, SS_DROP_STALE);
+			return answer(j, f, fr->round, fr->len, out);
+		}
+		return *bits >> (h->rank % 64) & 1 ? SS_WAITING : SS_NACK;
+	}
+	if (h->round == fr->round + 1 && fr->done)
+		return SS_NACK; /* nobody's part of it is in yet */
+	if (h->round == fr->round - 1 && fr->has_prev)
+		return answer(j, f, h->round, fr->prev_len, out);
+	return drop(j, out, SS_DROP_STALE);
 }
 
 /* ~40 cycles of checks and bookkeeping per push before the kernel, which
@@ -243,9 +269,12 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		return drop(j, out, SS_DROP_FRAG);
 	f = j->ep_first[ep] + chunk * j->frags_per_chunk + h->frag;
 	fr = &j->frag[f];
+	if (h->op == PBOX_OP_PROBE)
+		return probe(j, f, h, out);
 	if (h->len != fr->want) /* the registration says how long it is */
 		return drop(j, out, SS_DROP_LEN);
-	if (h->flags & PBOX_F_RETRANS)
+	out->needless = (h->flags & PBOX_F_RETRANS) != 0;
+	if (out->needless)
 		j->cnt.retrans_rx++;
 
 	bits = &j->bitmap[(size_t)f * j->words + h->rank / 64];
@@ -258,8 +287,10 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 				return drop(j, out, SS_DROP_STALE);
 			return answer(j, f, fr->round, fr->len, out);
 		}
-		if (*bits & bit)
+		if (*bits & bit) {
+			j->cnt.needless += out->needless;
 			return drop(j, out, SS_DROP_DUP);
+		}
 		if (h->len != fr->len)
 			return drop(j, out, SS_DROP_LEN);
 		j->ops->add[j->dtype](acc_of(j, f, fr->round), payload, elems);

@@ -18,6 +18,14 @@
  *   round r current, any          push(r - 1)         -> answer with the shadow
  *   anything else                                     -> stale, dropped
  *
+ * A probe (PBOX_OP_PROBE: a rank suspects a loss, and asks instead of
+ * sending its data again) is answered from the same state, to the prober
+ * only: with the result (or the shadow) when there is one; with an ACK when
+ * the rank's part is in and the round waits for others; with a NACK ("send
+ * it again") when it is not. The rank whose push was lost finds that out by
+ * its own probe (libpbox's engine.c says when a rank probes), so no rank
+ * ever resends a push the SS has.
+ *
  * The result of round r is in res[r & 1]; the shadow, res[(r - 1) & 1], is the
  * previous round's. fp32 jobs sum straight into res[r & 1]; fp16 and bf16
  * jobs sum into an fp32 accumulator and narrow once into res[r & 1] when the
@@ -128,12 +136,14 @@ struct ss_job_desc {
 
 /* Counters of one job on one core, written by that core only. */
 struct ss_counters {
-	uint64_t rx;	     /* pushes that reached the job */
+	uint64_t rx;	     /* pushes and probes that reached the job */
 	uint64_t summed;     /* contributions added in */
 	uint64_t completed;  /* rounds completed */
 	uint64_t results;    /* result packets sent: n per completed round */
 	uint64_t answers;    /* result re-sent to one worker (duplicate, previous round) */
 	uint64_t retrans_rx; /* pushes flagged as retransmissions */
+	uint64_t probes;     /* probes that reached the job */
+	uint64_t needless;   /* retransmissions it already had: duplicates, or answered */
 	uint64_t drop[SS_DROP_COUNT];
 } __attribute__((aligned(SS_CACHE_LINE)));
 
@@ -181,6 +191,8 @@ struct ss_out {
 	uint16_t len;
 	uint32_t round;
 	void *txref; /* the transport's reference slot for buf */
+	/* a retransmission it did not need (SS_ANSWER, SS_DROP duplicate) */
+	bool needless;
 };
 
 enum ss_verdict {
@@ -188,6 +200,8 @@ enum ss_verdict {
 	SS_COMPLETE, /* round complete: send buf to each of the job's n ranks */
 	SS_ANSWER,   /* send buf to the sender only */
 	SS_DROP,     /* dropped, counted; why says why */
+	SS_WAITING,  /* a probe; the sender's part is in, the round waits for others: ACK */
+	SS_NACK,     /* a probe; the sender's part is not in: NACK (send it again) */
 };
 
 /* Check @d; returns NULL or a message saying what is wrong. */

@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct nic_wire_expect any = {0}, strict = {.port_lo = 9600,
 						    .port_hi = 9663,
 						    .max_payload = 8192,
-						    .accept_ops = 1u << PBOX_OP_PUSH};
+						    .accept_ops = PBOX_OPS_TO_SS};
 	struct nic_pkt p, q;
 	struct pbox_hdr h;
 

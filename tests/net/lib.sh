@@ -135,16 +135,35 @@ start_box() {
 	return 0
 }
 
+# box_metric NAME: a family of pboxd's /metrics (its counters since it
+# started), summed over its labels
+box_metric() {
+	ip netns exec "$box_ns" curl -sf "http://${boxaddr%:*}:9571/metrics" |
+		awk -v f="$1" '$1 ~ "^" f "({|$)" { s += $NF } END { printf "%d\n", s }'
+}
+
+# bench_sum NAME WORD: a counter summed over the ranks' "bench:" lines of
+# run NAME (the number before WORD)
+bench_sum() {
+	awk -v k="$2" '$1 == "bench:" { for (i = 2; i < NF; i++) if ($(i + 1) == k) s += $i }
+		END { printf "%d\n", s }' "$log/$1"-w*.log
+}
+
 # ---- libpbox workers (set N, wbw and bench first) ----------------------------
 
 # Shaped clusters: every worker link at $wbw Mb/s, the box's first $ports
 # ports at k·wbw/ports each, so the box offers k·B.
 ports=${ports:-2}
 
-# box_cfg MBPS_PER_PORT: the emulated box with its first $ports ports at that rate
+# box_cfg MBPS_PER_PORT: the emulated box with its first $ports ports at that
+# rate. Its af_packet ports send through the kernel's qdisc layer
+# (qdisc_bypass=0), so that the tbf and the loss program on the box's own
+# interfaces see what the box sends, as they see what it receives: the box's
+# sends are shaped to k·B and lossy like every other host's.
 box_cfg() {
 	awk -v rate="$1M" -v last="$ports" '/^\[port p[0-9]+\]/ && substr($2, 2) + 0 >= last { exit }
-		/^bandwidth/ { $0 = "bandwidth = " rate } { print }' \
+		/^bandwidth/ { $0 = "bandwidth = " rate }
+		/^vdev = net_af_packet/ && !/qdisc_bypass/ { $0 = $0 ",qdisc_bypass=0" } { print }' \
 		"$log/box-emulated.ini" >"$log/box.ini"
 	cfg="$log/box.ini"
 }

@@ -162,6 +162,24 @@ pbox_net_impair() {
 	done
 }
 
+# lost TAG HOST...: frames the loss programs on these hosts' links (both
+# ends) have dropped so far
+pbox_net_lost() {
+	local tag=$1 h ns ifc swns swi s=0 d
+	shift
+	for h in "$@"; do
+		read -r ns ifc swns swi < <(_pbox_host_ifaces "$tag" "$h")
+		for d in "$ns $ifc" "$swns $swi"; do
+			set -- $d
+			s=$((s + $(ip netns exec "$1" tc -s qdisc show dev "$2" |
+				awk '/^qdisc/ { c = /^qdisc clsact/ }
+					c && match($0, /dropped [0-9]+/) { d = substr($0, RSTART + 8, RLENGTH - 8) }
+					END { print d + 0 }')))
+		done
+	done
+	echo $s
+}
+
 pbox_net_down() {
 	local tag=$1 ns
 	for ns in $(ip netns list | awk '{print $1}' | grep "^pbox-$tag-" || true); do

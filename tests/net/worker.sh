@@ -5,9 +5,17 @@
 # ports at k·B/2 each, for k = box / worker bandwidth = 0, 1, 2, 4 and 6, and
 # the configurations say the same rates. At each k every sum is checked and
 # the bytes each host sent and received (its interface counters) must be
-# within 2% of Theorem 1: the layout's shares, and no spurious resends.
-# Then fp16 and bf16, 1% loss, and a worker killed mid-run. Needs root and
-# hugepages; everything it creates is torn down on exit.
+# within 2% of Theorem 1: the layout's shares, and no spurious resends. The
+# margin is for what is not the layout's but is not a resend either: the
+# probes a rank sends when results come back out of its send order (ranks
+# preempt tensors at different points, most of all on a loaded machine) and
+# their ACKs, 74-byte frames, under 1% of the bytes in the runs measured
+# here with both cores busy, and the rare result sent twice when a probe
+# crosses it on the wire. A resend of data by timeout costs a whole
+# fragment, and a few hundred break it. Then fp16 and bf16, 1% loss (the
+# box's sends too: resends the SSs did not need under twice the datagrams
+# lost), and a worker killed mid-run. Needs root and hugepages; everything
+# it creates is torn down on exit.
 #
 #   tests/net/worker.sh [BUILD_DIR]      SIZE (default 16M), ITERS (3)
 set -uo pipefail
@@ -189,12 +197,23 @@ fi
 worker_cfgs 1
 dpdk_ranks=
 
-# ---- 1% loss on every worker's link, both ways -------------------------------
-for ((r = 0; r < N; r++)); do pbox_net_impair "$tag" "w$r" 1 0 || bad "impair w$r"; done
-check "k=2: 1% loss both ways on every link: every sum exact" \
+# ---- 1% loss on every link, both ways, the box's sends included ---------------
+# Recovery resends what was lost, and nearly nothing else: every resent push
+# an SS already had (the box's and the SS_GPUs' own counters) counts
+# against it. The bound, twice the datagrams lost, is the loss issue's; the
+# probes that find the losses are headers, not resends.
+lossy="w0 w1 w2 w3 box-p0 box-p1"
+restart_box $((2 * wbw / 2)) || exit 1
+for h in $lossy; do pbox_net_impair "$tag" "$h" 1 0 || bad "impair $h"; done
+lost0=$(pbox_net_lost "$tag" $lossy)
+check "k=2: 1% loss both ways on every link, the box's sends too: every sum exact" \
 	bench_all loss --size "$SIZE" --tensors 8 --iters "$ITERS"
-grep -h "retransmits" "$log"/loss-w*.log | sed 's/^/        /'
-for ((r = 0; r < N; r++)); do pbox_net_impair "$tag" "w$r" 0 0; done
+lost=$(($(pbox_net_lost "$tag" $lossy) - lost0))
+needless=$(($(bench_sum loss needless) + $(box_metric pbox_core_needless_total)))
+grep -h "retransmits\|recovery" "$log"/loss-w*.log | sed 's/^/        /'
+check "k=2, 1% loss: $needless resends the SSs did not need, under twice the $lost datagrams lost" \
+	test "$lost" -gt 0 -a "$needless" -lt $((2 * lost))
+for h in $lossy; do pbox_net_impair "$tag" "$h" 0 0; done
 
 # ---- a worker killed mid-run ---------------------------------------------------
 worker_cfgs 1 "deadline = 5s"

@@ -111,7 +111,7 @@ static void setup(void)
 					   .port_lo = 9600,
 					   .port_hi = 9600,
 					   .max_payload = T_FRAG,
-					   .accept_ops = 1u << PBOX_OP_PUSH};
+					   .accept_ops = PBOX_OPS_TO_SS};
 	/* the job, laid out as the control plane does (reg_allocate) */
 	ck_assert_ptr_null(ss_job_desc_check(&d));
 	mem = rte_zmalloc("job", ss_job_bytes(&d, box_txref_size()), ss_job_align(&d));
@@ -164,6 +164,26 @@ static void push(unsigned rank, uint32_t chunk, uint16_t frag, uint32_t round, f
 	inject(frame, NIC_HDRS_LEN + T_FRAG);
 }
 
+/* A probe from @rank of (chunk, frag, round), signed with the job's key. */
+static void probe(unsigned rank, uint32_t chunk, uint16_t frag, uint32_t round)
+{
+	uint8_t frame[NIC_HDRS_LEN];
+	const struct nic_addr from = rank_addr(rank);
+	struct pbox_hdr h = {.op = PBOX_OP_PROBE,
+			     .dtype = PBOX_DTYPE_FP32,
+			     .rank = (uint16_t)rank,
+			     .job = T_JOB,
+			     .chunk = chunk,
+			     .frag = frag,
+			     .round = round};
+	const struct nic_mac m = mac_of(T_TOKEN);
+
+	h.mac = nic_mac_of(&m, &h, frame);
+	ck_assert_uint_eq(nic_wire_build(frame, sizeof(frame), &from, &box_addr, &h, frame),
+			  NIC_HDRS_LEN);
+	inject(frame, NIC_HDRS_LEN);
+}
+
 /* What the box sent: each frame linearised and parsed as its receiver would. */
 struct sent {
 	unsigned n;
@@ -179,9 +199,7 @@ static void drain(struct sent *s)
 	s->n = 0;
 	while (rte_ring_dequeue(t.tx, (void **)&m) == 0) {
 		const void *f;
-		struct nic_wire_expect any = {.accept_ops = 1u << PBOX_OP_RESULT |
-							    1u << PBOX_OP_ERROR |
-							    1u << PBOX_OP_ACK};
+		struct nic_wire_expect any = {.accept_ops = PBOX_OPS_TO_WORKER};
 
 		ck_assert_uint_lt(s->n, 16);
 		ck_assert_uint_le(m->pkt_len, sizeof(s->frame[0]));
@@ -255,6 +273,59 @@ START_TEST(round_completes_and_fans_out)
 	ck_assert_uint_eq(s.pkt[0].hdr.op, PBOX_OP_RESULT);
 	ck_assert_uint_eq(to_rank(&s.pkt[0]), 1);
 	ck_assert_uint_eq(t.lc->st.answers, 1);
+	ck_assert_uint_eq(t.lc->st.completed, 1);
+}
+END_TEST
+
+/* A probe is answered to the prober alone, from the fragment's state: a
+ * NACK while its push is not in (before the round starts, or while others'
+ * are in), an ACK once it is, the result once the round completes (and the
+ * shadow for the round before). No probe touches the sum. */
+START_TEST(probes_answered_from_the_state)
+{
+	struct sent s;
+	float sum[T_FRAG / 4];
+
+	probe(1, 0, 3, 0); /* nobody has pushed round 0 */
+	push(0, 0, 3, 0, 1.0f, T_TOKEN);
+	probe(0, 0, 3, 0); /* rank 0's part is in */
+	probe(1, 0, 3, 0); /* rank 1's is not */
+	ck_assert_uint_eq(box_lcore_poll(t.lc), 4);
+	drain(&s);
+	ck_assert_uint_eq(s.n, 3);
+	ck_assert_uint_eq(s.pkt[0].hdr.op, PBOX_OP_NACK);
+	ck_assert_uint_eq(to_rank(&s.pkt[0]), 1);
+	ck_assert_uint_eq(s.pkt[0].hdr.len, 0);
+	ck_assert_uint_eq(s.pkt[1].hdr.op, PBOX_OP_ACK);
+	ck_assert_uint_eq(to_rank(&s.pkt[1]), 0);
+	ck_assert_uint_eq(s.pkt[2].hdr.op, PBOX_OP_NACK);
+	ck_assert_uint_eq(to_rank(&s.pkt[2]), 1);
+	for (unsigned i = 0; i < 3; i++) {
+		ck_assert_uint_eq(s.pkt[i].hdr.chunk, 0);
+		ck_assert_uint_eq(s.pkt[i].hdr.frag, 3);
+		ck_assert_uint_eq(s.pkt[i].hdr.round, 0);
+	}
+	ck_assert_uint_eq(t.lc->st.probes, 3);
+	ck_assert_uint_eq(t.lc->st.nacks_sent, 2);
+	ck_assert_uint_eq(t.lc->st.acks_sent, 1);
+	ck_assert_uint_eq(t.lc->st.summed, 1);
+
+	for (unsigned r = 1; r < T_N; r++)
+		push(r, 0, 3, 0, (float)(r + 1), T_TOKEN);
+	box_lcore_poll(t.lc);
+	drain(&s);
+	ck_assert_uint_eq(s.n, T_N);
+	probe(2, 0, 3, 0); /* its result was lost */
+	box_lcore_poll(t.lc);
+	drain(&s);
+	ck_assert_uint_eq(s.n, 1);
+	ck_assert_uint_eq(s.pkt[0].hdr.op, PBOX_OP_RESULT);
+	ck_assert_uint_eq(to_rank(&s.pkt[0]), 2);
+	memcpy(sum, s.frame[0] + s.pkt[0].payload_off, sizeof(sum));
+	for (unsigned k = 0; k < T_FRAG / 4; k++)
+		ck_assert_float_eq(sum[k], 6.0f * (float)(k % 7 + 1));
+	ck_assert_uint_eq(t.lc->st.answers, 1);
+	ck_assert_uint_eq(t.lc->st.needless, 0); /* a probe is no resend */
 	ck_assert_uint_eq(t.lc->st.completed, 1);
 }
 END_TEST
@@ -370,6 +441,7 @@ Suite *box_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, round_completes_and_fans_out);
 	tcase_add_test(tc, ack_and_error_replies);
+	tcase_add_test(tc, probes_answered_from_the_state);
 	tcase_add_test(tc, bad_frames_counted_arp_answered);
 	suite_add_tcase(s, tc);
 	return s;

@@ -262,6 +262,74 @@ static void rounds(uint8_t dtype)
 	free(mem);
 }
 
+/* A probe of (chunk 1, fragment 2, @round) from @rank: a header only. */
+static enum ss_verdict probe(struct ss_job *j, uint16_t rank, uint32_t round, struct ss_out *out)
+{
+	struct pbox_hdr h = hdr(j, rank, 1, 2, round, 0);
+
+	h.op = PBOX_OP_PROBE;
+	return ss_push(j, 1, &h, &h, &who, out);
+}
+
+/* Probes are answered from the state and never change it; resent pushes
+ * the SS already had are counted as needless, probes are not. */
+START_TEST(test_ss_probes)
+{
+	void *mem;
+	struct ss_job *j = make_job(3, SUM_FP32, &mem);
+	unsigned elems = FRAG / 4;
+	uint8_t p[3][FRAG], *snap = malloc(j->bytes);
+	struct pbox_hdr h;
+	struct ss_out out;
+
+	for (unsigned r = 0; r < 3; r++)
+		fill(SUM_FP32, p[r], elems, r, 0, 0);
+	memcpy(snap, mem, j->bytes);
+	ck_assert_int_eq(probe(j, 1, 0, &out), SS_NACK); /* nobody's part is in */
+	ck_assert_int_eq(probe(j, 1, 7, &out), SS_DROP); /* far ahead */
+	ck_assert_int_eq(out.why, SS_DROP_STALE);
+	ck_assert(memcmp((uint8_t *)mem + sizeof(*j), snap + sizeof(*j), j->bytes - sizeof(*j)) ==
+		  0);
+
+	h = hdr(j, 0, 1, 2, 0, FRAG);
+	ck_assert_int_eq(ss_push(j, 1, &h, p[0], &who, &out), SS_SUMMED);
+	ck_assert_int_eq(probe(j, 0, 0, &out), SS_WAITING);
+	ck_assert_int_eq(probe(j, 2, 0, &out), SS_NACK);
+	ck_assert_uint_eq(j->frag[j->ep_first[1] + 4 + 2].count, 1);
+
+	h.flags = PBOX_F_RETRANS; /* a resend the SS had: needless */
+	ck_assert_int_eq(ss_push(j, 1, &h, p[0], &who, &out), SS_DROP);
+	ck_assert_int_eq(out.why, SS_DROP_DUP);
+	ck_assert(out.needless);
+	ck_assert_uint_eq(j->cnt.needless, 1);
+	for (uint16_t r = 1; r < 3; r++) {
+		h = hdr(j, r, 1, 2, 0, FRAG);
+		ck_assert_int_eq(ss_push(j, 1, &h, p[r], &who, &out),
+				 r == 2 ? SS_COMPLETE : SS_SUMMED);
+	}
+	ck_assert_int_eq(probe(j, 2, 0, &out), SS_ANSWER); /* its result was lost */
+	ck_assert_int_eq(check_sum(SUM_FP32, out.buf, elems, 3, 0, 0), 0);
+	ck_assert(!out.needless);
+	ck_assert_uint_eq(j->cnt.needless, 1);
+
+	fill(SUM_FP32, p[1], elems, 1, 1, 0);
+	h = hdr(j, 1, 1, 2, 1, FRAG);
+	ck_assert_int_eq(ss_push(j, 1, &h, p[1], &who, &out), SS_SUMMED); /* round 1 */
+	ck_assert_int_eq(probe(j, 0, 0, &out), SS_ANSWER);		  /* the shadow */
+	ck_assert_int_eq(check_sum(SUM_FP32, out.buf, elems, 3, 0, 0), 0);
+	ck_assert_int_eq(probe(j, 0, 1, &out), SS_NACK);
+	ck_assert_int_eq(probe(j, 1, 1, &out), SS_WAITING);
+	h = hdr(j, 1, 1, 2, 0, FRAG);
+	h.flags = PBOX_F_RETRANS; /* a resend of round 0: answered, needless */
+	ck_assert_int_eq(ss_push(j, 1, &h, p[1], &who, &out), SS_ANSWER);
+	ck_assert_uint_eq(j->cnt.needless, 2);
+	ck_assert_uint_eq(j->cnt.probes, 8);
+	ck_assert_uint_eq(j->cnt.summed, 4);
+	free(snap);
+	free(mem);
+}
+END_TEST
+
 START_TEST(test_ss_rounds)
 {
 	rounds((uint8_t)_i);
@@ -581,6 +649,7 @@ Suite *ss_suite(void)
 	tcase_add_test(tc, test_ss_ranks_bound_to_addresses);
 	tcase_add_loop_test(tc, test_ss_rounds, SUM_FP32, SUM_DTYPE_COUNT);
 	tcase_add_test(tc, test_ss_busy);
+	tcase_add_test(tc, test_ss_probes);
 	tcase_add_loop_test(tc, test_ss_random, SUM_FP32, SUM_DTYPE_COUNT);
 	tcase_add_test(tc, test_ss_table);
 	tcase_add_test(tc, test_ss_segments);

@@ -26,7 +26,7 @@ static void setup(void)
 	exp_box.port_lo = 9600;
 	exp_box.port_hi = 9603;
 	exp_box.max_payload = 1024;
-	exp_box.accept_ops = 1u << PBOX_OP_PUSH;
+	exp_box.accept_ops = PBOX_OPS_TO_SS; /* as pboxd */
 	for (unsigned i = 0; i < sizeof(payload); i++)
 		payload[i] = (uint8_t)(i * 7 + 1);
 }
@@ -84,11 +84,10 @@ static void fix_ip_csum(void)
 
 START_TEST(round_trip_every_op_and_dtype)
 {
-	for (uint8_t op = PBOX_OP_PUSH; op <= PBOX_OP_ACK; op++)
+	for (uint8_t op = PBOX_OP_PUSH; op <= PBOX_OP_LAST; op++)
 		for (uint8_t dt = 0; dt < PBOX_DTYPE_COUNT; dt++) {
-			struct pbox_hdr h = push_hdr(op == PBOX_OP_ERROR ? 2
-						     : op == PBOX_OP_ACK ? 0
-									 : 1000);
+			bool bare = op == PBOX_OP_ACK || op == PBOX_OP_PROBE || op == PBOX_OP_NACK;
+			struct pbox_hdr h = push_hdr(op == PBOX_OP_ERROR ? 2 : bare ? 0 : 1000);
 			struct nic_wire_expect e = exp_box;
 			struct nic_pkt p;
 
@@ -293,6 +292,17 @@ static void m_len_zero(size_t *n)
 	struct pbox_hdr h = push_hdr(0);
 	*n = nic_wire_build(frame, sizeof(frame), &W, &B, &h, payload);
 }
+static void m_probe_payload(size_t *n)
+{
+	struct pbox_hdr h = push_hdr(4);
+	h.op = PBOX_OP_PROBE;
+	*n = nic_wire_build(frame, sizeof(frame), &W, &B, &h, payload);
+}
+static void m_op_nack_to_box(size_t *n)
+{
+	(void)n;
+	frame[45] = PBOX_OP_NACK;
+}
 
 static const struct {
 	void (*mutate)(size_t *n);
@@ -319,6 +329,8 @@ static const struct {
 	{m_len_odd, NIC_DROP_LEN, "partial element"},
 	{m_len_big, NIC_DROP_LEN, "over the fragment size"},
 	{m_len_zero, NIC_DROP_LEN, "empty push"},
+	{m_probe_payload, NIC_DROP_LEN, "probe with a payload"},
+	{m_op_nack_to_box, NIC_DROP_OP, "NACK sent to a box"},
 	{m_src_mac_bcast, NIC_DROP_SRC, "broadcast source MAC"},
 	{m_src_mac_mcast, NIC_DROP_SRC, "multicast source MAC"},
 	{m_src_bcast, NIC_DROP_SRC, "source 255.255.255.255"},

@@ -178,14 +178,22 @@ struct pbox_stats {
 	uint64_t tx_bytes, rx_bytes; /* payload bytes on the network, all kinds */
 	uint64_t tx_pkts, rx_pkts;
 	uint64_t retransmits;
-	uint64_t acks;		/* retransmissions an SS said it did not need */
-	uint64_t tx_gso;	/* datagrams sent as segments of a UDP GSO send */
-	uint64_t rx_gro;	/* datagrams received coalesced by UDP GRO */
-	uint64_t tx_dropped;	/* DPDK: not sent (no MAC yet, no mbuf, ring full); resent */
-	uint64_t ssgpu_summed;	/* bytes this rank's SS_GPU took in (peers and own) */
-	uint64_t ssgpu_results; /* result bytes it sent to peers */
-	uint64_t bad_mac;	/* datagrams for our job refused for their MAC */
-	uint32_t n_ss;		/* entries of @ss filled (box endpoints, then ranks) */
+	uint64_t acks;		 /* retransmissions an SS said it did not need */
+	uint64_t tx_gso;	 /* datagrams sent as segments of a UDP GSO send */
+	uint64_t rx_gro;	 /* datagrams received coalesced by UDP GRO */
+	uint64_t tx_dropped;	 /* DPDK: not sent (no MAC yet, no mbuf, ring full); resent */
+	uint64_t ssgpu_summed;	 /* bytes this rank's SS_GPU took in (peers and own) */
+	uint64_t ssgpu_results;	 /* result bytes it sent to peers */
+	uint64_t bad_mac;	 /* datagrams for our job refused for their MAC */
+	uint32_t n_ss;		 /* entries of @ss filled (box endpoints, then ranks) */
+	uint64_t probes;	 /* timeouts that asked the SS (a header) instead of resending */
+	uint64_t nacks;		 /* NACKs taken: the SS asked for our part again */
+	uint64_t nacks_sent;	 /* probes its SS_GPU answered with a NACK (push not in) */
+	uint64_t ssgpu_needless; /* resent pushes it already had (duplicates, answered) */
+	uint64_t fast_probes;	 /* probes sent as a later fragment's result came first */
+	uint64_t tail_probes;	 /* probes sent as an SS fell silent with ours in flight */
+	uint64_t rto_ns, srtt_ns, probe_rtt_ns; /* the timeout, the time to a sum, a probe's
+						 * round trip (smoothed) */
 };
 /* Fill @st and up to @max_ss entries of @ss (may be NULL). */
 int pbox_stats(struct pbox *px, struct pbox_stats *st, struct pbox_ss_stats *ss, uint32_t max_ss);
