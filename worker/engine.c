@@ -988,7 +988,7 @@ static bool probe_due(const struct pbox *px, const struct wk_frag *f, uint64_t n
 	if (now < f->sent)
 		return false;
 	if (f->acked)
-		return now - f->sent >= probe_gap(px) << (f->probes < 8 ? f->probes : 8);
+		return now - f->sent >= probe_gap(px) << (f->probes < 4 ? f->probes : 4);
 	if (f->probed)
 		return now - f->sent >= probe_gap(px);
 	return true;
