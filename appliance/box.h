@@ -153,7 +153,8 @@ void box_txref_init(void *txref, struct box_lcore *lc, const void *buf);
 
 /* box_ctl.c */
 struct box_ctl;
-struct box_ctl *box_ctl_create(struct box *b);
+/* @key: the box key ([management] key_file), copied */
+struct box_ctl *box_ctl_create(struct box *b, const uint8_t key[NIC_KEY_LEN]);
 void box_ctl_destroy(struct box_ctl *c);
 /* Serve control connections until b->quit; returns 0 or -errno. */
 int box_ctl_run(struct box_ctl *c);

@@ -1104,7 +1104,7 @@ static void conn_accept(struct box_ctl *c, uint64_t now)
 		 ntohs(peer.sin_port));
 }
 
-struct box_ctl *box_ctl_create(struct box *b)
+struct box_ctl *box_ctl_create(struct box *b, const uint8_t key[NIC_KEY_LEN])
 {
 	struct box_ctl *c = calloc(1, sizeof(*c));
 	struct sockaddr_in sa = {.sin_family = AF_INET};
@@ -1114,15 +1114,7 @@ struct box_ctl *box_ctl_create(struct box *b)
 	if (!c)
 		return NULL;
 	c->b = b;
-	{
-		char err[512];
-
-		if (nic_ctl_key_load(b->cfg->mgmt.key_file, c->key, err, sizeof(err))) {
-			fprintf(stderr, "pboxd: [management] key_file: %s\n", err);
-			free(c);
-			return NULL;
-		}
-	}
+	memcpy(c->key, key, NIC_KEY_LEN);
 	pthread_mutex_init(&c->lock, NULL);
 	for (i = 0; i < CTL_MAX_CONNS; i++)
 		c->conn[i].fd = -1;

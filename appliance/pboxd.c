@@ -168,6 +168,7 @@ struct serve {
 	struct box_metrics *metrics;
 	bool eal, launched;
 	unsigned lcore_cpu[RTE_MAX_LCORE];
+	uint8_t key[NIC_KEY_LEN]; /* the box key, read once; the control plane's */
 };
 
 static const char *const eal_log_level[] = {"4", "5", "6", "8"}; /* by cfg_log_level */
@@ -438,18 +439,18 @@ static int serve(const char *path, const char *prefix, int n_extra, char **extra
 	/* configuration and a first plan, for the CPUs */
 	if (load(path, s->cfg))
 		goto out;
+	/* the box key, before anything is set up: no key, no box */
+	if (sodium_init() < 0) {
+		fprintf(stderr, "pboxd: libsodium did not start\n");
+		goto out;
+	}
 	{
-		uint8_t key[NIC_KEY_LEN]; /* there before anything is set up; read again by the
-					     control plane */
 		char kerr[512];
 
-		if (sodium_init() < 0 ||
-		    nic_ctl_key_load(s->cfg->mgmt.key_file, key, kerr, sizeof(kerr))) {
-			fprintf(stderr, "pboxd: %s: [management] key_file: %s\n", path,
-				sodium_init() < 0 ? "libsodium did not start" : kerr);
+		if (nic_ctl_key_load(s->cfg->mgmt.key_file, s->key, kerr, sizeof(kerr))) {
+			fprintf(stderr, "pboxd: %s: [management] key_file: %s\n", path, kerr);
 			goto out;
 		}
-		sodium_memzero(key, sizeof(key));
 	}
 	if (numa_topo_discover(&s->topo)) {
 		fprintf(stderr, "pboxd: cannot discover the NUMA topology\n");
@@ -523,7 +524,8 @@ static int serve(const char *path, const char *prefix, int n_extra, char **extra
 		s->box.port[i].name = s->port[i].name;
 	}
 	s->box.n_ports = s->cfg->n_ports;
-	s->ctl = box_ctl_create(&s->box);
+	s->ctl = box_ctl_create(&s->box, s->key);
+	sodium_memzero(s->key, sizeof(s->key)); /* the control plane holds it now */
 	if (!s->ctl)
 		goto out;
 	if (s->cfg->telemetry.enabled && box_telemetry_register(&s->box, s->ctl))
@@ -545,6 +547,7 @@ out:
 	if (s) {
 		teardown(s);
 		free(s->cfg);
+		sodium_memzero(s->key, sizeof(s->key));
 	}
 	free(s);
 	fflush(stdout);
