@@ -48,6 +48,7 @@
 	_(acks_sent, "duplicate pushes and probes acknowledged")                                   \
 	_(probes, "probes received (a worker's timer ran out)")                                    \
 	_(nacks_sent, "probes answered with a NACK: the prober's push is not in")                  \
+	_(dones_sent, "probes answered with a DONE: the round is complete, its result sent")       \
 	_(needless, "retransmitted pushes the SS already had (duplicates, answered)")              \
 	_(arp_replies, "ARP requests answered")                                                    \
 	_(icmp_replies, "ICMP echo requests answered")                                             \

@@ -194,6 +194,10 @@ static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, 
 		lc->st.nacks_sent++;
 		reply_in_place(lc, ep, m, pkt, &j->mac, PBOX_OP_NACK, 0);
 		return true;
+	case SS_DONE: /* a probe: the result went out before this reply */
+		lc->st.dones_sent++;
+		reply_in_place(lc, ep, m, pkt, &j->mac, PBOX_OP_DONE, 0);
+		return true;
 	case SS_DROP:
 		goto dropped;
 	}

@@ -210,7 +210,8 @@ enum nic_drop nic_wire_parse_hdr(const void *src, size_t n, const struct nic_wir
 		return NIC_DROP_LEN;
 	if (h->op == PBOX_OP_ERROR)
 		return h->len == 2 ? NIC_DROP_NONE : NIC_DROP_LEN;
-	if (h->op == PBOX_OP_ACK || h->op == PBOX_OP_PROBE || h->op == PBOX_OP_NACK)
+	if (h->op == PBOX_OP_ACK || h->op == PBOX_OP_PROBE || h->op == PBOX_OP_NACK ||
+	    h->op == PBOX_OP_DONE)
 		return h->len == 0 ? NIC_DROP_NONE : NIC_DROP_LEN;
 	if (h->len == 0 || h->len % nic_dtype_size(h->dtype) ||
 	    (exp->max_payload && h->len > exp->max_payload))

@@ -54,15 +54,17 @@ enum pbox_op {
 			     * round is in, the sum waits for other ranks; no payload */
 	PBOX_OP_PROBE = 5,  /* worker -> SS: where is this round? (its timer ran out); no
 			     * payload. Answered with the result, an ACK or a NACK */
-	PBOX_OP_NACK = 6,   /* SS -> worker: your part of this round is not in: send it
-			     * again; no payload. Also sent, unasked, to each rank a
-			     * probing rank's round still waits for */
+	PBOX_OP_NACK = 6,   /* SS -> worker: answering a probe: your part of this round is
+			     * not in: send it again; no payload */
+	PBOX_OP_DONE = 7,   /* SS -> worker: answering a probe: this round is complete and
+			     * its result went to you before this; no payload */
 };
-#define PBOX_OP_LAST PBOX_OP_NACK
+#define PBOX_OP_LAST PBOX_OP_DONE
 /* What each side takes (nic_wire_expect.accept_ops): an SS, and a worker. */
 #define PBOX_OPS_TO_SS (1u << PBOX_OP_PUSH | 1u << PBOX_OP_PROBE)
 #define PBOX_OPS_TO_WORKER                                                                         \
-	(1u << PBOX_OP_RESULT | 1u << PBOX_OP_ERROR | 1u << PBOX_OP_ACK | 1u << PBOX_OP_NACK)
+	(1u << PBOX_OP_RESULT | 1u << PBOX_OP_ERROR | 1u << PBOX_OP_ACK | 1u << PBOX_OP_NACK |     \
+	 1u << PBOX_OP_DONE)
 
 enum pbox_err {
 	PBOX_ERR_NO_JOB = 1,	/* the job is not registered (any more) */
@@ -76,7 +78,8 @@ enum pbox_err {
 const char *nic_err_text(unsigned code);
 
 #define PBOX_F_RETRANS 0x01u /* a retransmission (for counters only) */
-#define PBOX_F_KNOWN   PBOX_F_RETRANS
+#define PBOX_F_PULL    0x02u /* a probe: send me the result (a DONE said it was lost) */
+#define PBOX_F_KNOWN   (PBOX_F_RETRANS | PBOX_F_PULL)
 
 /* Wire dtypes. The summation kernels' enum sum_dtype uses the same numbers
  * (checked where both meet, in ss.c). */

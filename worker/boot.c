@@ -7,7 +7,7 @@
  *   rank r -> rank 0   (TCP, rank 0's [data] address:port)
  *       HELLO rank=R world_size=N job=J token=T chunk_size=C mtu=M bandwidth=B
  *             peers=H layout=L tensors=K
- *       T <key> <count> <dtype>    K lines, by key: the tensors declared
+ *       T <key> <count> <dtype> <priority>   K lines, by key: the tensors declared
  *       END
  *   rank 0 -> rank r
  *       ERR <message>              a mismatch, a missing rank, the box refused
@@ -193,6 +193,7 @@ struct hello {
 	uint64_t v[HF_COUNT];
 	uint64_t *key, *count; /* tensors, by key */
 	uint8_t *dtype;
+	int *prio;
 };
 
 /* FNV-1a over every rank's SS_GPU address: the peers lists must agree. */
@@ -253,8 +254,9 @@ static int send_hello(const struct pbox *px, int fd)
 					h.v[f]);
 	rc = wk_line_send(fd, "%s", line);
 	for (uint32_t i = 0; rc == 0 && i < px->n_t; i++)
-		rc = wk_line_send(fd, "T %" PRIu64 " %" PRIu64 " %s", px->t[i]->key,
-				  px->t[i]->count, sum_dtype_name((enum sum_dtype)px->t[i]->dtype));
+		rc = wk_line_send(fd, "T %" PRIu64 " %" PRIu64 " %s %d", px->t[i]->key,
+				  px->t[i]->count, sum_dtype_name((enum sum_dtype)px->t[i]->dtype),
+				  px->t[i]->prio);
 	return rc ? rc : wk_line_send(fd, "END");
 }
 
@@ -292,7 +294,8 @@ static int read_hello(int fd, uint64_t deadline, struct hello *h, char *why, siz
 	h->key = calloc(h->v[HF_tensors] + 1, sizeof(uint64_t));
 	h->count = calloc(h->v[HF_tensors] + 1, sizeof(uint64_t));
 	h->dtype = calloc(h->v[HF_tensors] + 1, 1);
-	if (!h->key || !h->count || !h->dtype) {
+	h->prio = calloc(h->v[HF_tensors] + 1, sizeof(*h->prio));
+	if (!h->key || !h->count || !h->dtype || !h->prio) {
 		snprintf(why, why_cap, "out of memory");
 		return -1;
 	}
@@ -307,8 +310,8 @@ static int read_hello(int fd, uint64_t deadline, struct hello *h, char *why, siz
 		char dt[8];
 		int d = -1;
 
-		if (i < h->v[HF_tensors] && sscanf(line, "T %" SCNu64 " %" SCNu64 " %7s",
-						   &h->key[i], &h->count[i], dt) == 3)
+		if (i < h->v[HF_tensors] && sscanf(line, "T %" SCNu64 " %" SCNu64 " %7s %d",
+						   &h->key[i], &h->count[i], dt, &h->prio[i]) == 4)
 			d = nic_dtype_parse(dt);
 		if (d < 0) {
 			snprintf(why, why_cap, "bad tensor line '%.60s'", line);
@@ -328,8 +331,10 @@ static void hello_free(struct hello *h)
 	free(h->key);
 	free(h->count);
 	free(h->dtype);
+	free(h->prio);
 	h->key = h->count = NULL;
 	h->dtype = NULL;
+	h->prio = NULL;
 }
 
 static void field_str(int f, uint64_t v, char *buf, size_t cap)
@@ -380,6 +385,14 @@ static int compare(const struct pbox *px, const struct hello *h, char *msg, size
 				 h->rank, h->key[i], h->count[i],
 				 sum_dtype_name((enum sum_dtype)h->dtype[i]), h->rank, t->count,
 				 sum_dtype_name((enum sum_dtype)t->dtype));
+			return 1;
+		}
+		if (h->prio[i] != t->prio) { /* the no-deadlock argument assumes one order */
+			snprintf(msg, cap,
+				 "rank %u and rank 0 disagree on tensor key %" PRIu64
+				 ": priority %d (rank %u) vs %d (rank 0); every rank must send "
+				 "tensors in one order",
+				 h->rank, h->key[i], h->prio[i], h->rank, t->prio);
 			return 1;
 		}
 	}

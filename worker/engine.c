@@ -114,6 +114,7 @@ void wk_fail(struct pbox *px, int code, const char *fmt, ...)
 	fail_all_locked(px, code, msg);
 	pthread_mutex_unlock(&px->mu);
 	px->heap_n = 0;
+	px->over = NULL;
 	px->credit_used = 0;
 	px->active = NULL;
 }
@@ -168,9 +169,15 @@ static struct wk_frag *ring_head(struct pbox *px, struct wk_ring *r, uint32_t *g
 
 /* ---- the priority heap of partitions ------------------------------------ */
 
+/* (priority, key) is one total order on every rank (the ranks agree on
+ * both); seq orders the partitions of one push-pull, and push-pulls of one
+ * key in turn. */
 static bool part_before(const struct wk_part *a, const struct wk_part *b)
 {
-	return a->prio < b->prio || (a->prio == b->prio && a->seq < b->seq);
+	uint64_t ka = a->op->t->key, kb = b->op->t->key;
+
+	return a->prio < b->prio ||
+	       (a->prio == b->prio && (ka < kb || (ka == kb && a->seq < b->seq)));
 }
 
 static int heap_push(struct pbox *px, struct wk_part *p)
@@ -426,19 +433,29 @@ static void active_del(struct pbox *px, struct pbox_handle *op)
 }
 
 /*
- * Whether a waiting partition of @t goes out beyond the credit: when it is
- * more urgent than some tensor in flight (ByteScheduler's preemption, with
- * (priority, key) a total order). Then the most urgent tensor not yet
- * summed everywhere is always being sent by every rank, whatever order the
- * ranks took their tensors in: no two ranks can each hold the credit with
- * what the other has not sent.
+ * The credit bounds every byte in flight, with one exception that keeps
+ * ranks from deadlocking: partition @p (the heap's top: the most urgent
+ * waiting, by the (priority, key) order every rank shares) goes out beyond
+ * the credit when its tensor is more urgent than every tensor in flight and
+ * has nothing in flight itself, one partition at a time. So the most urgent
+ * tensor not yet summed everywhere is always being sent by every rank,
+ * whatever the credit holds (no two ranks can each hold the credit with
+ * what the other has not sent), and the bytes in flight pass the credit by
+ * one partition at most.
  */
-static bool outranks_inflight(const struct pbox *px, const struct wk_tensor *t)
+static bool beyond_credit(struct pbox *px, struct wk_part *p)
 {
+	const struct wk_tensor *t = p->op->t;
+
+	if (px->over == p) /* the partition going out beyond the credit now */
+		return true;
+	if (p->op->inflight)
+		return false;
 	for (const struct pbox_handle *op = px->active; op; op = op->anext)
-		if (op->t->prio > t->prio || (op->t->prio == t->prio && op->t->key > t->key))
-			return true;
-	return false;
+		if (op->t->prio < t->prio || (op->t->prio == t->prio && op->t->key < t->key))
+			return false;
+	px->over = p;
+	return true;
 }
 
 /* The counters for pbox_stats(), with the estimators' state; px->mu held. */
@@ -462,10 +479,6 @@ static void frag_done(struct pbox *px, uint32_t g)
 		active_del(px, op);
 	if (--op->left)
 		return;
-	/* progress is a whole tensor summed: fragments of one tensor can keep
-	 * completing while another, that some rank cannot send, holds the rest */
-	px->progress_ns = wk_now();
-	px->credit_extra = 0;
 	pthread_mutex_lock(&px->mu);
 	op_complete_locked(px, op, PBOX_OK, NULL);
 	stats_locked(px);
@@ -604,18 +617,24 @@ static struct pbox_hdr frag_hdr(const struct pbox *px, uint32_t g, uint8_t op, b
 }
 
 /*
- * A probe of fragment @g (a remote SS's): its timer ran out, and we ask
- * where the round is instead of sending the data again. The SS answers with
- * the result (ours was lost), an ACK (our part is in; it waits for others,
- * and asks them itself) or a NACK (our push was lost: on_nack() resends).
+ * A probe of fragment @g (a remote SS's): we suspect a loss, and ask where
+ * the round is instead of sending the data again. The SS answers with an
+ * ACK (our part is in; the round waits for others), a NACK (our push was
+ * lost: on_nack() resends) or a DONE (the round is complete and its result
+ * went to us before the DONE, on the same path: on_done() asks for it
+ * again, with @pull, which the SS answers with the result itself).
  */
-static void probe_frag(struct pbox *px, struct eng *e, uint32_t g)
+static void probe_frag(struct pbox *px, struct eng *e, uint32_t g, bool pull)
 {
 	struct wk_frag *f = &px->frag[g];
 	struct wk_unit *un = &px->unit[px->chunk_unit[g / px->fpc]];
 	struct pbox_hdr h = frag_hdr(px, g, PBOX_OP_PROBE, false);
 	static const uint8_t none[1];
 
+	if (pull) {
+		h.flags |= PBOX_F_PULL;
+		px->st.pulls++;
+	}
 	h.mac = nic_mac_of(&px->mac, &h, none);
 	f->stamp = ++px->stamp;
 	tx_add(px, e, un->ip_be, un->port, &h, none, 0, false);
@@ -782,20 +801,12 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
 {
 	int sent = 0;
 
-	/* A last resort: while no tensor completes, the credit grows by a
-	 * partition per retransmission timeout floor. */
-	if (now - px->progress_ns > px->rto_min_ns && now - px->credit_grown_ns > px->rto_min_ns &&
-	    px->heap_n) {
-		px->credit_extra += px->cfg.tuning.partition_size;
-		px->credit_grown_ns = now;
-	}
 	while (px->heap_n && !px->fail && !link_busy(px)) {
 		struct wk_part *p = px->heap[0];
 		struct wk_frag *f;
 		uint32_t g = p->g;
 
-		if (px->credit_used >= px->cwnd + px->credit_extra &&
-		    !(p->op->inflight || outranks_inflight(px, p->op->t)))
+		if (px->credit_used >= px->cwnd && !beyond_credit(px, p))
 			break;
 
 		if (g == p->g_end || !px->frag[g].len) { /* only a tail chunk's empty frags */
@@ -807,14 +818,19 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
 		 * complete the op at once, and its waiter frees the partitions. */
 		while (++p->g < p->g_end && !px->frag[p->g].len)
 			;
-		if (p->g == p->g_end)
+		if (p->g == p->g_end) {
 			heap_pop(px);
+			if (px->over == p)
+				px->over = NULL;
+		}
 		f = &px->frag[g];
 		f->state = WK_INFLIGHT;
 		f->tries = 1;
 		f->level = 0;
 		f->first = f->sent = f->pushed = now;
 		px->credit_used += f->len;
+		if (px->credit_used > px->st.max_inflight)
+			px->st.max_inflight = px->credit_used;
 		if (!f->op->inflight)
 			active_add(px, f->op);
 		f->op->inflight += f->len;
@@ -856,7 +872,7 @@ static int retransmit(struct pbox *px, struct eng *e, uint64_t now)
 			 * asks too, and only a probe unanswered for a whole timeout
 			 * (the SS slow or gone) sends the data again. */
 			if (!f->probed) {
-				probe_frag(px, e, g);
+				probe_frag(px, e, g, false);
 				continue;
 			}
 			/* Paced, we never send faster than our link: a timeout is a
@@ -947,8 +963,13 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 	}
 	case SS_WAITING:
 	case SS_NACK:
+	case SS_DONE:
 		px->st.nacks_sent += v == SS_NACK;
-		tx_reply(px, e, &src, h, v == SS_WAITING ? PBOX_OP_ACK : PBOX_OP_NACK, 0);
+		tx_reply(px, e, &src, h,
+			 v == SS_WAITING ? PBOX_OP_ACK
+			 : v == SS_NACK	 ? PBOX_OP_NACK
+					 : PBOX_OP_DONE,
+			 0);
 		break;
 	case SS_DROP: {
 		uint16_t err;
@@ -1018,7 +1039,7 @@ static void overtaken(struct pbox *px, struct eng *e, struct wk_unit *un, uint64
 			return; /* the FIFO is in send order: the rest were sent later */
 		un->sent.head++;
 		px->st.fast_probes++;
-		probe_frag(px, e, g);
+		probe_frag(px, e, g, false);
 	}
 }
 
@@ -1047,7 +1068,7 @@ static void tail_probe(struct pbox *px, struct eng *e, uint64_t now)
 			continue;
 		un->sent.head++;
 		px->st.tail_probes++;
-		probe_frag(px, e, g);
+		probe_frag(px, e, g, false);
 	}
 }
 
@@ -1108,6 +1129,21 @@ static void on_nack(struct pbox *px, struct eng *e, uint32_t g, uint32_t round, 
 	push_frag(px, e, g, true);
 }
 
+/*
+ * The round we probed is complete, and its result went to us before this
+ * DONE on the same path: had it arrived, the fragment would be done. It was
+ * lost; ask for it again, now.
+ */
+static void on_done(struct pbox *px, struct eng *e, uint32_t g, uint32_t round, uint64_t now)
+{
+	struct wk_frag *f = &px->frag[g];
+
+	if (f->state != WK_INFLIGHT || f->op->round != round)
+		return;
+	probe_answered(px, f, now);
+	probe_frag(px, e, g, true);
+}
+
 static void on_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, const uint8_t *p,
 		      const struct sockaddr_in *from, uint64_t now)
 {
@@ -1150,6 +1186,10 @@ static void on_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, 
 	}
 	if (h->op == PBOX_OP_NACK) {
 		on_nack(px, e, g, h->round, now);
+		return;
+	}
+	if (h->op == PBOX_OP_DONE) {
+		on_done(px, e, g, h->round, now);
 		return;
 	}
 	{
@@ -1410,6 +1450,7 @@ static void *engine(void *arg)
 					"pbox_finalize() was called while it was in flight");
 			pthread_mutex_unlock(&px->mu);
 			px->heap_n = 0;
+			px->over = NULL;
 			px->active = NULL;
 		}
 		if (!px->fail) {
@@ -1508,7 +1549,6 @@ int wk_engine_start(struct pbox *px)
 	if (px->pace_burst_ns < 500000)
 		px->pace_burst_ns = 500000;
 	publish(px, wk_now());
-	px->progress_ns = wk_now();
 	if (pthread_create(&px->thr, NULL, engine, px) != 0) {
 		free(e->rbuf);
 		free(e);

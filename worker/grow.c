@@ -187,6 +187,8 @@ static void disagree(const struct pbox *px, uint32_t s, const struct wk_ag *row,
 			o->count != z->count   ? "element counts"
 			: o->dtype != z->dtype ? "dtypes"
 			: o->key != z->key     ? "keys"
+			: o->prio != z->prio
+				? "priorities (every rank must send tensors in one order)"
 			: o->call != z->call && o->call != UINT64_MAX && z->call != UINT64_MAX
 				? "places in the order of collectives"
 				: NULL;
@@ -196,12 +198,13 @@ static void disagree(const struct pbox *px, uint32_t s, const struct wk_ag *row,
 		snprintf(msg, cap,
 			 "ranks disagree on new tensor %u (the %u%s tensor first used after "
 			 "pbox_start()): rank 0 has key %" PRIu64 ", %" PRIu64 " elements of %s, "
-			 "first used by its collective %" PRIu64 "; rank %u has key %" PRIu64
-			 ", %" PRIu64 " elements of %s, first used by its collective %" PRIu64
-			 ": the %s differ",
+			 "priority %d, first used by its collective %" PRIu64 "; rank %u has key "
+			 "%" PRIu64 ", %" PRIu64 " elements of %s, priority %d, first used by its "
+			 "collective %" PRIu64 ": the %s differ",
 			 s, s + 1, ordinal(s + 1), z->key, z->count,
-			 sum_dtype_name((enum sum_dtype)z->dtype), z->call, r, o->key, o->count,
-			 sum_dtype_name((enum sum_dtype)o->dtype), o->call, what);
+			 sum_dtype_name((enum sum_dtype)z->dtype), z->prio, z->call, r, o->key,
+			 o->count, sum_dtype_name((enum sum_dtype)o->dtype), o->prio, o->call,
+			 what);
 		return;
 	}
 }

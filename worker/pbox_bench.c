@@ -350,9 +350,9 @@ static void print_traffic(struct pbox *px, uint32_t rank)
 	       " sent by its SS_GPU, %" PRIu64 " needless resends it got\n",
 	       rank, st.tx_pkts, st.tx_gso, st.rx_pkts, st.rx_gro, st.probes, st.acks, st.nacks,
 	       st.nacks_sent, st.ssgpu_needless);
-	printf("bench: rank %u recovery: %" PRIu64 " fast probes, %" PRIu64
-	       " tail probes; timeout %.1f ms, time to a sum %.1f ms, a probe's round trip %.2f ms\n",
-	       rank, st.fast_probes, st.tail_probes, (double)st.rto_ns / 1e6,
+	printf("bench: rank %u recovery: %" PRIu64 " fast probes, %" PRIu64 " tail probes, %" PRIu64
+	       " results pulled; timeout %.1f ms, time to a sum %.1f ms, a probe's round trip %.2f ms\n",
+	       rank, st.fast_probes, st.tail_probes, st.pulls, (double)st.rto_ns / 1e6,
 	       (double)st.srtt_ns / 1e6, (double)st.probe_rtt_ns / 1e6);
 	for (uint32_t i = 0; i < st.n_ss; i++)
 		if (ss[i].bytes)

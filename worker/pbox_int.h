@@ -200,7 +200,8 @@ struct pbox {
 	uint32_t heap_n, heap_cap;
 	uint64_t seq;
 	struct wk_ring ring[WK_LEVELS], local;
-	uint64_t credit, credit_used, credit_extra, credit_grown_ns;
+	uint64_t credit, credit_used;
+	struct wk_part *over; /* the partition going out beyond the credit (engine.c) */
 	uint64_t cwnd, ssthresh, cwnd_cut_ns; /* congestion window */
 	uint64_t rto_ns, rto_min_ns, deadline_ns;
 	uint64_t srtt_ns, rttvar_ns; /* time to a sum, smoothed */
@@ -212,7 +213,7 @@ struct pbox {
 	uint64_t pace_burst_ns; /* how far ahead of now the link may be booked */
 	uint64_t pace_kbps;	/* the rate we pace at: see pace_kbps() in pbox.c */
 	struct pbox_stats st;
-	uint64_t published_ns, progress_ns, control_ns;
+	uint64_t published_ns, control_ns;
 	bool bye_sent, bye_done;
 	uint64_t bye_deadline;
 	uint32_t *hash_unit, hash_cap; /* unit by source address */

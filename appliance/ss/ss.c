@@ -229,14 +229,15 @@ static enum ss_verdict probe(struct ss_job *j, uint32_t f, const struct pbox_hdr
 		if (fr->done) {
 			if (!fr->len) /* the initial pseudo-round has no result */
 				return drop(j, out, SS_DROP_STALE);
-			return answer(j, f, fr->round, fr->len, out);
+			return h->flags & PBOX_F_PULL ? answer(j, f, fr->round, fr->len, out)
+						      : SS_DONE;
 		}
 		return *bits >> (h->rank % 64) & 1 ? SS_WAITING : SS_NACK;
 	}
 	if (h->round == fr->round + 1 && fr->done)
 		return SS_NACK; /* nobody's part of it is in yet */
 	if (h->round == fr->round - 1 && fr->has_prev)
-		return answer(j, f, h->round, fr->prev_len, out);
+		return h->flags & PBOX_F_PULL ? answer(j, f, h->round, fr->prev_len, out) : SS_DONE;
 	return drop(j, out, SS_DROP_STALE);
 }
 

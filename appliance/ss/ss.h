@@ -20,11 +20,14 @@
  *
  * A probe (PBOX_OP_PROBE: a rank suspects a loss, and asks instead of
  * sending its data again) is answered from the same state, to the prober
- * only: with the result (or the shadow) when there is one; with an ACK when
- * the rank's part is in and the round waits for others; with a NACK ("send
- * it again") when it is not. The rank whose push was lost finds that out by
- * its own probe (libpbox's engine.c says when a rank probes), so no rank
- * ever resends a push the SS has.
+ * only: DONE when the round is complete (its result went out before this
+ * answer, on the same path: a rank that gets the DONE without the result
+ * has lost the result, and asks for it with PBOX_F_PULL, which is answered
+ * with the result or the shadow); an ACK when the rank's part is in and the
+ * round waits for others; a NACK ("send it again") when it is not. The rank
+ * whose push was lost finds that out by its own probe (libpbox's engine.c
+ * says when a rank probes), so no rank ever resends a push the SS has, and
+ * no result is sent twice to a rank that has it.
  *
  * The result of round r is in res[r & 1]; the shadow, res[(r - 1) & 1], is the
  * previous round's. fp32 jobs sum straight into res[r & 1]; fp16 and bf16
@@ -202,6 +205,7 @@ enum ss_verdict {
 	SS_DROP,     /* dropped, counted; why says why */
 	SS_WAITING,  /* a probe; the sender's part is in, the round waits for others: ACK */
 	SS_NACK,     /* a probe; the sender's part is not in: NACK (send it again) */
+	SS_DONE,     /* a probe; the round is complete, its result sent: DONE */
 };
 
 /* Check @d; returns NULL or a message saying what is wrong. */

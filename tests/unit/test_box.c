@@ -164,8 +164,9 @@ static void push(unsigned rank, uint32_t chunk, uint16_t frag, uint32_t round, f
 	inject(frame, NIC_HDRS_LEN + T_FRAG);
 }
 
-/* A probe from @rank of (chunk, frag, round), signed with the job's key. */
-static void probe(unsigned rank, uint32_t chunk, uint16_t frag, uint32_t round)
+/* A probe from @rank of (chunk, frag, round), signed with the job's key;
+ * @flags: PBOX_F_PULL asks for the result. */
+static void probe(unsigned rank, uint32_t chunk, uint16_t frag, uint32_t round, uint8_t flags)
 {
 	uint8_t frame[NIC_HDRS_LEN];
 	const struct nic_addr from = rank_addr(rank);
@@ -175,7 +176,8 @@ static void probe(unsigned rank, uint32_t chunk, uint16_t frag, uint32_t round)
 			     .job = T_JOB,
 			     .chunk = chunk,
 			     .frag = frag,
-			     .round = round};
+			     .round = round,
+			     .flags = flags};
 	const struct nic_mac m = mac_of(T_TOKEN);
 
 	h.mac = nic_mac_of(&m, &h, frame);
@@ -279,17 +281,17 @@ END_TEST
 
 /* A probe is answered to the prober alone, from the fragment's state: a
  * NACK while its push is not in (before the round starts, or while others'
- * are in), an ACK once it is, the result once the round completes (and the
- * shadow for the round before). No probe touches the sum. */
+ * are in), an ACK once it is, a DONE once the round completes, and the
+ * result itself to a probe that pulls it. No probe touches the sum. */
 START_TEST(probes_answered_from_the_state)
 {
 	struct sent s;
 	float sum[T_FRAG / 4];
 
-	probe(1, 0, 3, 0); /* nobody has pushed round 0 */
+	probe(1, 0, 3, 0, 0); /* nobody has pushed round 0 */
 	push(0, 0, 3, 0, 1.0f, T_TOKEN);
-	probe(0, 0, 3, 0); /* rank 0's part is in */
-	probe(1, 0, 3, 0); /* rank 1's is not */
+	probe(0, 0, 3, 0, 0); /* rank 0's part is in */
+	probe(1, 0, 3, 0, 0); /* rank 1's is not */
 	ck_assert_uint_eq(box_lcore_poll(t.lc), 4);
 	drain(&s);
 	ck_assert_uint_eq(s.n, 3);
@@ -315,7 +317,15 @@ START_TEST(probes_answered_from_the_state)
 	box_lcore_poll(t.lc);
 	drain(&s);
 	ck_assert_uint_eq(s.n, T_N);
-	probe(2, 0, 3, 0); /* its result was lost */
+	probe(2, 0, 3, 0, 0); /* done: the result went out before this answer */
+	box_lcore_poll(t.lc);
+	drain(&s);
+	ck_assert_uint_eq(s.n, 1);
+	ck_assert_uint_eq(s.pkt[0].hdr.op, PBOX_OP_DONE);
+	ck_assert_uint_eq(to_rank(&s.pkt[0]), 2);
+	ck_assert_uint_eq(t.lc->st.dones_sent, 1);
+	ck_assert_uint_eq(t.lc->st.answers, 0);
+	probe(2, 0, 3, 0, PBOX_F_PULL); /* rank 2 had not got it: lost */
 	box_lcore_poll(t.lc);
 	drain(&s);
 	ck_assert_uint_eq(s.n, 1);

@@ -57,6 +57,7 @@ struct rank_run {
 	uint64_t key64; /* the first 8 bytes of the incarnation's key */
 	bool wrong;
 	const char *extra;    /* configuration lines after [tuning] */
+	int prio_shift;	      /* added to each declared tensor's priority */
 	struct pbox_stats st; /* at the end of the run */
 };
 
@@ -108,7 +109,7 @@ static void *rank_main(void *arg)
 		dt[t] = rr->late ? rr->dts[t] : rr->dt;
 		buf[t] = malloc((rr->counts[t] + 2000 * t + 17) * 4); /* room for a rebuild */
 		if (!rr->late)
-			pbox_declare(px, 100 + t, rr->counts[t], rr->dt, (int)t);
+			pbox_declare(px, 100 + t, rr->counts[t], rr->dt, (int)t + rr->prio_shift);
 	}
 	rr->start_rc = pbox_start(px);
 	if (rr->start_rc) {
@@ -263,9 +264,10 @@ START_TEST(test_late_mismatch)
 		ck_assert_msg(strstr(rr[r].msg,
 				     "ranks disagree on new tensor 1 (the 2nd tensor "
 				     "first used after pbox_start()): rank 0 has key "
-				     "101, 1 elements of bf16, first used by its collective "
-				     "1; rank 2 has key 101, 12345 elements of bf16, first "
-				     "used by its collective 1: the element counts differ"),
+				     "101, 1 elements of bf16, priority 0, first used by its "
+				     "collective 1; rank 2 has key 101, 12345 elements of "
+				     "bf16, priority 0, first used by its collective 1: the "
+				     "element counts differ"),
 			      "rank %u: %s", r, rr[r].msg);
 		free(rr[r].layout);
 	}
@@ -389,6 +391,128 @@ START_TEST(test_mismatch_named)
 }
 END_TEST
 
+/* Priorities are part of what the ranks agree on: the order every rank
+ * sends in is what keeps them from deadlocking. */
+START_TEST(test_priority_mismatch_named)
+{
+	struct rank_run rr[NR];
+
+	setup_runs(rr, NR, PBOX_FP32, 1);
+	rr[2].prio_shift = 5;
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_int_eq(rr[r].start_rc, PBOX_EMISMATCH);
+		ck_assert_msg(strstr(rr[r].msg, "rank 2 and rank 0 disagree on tensor key 100: "
+						"priority 5 (rank 2) vs 0 (rank 0)"),
+			      "rank %u: %s", r, rr[r].msg);
+	}
+}
+END_TEST
+
+/*
+ * Scheduling. On every rank a large tensor of priority 9 (16 MiB) goes out
+ * first; 20 ms later, while it is in flight, a small one of priority 0 is
+ * pushed. The small one must overtake: done while the large one is not
+ * (pbox_test() says it is still in flight) and while less than half of the
+ * bytes this rank receives in all have come (first come, first served, it
+ * would wait for nearly all of them), on every rank. The large one
+ * takes hundreds of milliseconds at these rates, the small one a few round
+ * trips: the margin is two orders of magnitude. And the credit bounds every
+ * byte in flight, beyond it one partition at most.
+ */
+struct prio_run {
+	unsigned rank;
+	int rc, big_after_small;
+	bool wrong;
+	char msg[WK_ERR_LEN];
+	struct pbox_stats mid, st; /* when the small one was done; at the end */
+};
+
+#define PRIO_BIG   (4u << 20) /* elements */
+#define PRIO_SMALL 4096u
+
+static void *prio_main(void *arg)
+{
+	struct prio_run *pr = arg;
+	char path[128];
+	struct pbox *px;
+	float *big = malloc(PRIO_BIG * sizeof(float)), *small = malloc(PRIO_SMALL * sizeof(float));
+	struct pbox_handle *ob = NULL, *os = NULL;
+	const struct timespec gap = {0, 20000000};
+
+	write_cfg(path, sizeof(path), pr->rank, NR, "credit_bytes = 1M\npartition_size = 256K");
+	pr->rc = pbox_init(path, &px);
+	if (pr->rc)
+		goto out;
+	pbox_declare(px, 1, PRIO_BIG, PBOX_FP32, 9);
+	pbox_declare(px, 2, PRIO_SMALL, PBOX_FP32, 0);
+	pr->rc = pbox_start(px);
+	for (uint32_t i = 0; i < PRIO_BIG; i++)
+		big[i] = val(pr->rank, i, 0);
+	for (uint32_t i = 0; i < PRIO_SMALL; i++)
+		small[i] = val(pr->rank, i, 1);
+	if (!pr->rc)
+		pr->rc = pbox_push_pull(px, 1, big, big, PRIO_BIG, PBOX_FP32, &ob);
+	nanosleep(&gap, NULL);
+	if (!pr->rc)
+		pr->rc = pbox_push_pull(px, 2, small, small, PRIO_SMALL, PBOX_FP32, &os);
+	if (!pr->rc)
+		pr->rc = pbox_wait(os);
+	pr->big_after_small = ob ? pbox_test(ob) : PBOX_OK;
+	pbox_stats(px, &pr->mid, NULL, 0);
+	if (pr->big_after_small == PBOX_EAGAIN)
+		pr->rc = pr->rc ? pr->rc : pbox_wait(ob);
+	else
+		ob = NULL; /* pbox_test() returned its result: the handle is gone */
+	if (pr->rc)
+		snprintf(pr->msg, sizeof(pr->msg), "%s", pbox_last_error());
+	for (uint32_t i = 0; !pr->rc && i < PRIO_BIG; i += 997) {
+		float want = 0, want_s = 0;
+
+		for (unsigned r = 0; r < NR; r++) {
+			want += val(r, i, 0);
+			want_s += val(r, i % PRIO_SMALL, 1);
+		}
+		pr->wrong |= big[i] != want || small[i % PRIO_SMALL] != want_s;
+	}
+	pbox_stats(px, &pr->st, NULL, 0);
+	pbox_finalize(px);
+out:
+	free(big);
+	free(small);
+	unlink(path);
+	return NULL;
+}
+
+START_TEST(test_priority_overtakes)
+{
+	struct prio_run pr[NR];
+	pthread_t th[NR];
+
+	memset(pr, 0, sizeof(pr));
+	for (unsigned r = 0; r < NR; r++) {
+		pr[r].rank = r;
+		ck_assert_int_eq(pthread_create(&th[r], NULL, prio_main, &pr[r]), 0);
+	}
+	for (unsigned r = 0; r < NR; r++)
+		pthread_join(th[r], NULL);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_msg(pr[r].rc == 0, "rank %u: %s", r, pr[r].msg);
+		ck_assert_msg(!pr[r].wrong, "rank %u: a wrong sum", r);
+		ck_assert_msg(pr[r].big_after_small == PBOX_EAGAIN,
+			      "rank %u: the priority-9 tensor was done before the priority-0 one "
+			      "pushed 20 ms after it",
+			      r);
+		ck_assert_msg(pr[r].mid.rx_bytes < pr[r].st.rx_bytes / 2,
+			      "rank %u: the priority-0 tensor waited for %" PRIu64 " of %" PRIu64
+			      " bytes",
+			      r, pr[r].mid.rx_bytes, pr[r].st.rx_bytes);
+		ck_assert_uint_le(pr[r].st.max_inflight, (1u << 20) + (256u << 10));
+		ck_assert_uint_gt(pr[r].st.max_inflight, 0);
+	}
+}
+END_TEST
+
 /* Only ranks 0..2 of 4 come: rank 0 names rank 3 after the deadline and
  * tells the others so. */
 START_TEST(test_missing_rank_named)
@@ -473,6 +597,8 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_incarnation_token);
 	tcase_add_test(tc, test_mismatch_named);
 	tcase_add_test(tc, test_missing_rank_named);
+	tcase_add_test(tc, test_priority_mismatch_named);
+	tcase_add_test(tc, test_priority_overtakes);
 	tcase_add_test(tc, test_api_refusals);
 	tcase_add_test(tc, test_late_mixed);
 	tcase_add_test(tc, test_late_mismatch);

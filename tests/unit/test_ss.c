@@ -262,14 +262,18 @@ static void rounds(uint8_t dtype)
 	free(mem);
 }
 
-/* A probe of (chunk 1, fragment 2, @round) from @rank: a header only. */
-static enum ss_verdict probe(struct ss_job *j, uint16_t rank, uint32_t round, struct ss_out *out)
+/* A probe of (chunk 1, fragment 2, @round) from @rank: a header only;
+ * @pull: asking for the result. */
+static enum ss_verdict probe_f(struct ss_job *j, uint16_t rank, uint32_t round, bool pull,
+			       struct ss_out *out)
 {
 	struct pbox_hdr h = hdr(j, rank, 1, 2, round, 0);
 
 	h.op = PBOX_OP_PROBE;
+	h.flags = pull ? PBOX_F_PULL : 0;
 	return ss_push(j, 1, &h, &h, &who, out);
 }
+#define probe(j, rank, round, out) probe_f(j, rank, round, false, out)
 
 /* Probes are answered from the state and never change it; resent pushes
  * the SS already had are counted as needless, probes are not. */
@@ -307,7 +311,8 @@ START_TEST(test_ss_probes)
 		ck_assert_int_eq(ss_push(j, 1, &h, p[r], &who, &out),
 				 r == 2 ? SS_COMPLETE : SS_SUMMED);
 	}
-	ck_assert_int_eq(probe(j, 2, 0, &out), SS_ANSWER); /* its result was lost */
+	ck_assert_int_eq(probe(j, 2, 0, &out), SS_DONE);	   /* its result went out */
+	ck_assert_int_eq(probe_f(j, 2, 0, true, &out), SS_ANSWER); /* and was lost */
 	ck_assert_int_eq(check_sum(SUM_FP32, out.buf, elems, 3, 0, 0), 0);
 	ck_assert(!out.needless);
 	ck_assert_uint_eq(j->cnt.needless, 1);
@@ -315,7 +320,8 @@ START_TEST(test_ss_probes)
 	fill(SUM_FP32, p[1], elems, 1, 1, 0);
 	h = hdr(j, 1, 1, 2, 1, FRAG);
 	ck_assert_int_eq(ss_push(j, 1, &h, p[1], &who, &out), SS_SUMMED); /* round 1 */
-	ck_assert_int_eq(probe(j, 0, 0, &out), SS_ANSWER);		  /* the shadow */
+	ck_assert_int_eq(probe(j, 0, 0, &out), SS_DONE);
+	ck_assert_int_eq(probe_f(j, 0, 0, true, &out), SS_ANSWER); /* the shadow */
 	ck_assert_int_eq(check_sum(SUM_FP32, out.buf, elems, 3, 0, 0), 0);
 	ck_assert_int_eq(probe(j, 0, 1, &out), SS_NACK);
 	ck_assert_int_eq(probe(j, 1, 1, &out), SS_WAITING);
@@ -323,7 +329,7 @@ START_TEST(test_ss_probes)
 	h.flags = PBOX_F_RETRANS; /* a resend of round 0: answered, needless */
 	ck_assert_int_eq(ss_push(j, 1, &h, p[1], &who, &out), SS_ANSWER);
 	ck_assert_uint_eq(j->cnt.needless, 2);
-	ck_assert_uint_eq(j->cnt.probes, 8);
+	ck_assert_uint_eq(j->cnt.probes, 10);
 	ck_assert_uint_eq(j->cnt.summed, 4);
 	free(snap);
 	free(mem);

@@ -86,7 +86,8 @@ START_TEST(round_trip_every_op_and_dtype)
 {
 	for (uint8_t op = PBOX_OP_PUSH; op <= PBOX_OP_LAST; op++)
 		for (uint8_t dt = 0; dt < PBOX_DTYPE_COUNT; dt++) {
-			bool bare = op == PBOX_OP_ACK || op == PBOX_OP_PROBE || op == PBOX_OP_NACK;
+			bool bare = op == PBOX_OP_ACK || op == PBOX_OP_PROBE ||
+				    op == PBOX_OP_NACK || op == PBOX_OP_DONE;
 			struct pbox_hdr h = push_hdr(op == PBOX_OP_ERROR ? 2 : bare ? 0 : 1000);
 			struct nic_wire_expect e = exp_box;
 			struct nic_pkt p;

@@ -192,8 +192,11 @@ struct pbox_stats {
 	uint64_t ssgpu_needless; /* resent pushes it already had (duplicates, answered) */
 	uint64_t fast_probes;	 /* probes sent as a later fragment's result came first */
 	uint64_t tail_probes;	 /* probes sent as an SS fell silent with ours in flight */
+	uint64_t pulls;		 /* results asked for again: a DONE came, the result had not */
 	uint64_t rto_ns, srtt_ns, probe_rtt_ns; /* the timeout, the time to a sum, a probe's
 						 * round trip (smoothed) */
+	uint64_t max_inflight; /* the most bytes in flight at once: at most the credit
+				* ([tuning] credit_bytes) and one partition */
 };
 /* Fill @st and up to @max_ss entries of @ss (may be NULL). */
 int pbox_stats(struct pbox *px, struct pbox_stats *st, struct pbox_ss_stats *ss, uint32_t max_ss);
