@@ -76,8 +76,8 @@ LIBPBOX_SRCS := worker/pbox.c worker/boot.c worker/grow.c worker/engine.c worker
 LIBPBOX_CORE := config/cfg.c config/cfg_box.c config/cfg_worker.c appliance/ss/ss.c appliance/ss/sum.c \
                 appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c nic/nic_wire.c \
                 nic/nic_ctl.c nic/nic_host.c nic/nic_port.c
-LIBPBOX_SONAME := libpbox.so.2
-LIBPBOX_SO     := $(BUILD)/lib/libpbox.so.2.0
+LIBPBOX_SONAME := libpbox.so.3
+LIBPBOX_SO     := $(BUILD)/lib/libpbox.so.3.0
 BENCH_SRCS  := worker/pbox_bench.c worker/models.c
 TEST_SRCS   := $(wildcard tests/unit/*.c)
 PERF_SUM_SRCS := perf/sum/perf_sum.c perf/sum/perf_sum_ref.c perf/sum/perf_sum_ref_avx2.c \
@@ -103,7 +103,7 @@ CUDA_OBJS := $(if $(filter 1,$(WITH_CUDA)),$(patsubst %.cu,$(BUILD)/obj/%.o,$(CU
 GLOO_HDR := $(wildcard /usr/include/gloo/allreduce.h)
 RING_BIN := $(if $(GLOO_HDR),$(BUILD)/perf/ring_gloo)
 
-# The Python package (worker/python/pbox): pure Python over libpbox.so.2 with
+# The Python package (worker/python/pbox): pure Python over libpbox.so.3 with
 # ctypes, so PYTHONPATH=build/python works from a checkout.
 PY_SRCS  := $(wildcard worker/python/pbox/*.py)
 PY_FILES := $(patsubst worker/python/%,$(BUILD)/python/%,$(PY_SRCS))
@@ -137,7 +137,7 @@ $(LIBPBOX_SO): $(call obj,$(LIBPBOX_SRCS) $(LIBPBOX_CORE)) worker/libpbox.map
 	@mkdir -p $(@D)
 	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -shared -Wl,-soname,$(LIBPBOX_SONAME) -Wl,--version-script=worker/libpbox.map \
 		-Wl,-z,defs -o $@ $(filter %.o,$^) $(INIH_LIBS) $(DPDK_LIBS) $(SODIUM_LIBS) -lm -pthread
-	$(Q)ln -sf libpbox.so.2.0 $(BUILD)/lib/$(LIBPBOX_SONAME)
+	$(Q)ln -sf libpbox.so.3.0 $(BUILD)/lib/$(LIBPBOX_SONAME)
 	$(Q)ln -sf $(LIBPBOX_SONAME) $(BUILD)/lib/libpbox.so
 
 $(BUILD)/lib/libpbox.a: $(call obj,$(LIBPBOX_SRCS) $(LIBPBOX_CORE))
@@ -329,7 +329,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 UNITDIR ?= $(if $(filter /usr,$(PREFIX)),/lib/systemd/system,$(PREFIX)/lib/systemd/system)
 INSTALLED := $(PREFIX)/bin/pboxd $(PREFIX)/bin/pboxctl $(PREFIX)/bin/pbox-worker \
-	$(PREFIX)/sbin/pbox-setup $(PREFIX)/lib/libpbox.so.2.0 $(PREFIX)/lib/libpbox.so.2 \
+	$(PREFIX)/sbin/pbox-setup $(PREFIX)/lib/libpbox.so.3.0 $(PREFIX)/lib/libpbox.so.3 \
 	$(PREFIX)/lib/libpbox.so $(PREFIX)/lib/libpbox.a $(PREFIX)/include/pbox.h \
 	$(UNITDIR)/pboxd.service $(UNITDIR)/pbox-setup.service $(PREFIX)/share/doc/pbox \
 	$(PY_SITE)/pbox
@@ -341,8 +341,8 @@ install: all
 	install -m 0755 $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 deploy/pbox-setup $(DESTDIR)$(PREFIX)/sbin/
 	install -m 0755 $(LIBPBOX_SO) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf libpbox.so.2.0 $(DESTDIR)$(PREFIX)/lib/libpbox.so.2
-	ln -sf libpbox.so.2 $(DESTDIR)$(PREFIX)/lib/libpbox.so
+	ln -sf libpbox.so.3.0 $(DESTDIR)$(PREFIX)/lib/libpbox.so.3
+	ln -sf libpbox.so.3 $(DESTDIR)$(PREFIX)/lib/libpbox.so
 	install -m 0644 $(BUILD)/lib/libpbox.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 0644 worker/include/pbox.h $(DESTDIR)$(PREFIX)/include/
 	install -d $(DESTDIR)$(PY_SITE)/pbox

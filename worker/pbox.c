@@ -39,7 +39,7 @@ const char *pbox_last_error(void)
 
 const char *pbox_version(void)
 {
-	return "2.0";
+	return "3.0";
 }
 
 const char *pbox_strerror(int status)

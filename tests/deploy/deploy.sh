@@ -23,11 +23,11 @@ dest=$tmp/root
 make -s -C "$src" BUILD="$build" install DESTDIR="$dest" PREFIX=/usr >"$tmp/install.log" 2>&1
 check "make install PREFIX=/usr DESTDIR=...: binaries, library, header, units, docs" \
 	test -x "$dest/usr/bin/pboxd" -a -x "$dest/usr/bin/pboxctl" -a -x "$dest/usr/sbin/pbox-setup" -a \
-	-L "$dest/usr/lib/libpbox.so.2" -a -f "$dest/usr/include/pbox.h" -a \
+	-L "$dest/usr/lib/libpbox.so.3" -a -f "$dest/usr/include/pbox.h" -a \
 	-f "$dest/lib/systemd/system/pboxd.service" -a -f "$dest/lib/systemd/system/pbox-setup.service" -a \
 	-f "$dest/usr/share/doc/pbox/examples/box-pbox.ini"
 check "the installed Python package loads the installed libpbox" \
-	env PBOX_LIB="$dest/usr/lib/libpbox.so.2" PYTHONPATH="$dest/usr/lib/python3/dist-packages" \
+	env PBOX_LIB="$dest/usr/lib/libpbox.so.3" PYTHONPATH="$dest/usr/lib/python3/dist-packages" \
 	python3 -c 'import pbox, sys; sys.exit(0 if pbox.library.pbox_version() and pbox.__file__.startswith(sys.argv[1]) else 1)' "$dest"
 check "the installed pboxd runs (--check-config on an example)" \
 	bash -c "'$dest/usr/bin/pboxd' --check-config '$src/config/examples/box-emulated.ini' >/dev/null"

@@ -55,7 +55,7 @@
 extern "C" {
 #endif
 
-#define PBOX_VERSION_MAJOR 2
+#define PBOX_VERSION_MAJOR 3
 #define PBOX_VERSION_MINOR 0
 
 /* Element types, as the GPU holds them (little-endian). */
@@ -89,7 +89,7 @@ const char *pbox_strerror(int status);
 /* The message of the last failed call in this thread ("" when none). */
 const char *pbox_last_error(void);
 
-/* The library's version, "2.0". */
+/* The library's version, "3.0". */
 const char *pbox_version(void);
 
 /*

@@ -7,7 +7,7 @@ ranks. Tensors need not be declared: a key first used after the start is
 agreed with every rank before its data moves. `import pbox.torch` registers
 the torch.distributed backend "pbox" (see pbox/torch.py).
 
-Nothing here needs a compiler: libpbox.so.2 is loaded with ctypes from the
+Nothing here needs a compiler: libpbox.so.3 is loaded with ctypes from the
 build tree (build/lib, next to build/python), from $PBOX_LIB, or from the
 system's library path (make install).
 """
@@ -31,8 +31,8 @@ class Error(RuntimeError):
 def _load():
     here = os.path.dirname(os.path.abspath(__file__))
     names = [os.environ.get("PBOX_LIB"),
-             os.path.join(here, "..", "..", "lib", "libpbox.so.2"),
-             "libpbox.so.2"]
+             os.path.join(here, "..", "..", "lib", "libpbox.so.3"),
+             "libpbox.so.3"]
     last = None
     for n in names:
         if not n:
@@ -41,7 +41,7 @@ def _load():
             return ctypes.CDLL(n)
         except OSError as e:  # try the next place
             last = e
-    raise ImportError("pbox: cannot load libpbox.so.2 (build it with make, install it "
+    raise ImportError("pbox: cannot load libpbox.so.3 (build it with make, install it "
                       "with make install, or set PBOX_LIB): %s" % last)
 
 
