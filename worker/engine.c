@@ -1107,11 +1107,11 @@ static void on_ack(struct pbox *px, uint32_t g, uint32_t round, uint64_t now)
 }
 
 /*
- * The SS has no part of ours in this round. In answer to our probe (sent
- * after our push): our push was lost; resend at once. Unasked (another
- * rank probed the round): our push may be lost, or only still on its way
- * behind a queue; resend only once it has had half a timeout to arrive (a
- * lost one we find ourselves as soon as a later fragment's result comes).
+ * The SS has no part of ours in this round. In answer to our last probe
+ * (sent after our last push, on the same path): that push was lost; resend
+ * at once. Any other NACK (an answer to an earlier probe, overtaken by our
+ * resend) says nothing of the push now on its way: it is resent only once
+ * that has had half a timeout to arrive.
  */
 static void on_nack(struct pbox *px, struct eng *e, uint32_t g, uint32_t round, uint64_t now)
 {
