@@ -125,7 +125,7 @@ $(error libdpdk not found by pkg-config: run 'make setup' (as root), or 'make te
 endif
 endif
 
-.PHONY: setup test-run demo-run all test unit unit-asan integration python-test lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-scale demo install uninstall image boot-test clean
+.PHONY: setup test-run demo-run all test unit unit-asan integration python-test lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-scale demo install uninstall image boot-test clean
 all: $(BINS)
 
 $(BUILD)/lib/libpboxcore.a: $(CORE_OBJS) $(CUDA_OBJS)
@@ -278,6 +278,7 @@ fuzz: $(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/gen_seeds
 integration: all
 	tests/net/integration.sh $(BUILD)
 	tests/net/worker.sh $(BUILD)
+	SHORT=1 perf/backprop/backprop.sh $(BUILD)
 	tests/deploy/deploy.sh $(BUILD)
 
 # The two README commands set the host up first (packages, hugepages), then
@@ -312,6 +313,9 @@ perf-dataplane: all
 
 perf-loss: all
 	perf/loss/loss.sh $(BUILD)
+
+perf-backprop: all
+	perf/backprop/backprop.sh $(BUILD)
 
 perf-scale: all
 	perf/scale/scale.sh $(BUILD)

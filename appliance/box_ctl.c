@@ -52,8 +52,10 @@
  * No client can stall the control plane: sockets are non-blocking and each
  * connection's replies wait in a bounded buffer of its own; a client that
  * lets CTL_OUT_MAX pile up, or does not read for CTL_STALL_NS, is dropped.
- * Connections holding no job are closed after CTL_IDLE_NS without a
- * request; at most CTL_PER_SOURCE come from one address. Every connection
+ * Connections that have not proved the box key are closed after CTL_IDLE_NS
+ * without a request (one that has may wait as long as it likes: a job's
+ * rank 0 holds its connection through a whole run, with or without chunks
+ * on the box yet); at most CTL_PER_SOURCE come from one address. Every connection
  * has TCP keepalive (probes after CTL_KA_IDLE s idle, CTL_KA_CNT of them
  * CTL_KA_INTVL s apart) and a TCP user timeout, so the job of a registrar
  * whose host died or was cut off is freed within CTL_DEAD_S seconds.
@@ -1158,7 +1160,8 @@ int box_ctl_run(struct box_ctl *c)
 				conn_close(c, (int)i, "was dropped: it did not read its replies");
 			else if (cn->bye && !cn->out_len)
 				conn_close(c, (int)i, "failed the box key proof");
-			else if (!cn->jobs && !cn->out_len && now - cn->last_ns > CTL_IDLE_NS)
+			else if (!cn->sess.authed && !cn->out_len &&
+				 now - cn->last_ns > CTL_IDLE_NS)
 				conn_close(c, (int)i, "was idle");
 		}
 		if (c->n_zombies) {

@@ -5,7 +5,7 @@
  *
  *   pbox-bench --config FILE [--model resnet50|vgg16|bert-large | --size B]
  *              [--tensors T] [--dtype fp32|fp16|bf16] [--iters N] [--warmup W]
- *              [--layout] [--quiet]
+ *              [--layout] [--quiet] [--backprop GAP_US [--fifo]]
  *
  * Every rank runs it with its own configuration (PBOX_* overrides apply).
  * Per iteration the tensors are pushed in backward order (the last layer's
@@ -14,9 +14,19 @@
  * - 30: the sum over up to 8 ranks is exact in every dtype, and the
  * expected sum of every element is known.
  *
+ * --backprop plays backpropagation: layer i's gradient becomes ready GAP_US
+ * after layer i + 1's (its compute), last layer first, and the next forward
+ * pass can start once layer 0's sum is in. Each iteration then reports the
+ * time from the end of the backward pass (layer 0 pushed) to layer 0's sum:
+ * fwd_ms in the RESULT line. Layer i has priority i (the front layers
+ * first); with --fifo every layer has one priority and the keys follow the
+ * order the gradients become ready, so the ranks send first come, first
+ * served.
+ *
  * Prints each iteration's time and goodput (model bytes / time), the bytes
  * this rank moved per summation service, and last one line:
  *   RESULT bench model=M n=N k=K iters=I mean_ms=T goodput_gbps=G verified=yes
+ * (with --backprop: ... fwd_ms=F sched=priority|fifo before verified).
  * Exit status: 0 every sum exact, 1 a failure or a wrong sum, 2 bad usage.
  */
 #include <errno.h>
@@ -40,9 +50,23 @@ struct opts {
 	uint32_t tensors, iters, warmup;
 	enum pbox_dtype dtype;
 	bool layout, quiet;
-	bool late;  /* declare nothing: every tensor first seen by its first push-pull */
-	bool mixed; /* tensor i of fp32, bf16, fp16 in turn (--dtype ignored) */
+	bool late;	 /* declare nothing: every tensor first seen by its first push-pull */
+	bool mixed;	 /* tensor i of fp32, bf16, fp16 in turn (--dtype ignored) */
+	uint64_t gap_us; /* --backprop: compute per layer; 0: push all at once */
+	bool backprop, fifo;
 };
+
+/* Layer i's key and priority: the layer itself, or (--fifo) the order its
+ * gradient becomes ready, one priority for all. */
+static uint64_t key_of(const struct opts *o, uint32_t n, uint32_t i)
+{
+	return o->fifo ? n - 1 - i : i;
+}
+
+static int prio_of(const struct opts *o, uint32_t i)
+{
+	return o->fifo ? 0 : (int)i;
+}
 
 static enum pbox_dtype dtype_of(const struct opts *o, uint32_t i)
 {
@@ -57,6 +81,17 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* A layer's compute, as a sleep (the CPU stays free for the engine, as a
+ * GPU's kernels would leave it). */
+static void nap_us(uint64_t us)
+{
+	struct timespec t = {.tv_sec = (time_t)(us / 1000000),
+			     .tv_nsec = (long)(us % 1000000) * 1000};
+
+	while (nanosleep(&t, &t) && errno == EINTR)
+		;
 }
 
 /* This rank's values and the expected sums for one iteration, by (7i mod
@@ -159,12 +194,15 @@ static void usage(FILE *f)
 		"usage: pbox-bench --config FILE [--model NAME | --size BYTES] [--tensors T]\n"
 		"                  [--dtype fp32|fp16|bf16] [--iters N] [--warmup W] [--layout] "
 		"[--quiet]\n"
-		"                  [--late] [--mixed]\n"
+		"                  [--late] [--mixed] [--backprop GAP_US [--fifo]]\n"
 		"  --model NAME  tensor sizes of %s\n"
 		"  --size BYTES  one model of BYTES (K/M/G suffix) in T equal tensors (default 1)\n"
 		"  --late        declare nothing: the first iteration grows the job, as a\n"
 		"                framework's first collectives do\n"
-		"  --mixed       tensors of fp32, bf16 and fp16 in turn, in one context\n",
+		"  --mixed       tensors of fp32, bf16 and fp16 in turn, in one context\n"
+		"  --backprop US each layer's gradient ready US after the next layer's; reports\n"
+		"                the time from the end of backward to layer 0's sum (fwd_ms)\n"
+		"  --fifo        with --backprop: first come, first served, not by layer\n",
 		model_names);
 }
 
@@ -198,13 +236,12 @@ static int parse_u64(const char *s, uint64_t *out)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	static const struct option lo[] = {{"config", 1, 0, 'c'}, {"model", 1, 0, 'm'},
-					   {"size", 1, 0, 's'},	  {"tensors", 1, 0, 't'},
-					   {"dtype", 1, 0, 'd'},  {"iters", 1, 0, 'i'},
-					   {"warmup", 1, 0, 'w'}, {"layout", 0, 0, 'l'},
-					   {"quiet", 0, 0, 'q'},  {"late", 0, 0, 'L'},
-					   {"mixed", 0, 0, 'M'},  {"help", 0, 0, 'h'},
-					   {0, 0, 0, 0}};
+	static const struct option lo[] = {
+		{"config", 1, 0, 'c'},	 {"model", 1, 0, 'm'},	{"size", 1, 0, 's'},
+		{"tensors", 1, 0, 't'},	 {"dtype", 1, 0, 'd'},	{"iters", 1, 0, 'i'},
+		{"warmup", 1, 0, 'w'},	 {"layout", 0, 0, 'l'}, {"quiet", 0, 0, 'q'},
+		{"late", 0, 0, 'L'},	 {"mixed", 0, 0, 'M'},	{"help", 0, 0, 'h'},
+		{"backprop", 1, 0, 'b'}, {"fifo", 0, 0, 'f'},	{0, 0, 0, 0}};
 	uint64_t v;
 	int c;
 
@@ -238,6 +275,19 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'M':
 			o->mixed = true;
 			break;
+		case 'f':
+			o->fifo = true;
+			break;
+		case 'b':
+			if (parse_u64(optarg, &o->gap_us) || o->gap_us > 10000000) {
+				fprintf(stderr,
+					"pbox-bench: --backprop: '%s' is not a number of "
+					"microseconds up to 10 s\n",
+					optarg);
+				return -1;
+			}
+			o->backprop = true;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -267,7 +317,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			return -1;
 		}
 	}
-	if (optind != argc || (o->model && o->size) || !o->iters || !o->tensors)
+	if (optind != argc || (o->model && o->size) || !o->iters || !o->tensors ||
+	    (o->fifo && !o->backprop))
 		return -1;
 	return 0;
 }
@@ -372,7 +423,7 @@ int main(int argc, char **argv)
 	uint64_t model_bytes = 0;
 	uint8_t **buf = NULL;
 	struct pbox *px = NULL;
-	double sum_ms = 0;
+	double sum_ms = 0, sum_fwd = 0, fwd_ms = 0;
 	uint32_t timed = 0, i, v;
 	size_t esz;
 	int rc = 1;
@@ -394,8 +445,8 @@ int main(int argc, char **argv)
 	for (i = 0; buf && ops && i < m.n; i++) {
 		buf[i] = malloc(m.count[i] * esz);
 		model_bytes += m.count[i] * (dtype_of(&o, i) == PBOX_FP32 ? 4 : 2);
-		if (!buf[i] ||
-		    (!o.late && pbox_declare(px, i, m.count[i], dtype_of(&o, i), (int)i)))
+		if (!buf[i] || (!o.late && pbox_declare(px, key_of(&o, m.n, i), m.count[i],
+							dtype_of(&o, i), prio_of(&o, i))))
 			break;
 	}
 	if (!buf || !ops || i < m.n) {
@@ -419,15 +470,31 @@ int main(int argc, char **argv)
 		for (i = 0; i < m.n; i++)
 			fill(buf[i], m.count[i], dtype_of(&o, i), &tb[o.mixed ? i % 3 : 0]);
 		t0 = now_ns();
-		for (i = m.n; i-- > 0;) /* backward order: the last layer first */
-			if (pbox_push_pull(px, i, buf[i], buf[i], m.count[i], dtype_of(&o, i),
-					   &ops[i])) {
+		for (i = m.n; i-- > 0;) { /* backward order: the last layer first */
+			if (o.backprop && i + 1 < m.n)
+				nap_us(o.gap_us); /* layer i's backward compute */
+			if (pbox_push_pull(px, key_of(&o, m.n, i), buf[i], buf[i], m.count[i],
+					   dtype_of(&o, i), &ops[i])) {
 				fprintf(stderr, "pbox-bench: rank %u: iteration %u: %s\n", li.rank,
 					v, pbox_last_error());
 				goto out;
 			}
+		}
+		if (o.backprop) { /* the next forward waits for layer 0 first */
+			uint64_t bwd_end = now_ns();
+
+			if (pbox_wait(ops[0])) {
+				fprintf(stderr, "pbox-bench: rank %u: iteration %u: %s\n", li.rank,
+					v, pbox_last_error());
+				goto out;
+			}
+			ops[0] = NULL;
+			fwd_ms = (double)(now_ns() - bwd_end) / 1e6;
+			if (v >= o.warmup)
+				sum_fwd += fwd_ms;
+		}
 		for (i = m.n; i-- > 0;)
-			if (pbox_wait(ops[i])) {
+			if (ops[i] && pbox_wait(ops[i])) {
 				fprintf(stderr, "pbox-bench: rank %u: iteration %u: %s\n", li.rank,
 					v, pbox_last_error());
 				goto out;
@@ -451,7 +518,13 @@ int main(int argc, char **argv)
 			sum_ms += (double)(t1 - t0) / 1e6;
 			timed++;
 		}
-		if (!o.quiet)
+		if (!o.quiet && o.backprop)
+			printf("bench: rank %u: iteration %u/%u%s: %.2f ms; layer 0 summed %.2f ms "
+			       "after the backward pass ended (%s), verified\n",
+			       li.rank, v + 1, o.warmup + o.iters, v < o.warmup ? " (warm-up)" : "",
+			       (double)(t1 - t0) / 1e6, fwd_ms,
+			       o.fifo ? "first come, first served" : "by priority");
+		else if (!o.quiet)
 			printf("bench: rank %u: iteration %u/%u%s: %.2f ms, goodput %.2f Gb/s, "
 			       "verified\n",
 			       li.rank, v + 1, o.warmup + o.iters, v < o.warmup ? " (warm-up)" : "",
@@ -461,10 +534,12 @@ int main(int argc, char **argv)
 	}
 	if (!o.quiet)
 		print_traffic(px, li.rank);
-	printf("RESULT bench model=%s n=%u k=%.2f iters=%u mean_ms=%.3f goodput_gbps=%.3f "
-	       "verified=yes\n",
-	       m.name, li.world_size, li.k, timed, sum_ms / timed,
+	printf("RESULT bench model=%s n=%u k=%.2f iters=%u mean_ms=%.3f goodput_gbps=%.3f ", m.name,
+	       li.world_size, li.k, timed, sum_ms / timed,
 	       (double)model_bytes * 8 / (sum_ms / timed * 1e6));
+	if (o.backprop)
+		printf("fwd_ms=%.3f sched=%s ", sum_fwd / timed, o.fifo ? "fifo" : "priority");
+	printf("verified=yes\n");
 	rc = 0;
 out:
 	if (pbox_finalize(px) && rc == 0) {

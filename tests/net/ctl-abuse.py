@@ -9,9 +9,12 @@
         STATS before the handshake, a PROVE with a wrong key (the box must
         close the connection), then the handshake with the right key and
         STATS; prints one line per step
-  ctl-abuse.py idle HOST PORT N SECONDS     open N connections that say
-        nothing, hold them SECONDS; print "IDLE open=A refused=R closed=C"
-        (refused: answered ERR at once; closed: by the box while held)
+  ctl-abuse.py idle HOST PORT N SECONDS [KEYFILE]     open N connections
+        that say nothing, hold them SECONDS; print "IDLE open=A refused=R
+        closed=C" (refused: answered ERR at once; closed: by the box while
+        held). With KEYFILE the first one proves the box key first (a job's
+        rank 0 holding its connection with nothing to say), and " authed=open"
+        or " authed=closed" follows: the box must keep that one
 """
 import hashlib
 import hmac
@@ -105,8 +108,14 @@ def noread(host, port, n, hold, keyfile):
     print(f"NOREAD sent={sent} dropped={'yes' if dropped else 'no'}", flush=True)
 
 
-def idle(host, port, n, hold):
-    conns, refused = [], 0
+def idle(host, port, n, hold, keyfile=None):
+    conns, refused, authed = [], 0, None
+    if keyfile:
+        authed = socket.create_connection((host, port), timeout=5)
+        if not handshake(authed, read_key(keyfile)):
+            print("IDLE handshake refused", flush=True)
+            return
+        n -= 1
     for _ in range(n):
         s = socket.create_connection((host, port), timeout=5)
         s.settimeout(0.05)
@@ -128,7 +137,16 @@ def idle(host, port, n, hold):
                 closed += 1
         except (socket.timeout, OSError):
             pass
-    print(f"IDLE open={len(conns)} refused={refused} closed={closed}", flush=True)
+    tail = ""
+    if authed:
+        authed.settimeout(0.01)
+        try:
+            tail = " authed=closed" if authed.recv(200) == b"" else " authed=open"
+        except socket.timeout:
+            tail = " authed=open"
+        except OSError:
+            tail = " authed=closed"
+    print(f"IDLE open={len(conns)} refused={refused} closed={closed}{tail}", flush=True)
 
 
 if __name__ == "__main__":
@@ -138,4 +156,5 @@ if __name__ == "__main__":
     elif mode == "noread":
         noread(host, int(port), int(sys.argv[4]), float(sys.argv[5]), sys.argv[6])
     else:
-        idle(host, int(port), int(sys.argv[4]), float(sys.argv[5]))
+        idle(host, int(port), int(sys.argv[4]), float(sys.argv[5]),
+             sys.argv[6] if len(sys.argv) > 6 else None)
