@@ -992,9 +992,9 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
  *    answer, was lost);
  *  - the SS has said our part is in (ACK): the round waits for other
  *    ranks, and only our result can still be lost; again after twice the
- *    probe round trip, doubling per probe (a probe that arrives after the
- *    round completed, while its result is still on its way to us, costs a
- *    result sent twice).
+ *    probe round trip, doubling per probe up to 16 times (while a slow rank
+ *    holds the round, each probe is a header and an ACK; one that arrives
+ *    after the round completed gets a DONE, which follows the result).
  * Probes restart the fragment's timer but do not back it off.
  */
 static uint64_t probe_gap(const struct pbox *px)
@@ -1088,10 +1088,10 @@ static void probe_answered(struct pbox *px, struct wk_frag *f, uint64_t now)
 
 /*
  * The SS has our part (its answer to our probe, or to a resent push): the
- * sum waits for slower ranks, and the SS has asked those for theirs. The
- * next timeout probes again, later (its result may still be lost). The
- * timeout itself stays: a longer one would only delay the repair of our
- * own losses.
+ * sum waits for slower ranks, each of which finds its own lost push by its
+ * own probes. Ours is probed again only after probe_due()'s backoff (our
+ * result may still be lost). The timeout itself stays: a longer one would
+ * only delay the repair of our own losses.
  */
 static void on_ack(struct pbox *px, uint32_t g, uint32_t round, uint64_t now)
 {
