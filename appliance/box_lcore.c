@@ -167,6 +167,7 @@ static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, 
 	lc->st.probes += pkt->hdr.op == PBOX_OP_PROBE;
 	v = ss_push(j, slot, &pkt->hdr, rte_pktmbuf_mtod_offset(m, void *, pkt->payload_off), &from,
 		    &out);
+	lc->st.needless += out.needless;
 	switch (v) {
 	case SS_SUMMED:
 		lc->st.summed++;
@@ -184,7 +185,6 @@ static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, 
 		send_result(lc, ep, j, &pkt->hdr, pkt->hdr.rank, &from, &out,
 			    nic_mac_digest(&j->mac, out.buf, out.len));
 		lc->st.answers++;
-		lc->st.needless += out.needless;
 		return false;
 	case SS_WAITING: /* a probe: the prober's part is in */
 		lc->st.acks_sent++;
@@ -204,8 +204,6 @@ static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, 
 	return false;
 dropped:
 	lc->st.ss_drop[out.why]++;
-	if (out.why == SS_DROP_DUP)
-		lc->st.needless += out.needless;
 	op = ss_reply_of(out.why, &err);
 	if (!op)
 		return false;

@@ -202,11 +202,15 @@ static int heap_push(struct pbox *px, struct wk_part *p)
 	return 0;
 }
 
+/* The top leaves the heap (all of it sent): it no longer goes out beyond
+ * the credit either. */
 static void heap_pop(struct pbox *px)
 {
 	struct wk_part *last = px->heap[--px->heap_n];
 	uint32_t i = 0;
 
+	if (px->over == px->heap[0])
+		px->over = NULL;
 	for (;;) {
 		uint32_t l = 2 * i + 1, m = l;
 
@@ -599,6 +603,16 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
 	}
 }
 
+/* Fragment @g was just sent to @un (its push or a probe): into the timer
+ * FIFO of its backoff level and the FIFO of that SS, both in send order. */
+static void sent_to(struct pbox *px, struct wk_unit *un, uint32_t g)
+{
+	struct wk_frag *f = &px->frag[g];
+
+	if (ring_push(&px->ring[f->level], g, f->stamp) || ring_push(&un->sent, g, f->stamp))
+		wk_fail(px, PBOX_ENOMEM, "out of memory for the send FIFOs");
+}
+
 /* The header of our push (or probe: @op) of fragment @g, unsigned. */
 static struct pbox_hdr frag_hdr(const struct pbox *px, uint32_t g, uint8_t op, bool retrans)
 {
@@ -642,8 +656,7 @@ static void probe_frag(struct pbox *px, struct eng *e, uint32_t g, bool pull)
 	f->probed = 1;
 	f->probes++;
 	px->st.probes++;
-	if (ring_push(&px->ring[f->level], g, f->stamp) || ring_push(&un->sent, g, f->stamp))
-		wk_fail(px, PBOX_ENOMEM, "out of memory for the send FIFOs");
+	sent_to(px, un, g);
 }
 
 static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
@@ -691,9 +704,7 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 		px->unit[u].retrans++;
 		px->st.retransmits++;
 	}
-	if (ring_push(&px->ring[f->level], g, f->stamp) ||
-	    ring_push(&px->unit[u].sent, g, f->stamp))
-		wk_fail(px, PBOX_ENOMEM, "out of memory for the send FIFOs");
+	sent_to(px, &px->unit[u], g);
 }
 
 /* ---- deadlines: naming the silent party -------------------------------------- */
@@ -818,11 +829,8 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
 		 * complete the op at once, and its waiter frees the partitions. */
 		while (++p->g < p->g_end && !px->frag[p->g].len)
 			;
-		if (p->g == p->g_end) {
+		if (p->g == p->g_end)
 			heap_pop(px);
-			if (px->over == p)
-				px->over = NULL;
-		}
 		f = &px->frag[g];
 		f->state = WK_INFLIGHT;
 		f->tries = 1;
@@ -907,6 +915,8 @@ static uint64_t next_expiry(struct pbox *px, uint64_t now, uint64_t cap)
 			best = slot;
 	}
 
+	bool waiting = false;
+
 	for (unsigned l = 0; l < WK_LEVELS; l++) {
 		struct wk_frag *f = ring_head(px, &px->ring[l], &g);
 
@@ -917,11 +927,15 @@ static uint64_t next_expiry(struct pbox *px, uint64_t now, uint64_t cap)
 				return 0;
 			if (due - now < best)
 				best = due - now;
-			/* and the tail probe's next look */
-			due = px->tail_next_ns > now ? px->tail_next_ns - now : 0;
-			if (due < best)
-				best = due ? due : 1;
+			waiting = true;
 		}
+	}
+	/* and, while anything waits, the tail probe's next look */
+	if (waiting) {
+		uint64_t due = px->tail_next_ns > now ? px->tail_next_ns - now : 1;
+
+		if (due < best)
+			best = due;
 	}
 	return best;
 }
@@ -943,6 +957,7 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 	if (!seg)
 		return;
 	v = ss_push(seg, 0, h, p, &src, &out);
+	px->st.ssgpu_needless += out.needless;
 	switch (v) {
 	case SS_SUMMED:
 		px->st.ssgpu_summed += h->len;
@@ -954,7 +969,6 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 	case SS_ANSWER: {
 		struct pbox_hdr r;
 
-		px->st.ssgpu_needless += out.needless;
 		result_hdr(px, seg, &r, h->rank, h->chunk, h->frag, &out,
 			   nic_mac_digest(&px->mac, out.buf, out.len));
 		tx_add(px, e, src.ip_be, src.port, &r, out.buf, out.len, true);
@@ -975,8 +989,6 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 		uint16_t err;
 		uint8_t op = ss_reply_of(out.why, &err);
 
-		if (out.why == SS_DROP_DUP)
-			px->st.ssgpu_needless += out.needless;
 		if (op)
 			tx_reply(px, e, &src, h, op, err);
 		break;
@@ -1093,12 +1105,8 @@ static void probe_answered(struct pbox *px, struct wk_frag *f, uint64_t now)
  * result may still be lost). The timeout itself stays: a longer one would
  * only delay the repair of our own losses.
  */
-static void on_ack(struct pbox *px, uint32_t g, uint32_t round, uint64_t now)
+static void on_ack(struct pbox *px, struct wk_frag *f, uint64_t now)
 {
-	struct wk_frag *f = &px->frag[g];
-
-	if (f->state != WK_INFLIGHT || f->op->round != round)
-		return;
 	probe_answered(px, f, now);
 	if (f->acked)
 		return;
@@ -1113,15 +1121,12 @@ static void on_ack(struct pbox *px, uint32_t g, uint32_t round, uint64_t now)
  * resend) says nothing of the push now on its way: it is resent only once
  * that has had half a timeout to arrive.
  */
-static void on_nack(struct pbox *px, struct eng *e, uint32_t g, uint32_t round, uint64_t now)
+static void on_nack(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
 {
 	struct wk_frag *f = &px->frag[g];
-	bool asked;
+	bool asked = f->probed && f->sent > f->pushed;
 
-	if (f->state != WK_INFLIGHT || f->op->round != round)
-		return;
 	px->st.nacks++;
-	asked = f->probed && f->sent > f->pushed;
 	probe_answered(px, f, now);
 	if (!asked && (now < f->pushed || now - f->pushed < px->rto_ns / 2))
 		return;
@@ -1134,13 +1139,9 @@ static void on_nack(struct pbox *px, struct eng *e, uint32_t g, uint32_t round, 
  * DONE on the same path: had it arrived, the fragment would be done. It was
  * lost; ask for it again, now.
  */
-static void on_done(struct pbox *px, struct eng *e, uint32_t g, uint32_t round, uint64_t now)
+static void on_done(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
 {
-	struct wk_frag *f = &px->frag[g];
-
-	if (f->state != WK_INFLIGHT || f->op->round != round)
-		return;
-	probe_answered(px, f, now);
+	probe_answered(px, &px->frag[g], now);
 	probe_frag(px, e, g, true);
 }
 
@@ -1180,16 +1181,17 @@ static void on_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, 
 	if (un->rank < 0) /* the box answers for our job: a "no such job" was stale */
 		px->nojob_since = 0;
 	g = un->global[h->chunk] * px->fpc + h->frag;
-	if (h->op == PBOX_OP_ACK) {
-		on_ack(px, g, h->round, now);
-		return;
-	}
-	if (h->op == PBOX_OP_NACK) {
-		on_nack(px, e, g, h->round, now);
-		return;
-	}
-	if (h->op == PBOX_OP_DONE) {
-		on_done(px, e, g, h->round, now);
+	if (h->op != PBOX_OP_RESULT) { /* an answer of no payload, to a probe or a resend */
+		struct wk_frag *f = &px->frag[g];
+
+		if (f->state != WK_INFLIGHT || f->op->round != h->round) /* stale */
+			return;
+		if (h->op == PBOX_OP_ACK)
+			on_ack(px, f, now);
+		else if (h->op == PBOX_OP_NACK)
+			on_nack(px, e, g, now);
+		else
+			on_done(px, e, g, now);
 		return;
 	}
 	{

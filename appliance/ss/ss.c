@@ -195,10 +195,19 @@ static enum ss_verdict drop(struct ss_job *j, struct ss_out *out, enum ss_drop w
 	return SS_DROP;
 }
 
-static enum ss_verdict answer(struct ss_job *j, uint32_t f, uint32_t round, uint16_t len,
-			      struct ss_out *out)
+/* A resend the SS already had: counted, and said in @out. */
+static void needless(struct ss_job *j, struct ss_out *out, bool resent)
 {
-	j->cnt.needless += out->needless;
+	out->needless = resent;
+	j->cnt.needless += resent;
+}
+
+/* The result of @round to the sender alone; @resent: a resend that asked
+ * for it (needless: the sender had pushed its part before). */
+static enum ss_verdict answer(struct ss_job *j, uint32_t f, uint32_t round, uint16_t len,
+			      bool resent, struct ss_out *out)
+{
+	needless(j, out, resent);
 	out->buf = ss_job_res(j, f, round & 1);
 	out->txref = j->txref_size ? ss_job_txref(j, f, round & 1) : NULL;
 	out->len = len;
@@ -223,13 +232,12 @@ static enum ss_verdict probe(struct ss_job *j, uint32_t f, const struct pbox_hdr
 	const uint64_t *bits = &j->bitmap[(size_t)f * j->words + h->rank / 64];
 
 	j->cnt.probes++;
-	out->needless = 0;
 	out->round = h->round;
 	if (h->round == fr->round) {
 		if (fr->done) {
 			if (!fr->len) /* the initial pseudo-round has no result */
 				return drop(j, out, SS_DROP_STALE);
-			return h->flags & PBOX_F_PULL ? answer(j, f, fr->round, fr->len, out)
+			return h->flags & PBOX_F_PULL ? answer(j, f, fr->round, fr->len, false, out)
 						      : SS_DONE;
 		}
 		return *bits >> (h->rank % 64) & 1 ? SS_WAITING : SS_NACK;
@@ -237,7 +245,8 @@ static enum ss_verdict probe(struct ss_job *j, uint32_t f, const struct pbox_hdr
 	if (h->round == fr->round + 1 && fr->done)
 		return SS_NACK; /* nobody's part of it is in yet */
 	if (h->round == fr->round - 1 && fr->has_prev)
-		return h->flags & PBOX_F_PULL ? answer(j, f, h->round, fr->prev_len, out) : SS_DONE;
+		return h->flags & PBOX_F_PULL ? answer(j, f, h->round, fr->prev_len, false, out)
+					      : SS_DONE;
 	return drop(j, out, SS_DROP_STALE);
 }
 
@@ -250,8 +259,10 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 	uint64_t *bits, bit;
 	uint32_t f, chunk;
 	size_t elems;
+	bool resent;
 
 	j->cnt.rx++;
+	out->needless = false;
 	if (!nic_mac_ok(&j->mac, h, payload))
 		return drop(j, out, SS_DROP_MAC);
 	if (h->dtype != j->dtype)
@@ -274,8 +285,8 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		return probe(j, f, h, out);
 	if (h->len != fr->want) /* the registration says how long it is */
 		return drop(j, out, SS_DROP_LEN);
-	out->needless = (h->flags & PBOX_F_RETRANS) != 0;
-	if (out->needless)
+	resent = (h->flags & PBOX_F_RETRANS) != 0;
+	if (resent)
 		j->cnt.retrans_rx++;
 
 	bits = &j->bitmap[(size_t)f * j->words + h->rank / 64];
@@ -286,10 +297,10 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		if (fr->done) {
 			if (!fr->len) /* the initial pseudo-round has no result */
 				return drop(j, out, SS_DROP_STALE);
-			return answer(j, f, fr->round, fr->len, out);
+			return answer(j, f, fr->round, fr->len, resent, out);
 		}
 		if (*bits & bit) {
-			j->cnt.needless += out->needless;
+			needless(j, out, resent);
 			return drop(j, out, SS_DROP_DUP);
 		}
 		if (h->len != fr->len)
@@ -308,7 +319,7 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		memset(&j->bitmap[(size_t)f * j->words], 0, j->words * sizeof(uint64_t));
 		j->ops->load[j->dtype](acc_of(j, f, fr->round), payload, elems);
 	} else if (h->round == fr->round - 1 && fr->has_prev) {
-		return answer(j, f, h->round, fr->prev_len, out);
+		return answer(j, f, h->round, fr->prev_len, resent, out);
 	} else {
 		return drop(j, out, SS_DROP_STALE);
 	}

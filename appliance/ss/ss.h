@@ -194,7 +194,8 @@ struct ss_out {
 	uint16_t len;
 	uint32_t round;
 	void *txref; /* the transport's reference slot for buf */
-	/* a retransmission it did not need (SS_ANSWER, SS_DROP duplicate) */
+	/* every verdict: a retransmission it did not need (a duplicate, or
+	 * answered with a result) */
 	bool needless;
 };
 
