@@ -139,51 +139,52 @@ static void inject(const void *frame, size_t len)
 	ck_assert_int_eq(rte_ring_enqueue(t.rx, m), 0);
 }
 
+/* @op from @rank of (chunk, frag, round) with h.len bytes of @payload,
+ * signed with the key of @token (T_TOKEN: the job's), onto the port. */
+static void send_signed(unsigned rank, struct pbox_hdr h, const void *payload, uint32_t token)
+{
+	uint8_t frame[NIC_HDRS_LEN + T_FRAG];
+	const struct nic_addr from = rank_addr(rank);
+	const struct nic_mac m = mac_of(token);
+
+	h.dtype = PBOX_DTYPE_FP32;
+	h.rank = (uint16_t)rank;
+	h.job = T_JOB;
+	h.mac = nic_mac_of(&m, &h, payload);
+	ck_assert_uint_eq(nic_wire_build(frame, sizeof(frame), &from, &box_addr, &h, payload),
+			  NIC_HDRS_LEN + h.len);
+	inject(frame, NIC_HDRS_LEN + h.len);
+}
+
 static void push(unsigned rank, uint32_t chunk, uint16_t frag, uint32_t round, float value,
 		 uint32_t token)
 {
-	uint8_t frame[NIC_HDRS_LEN + T_FRAG];
 	float payload[T_FRAG / 4];
-	const struct nic_addr from = rank_addr(rank);
-	struct pbox_hdr h = {.op = PBOX_OP_PUSH,
-			     .dtype = PBOX_DTYPE_FP32,
-			     .rank = (uint16_t)rank,
-			     .job = T_JOB,
-			     .chunk = chunk,
-			     .frag = frag,
-			     .len = T_FRAG,
-			     .round = round};
-	const struct nic_mac m = mac_of(token); /* T_TOKEN: the job's key */
-	unsigned i;
 
-	for (i = 0; i < T_FRAG / 4; i++)
+	for (unsigned i = 0; i < T_FRAG / 4; i++)
 		payload[i] = value * (float)(i % 7 + 1);
-	h.mac = nic_mac_of(&m, &h, payload);
-	ck_assert_uint_eq(nic_wire_build(frame, sizeof(frame), &from, &box_addr, &h, payload),
-			  NIC_HDRS_LEN + T_FRAG);
-	inject(frame, NIC_HDRS_LEN + T_FRAG);
+	send_signed(rank,
+		    (struct pbox_hdr){.op = PBOX_OP_PUSH,
+				      .chunk = chunk,
+				      .frag = frag,
+				      .len = T_FRAG,
+				      .round = round},
+		    payload, token);
 }
 
-/* A probe from @rank of (chunk, frag, round), signed with the job's key;
- * @flags: PBOX_F_PULL asks for the result. */
+/* A probe from @rank of (chunk, frag, round); @flags: PBOX_F_PULL asks for
+ * the result. */
 static void probe(unsigned rank, uint32_t chunk, uint16_t frag, uint32_t round, uint8_t flags)
 {
-	uint8_t frame[NIC_HDRS_LEN];
-	const struct nic_addr from = rank_addr(rank);
-	struct pbox_hdr h = {.op = PBOX_OP_PROBE,
-			     .dtype = PBOX_DTYPE_FP32,
-			     .rank = (uint16_t)rank,
-			     .job = T_JOB,
-			     .chunk = chunk,
-			     .frag = frag,
-			     .round = round,
-			     .flags = flags};
-	const struct nic_mac m = mac_of(T_TOKEN);
+	static const uint8_t none[1];
 
-	h.mac = nic_mac_of(&m, &h, frame);
-	ck_assert_uint_eq(nic_wire_build(frame, sizeof(frame), &from, &box_addr, &h, frame),
-			  NIC_HDRS_LEN);
-	inject(frame, NIC_HDRS_LEN);
+	send_signed(rank,
+		    (struct pbox_hdr){.op = PBOX_OP_PROBE,
+				      .chunk = chunk,
+				      .frag = frag,
+				      .round = round,
+				      .flags = flags},
+		    none, T_TOKEN);
 }
 
 /* What the box sent: each frame linearised and parsed as its receiver would. */

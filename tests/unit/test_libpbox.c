@@ -375,19 +375,24 @@ START_TEST(test_incarnation_token)
 }
 END_TEST
 
+/* Every rank's pbox_start() fails with PBOX_EMISMATCH, saying @want. */
+static void start_refused(struct rank_run *rr, const char *want)
+{
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_int_eq(rr[r].start_rc, PBOX_EMISMATCH);
+		ck_assert_msg(strstr(rr[r].msg, want), "rank %u: %s", r, rr[r].msg);
+	}
+}
+
 START_TEST(test_mismatch_named)
 {
 	struct rank_run rr[NR];
 
 	setup_runs(rr, NR, PBOX_FP32, 1);
 	rr[3].counts[2] = 70000;
-	run_ranks(rr, NR);
-	for (unsigned r = 0; r < NR; r++) {
-		ck_assert_int_eq(rr[r].start_rc, PBOX_EMISMATCH);
-		ck_assert_msg(strstr(rr[r].msg, "rank 3 and rank 0 disagree on tensor key 102: "
-						"70000 of fp32 (rank 3) vs 70001 of fp32 (rank 0)"),
-			      "rank %u: %s", r, rr[r].msg);
-	}
+	start_refused(rr, "rank 3 and rank 0 disagree on tensor key 102: "
+			  "70000 of fp32 (rank 3) vs 70001 of fp32 (rank 0)");
 }
 END_TEST
 
@@ -399,13 +404,8 @@ START_TEST(test_priority_mismatch_named)
 
 	setup_runs(rr, NR, PBOX_FP32, 1);
 	rr[2].prio_shift = 5;
-	run_ranks(rr, NR);
-	for (unsigned r = 0; r < NR; r++) {
-		ck_assert_int_eq(rr[r].start_rc, PBOX_EMISMATCH);
-		ck_assert_msg(strstr(rr[r].msg, "rank 2 and rank 0 disagree on tensor key 100: "
-						"priority 5 (rank 2) vs 0 (rank 0)"),
-			      "rank %u: %s", r, rr[r].msg);
-	}
+	start_refused(rr, "rank 2 and rank 0 disagree on tensor key 100: "
+			  "priority 5 (rank 2) vs 0 (rank 0)");
 }
 END_TEST
 
