@@ -44,20 +44,8 @@ out=${OUT:-$build/perf/backprop}
 mkdir -p "$out"
 csv="$out/backprop.csv"
 
-# field NAME KEY: KEY's value in the slowest rank's RESULT line (by KEY)
-field() {
-	grep -h "^RESULT" "$log/$1"-w*.log | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k { print $2 }' |
-		sort -g | tail -1
-}
-
 run() { # NAME ARGS...
-	local name=$1
-	shift
-	if ! bench_all "$name" --size "$SIZE" --tensors "$TENSORS" --iters "$ITERS" "$@" >/dev/null; then
-		grep -h "pbox-bench:" "$log/$name"-w*.log | sed 's/^/  /'
-		bad "$name: a rank failed"
-		return 1
-	fi
+	bench_ran "$1" "$1" --size "$SIZE" --tensors "$TENSORS" --iters "$ITERS" "${@:2}"
 }
 
 echo "backprop: n=$N workers at B=$B Mb/s, box of $ports ports at k=2, $SIZE fp32 in $TENSORS layers," \
@@ -67,11 +55,11 @@ shape 2 || exit 1
 restart_box $((2 * wbw / ports)) || exit 1
 worker_cfgs 1
 run plain || exit 1
-t=$(field plain mean_ms)
+t=$(slowest plain)
 run priority --backprop "$GAP_US" || exit 1
 run fifo --backprop "$GAP_US" --fifo || exit 1
-p=$(field priority fwd_ms)
-f=$(field fifo fwd_ms)
+p=$(slowest priority fwd_ms)
+f=$(slowest fifo fwd_ms)
 part=$(awk -v s="$(numfmt --from=iec "$SIZE")" -v l="$TENSORS" 'BEGIN { p = 4194304; if (s / l < p) p = s / l; print p }')
 echo "schedule,fwd_ms,plain_allreduce_ms,model_fwd_ms" >"$csv"
 awk -v t="$t" -v p="$p" -v f="$f" -v l="$TENSORS" -v gap="$GAP_US" -v s="$(numfmt --from=iec "$SIZE")" \

@@ -55,11 +55,6 @@ theory() {
 		printf "%.6f", t }'
 }
 
-# slowest NAME: the largest mean_ms of the RESULT lines of every rank
-slowest() {
-	grep -h "^RESULT" "$log"/"$1"-w*.log | sed 's/.*mean_ms=\([0-9.]*\).*/\1/' |
-		sort -g | tail -1
-}
 
 # record MODE K MS: a CSV row and a progress line
 record() {
@@ -81,11 +76,8 @@ pbox() {
 	# the previous run's job is gone from the box before this one registers
 	[ "$k" -gt 0 ] && ! jobs_gone && echo "cluster: the box still holds a job before $name"
 	worker_cfgs $((k > 0)) "layout = $mode"
-	if ! bench_all "$name" --size "$SIZE" --tensors 4 --iters "$ITERS" --warmup 1 >/dev/null; then
-		grep -h "pbox-bench:" "$log"/"$name"-w*.log | sed 's/^/  /'
-		bad "pbox $mode at k=$k: a rank failed"
-		return 1
-	fi
+	bench_ran "$name" "pbox $mode at k=$k" --size "$SIZE" --tensors 4 --iters "$ITERS" \
+		--warmup 1 || return 1
 	ms=$(slowest "$name")
 	record "$mode" "$k" "$ms"
 }

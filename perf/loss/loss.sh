@@ -55,10 +55,6 @@ box_tbf_bytes() {
 	echo $s
 }
 
-slowest() {
-	grep -h "^RESULT" "$log"/"$1"-w*.log | sed 's/.*mean_ms=\([0-9.]*\).*/\1/' | sort -g | tail -1
-}
-
 # run LAYOUT LOSS: one measurement, one CSV row
 run() {
 	local layout=$1 loss=$2 name="$1-$2" ms d0 d1 t0 t1
@@ -66,11 +62,8 @@ run() {
 	restart_box $((2 * wbw / ports)) || return 1
 	worker_cfgs 1 "layout = $layout"
 	d0=$(pbox_net_lost "$tag" $hosts) t0=$(box_tbf_bytes)
-	if ! bench_all "$name" --size "$SIZE" --tensors 8 --iters "$ITERS" >/dev/null; then
-		grep -h "pbox-bench:" "$log/$name"-w*.log | sed 's/^/  /'
-		bad "$layout at $loss% loss: a rank failed"
+	bench_ran "$name" "$layout at $loss% loss" --size "$SIZE" --tensors 8 --iters "$ITERS" ||
 		return 1
-	fi
 	d1=$(pbox_net_lost "$tag" $hosts) t1=$(box_tbf_bytes)
 	ms=$(slowest "$name")
 	local resent probes needless nacks

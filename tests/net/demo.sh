@@ -27,7 +27,7 @@ worker_cfgs 1
 run() { # NAME DTYPE ARGS...
 	local name=$1 dt=$2
 	shift 2
-	if bench_all "$name" --dtype "$dt" --iters "$ITERS" "$@" >/dev/null; then
+	if bench_ran "$name" "$name $dt" --dtype "$dt" --iters "$ITERS" "$@"; then
 		grep -h "^layout" "$log/$name-w0.log" | sed 's/^/  /'
 		grep -h "^RESULT" "$log"/"$name"-w*.log | awk -v dt="$dt" -v name="$name" '
 			{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
@@ -35,9 +35,6 @@ run() { # NAME DTYPE ARGS...
 			END { printf "demo: %s %s: %d workers x %d iterations, every sum verified; %.1f ms per " \
 				"allreduce, goodput %.2f Gb/s per worker\n", name, dt, k, v["iters"], t / k, g / k }'
 		ok "$name $dt"
-	else
-		grep -h "pbox-bench:" "$log"/"$name"-w*.log | sed 's/^/  /'
-		bad "$name $dt: a worker failed"
 	fi
 }
 run resnet50 fp32 --model resnet50

@@ -142,6 +142,24 @@ box_metric() {
 		awk -v f="$1" '$1 ~ "^" f "({|$)" { s += $NF } END { printf "%d\n", s }'
 }
 
+# bench_ran NAME WHAT ARGS...: bench_all NAME ARGS... with its output left
+# in the ranks' logs; when a rank fails, their errors and a FAIL for WHAT
+bench_ran() {
+	local name=$1 what=$2
+	shift 2
+	bench_all "$name" "$@" >/dev/null && return 0
+	grep -h "pbox-bench:" "$log/$name"-w*.log | sed 's/^/  /'
+	bad "$what: a rank failed"
+	return 1
+}
+
+# slowest NAME [KEY]: KEY's (mean_ms's) largest value among the RESULT
+# lines of run NAME's ranks: the slowest rank's
+slowest() {
+	grep -h "^RESULT" "$log/$1"-w*.log | tr ' ' '\n' |
+		awk -F= -v k="${2:-mean_ms}" '$1 == k { print $2 }' | sort -g | tail -1
+}
+
 # bench_sum NAME WORD: a counter summed over the ranks' "bench:" lines of
 # run NAME (the number before WORD)
 bench_sum() {
