@@ -72,12 +72,16 @@ PBOXD_SRCS  := appliance/pboxd.c appliance/box_lcore.c appliance/box_txref.c app
 WORKER_SRCS := worker/pbox_worker.c
 # libpbox: the API, bootstrap, engine and layout, over the core objects
 # (configuration, SS core, sum kernels, wire code).
-LIBPBOX_SRCS := worker/pbox.c worker/boot.c worker/grow.c worker/engine.c worker/layout.c worker/dpdk.c
+# libpbox links no DPDK (and no CUDA) library: what needs one is a module
+# under $(BUILD)/lib/pbox-3, loaded when a job asks for it (worker/module.c).
+LIBPBOX_SRCS := worker/pbox.c worker/boot.c worker/grow.c worker/engine.c worker/layout.c worker/module.c
 LIBPBOX_CORE := config/cfg.c config/cfg_box.c config/cfg_worker.c appliance/ss/ss.c appliance/ss/sum.c \
                 appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c nic/nic_wire.c \
-                nic/nic_ctl.c nic/nic_host.c nic/nic_port.c
+                nic/nic_ctl.c nic/nic_host.c
 LIBPBOX_SONAME := libpbox.so.3
 LIBPBOX_SO     := $(BUILD)/lib/libpbox.so.3.0
+MODULE_DIR     := $(BUILD)/lib/pbox-3
+DPDK_MODULE    := $(MODULE_DIR)/dpdk.so
 BENCH_SRCS  := worker/pbox_bench.c worker/models.c
 TEST_SRCS   := $(wildcard tests/unit/*.c)
 PERF_SUM_SRCS := perf/sum/perf_sum.c perf/sum/perf_sum_ref.c perf/sum/perf_sum_ref_avx2.c \
@@ -109,7 +113,7 @@ PY_SRCS  := $(wildcard worker/python/pbox/*.py)
 PY_FILES := $(patsubst worker/python/%,$(BUILD)/python/%,$(PY_SRCS))
 PY_SITE  ?= /usr/lib/python3/dist-packages
 
-BINS := $(RING_BIN) $(BUILD)/bin/pbox-gen $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(BUILD)/bin/pbox-client $(BUILD)/tests/unit_tests \
+BINS := $(DPDK_MODULE) $(RING_BIN) $(BUILD)/bin/pbox-gen $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(BUILD)/bin/pbox-client $(BUILD)/tests/unit_tests \
         $(BUILD)/perf/perf_sum $(BUILD)/lib/libpbox.a $(LIBPBOX_SO) $(BUILD)/bin/pbox-bench \
         $(PY_FILES)
 
@@ -117,16 +121,21 @@ $(BUILD)/python/%.py: worker/python/%.py
 	@mkdir -p $(@D)
 	$(Q)$(call say,PY,$@)cp $< $@
 
+# What a worker host needs, and nothing that needs DPDK: libpbox, its
+# Python package and, where nvcc is, the CUDA module.
+WORKER_BINS := $(LIBPBOX_SO) $(BUILD)/lib/libpbox.a $(PY_FILES)
+
 # A build without DPDK's development files fails with a hint, not with a
-# missing header.
+# missing header (make worker needs none).
 ifeq ($(DPDK_LIBS),)
-ifneq ($(filter-out setup test demo clean lint format,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out setup test demo clean lint format worker,$(or $(MAKECMDGOALS),all)),)
 $(error libdpdk not found by pkg-config: run 'make setup' (as root), or 'make test' / 'make demo', which set up first)
 endif
 endif
 
-.PHONY: setup test-run demo-run all test unit unit-asan integration python-test lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-scale demo install uninstall image boot-test clean
+.PHONY: worker setup test-run demo-run all test unit unit-asan integration python-test lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-scale demo install uninstall image boot-test clean
 all: $(BINS)
+worker: $(WORKER_BINS)
 
 $(BUILD)/lib/libpboxcore.a: $(CORE_OBJS) $(CUDA_OBJS)
 	@mkdir -p $(@D)
@@ -136,9 +145,16 @@ $(BUILD)/lib/libpboxcore.a: $(CORE_OBJS) $(CUDA_OBJS)
 $(LIBPBOX_SO): $(call obj,$(LIBPBOX_SRCS) $(LIBPBOX_CORE)) worker/libpbox.map
 	@mkdir -p $(@D)
 	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -shared -Wl,-soname,$(LIBPBOX_SONAME) -Wl,--version-script=worker/libpbox.map \
-		-Wl,-z,defs -o $@ $(filter %.o,$^) $(INIH_LIBS) $(DPDK_LIBS) $(SODIUM_LIBS) -lm -pthread
+		-Wl,-z,defs -o $@ $(filter %.o,$^) $(INIH_LIBS) $(SODIUM_LIBS) -ldl -lm -pthread
 	$(Q)ln -sf libpbox.so.3.0 $(BUILD)/lib/$(LIBPBOX_SONAME)
 	$(Q)ln -sf $(LIBPBOX_SONAME) $(BUILD)/lib/libpbox.so
+
+# The DPDK transport module: its entry only (worker/module.map); libpbox's
+# own functions come through the table libpbox hands it.
+$(DPDK_MODULE): $(call obj,worker/dpdk.c nic/nic_port.c) $(BUILD)/lib/libpboxcore.a worker/module.map
+	@mkdir -p $(@D)
+	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -shared -Wl,--version-script=worker/module.map -Wl,-z,defs \
+		-o $@ $(filter %.o,$^) $(BUILD)/lib/libpboxcore.a $(DPDK_LIBS) $(SODIUM_LIBS) -lm -pthread
 
 $(BUILD)/lib/libpbox.a: $(call obj,$(LIBPBOX_SRCS) $(LIBPBOX_CORE))
 	@mkdir -p $(@D)
@@ -290,6 +306,7 @@ test: setup
 	@$(MAKE) --no-print-directory test-run
 
 test-run: lint check-docs all fuzz
+	tests/deps.sh $(BUILD)
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory unit-asan
 	@$(MAKE) --no-print-directory integration
@@ -334,7 +351,7 @@ DESTDIR ?=
 UNITDIR ?= $(if $(filter /usr,$(PREFIX)),/lib/systemd/system,$(PREFIX)/lib/systemd/system)
 INSTALLED := $(PREFIX)/bin/pboxd $(PREFIX)/bin/pboxctl $(PREFIX)/bin/pbox-worker \
 	$(PREFIX)/sbin/pbox-setup $(PREFIX)/lib/libpbox.so.3.0 $(PREFIX)/lib/libpbox.so.3 \
-	$(PREFIX)/lib/libpbox.so $(PREFIX)/lib/libpbox.a $(PREFIX)/include/pbox.h \
+	$(PREFIX)/lib/libpbox.so $(PREFIX)/lib/libpbox.a $(PREFIX)/lib/pbox-3 $(PREFIX)/include/pbox.h \
 	$(UNITDIR)/pboxd.service $(UNITDIR)/pbox-setup.service $(PREFIX)/share/doc/pbox \
 	$(PY_SITE)/pbox
 
@@ -345,6 +362,8 @@ install: all
 	install -m 0755 $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 deploy/pbox-setup $(DESTDIR)$(PREFIX)/sbin/
 	install -m 0755 $(LIBPBOX_SO) $(DESTDIR)$(PREFIX)/lib/
+	install -d $(DESTDIR)$(PREFIX)/lib/pbox-3
+	install -m 0755 $(MODULE_DIR)/*.so $(DESTDIR)$(PREFIX)/lib/pbox-3/
 	ln -sf libpbox.so.3.0 $(DESTDIR)$(PREFIX)/lib/libpbox.so.3
 	ln -sf libpbox.so.3 $(DESTDIR)$(PREFIX)/lib/libpbox.so
 	install -m 0644 $(BUILD)/lib/libpbox.a $(DESTDIR)$(PREFIX)/lib/

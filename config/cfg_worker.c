@@ -13,11 +13,12 @@ static const char *const transports[] = {"udp", "dpdk", NULL};
 /* In enum lay_mode's order (worker/layout.h). */
 const char *const cfg_layout_names[] = {"unified", "ps", "ssgpu", NULL};
 
-/* PBOX_* variables that are not configuration keys. */
 /* enum nic_mac_mode's names, in order. */
 static const char *const mac_names[] = {"off", "header", "payload", NULL};
 
-static const char *const env_ignore[] = {"PBOX_SIMD", "PBOX_CONFIG", "PBOX_LIB", "PBOX_BOX", NULL};
+/* PBOX_* variables that are not configuration keys. */
+static const char *const env_ignore[] = {"PBOX_SIMD", "PBOX_CONFIG",	 "PBOX_LIB",
+					 "PBOX_BOX",  "PBOX_MODULE_DIR", NULL};
 
 static const struct cfg_key worker_keys[] = {
 	CFG_KEY(W, worker.rank, "rank", CFG_UINT, CFG_REQUIRED, 0, WRK_MAX_WORKERS - 1, NULL,

@@ -811,6 +811,18 @@ out:
 	return rc;
 }
 
+static int transport_open(struct pbox *px)
+{
+	wk_dpdk_open_fn *open_dpdk;
+
+	if (px->cfg.transport.kind != WRK_TRANSPORT_DPDK) {
+		px->tp = &wk_udp_transport;
+		return udp_open(px);
+	}
+	open_dpdk = (wk_dpdk_open_fn *)wk_module_sym("dpdk", WK_DPDK_ENTRY);
+	return open_dpdk ? open_dpdk(px, &wk_host, WK_MODULE_ABI, &px->tp) : PBOX_ECONFIG;
+}
+
 int wk_boot(struct pbox *px)
 {
 	uint64_t deadline = wk_now() + px->cfg.tuning.deadline_us * 1000;
@@ -821,11 +833,8 @@ int wk_boot(struct pbox *px)
 			      "pbox_start: [data] mtu %u leaves no room for a fragment",
 			      px->cfg.data.mtu);
 	rc = alloc_peers(px);
-	if (rc == PBOX_OK)
-		rc = px->cfg.transport.kind == WRK_TRANSPORT_DPDK ? wk_dpdk_open(px) : udp_open(px);
 	if (rc == PBOX_OK) /* chosen once: the engine never asks again */
-		px->tp = px->cfg.transport.kind == WRK_TRANSPORT_DPDK ? &wk_dpdk_transport
-								      : &wk_udp_transport;
+		rc = transport_open(px);
 	for (uint32_t r = 0; rc == PBOX_OK && r < px->n; r++)
 		if (!(px->peer_buf[r] = malloc(WK_LINEBUF)))
 			rc = wk_err(PBOX_ENOMEM, "pbox_start: out of memory");

@@ -13,6 +13,9 @@
  *
  * The EAL is initialised once per process (it cannot be twice) and stays;
  * each context opens, and at the end closes, its own port.
+ *
+ * Built as a module (pbox-3/dpdk.so, see module.c), so that libpbox needs
+ * no DPDK library: libpbox's own functions are reached through @H.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -53,6 +56,7 @@ struct wk_dpdk {
 	int guard;		/* UDP socket on the data port: no ICMP port unreachable */
 };
 
+static const struct wk_host *H; /* libpbox's, set at the first open */
 static pthread_mutex_t eal_mu = PTHREAD_MUTEX_INITIALIZER;
 static int eal_state; /* 0 not yet, 1 up, -1 failed (for good) */
 static unsigned pool_seq;
@@ -122,14 +126,14 @@ static int eal_up(struct pbox *px)
 	if (eal_state == 1)
 		goto out;
 	if (eal_state < 0) {
-		rc = wk_err(PBOX_ENET, "pbox_start: DPDK's EAL failed earlier in this process");
+		rc = H->err(PBOX_ENET, "pbox_start: DPDK's EAL failed earlier in this process");
 		goto out;
 	}
 	eal_args(&px->cfg, &a);
 	saved = pthread_getaffinity_np(pthread_self(), sizeof(mask), &mask);
 	if (rte_eal_init(a.argc, a.argv) < 0) {
 		eal_state = -1;
-		rc = wk_err(
+		rc = H->err(
 			PBOX_ENET,
 			"pbox_start: DPDK's EAL refused [transport] dpdk_port = %s, dpdk_args = "
 			"%s: %s",
@@ -161,23 +165,36 @@ static int guard_open(struct pbox *px)
 	return -1;
 }
 
-int wk_dpdk_open(struct pbox *px)
+static const struct wk_transport dpdk_transport;
+
+int pbox_module_dpdk_open(struct pbox *px, const struct wk_host *host, uint64_t abi,
+			  const struct wk_transport **tp);
+int pbox_module_dpdk_open(struct pbox *px, const struct wk_host *host, uint64_t abi,
+			  const struct wk_transport **tp)
 {
 	struct wk_dpdk *d;
 	char err[256], name[RTE_MEMPOOL_NAMESIZE];
-	int rc = eal_up(px);
+	int rc;
 
+	if (abi != WK_MODULE_ABI) /* a module from another build */
+		return host->err(
+			PBOX_ECONFIG,
+			"pbox_start: the DPDK transport module was built with another "
+			"libpbox (ABI %#llx, libpbox's %#llx): install both from one build",
+			(unsigned long long)WK_MODULE_ABI, (unsigned long long)abi);
+	H = host;
+	rc = eal_up(px);
 	if (rc)
 		return rc;
 	d = calloc(1, sizeof(*d));
 	if (!d)
-		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+		return H->err(PBOX_ENOMEM, "pbox_start: out of memory");
 	d->guard = -1;
 	snprintf(d->port.name, sizeof(d->port.name), "transport");
 	nic_port_dev_name(NULL, px->cfg.transport.dpdk_port, d->port.dev, sizeof(d->port.dev));
 	if (nic_port_probe(&d->port, err, sizeof(err))) {
 		free(d);
-		return wk_err(PBOX_ENET, "pbox_start: %s", err);
+		return H->err(PBOX_ENET, "pbox_start: %s", err);
 	}
 	pthread_mutex_lock(&eal_mu);
 	snprintf(name, sizeof(name), "pbox_w%u_%u", px->rank, pool_seq++);
@@ -191,7 +208,7 @@ int wk_dpdk_open(struct pbox *px)
 					  d->port.socket >= 0 ? d->port.socket : SOCKET_ID_ANY);
 	if (!d->pool) {
 		free(d);
-		return wk_err(PBOX_ENOMEM,
+		return H->err(PBOX_ENOMEM,
 			      "pbox_start: no DPDK memory for %u mbufs of %u bytes: %s", DP_MBUFS,
 			      px->cfg.data.mtu, rte_strerror(rte_errno));
 	}
@@ -199,10 +216,10 @@ int wk_dpdk_open(struct pbox *px)
 			   sizeof(err))) {
 		rte_mempool_free(d->pool);
 		free(d);
-		return wk_err(PBOX_ENET, "pbox_start: %s", err);
+		return H->err(PBOX_ENET, "pbox_start: %s", err);
 	}
 	if (!nic_port_link_wait(&d->port, 5000, NULL, NULL))
-		wk_log(px, CFG_LOG_WARNING, "DPDK port %s: link down; going on", d->port.dev);
+		H->log(px, CFG_LOG_WARNING, "DPDK port %s: link down; going on", d->port.dev);
 	memcpy(d->self.mac, d->port.mac, 6);
 	d->self.ip_be = px->cfg.data.address.be;
 	d->self.port = (uint16_t)px->cfg.data.port;
@@ -210,6 +227,7 @@ int wk_dpdk_open(struct pbox *px)
 		.ip_be = d->self.ip_be, .port_lo = d->self.port, .port_hi = d->self.port};
 	d->guard = guard_open(px);
 	px->dp = d;
+	*tp = &dpdk_transport;
 	return PBOX_OK;
 }
 
@@ -273,14 +291,14 @@ static void ask(struct pbox *px, uint32_t u, uint64_t now)
 static int dp_resolve(struct pbox *px, uint64_t wait_ns)
 {
 	struct wk_dpdk *d = px->dp;
-	uint64_t t0 = wk_now();
+	uint64_t t0 = H->now();
 	uint32_t u, missing = 0;
 
 	d->nb = calloc(px->n_units, sizeof(*d->nb));
 	if (!d->nb)
-		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+		return H->err(PBOX_ENOMEM, "pbox_start: out of memory");
 	for (;;) {
-		uint64_t now = wk_now();
+		uint64_t now = H->now();
 
 		missing = 0;
 		for (u = 0; u < px->n_units; u++)
@@ -296,7 +314,7 @@ static int dp_resolve(struct pbox *px, uint64_t wait_ns)
 	}
 	for (u = 0; u < px->n_units && missing; u++)
 		if (u != px->self_unit && !d->nb[u].known)
-			wk_log(px, CFG_LOG_WARNING,
+			H->log(px, CFG_LOG_WARNING,
 			       "DPDK transport: no ARP answer from %s yet; asking again as we go",
 			       px->unit[u].name);
 	return PBOX_OK;
@@ -321,7 +339,7 @@ static void dp_tx(struct pbox *px, void *eng, uint32_t ip_be, uint16_t port,
 	(void)eng; /* one frame per datagram: @h carries the length; no GSO */
 	(void)len;
 	(void)gso;
-	uint32_t u = wk_unit_of(px, ip_be, port);
+	uint32_t u = H->unit_of(px, ip_be, port);
 	struct nic_addr dst = {.ip_be = ip_be, .port = port};
 	struct rte_mbuf *m;
 	size_t n;
@@ -414,7 +432,7 @@ static int dp_rx(struct pbox *px, wk_dgram_fn *fn, void *arg, uint64_t now)
 	return n;
 }
 
-const struct wk_transport wk_dpdk_transport = {
+static const struct wk_transport dpdk_transport = {
 	.tx = dp_tx,
 	.flush = dp_flush,
 	.rx = dp_rx,

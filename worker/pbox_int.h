@@ -299,11 +299,36 @@ struct wk_transport {
 	uint64_t nap_ns; /* no descriptor to sleep on: the longest nap; 0: poll() the socket */
 	bool gso;	 /* UDP GSO and GRO may be used */
 };
-extern const struct wk_transport wk_udp_transport;  /* engine.c: kernel UDP sockets */
-extern const struct wk_transport wk_dpdk_transport; /* dpdk.c: a DPDK port */
+extern const struct wk_transport wk_udp_transport; /* engine.c: kernel UDP sockets */
 
-/* dpdk.c: opens the port ([transport] dpdk_port) */
-int wk_dpdk_open(struct pbox *px);
+/*
+ * Modules (module.c): what a job may need and most hosts lack is loaded only
+ * when asked for, so that libpbox itself links no DPDK and no CUDA library.
+ * A module lives in the directory "pbox-<major>" beside libpbox (or
+ * $PBOX_MODULE_DIR) and is built from the same tree: it shares struct pbox,
+ * and calls back into libpbox (which exports pbox_* only) through this
+ * table. A module's entry checks @abi (WK_MODULE_ABI) first.
+ */
+struct wk_host {
+	int (*err)(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+	void (*log)(const struct pbox *px, unsigned level, const char *fmt, ...)
+		__attribute__((format(printf, 3, 4)));
+	uint64_t (*now)(void);
+	uint32_t (*unit_of)(const struct pbox *px, uint32_t ip_be, uint16_t port);
+};
+#define WK_MODULE_ABI                                                                              \
+	((uint64_t)sizeof(struct pbox) << 32 | sizeof(struct wk_host) << 16 | PBOX_VERSION_MAJOR)
+
+/* The entry @sym of module @name ("dpdk"), loaded on first use; NULL with
+ * the error set (what is missing, and where it was looked for). */
+void *wk_module_sym(const char *name, const char *sym);
+extern const struct wk_host wk_host;
+
+/* The DPDK transport module's entry (dpdk.c, in pbox-3/dpdk.so): opens the
+ * port ([transport] dpdk_port) and hands back its operations. */
+typedef int wk_dpdk_open_fn(struct pbox *px, const struct wk_host *host, uint64_t abi,
+			    const struct wk_transport **tp);
+#define WK_DPDK_ENTRY "pbox_module_dpdk_open"
 
 /* engine.c */
 int wk_engine_start(struct pbox *px);

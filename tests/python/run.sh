@@ -6,7 +6,7 @@
 #   tests/python/run.sh BUILD
 set -uo pipefail
 build=${1:-build}
-py=/usr/bin/python3
+py=${PY:-/usr/bin/python3} # PY: another python with torch (a GPU host's)
 out=$(mktemp -d /tmp/pbox-py.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 fails=0

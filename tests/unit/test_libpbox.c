@@ -583,6 +583,27 @@ START_TEST(test_api_refusals)
 }
 END_TEST
 
+/* The DPDK transport is a module: without it, pbox_start() says what is
+ * missing and where it looked, and nothing else in libpbox needs DPDK. */
+START_TEST(test_module_missing)
+{
+	char path[128];
+	struct pbox *px;
+
+	write_cfg(path, sizeof(path), 0, 1,
+		  "[transport]\nkind = dpdk\ndpdk_port = net_null0\ndpdk_args = --no-huge");
+	setenv("PBOX_MODULE_DIR", "/nonexistent/pbox-3", 1);
+	ck_assert_msg(pbox_init(path, &px) == PBOX_OK, "%s", pbox_last_error());
+	ck_assert_int_eq(pbox_start(px), PBOX_ECONFIG);
+	ck_assert_msg(
+		strstr(pbox_last_error(), "dpdk module /nonexistent/pbox-3/dpdk.so did not load"),
+		"%s", pbox_last_error());
+	ck_assert_int_eq(pbox_finalize(px), PBOX_OK);
+	unsetenv("PBOX_MODULE_DIR");
+	unlink(path);
+}
+END_TEST
+
 Suite *libpbox_suite(void)
 {
 	Suite *s = suite_create("libpbox");
@@ -600,6 +621,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_priority_mismatch_named);
 	tcase_add_test(tc, test_priority_overtakes);
 	tcase_add_test(tc, test_api_refusals);
+	tcase_add_test(tc, test_module_missing);
 	tcase_add_test(tc, test_late_mixed);
 	tcase_add_test(tc, test_late_mismatch);
 	tcase_add_test(tc, test_late_mismatch_existing_key);

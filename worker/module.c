@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libpbox's modules: the parts a job may ask for that most hosts cannot
+ * load (the DPDK transport needs DPDK's libraries, the CUDA stager the
+ * CUDA runtime), kept out of libpbox.so so that the library itself loads on
+ * any host: a GPU machine without DPDK, a CPU machine without CUDA.
+ *
+ * A module is "<dir>/<name>.so", <dir> being $PBOX_MODULE_DIR or the
+ * directory "pbox-<major>" beside the file libpbox's code was loaded from
+ * (build/lib/pbox-3 in a checkout, $(PREFIX)/lib/pbox-3 installed). It is
+ * loaded on first use and stays loaded: DPDK's EAL, once up, cannot be torn
+ * down and brought up again in one process.
+ */
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pbox_int.h"
+
+const struct wk_host wk_host = {
+	.err = wk_err,
+	.log = wk_log,
+	.now = wk_now,
+	.unit_of = wk_unit_of,
+};
+
+#define STR_(x) #x
+#define STR(x)	STR_(x)
+
+static int module_dir(char *buf, size_t cap)
+{
+	const char *env = getenv("PBOX_MODULE_DIR");
+	Dl_info info;
+	const char *slash;
+
+	if (env && *env)
+		return snprintf(buf, cap, "%s", env) < (int)cap ? 0 : -1;
+	if (!dladdr((void *)module_dir, &info) || !info.dli_fname)
+		return -1;
+	slash = strrchr(info.dli_fname, '/');
+	if (!slash)
+		return snprintf(buf, cap, "pbox-" STR(PBOX_VERSION_MAJOR)) < (int)cap ? 0 : -1;
+	return snprintf(buf, cap, "%.*s/pbox-" STR(PBOX_VERSION_MAJOR),
+			(int)(slash - info.dli_fname), info.dli_fname) < (int)cap
+		       ? 0
+		       : -1;
+}
+
+void *wk_module_sym(const char *name, const char *sym)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 64];
+	const char *why;
+	void *h, *fn;
+
+	if (module_dir(dir, sizeof(dir))) {
+		wk_err(PBOX_ECONFIG, "pbox_start: cannot tell where libpbox's modules are: set "
+				     "PBOX_MODULE_DIR");
+		return NULL;
+	}
+	snprintf(path, sizeof(path), "%s/%s.so", dir, name);
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		why = dlerror();
+		wk_err(PBOX_ECONFIG,
+		       "pbox_start: the %s module %s did not load (%s); it is built when %s is "
+		       "installed, and found in PBOX_MODULE_DIR or pbox-" STR(
+			       PBOX_VERSION_MAJOR) " beside libpbox",
+		       name, path, why ? why : "?",
+		       strcmp(name, "dpdk") ? "its toolkit" : "DPDK (libdpdk-dev)");
+		return NULL;
+	}
+	fn = dlsym(h, sym);
+	if (!fn)
+		wk_err(PBOX_ECONFIG, "pbox_start: %s has no %s: a module from another build?", path,
+		       sym);
+	return fn;
+}
