@@ -51,7 +51,6 @@ static int module_dir(char *buf, size_t cap)
 void *wk_module_sym(const char *name, const char *sym)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 64];
-	const char *why;
 	void *h, *fn;
 
 	if (module_dir(dir, sizeof(dir))) {
@@ -62,7 +61,8 @@ void *wk_module_sym(const char *name, const char *sym)
 	snprintf(path, sizeof(path), "%s/%s.so", dir, name);
 	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
-		why = dlerror();
+		const char *why = dlerror();
+
 		wk_err(PBOX_ECONFIG,
 		       "pbox_start: the %s module %s did not load (%s); it is built when %s is "
 		       "installed, and found in PBOX_MODULE_DIR or pbox-" STR(
