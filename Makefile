@@ -102,6 +102,11 @@ endif
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 CORE_OBJS := $(call obj,$(CORE_SRCS))
 CUDA_OBJS := $(if $(filter 1,$(WITH_CUDA)),$(patsubst %.cu,$(BUILD)/obj/%.o,$(CUDA_SRCS)))
+# The CUDA module: pbox_push_pull_cuda()'s stager (worker/cuda), with the
+# CUDA runtime linked in statically (it needs only the driver at run time).
+CUDA_MODULE := $(if $(CUDA_OBJS),$(BUILD)/lib/pbox-3/cuda.so)
+# make test-gpu's and perf/gpu's C program (tests/gpu/gpu_check.cu)
+GPU_CHECK   := $(if $(CUDA_OBJS),$(BUILD)/tests/gpu_check)
 
 # The ring all-reduce perf/cluster compares with: Gloo (C++), when installed.
 GLOO_HDR := $(wildcard /usr/include/gloo/allreduce.h)
@@ -113,7 +118,7 @@ PY_SRCS  := $(wildcard worker/python/pbox/*.py)
 PY_FILES := $(patsubst worker/python/%,$(BUILD)/python/%,$(PY_SRCS))
 PY_SITE  ?= /usr/lib/python3/dist-packages
 
-BINS := $(DPDK_MODULE) $(RING_BIN) $(BUILD)/bin/pbox-gen $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(BUILD)/bin/pbox-client $(BUILD)/tests/unit_tests \
+BINS := $(DPDK_MODULE) $(CUDA_MODULE) $(GPU_CHECK) $(RING_BIN) $(BUILD)/bin/pbox-gen $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(BUILD)/bin/pbox-client $(BUILD)/tests/unit_tests \
         $(BUILD)/perf/perf_sum $(BUILD)/lib/libpbox.a $(LIBPBOX_SO) $(BUILD)/bin/pbox-bench \
         $(PY_FILES)
 
@@ -123,21 +128,21 @@ $(BUILD)/python/%.py: worker/python/%.py
 
 # What a worker host needs, and nothing that needs DPDK: libpbox, its
 # Python package and, where nvcc is, the CUDA module.
-WORKER_BINS := $(LIBPBOX_SO) $(BUILD)/lib/libpbox.a $(PY_FILES)
+WORKER_BINS := $(LIBPBOX_SO) $(BUILD)/lib/libpbox.a $(PY_FILES) $(CUDA_MODULE) $(GPU_CHECK)
 
 # A build without DPDK's development files fails with a hint, not with a
 # missing header (make worker needs none).
 ifeq ($(DPDK_LIBS),)
-ifneq ($(filter-out setup test demo clean lint format worker,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out setup test demo clean lint format worker test-gpu perf-gpu,$(or $(MAKECMDGOALS),all)),)
 $(error libdpdk not found by pkg-config: run 'make setup' (as root), or 'make test' / 'make demo', which set up first)
 endif
 endif
 
-.PHONY: worker setup test-run demo-run all test unit unit-asan integration python-test lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-scale demo install uninstall image boot-test clean
+.PHONY: worker test-gpu perf-gpu setup test-run demo-run all test unit unit-asan integration python-test lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-scale demo install uninstall image boot-test clean
 all: $(BINS)
 worker: $(WORKER_BINS)
 
-$(BUILD)/lib/libpboxcore.a: $(CORE_OBJS) $(CUDA_OBJS)
+$(BUILD)/lib/libpboxcore.a: $(CORE_OBJS)
 	@mkdir -p $(@D)
 	$(Q)$(call say,AR,$@)$(AR) rcs $@ $^
 
@@ -178,7 +183,18 @@ $(BUILD)/obj/%.o: %.c
 
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(@D)
-	$(Q)$(call say,NVCC,$@)$(NVCC) -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Werror $(INCLUDES) -c $< -o $@
+	$(Q)$(call say,NVCC,$@)$(NVCC) -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra,-Werror $(INCLUDES) \
+		-MD -MF $(@:.o=.d) -c $< -o $@
+
+$(GPU_CHECK): tests/gpu/gpu_check.cu worker/include/pbox.h $(LIBPBOX_SO)
+	@mkdir -p $(@D)
+	$(Q)$(call say,NVCC,$@)$(NVCC) -O2 -std=c++17 -Xcompiler -Wall,-Wextra,-Werror -Iworker/include \
+		-o $@ $< -L$(BUILD)/lib -lpbox -Xlinker -rpath,'$$ORIGIN/../lib' -cudart static -lpthread
+
+$(CUDA_MODULE): $(CUDA_OBJS) worker/module.map
+	@mkdir -p $(@D)
+	$(Q)$(call say,LD,$@)$(NVCC) -shared -cudart static -Xlinker --version-script=worker/module.map \
+		-Xlinker -z,defs -o $@ $(CUDA_OBJS) -lpthread
 
 CORE_LIBS := $(BUILD)/lib/libpboxcore.a $(INIH_LIBS) $(NUMA_LIBS) $(SODIUM_LIBS) -lm -pthread
 
@@ -316,6 +332,16 @@ test-run: lint check-docs all fuzz
 python-test: all
 	tests/python/run.sh $(BUILD)
 	tests/python/cluster.sh $(BUILD)
+
+# CUDA tensors, on a machine with an NVIDIA GPU (make worker suffices: no
+# DPDK needed; the scripts also run from a build carried there).
+test-gpu: worker
+	@test -n "$(GPU_CHECK)" || { echo "test-gpu: needs nvcc (CUDA=auto found none)"; exit 1; }
+	tests/gpu/run.sh $(BUILD)
+
+perf-gpu: worker
+	@test -n "$(GPU_CHECK)" || { echo "perf-gpu: needs nvcc (CUDA=auto found none)"; exit 1; }
+	perf/gpu/gpu.sh $(BUILD)
 
 perf-sum: $(BUILD)/perf/perf_sum
 	$(BUILD)/perf/perf_sum $(PERF_ARGS)

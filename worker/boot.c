@@ -819,7 +819,7 @@ static int transport_open(struct pbox *px)
 		px->tp = &wk_udp_transport;
 		return udp_open(px);
 	}
-	open_dpdk = (wk_dpdk_open_fn *)wk_module_sym("dpdk", WK_DPDK_ENTRY);
+	open_dpdk = (wk_dpdk_open_fn *)wk_module_sym("pbox_start", "dpdk", WK_DPDK_ENTRY);
 	return open_dpdk ? open_dpdk(px, &wk_host, WK_MODULE_ABI, &px->tp) : PBOX_ECONFIG;
 }
 

@@ -367,16 +367,16 @@ void wk_grow_poll(struct pbox *px)
 				   .call = t->call,
 				   .prio = t->prio,
 				   .dtype = t->dtype};
-		if (px->rank == 0)
+		if (px->rank == 0 && px->n > 1) /* a world of one agrees with itself below */
 			record(px, 0, t->seq, &a);
-		else if (px->peer_fd[0] >= 0)
+		else if (px->rank != 0 && px->peer_fd[0] >= 0)
 			wk_line_send(px->peer_fd[0],
 				     "NEW %u %" PRIu64 " %" PRIu64 " %s %d %" PRIu64, t->seq,
 				     t->key, t->count, sum_dtype_name((enum sum_dtype)t->dtype),
 				     t->prio, t->call);
 		px->announced++;
 	}
-	if (px->n == 1)
+	if (px->n == 1 && px->applied < n_new)
 		apply(px, px->applied, n_new);
 }
 

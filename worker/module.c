@@ -48,14 +48,14 @@ static int module_dir(char *buf, size_t cap)
 		       : -1;
 }
 
-void *wk_module_sym(const char *name, const char *sym)
+void *wk_module_sym(const char *fn, const char *name, const char *sym)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 64];
-	void *h, *fn;
+	void *h, *entry;
 
 	if (module_dir(dir, sizeof(dir))) {
-		wk_err(PBOX_ECONFIG, "pbox_start: cannot tell where libpbox's modules are: set "
-				     "PBOX_MODULE_DIR");
+		wk_err(PBOX_ECONFIG,
+		       "%s: cannot tell where libpbox's modules are: set PBOX_MODULE_DIR", fn);
 		return NULL;
 	}
 	snprintf(path, sizeof(path), "%s/%s.so", dir, name);
@@ -64,16 +64,16 @@ void *wk_module_sym(const char *name, const char *sym)
 		const char *why = dlerror();
 
 		wk_err(PBOX_ECONFIG,
-		       "pbox_start: the %s module %s did not load (%s); it is built when %s is "
+		       "%s: the %s module %s did not load (%s); it is built when %s is "
 		       "installed, and found in PBOX_MODULE_DIR or pbox-" STR(
 			       PBOX_VERSION_MAJOR) " beside libpbox",
-		       name, path, why ? why : "?",
-		       strcmp(name, "dpdk") ? "its toolkit" : "DPDK (libdpdk-dev)");
+		       fn, name, path, why ? why : "?",
+		       strcmp(name, "dpdk") ? "nvcc (the CUDA toolkit)" : "DPDK (libdpdk-dev)");
 		return NULL;
 	}
-	fn = dlsym(h, sym);
-	if (!fn)
-		wk_err(PBOX_ECONFIG, "pbox_start: %s has no %s: a module from another build?", path,
+	entry = dlsym(h, sym);
+	if (!entry)
+		wk_err(PBOX_ECONFIG, "%s: %s has no %s: a module from another build?", fn, path,
 		       sym);
-	return fn;
+	return entry;
 }

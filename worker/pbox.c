@@ -16,6 +16,7 @@
 
 #include "cfg_box.h"
 #include "layout.h"
+#include "cuda/stage.h"
 #include "pbox_int.h"
 
 extern char **environ;
@@ -39,7 +40,7 @@ const char *pbox_last_error(void)
 
 const char *pbox_version(void)
 {
-	return "3.0";
+	return "3.1";
 }
 
 const char *pbox_strerror(int status)
@@ -69,6 +70,8 @@ const char *pbox_strerror(int status)
 		return "network error";
 	case PBOX_EFAILED:
 		return "context failed earlier";
+	case PBOX_ENODEV:
+		return "no CUDA support or no GPU";
 	default:
 		return "unknown status";
 	}
@@ -142,6 +145,11 @@ int pbox_init(const char *config, struct pbox **out)
 	px->udp = px->efd = px->box_fd = -1;
 	rc = pthread_mutex_init(&px->mu, NULL);
 	if (rc == 0 && pthread_cond_init(&px->cv, NULL) != 0) {
+		pthread_mutex_destroy(&px->mu);
+		rc = -1;
+	}
+	if (rc == 0 && pthread_mutex_init(&px->cuda_mu, NULL) != 0) {
+		pthread_cond_destroy(&px->cv);
 		pthread_mutex_destroy(&px->mu);
 		rc = -1;
 	}
@@ -576,8 +584,93 @@ static int failed(struct pbox *px, const char *what)
 	return wk_err(PBOX_EFAILED, "%s: the context failed earlier: %s", what, px->fail_msg);
 }
 
+static int own_key(const char *fn, uint64_t key)
+{
+	return key >= WK_KEY_OWN
+		       ? wk_err(PBOX_EINVAL,
+				"%s: key %" PRIu64 ": keys from 2^63 up are libpbox's own", fn, key)
+		       : PBOX_OK;
+}
+
 int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 		   enum pbox_dtype dtype, struct pbox_handle **opp)
+{
+	int rc = own_key("pbox_push_pull", key);
+
+	if (opp)
+		*opp = NULL;
+	return rc ? rc : wk_push_pull(px, key, in, out, count, dtype, opp);
+}
+
+/* The CUDA module's operations, loaded on the first call (under mu). */
+static int cuda_ops(struct pbox *px)
+{
+	wk_cuda_open_fn *open_cuda;
+	struct wk_cuda_host host;
+	int rc;
+
+	if (px->cuda_ops)
+		return PBOX_OK;
+	if (px->cuda_failed) /* said once, the same each time */
+		return wk_err(PBOX_ENODEV, "%s", px->cuda_why);
+	open_cuda = (wk_cuda_open_fn *)wk_module_sym("pbox_push_pull_cuda", "cuda", WK_CUDA_ENTRY);
+	host = (struct wk_cuda_host){.abi = WK_CUDA_ABI,
+				     .size = sizeof(host),
+				     .px = px,
+				     .piece_bytes = px->cfg.tuning.partition_size,
+				     .pool_bytes = WK_CUDA_POOL,
+				     .err = wk_err,
+				     .push_pull = wk_push_pull,
+				     .test = pbox_test,
+				     .last_error = pbox_last_error};
+	rc = open_cuda ? open_cuda(&host, &px->cuda, &px->cuda_ops) : PBOX_ENODEV;
+	if (rc) {
+		px->cuda_failed = true;
+		snprintf(px->cuda_why, sizeof(px->cuda_why), "%s", pbox_last_error());
+		return wk_err(PBOX_ENODEV, "%s", px->cuda_why);
+	}
+	return PBOX_OK;
+}
+
+int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+			enum pbox_dtype dtype, void *stream, struct pbox_handle **opp)
+{
+	struct pbox_handle *op;
+	int rc;
+
+	if (!px || !in || !out || !opp)
+		return wk_err(PBOX_EINVAL, "pbox_push_pull_cuda: key %" PRIu64 ": a NULL argument",
+			      key);
+	*opp = NULL;
+	rc = own_key("pbox_push_pull_cuda", key);
+	if (rc == PBOX_OK)
+		rc = check_tensor("pbox_push_pull_cuda", key, count, dtype);
+	if (rc == PBOX_OK && px->phase != WK_PH_STARTED)
+		rc = wk_err(PBOX_ESTATE,
+			    "pbox_push_pull_cuda: key %" PRIu64 ": before pbox_start()", key);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&px->cuda_mu);
+	rc = cuda_ops(px);
+	pthread_mutex_unlock(&px->cuda_mu);
+	if (rc)
+		return rc;
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return wk_err(PBOX_ENOMEM, "pbox_push_pull_cuda: key %" PRIu64 ": out of memory",
+			      key);
+	op->px = px;
+	rc = px->cuda_ops->push_pull(px->cuda, key, in, out, count, dtype, stream, &op->cuda);
+	if (rc) {
+		free(op);
+		return rc;
+	}
+	*opp = op;
+	return PBOX_OK;
+}
+
+int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+		 enum pbox_dtype dtype, struct pbox_handle **opp)
 {
 	struct wk_tensor *t;
 	struct pbox_handle *op;
@@ -669,6 +762,12 @@ int pbox_test(struct pbox_handle *op)
 	if (!op)
 		return wk_err(PBOX_EINVAL, "pbox_test: handle is NULL");
 	px = op->px;
+	if (op->cuda) {
+		st = px->cuda_ops->test(px->cuda, op->cuda);
+		if (st != PBOX_EAGAIN)
+			free(op);
+		return st;
+	}
 	pthread_mutex_lock(&px->mu);
 	st = op->done ? reap(op) : PBOX_EAGAIN;
 	pthread_mutex_unlock(&px->mu);
@@ -683,6 +782,11 @@ int pbox_wait(struct pbox_handle *op)
 	if (!op)
 		return wk_err(PBOX_EINVAL, "pbox_wait: handle is NULL");
 	px = op->px;
+	if (op->cuda) {
+		st = px->cuda_ops->wait(px->cuda, op->cuda);
+		free(op);
+		return st;
+	}
 	pthread_mutex_lock(&px->mu);
 	while (!op->done)
 		pthread_cond_wait(&px->cv, &px->mu);
@@ -795,6 +899,7 @@ static void free_all(struct pbox *px)
 	free(px->ag);
 	pthread_cond_destroy(&px->cv);
 	pthread_mutex_destroy(&px->mu);
+	pthread_mutex_destroy(&px->cuda_mu);
 	free(px);
 }
 
@@ -814,6 +919,9 @@ int pbox_finalize(struct pbox *px)
 		}
 		wk_engine_join(px);
 	}
+	/* after the engine: no result lands in the pinned pool any more */
+	if (px->cuda_ops)
+		px->cuda_ops->close(px->cuda);
 	rc = px->fail;
 	if (rc)
 		wk_err(rc, "%s", px->fail_msg);

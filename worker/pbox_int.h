@@ -112,6 +112,7 @@ struct pbox_handle {
 	bool done;			   /* under mu */
 	int status;
 	char msg[WK_ERR_LEN];
+	void *cuda; /* pbox_push_pull_cuda(): the CUDA module's job (no tensor, never queued) */
 };
 
 enum wk_frag_state { WK_IDLE, WK_INFLIGHT, WK_DONE };
@@ -171,8 +172,13 @@ struct pbox {
 
 	/* sockets: data (UDP), control (TCP to rank 0 / from the others, box) */
 	int udp, efd;
-	bool gro;		       /* the socket takes GRO-coalesced datagrams (UDP_GRO) */
-	struct wk_dpdk *dp;	       /* [transport] kind = dpdk: the port; NULL with UDP */
+	bool gro;	    /* the socket takes GRO-coalesced datagrams (UDP_GRO) */
+	struct wk_dpdk *dp; /* [transport] kind = dpdk: the port; NULL with UDP */
+	void *cuda;	    /* the CUDA module's stager, from the first CUDA push-pull */
+	const struct wk_cuda_ops *cuda_ops; /* worker/cuda/stage.h */
+	pthread_mutex_t cuda_mu;	    /* loading the module */
+	bool cuda_failed;		    /* it did not load, or found no GPU: */
+	char cuda_why[WK_ERR_LEN];
 	const struct wk_transport *tp; /* the transport's operations */
 	int box_fd;		       /* rank 0: the box's control connection, the job's life */
 	int *peer_fd;		       /* rank 0: each rank's bootstrap connection; others: [0] */
@@ -319,10 +325,19 @@ struct wk_host {
 #define WK_MODULE_ABI                                                                              \
 	((uint64_t)sizeof(struct pbox) << 32 | sizeof(struct wk_host) << 16 | PBOX_VERSION_MAJOR)
 
-/* The entry @sym of module @name ("dpdk"), loaded on first use; NULL with
- * the error set (what is missing, and where it was looked for). */
-void *wk_module_sym(const char *name, const char *sym);
+/* The entry @sym of module @name ("dpdk", "cuda"), loaded on first use;
+ * NULL with the error set for API function @fn (what is missing, and where
+ * it was looked for). */
+void *wk_module_sym(const char *fn, const char *name, const char *sym);
 extern const struct wk_host wk_host;
+
+/* The pinned host memory a context's CUDA push-pulls stage through. */
+#define WK_CUDA_POOL (64ull << 20)
+
+/* Keys from here up are libpbox's own: the pieces of CUDA tensors. */
+#define WK_KEY_OWN (1ull << 63)
+int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+		 enum pbox_dtype dtype, struct pbox_handle **op);
 
 /* The DPDK transport module's entry (dpdk.c, in pbox-3/dpdk.so): opens the
  * port ([transport] dpdk_port) and hands back its operations. */

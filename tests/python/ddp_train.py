@@ -13,6 +13,7 @@ allreduce); hook (a Gloo group for DDP, its buckets summed by pbox through
 pbox.torch.allreduce_hook); powersgd (torch's own PowerSGD comm hook on the
 pbox group: compressed gradients, summed by pbox).
 """
+import os
 import sys
 import time
 
@@ -43,8 +44,11 @@ class Net(torch.nn.Module):
         return self.c(h)
 
 
+# DDP_DEVICE=cuda: the model and its gradients on the GPU (every rank on
+# cuda:0 here: ranks may share one GPU), the same data as on the CPU
+dev = torch.device(os.environ.get("DDP_DEVICE", "cpu"))
 torch.manual_seed(0)
-model = Net()
+model = Net().to(dev)
 ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.1)
 if mode == "hook":
     ddp.register_comm_hook(pbox.torch.hook_state(), pbox.torch.allreduce_hook)
@@ -58,8 +62,8 @@ opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
 gen = torch.Generator().manual_seed(1000 + rank)
 t0 = time.monotonic()
 for step in range(steps):
-    x = torch.randn(64, 64, generator=gen)
-    y = torch.randint(0, 10, (64,), generator=gen)
+    x = torch.randn(64, 64, generator=gen).to(dev)
+    y = torch.randint(0, 10, (64,), generator=gen).to(dev)
     loss = torch.nn.functional.cross_entropy(ddp(x), y)
     opt.zero_grad()
     loss.backward()
@@ -68,6 +72,6 @@ for step in range(steps):
         print("%s step %d loss %.4f" % (mode, step, float(loss)), flush=True)
 if rank == 0:
     print("%s: %.1f ms per step" % (mode, (time.monotonic() - t0) * 1000 / steps), flush=True)
-torch.save([p.detach().float() for p in model.parameters()], "%s-%d.pt" % (out, rank))
+torch.save([p.detach().float().cpu() for p in model.parameters()], "%s-%d.pt" % (out, rank))
 dist.barrier()
 dist.destroy_process_group()

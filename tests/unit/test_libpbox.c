@@ -604,6 +604,86 @@ START_TEST(test_module_missing)
 }
 END_TEST
 
+/* A world of one agrees with itself: new tensors, seconds apart or at once,
+ * are laid out once each (rank 0's agreement rows are for peers only; a
+ * stale row once laid out past the new tensors' end and crashed). */
+START_TEST(test_world_of_one_grows)
+{
+	char path[128];
+	struct pbox *px;
+	float x[64];
+
+	write_cfg(path, sizeof(path), 0, 1, NULL);
+	ck_assert_int_eq(pbox_init(path, &px), PBOX_OK);
+	ck_assert_int_eq(pbox_start(px), PBOX_OK);
+	for (unsigned round = 0; round < 4; round++) {
+		struct pbox_handle *op[16];
+
+		for (unsigned k = 0; k < 16; k++) { /* 16 new tensors at once */
+			for (unsigned i = 0; i < 4; i++)
+				x[k * 4 + i] = (float)(round + k + i);
+			ck_assert_int_eq(pbox_push_pull(px, 500 + round * 16 + k, &x[k * 4],
+							&x[k * 4], 4, PBOX_FP32, &op[k]),
+					 PBOX_OK);
+		}
+		for (unsigned k = 0; k < 16; k++)
+			ck_assert_int_eq(pbox_wait(op[k]), PBOX_OK);
+		for (unsigned k = 0; k < 16; k++)
+			ck_assert(x[k * 4 + 3] == (float)(round + k + 3));
+		usleep(10000); /* past the agreement's quiet time */
+	}
+	ck_assert_int_eq(pbox_finalize(px), PBOX_OK);
+	unlink(path);
+}
+END_TEST
+
+/* CUDA tensors where no GPU is (or libpbox was built without nvcc): a
+ * clear PBOX_ENODEV, the same on every call, and the context still works;
+ * libpbox's own keys refused from callers. */
+START_TEST(test_cuda_refusals)
+{
+	char path[128], dir[512], so[600];
+	const char *b = getenv("TEST_BUILD_DIR");
+	struct pbox *px;
+	struct pbox_handle *op;
+	float x = 3, y;
+	bool built;
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s/lib/pbox-3", b ? b : "build");
+	snprintf(so, sizeof(so), "%s/cuda.so", dir);
+	built = access(so, R_OK) == 0;
+	setenv("PBOX_MODULE_DIR", dir, 1);
+	write_cfg(path, sizeof(path), 0, 1, NULL);
+	ck_assert_int_eq(pbox_init(path, &px), PBOX_OK);
+	ck_assert_int_eq(pbox_push_pull_cuda(px, 1, &x, &x, 1, PBOX_FP32, NULL, &op), PBOX_ESTATE);
+	ck_assert_int_eq(pbox_start(px), PBOX_OK);
+	ck_assert_int_eq(pbox_push_pull(px, 1ull << 63, &x, &x, 1, PBOX_FP32, &op), PBOX_EINVAL);
+	ck_assert_msg(strstr(pbox_last_error(), "keys from 2^63 up are libpbox's own"), "%s",
+		      pbox_last_error());
+	for (int i = 0; i < 2; i++) {
+		rc = pbox_push_pull_cuda(px, 2, &x, &y, 1, PBOX_FP32, NULL, &op);
+		if (rc == PBOX_EINVAL) { /* a GPU is here: host memory is refused, named */
+			ck_assert_msg(strstr(pbox_last_error(), "@in is not device memory"), "%s",
+				      pbox_last_error());
+			continue;
+		}
+		ck_assert_int_eq(rc, PBOX_ENODEV);
+		ck_assert_ptr_null(op);
+		ck_assert_msg(strstr(pbox_last_error(),
+				     built ? "pbox_push_pull_cuda: no GPU" : "cuda module"),
+			      "%s", pbox_last_error());
+	}
+	x = 5;
+	ck_assert_int_eq(pbox_allreduce(px, 3, &x, &x, 1, PBOX_FP32), PBOX_OK);
+	ck_assert(x == 5);
+	ck_assert_str_eq(pbox_strerror(PBOX_ENODEV), "no CUDA support or no GPU");
+	ck_assert_int_eq(pbox_finalize(px), PBOX_OK);
+	unsetenv("PBOX_MODULE_DIR");
+	unlink(path);
+}
+END_TEST
+
 Suite *libpbox_suite(void)
 {
 	Suite *s = suite_create("libpbox");
@@ -622,6 +702,8 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_priority_overtakes);
 	tcase_add_test(tc, test_api_refusals);
 	tcase_add_test(tc, test_module_missing);
+	tcase_add_test(tc, test_cuda_refusals);
+	tcase_add_test(tc, test_world_of_one_grows);
 	tcase_add_test(tc, test_late_mixed);
 	tcase_add_test(tc, test_late_mismatch);
 	tcase_add_test(tc, test_late_mismatch_existing_key);

@@ -56,7 +56,7 @@ extern "C" {
 #endif
 
 #define PBOX_VERSION_MAJOR 3
-#define PBOX_VERSION_MINOR 0
+#define PBOX_VERSION_MINOR 1
 
 /* Element types, as the GPU holds them (little-endian). */
 enum pbox_dtype {
@@ -78,6 +78,7 @@ enum pbox_status {
 	PBOX_EPEER = -9,     /* a rank left the job */
 	PBOX_ENET = -10,     /* a socket error */
 	PBOX_EFAILED = -11,  /* the context failed earlier (see pbox_last_error()) */
+	PBOX_ENODEV = -12,   /* CUDA asked for: no CUDA module, or no GPU (the message says) */
 };
 
 struct pbox;	    /* a context */
@@ -132,10 +133,29 @@ int pbox_start(struct pbox *px);
  * a rank that disagrees (another count or dtype at the same position in
  * the order of new tensors) fails every rank with PBOX_EMISMATCH naming the
  * ranks, the position and what differs. One push-pull per tensor at a time
- * (PBOX_ESTATE otherwise).
+ * (PBOX_ESTATE otherwise). Keys from 2^63 up are libpbox's own (the pieces
+ * of CUDA tensors): PBOX_EINVAL.
  */
 int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 		   enum pbox_dtype dtype, struct pbox_handle **op);
+
+/*
+ * The same for a tensor in GPU memory (libpbox 3.1): @in and @out on one
+ * CUDA device, equal or not overlapping; @stream a cudaStream_t (NULL: the
+ * legacy default stream). The push-pull starts after the work queued on
+ * @stream so far, without waiting for it on the host, and stages through
+ * pinned host buffers allocated once per context: the tensor goes in pieces
+ * of [tuning] partition_size, the copy of piece i + 1 to the host overlapping
+ * the network of piece i and the copies of earlier results back. The handle
+ * completes (pbox_test(), pbox_wait()) once every result is in @out; libpbox
+ * touches neither buffer after that. Each piece is a tensor of its own to
+ * the ranks (keys from 2^63 up), so every rank must split alike: the same
+ * key, count and dtype, and [tuning] partition_size, on every rank.
+ * PBOX_ENODEV when libpbox was built without CUDA (no nvcc), its CUDA module
+ * does not load, or no GPU is present; the message says which.
+ */
+int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+			enum pbox_dtype dtype, void *stream, struct pbox_handle **op);
 
 /* PBOX_EAGAIN while @op is in flight; otherwise its result, and @op is
  * released. */

@@ -53,6 +53,11 @@ library.pbox_declare.argtypes = [_P, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_
 library.pbox_push_pull.argtypes = [_P, ctypes.c_uint64, _P, _P, ctypes.c_uint64, ctypes.c_int,
                                    ctypes.POINTER(_P)]
 library.pbox_wait.argtypes = [_P]
+try:  # libpbox 3.1
+    library.pbox_push_pull_cuda.argtypes = [_P, ctypes.c_uint64, _P, _P, ctypes.c_uint64,
+                                            ctypes.c_int, _P, ctypes.POINTER(_P)]
+except AttributeError:
+    pass
 library.pbox_test.argtypes = [_P]
 library.pbox_finalize.argtypes = [_P]
 library.pbox_last_error.restype = ctypes.c_char_p
@@ -95,6 +100,15 @@ class Context:
         h = _P()
         _check(library.pbox_push_pull(self._px, key, in_ptr, out_ptr, count, dtype,
                                       ctypes.byref(h)))
+        return Handle(h)
+
+    def push_pull_cuda(self, key, in_ptr, out_ptr, count, dtype, stream=None):
+        """The same for GPU memory: in_ptr and out_ptr on one CUDA device; the
+        push-pull starts after the work queued so far on stream (a
+        cudaStream_t as an int; None: the legacy default stream)."""
+        h = _P()
+        _check(library.pbox_push_pull_cuda(self._px, key, in_ptr, out_ptr, count, dtype,
+                                           stream, ctypes.byref(h)))
         return Handle(h)
 
     def finalize(self):

@@ -22,6 +22,8 @@ the root's values summed with zeros). Everything else (broadcast, allgather, bar
 ops, ...) goes to an internal Gloo group on the same store.
 """
 import atexit
+import concurrent.futures
+import contextlib
 import os
 import queue
 import random
@@ -42,6 +44,7 @@ __all__ = ["ProcessGroupPbox", "allreduce_hook", "hook_state"]
 
 _DTYPES = {torch.float32: pbox.FP32, torch.float16: pbox.FP16, torch.bfloat16: pbox.BF16}
 _SLOTS = 4  # push-pulls of one (dtype, count) in flight at once
+_CALLBACK_THREADS = 4  # futures' callbacks that may block at once (nested collectives)
 
 
 class _Work(Work):
@@ -90,6 +93,26 @@ def _route_address(host, port):
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.connect((socket.gethostbyname(host), int(port or 9)))
         return s.getsockname()[0]
+
+
+def _run(done, err):
+    try:
+        done(err)
+    except BaseException:  # a pool thread's exception is otherwise silent
+        import traceback
+        traceback.print_exc()
+        raise
+
+
+def _op_code(op):
+    """A reduction as an int, whatever form torch hands it in: a RedOpType, or
+    a ReduceOp holding one in .op (which the RedOpType does not compare equal
+    to in torch 2.x, and which cannot be compared with AVG in torch 1.13)."""
+    return int(getattr(op, "op", op))
+
+
+_SUM = _op_code(dist.ReduceOp.SUM)
+_AVG = _op_code(dist.ReduceOp.AVG) if hasattr(dist.ReduceOp, "AVG") else None
 
 
 def _free_port(addr):
@@ -158,6 +181,7 @@ class ProcessGroupPbox(ProcessGroup):
         self._slot = {}
         self._busy = {}
         self._q = queue.Queue()
+        self._pool = concurrent.futures.ThreadPoolExecutor(_CALLBACK_THREADS, "pbox-callback")
         self._thr = threading.Thread(target=self._complete, name="pbox-completion", daemon=True)
         self._thr.start()
         atexit.register(self._finalize)
@@ -168,16 +192,22 @@ class ProcessGroupPbox(ProcessGroup):
     # ---- completion ---------------------------------------------------------
 
     def _complete(self):
+        """Waits for the push-pulls in the order they were started, and hands
+        each future's completion to a pool thread: a future's callbacks run
+        where it is completed, and one may itself wait for a later collective
+        (torch's PowerSGD hook does), which this thread must then finish."""
         while True:
             item = self._q.get()
             if item is None:
+                self._pool.shutdown(wait=True)
                 return
             handle, done = item
             try:
                 handle.wait()
-                done(None)
+                err = None
             except pbox.Error as e:
-                done(e)
+                err = e
+            self._pool.submit(_run, done, err)
 
     def _finalize(self):
         if self._ctx is not None:
@@ -203,39 +233,47 @@ class ProcessGroupPbox(ProcessGroup):
         return key
 
     def allreduce(self, tensors, opts=None):
-        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        avg = getattr(dist.ReduceOp, "AVG", None)
-        if (not tensors or op not in (dist.ReduceOp.SUM, avg) or
-                any(t.device.type != "cpu" or t.dtype not in _DTYPES for t in tensors) or
+        op = _op_code(opts.reduceOp) if opts is not None else _SUM
+        dev = tensors[0].device if tensors else None
+        if (not tensors or op not in (_SUM, _AVG) or dev.type not in ("cpu", "cuda") or
+                any(t.device != dev or t.dtype not in _DTYPES for t in tensors) or
                 len({t.dtype for t in tensors}) != 1):
             return self._gloo.allreduce(tensors, opts) if opts is not None else \
                 self._gloo.allreduce(tensors)
+        cuda = dev.type == "cuda"
         dt = _DTYPES[tensors[0].dtype]
         if len(tensors) == 1 and tensors[0].is_contiguous():
             flat = tensors[0]
         else:
             flat = torch.cat([t.reshape(-1) for t in tensors])
         count = flat.numel()
-        fut = torch.futures.Future()
+        # a CUDA tensor's future records its completion for the consumer's
+        # stream (torch's CUDA-aware futures)
+        fut = torch.futures.Future(devices=[dev]) if cuda else torch.futures.Future()
         if count == 0:
             fut.set_result(tensors)
             return _work(fut)
         key = self._key(dt, count)
-        handle = self._ctx.push_pull(key, flat.data_ptr(), flat.data_ptr(), count, dt)
+        if cuda:  # after the work queued so far on the caller's stream (torch.cat's too)
+            handle = self._ctx.push_pull_cuda(key, flat.data_ptr(), flat.data_ptr(), count, dt,
+                                              torch.cuda.current_stream(dev).cuda_stream)
+        else:
+            handle = self._ctx.push_pull(key, flat.data_ptr(), flat.data_ptr(), count, dt)
         size = self.size()
 
         def done(err):
             if err is not None:
                 fut.set_exception(RuntimeError(str(err)))
                 return
-            if op == avg:
-                flat.div_(size)
-            if flat is not tensors[0]:
-                off = 0
-                for t in tensors:
-                    t.copy_(flat[off:off + t.numel()].view_as(t))
-                    off += t.numel()
-            fut.set_result(tensors)
+            with torch.cuda.device(dev) if cuda else contextlib.nullcontext():
+                if op == _AVG:
+                    flat.div_(size)
+                if flat is not tensors[0]:
+                    off = 0
+                    for t in tensors:
+                        t.copy_(flat[off:off + t.numel()].view_as(t))
+                        off += t.numel()
+                fut.set_result(tensors)
 
         self._busy[key] = fut
         self._q.put((handle, done))
@@ -291,7 +329,10 @@ def _create(store, rank, size, timeout):
     return ProcessGroupPbox(store, rank, size, timeout)
 
 
-dist.Backend.register_backend("pbox", _create)
+try:  # torch 2.x asks which devices a backend serves
+    dist.Backend.register_backend("pbox", _create, devices=["cpu", "cuda"])
+except TypeError:  # torch 1.13
+    dist.Backend.register_backend("pbox", _create)
 
 
 # ---- the DDP communication hook, for users who keep another default group ----

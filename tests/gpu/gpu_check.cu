@@ -1,0 +1,383 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * CUDA tensors through libpbox's C API, on a machine with a GPU: N ranks
+ * (threads, each its own context, on loopback UDP) sharing one GPU.
+ *
+ *   gpu_check check [N]   fp32, fp16 and bf16 tensors of one piece, many
+ *                         pieces and a partial last piece, in place and
+ *                         not, each rank's own stream: every sum exact
+ *   gpu_check perf [N]    staging throughput against the pinned-memory copy
+ *                         peak measured in the same run, and an allreduce of
+ *                         CUDA tensors against the same allreduce of host
+ *                         tensors; last line RESULT gpu staging=X
+ *                         device_vs_host=Y
+ *
+ * Exit 0 when every check held.
+ */
+#include <cuda_runtime.h>
+#include <execinfo.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pbox.h"
+
+#define CK(x)                                                                                      \
+	do {                                                                                       \
+		cudaError_t e_ = (x);                                                              \
+		if (e_ != cudaSuccess) {                                                           \
+			fprintf(stderr, "gpu_check: %s: %s\n", #x, cudaGetErrorString(e_));        \
+			exit(2);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+namespace {
+
+unsigned n_ranks = 4;
+unsigned port0;
+const char *mode = "check";
+
+double now_s()
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Small integers: exact in fp16 and bf16 and in their sums over N ranks. */
+float val(unsigned r, uint64_t i)
+{
+	return (float)((i * 7 + r * 3) % 17);
+}
+
+uint16_t to_half(float f) /* exact for the small integers above */
+{
+	uint32_t x;
+
+	memcpy(&x, &f, 4);
+	if (f == 0)
+		return 0;
+	int e = (int)((x >> 23) & 0xff) - 127 + 15;
+	return (uint16_t)((x >> 16 & 0x8000) | (uint32_t)e << 10 | (x >> 13 & 0x3ff));
+}
+
+float from_half(uint16_t h)
+{
+	if (!(h & 0x7fff))
+		return 0;
+	uint32_t x = (uint32_t)(h & 0x8000) << 16 | (uint32_t)(((h >> 10) & 0x1f) - 15 + 127) << 23 |
+		     (uint32_t)(h & 0x3ff) << 13;
+	float f;
+
+	memcpy(&f, &x, 4);
+	return f;
+}
+
+void put(void *p, uint64_t i, enum pbox_dtype dt, float v)
+{
+	if (dt == PBOX_FP32) {
+		((float *)p)[i] = v;
+	} else if (dt == PBOX_FP16) {
+		((uint16_t *)p)[i] = to_half(v);
+	} else {
+		uint32_t x;
+
+		memcpy(&x, &v, 4);
+		((uint16_t *)p)[i] = (uint16_t)(x >> 16);
+	}
+}
+
+float get(const void *p, uint64_t i, enum pbox_dtype dt)
+{
+	if (dt == PBOX_FP32)
+		return ((const float *)p)[i];
+	if (dt == PBOX_FP16)
+		return from_half(((const uint16_t *)p)[i]);
+	uint32_t x = (uint32_t)((const uint16_t *)p)[i] << 16;
+	float f;
+
+	memcpy(&f, &x, 4);
+	return f;
+}
+
+size_t esize(enum pbox_dtype dt)
+{
+	return dt == PBOX_FP32 ? 4 : 2;
+}
+
+struct pbox *open_rank(unsigned r, const char *extra)
+{
+	char path[128];
+	struct pbox *px;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/tmp/pbox-gpu-%d-%u.ini", (int)getpid(), r);
+	f = fopen(path, "w");
+	if (!f)
+		exit(2);
+	fprintf(f,
+		"[worker]\nrank = %u\nworld_size = %u\n[data]\naddress = 127.0.0.1\nport = %u\n"
+		"bandwidth = 10G\nmtu = 9000\n[tuning]\ndeadline = 20s\n%s\n[peers]\n",
+		r, n_ranks, port0 + r, extra);
+	for (unsigned k = 0; k < n_ranks; k++)
+		fprintf(f, "%u = 127.0.0.1:%u\n", k, port0 + k);
+	fclose(f);
+	if (pbox_init(path, &px) || pbox_start(px)) {
+		fprintf(stderr, "gpu_check: rank %u: %s\n", r, pbox_last_error());
+		exit(2);
+	}
+	unlink(path);
+	return px;
+}
+
+struct rank_arg {
+	unsigned r;
+	int fails;
+	double dev_s, host_s, stage_s; /* perf: best times */
+};
+
+/* The tensors of the check: (count, dtype, in place). Piece size 256 KiB. */
+const struct {
+	uint64_t count;
+	enum pbox_dtype dt;
+	bool inplace;
+} cases[] = {
+	{1000, PBOX_FP32, true},	{65536, PBOX_FP32, true},  {1000003, PBOX_FP32, false},
+	{524288 + 77, PBOX_FP16, true}, {300001, PBOX_BF16, false}, {4 << 20, PBOX_FP32, true},
+};
+
+void *check_rank(void *p)
+{
+	struct rank_arg *a = static_cast<struct rank_arg *>(p);
+	struct pbox *px = open_rank(a->r, "partition_size = 256K");
+	cudaStream_t s;
+
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	for (unsigned it = 0; it < 3; it++)
+		for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+			uint64_t n = cases[c].count;
+			enum pbox_dtype dt = cases[c].dt;
+			size_t bytes = n * esize(dt);
+			void *h = malloc(bytes), *d_in, *d_out;
+			struct pbox_handle *op;
+			uint64_t bad = 0;
+
+			for (uint64_t i = 0; i < n; i++)
+				put(h, i, dt, val(a->r + it, i));
+			CK(cudaMalloc(&d_in, bytes));
+			d_out = d_in;
+			if (!cases[c].inplace)
+				CK(cudaMalloc(&d_out, bytes));
+			/* queued on the rank's stream: the push-pull must wait for it */
+			CK(cudaMemcpyAsync(d_in, h, bytes, cudaMemcpyHostToDevice, s));
+			if (pbox_push_pull_cuda(px, 100 + c, d_in, d_out, n, dt, s, &op) ||
+			    pbox_wait(op)) {
+				fprintf(stderr, "gpu_check: rank %u: %s\n", a->r, pbox_last_error());
+				exit(1);
+			}
+			memset(h, 0xff, bytes);
+			CK(cudaMemcpy(h, d_out, bytes, cudaMemcpyDeviceToHost));
+			for (uint64_t i = 0; i < n; i++) {
+				float want = 0;
+
+				for (unsigned r = 0; r < n_ranks; r++)
+					want += val(r + it, i);
+				bad += get(h, i, dt) != want;
+			}
+			if (bad) {
+				fprintf(stderr,
+					"gpu_check: rank %u: key %u (%" PRIu64
+					" elements, dtype %d): %" PRIu64 " wrong\n",
+					a->r, 100 + c, n, (int)dt, bad);
+				a->fails++;
+			}
+			if (d_out != d_in)
+				cudaFree(d_out);
+			cudaFree(d_in);
+			free(h);
+		}
+	cudaStreamDestroy(s);
+	if (pbox_finalize(px)) {
+		fprintf(stderr, "gpu_check: rank %u: finalize: %s\n", a->r, pbox_last_error());
+		a->fails++;
+	}
+	return NULL;
+}
+
+/* perf: PERF_MB of fp32, the best of 5 timed iterations after 2 warm ones,
+ * from CUDA memory and from host memory, alternating. */
+const uint64_t PERF_COUNT = 64ull << 20 >> 2;
+
+void *perf_rank(void *p)
+{
+	struct rank_arg *a = static_cast<struct rank_arg *>(p);
+	struct pbox *px = open_rank(a->r, "");
+	size_t bytes = PERF_COUNT * 4;
+	float *h, *d;
+	cudaStream_t s;
+
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CK(cudaMallocHost(&h, bytes));
+	CK(cudaMalloc(&d, bytes));
+	for (uint64_t i = 0; i < PERF_COUNT; i++)
+		h[i] = val(a->r, i);
+	CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+	a->dev_s = a->host_s = 1e9;
+	for (unsigned it = 0; it < 7; it++) {
+		struct pbox_handle *op;
+		double t0 = now_s(), t1, t2;
+
+		if (pbox_push_pull_cuda(px, 7, d, d, PERF_COUNT, PBOX_FP32, s, &op) || pbox_wait(op)) {
+			fprintf(stderr, "gpu_check: rank %u: %s\n", a->r, pbox_last_error());
+			exit(1);
+		}
+		t1 = now_s();
+		if (pbox_allreduce(px, 8, h, h, PERF_COUNT, PBOX_FP32)) {
+			fprintf(stderr, "gpu_check: rank %u: %s\n", a->r, pbox_last_error());
+			exit(1);
+		}
+		t2 = now_s();
+		if (it >= 2) {
+			a->dev_s = t1 - t0 < a->dev_s ? t1 - t0 : a->dev_s;
+			a->host_s = t2 - t1 < a->host_s ? t2 - t1 : a->host_s;
+		}
+	}
+	cudaFree(d);
+	cudaFreeHost(h);
+	cudaStreamDestroy(s);
+	pbox_finalize(px);
+	return NULL;
+}
+
+/* The pinned-memory copy peak: a buffer to the host and back, on two
+ * streams in pieces as the stager does, the best of 5. */
+double copy_peak_s(size_t bytes, size_t piece)
+{
+	void *h, *d;
+	cudaStream_t a, b;
+	cudaEvent_t *ev;
+	size_t n = (bytes + piece - 1) / piece;
+	double best = 1e9;
+
+	CK(cudaMallocHost(&h, bytes));
+	CK(cudaMalloc(&d, bytes));
+	CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+	CK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+	ev = static_cast<cudaEvent_t *>(calloc(n, sizeof(*ev)));
+	for (size_t i = 0; i < n; i++)
+		CK(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
+	for (int it = 0; it < 7; it++) {
+		double t0 = now_s();
+
+		for (size_t i = 0; i < n; i++) {
+			size_t off = i * piece, len = bytes - off < piece ? bytes - off : piece;
+
+			CK(cudaMemcpyAsync((char *)h + off, (char *)d + off, len,
+					   cudaMemcpyDeviceToHost, a));
+			CK(cudaEventRecord(ev[i], a));
+			CK(cudaStreamWaitEvent(b, ev[i], 0));
+			CK(cudaMemcpyAsync((char *)d + off, (char *)h + off, len,
+					   cudaMemcpyHostToDevice, b));
+		}
+		CK(cudaStreamSynchronize(b));
+		if (it >= 2 && now_s() - t0 < best)
+			best = now_s() - t0;
+	}
+	for (size_t i = 0; i < n; i++)
+		cudaEventDestroy(ev[i]);
+	free(ev);
+	cudaStreamDestroy(a);
+	cudaStreamDestroy(b);
+	cudaFree(d);
+	cudaFreeHost(h);
+	return best;
+}
+
+void on_fault(int sig)
+{
+	void *bt[64];
+	int n = backtrace(bt, 64);
+
+	fprintf(stderr, "gpu_check: signal %d; the stack (file(+offset) for addr2line):\n", sig);
+	backtrace_symbols_fd(bt, n, 2);
+	_exit(3);
+}
+
+int run(void *(*fn)(void *), struct rank_arg *ra)
+{
+	pthread_t t[64];
+	int fails = 0;
+
+	for (unsigned r = 0; r < n_ranks; r++) {
+		ra[r].r = r;
+		pthread_create(&t[r], NULL, fn, &ra[r]);
+	}
+	for (unsigned r = 0; r < n_ranks; r++) {
+		pthread_join(t[r], NULL);
+		fails += ra[r].fails;
+	}
+	return fails;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	struct rank_arg ra[64];
+	int ndev = 0;
+
+	if (argc > 1)
+		mode = argv[1];
+	if (argc > 2)
+		n_ranks = (unsigned)atoi(argv[2]);
+	if (n_ranks < 1 || n_ranks > 64 || (strcmp(mode, "check") && strcmp(mode, "perf"))) {
+		fprintf(stderr, "usage: gpu_check check|perf [RANKS (1..64)]\n");
+		return 2;
+	}
+	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+		fprintf(stderr, "gpu_check: no GPU here\n");
+		return 2;
+	}
+	port0 = 30000 + (unsigned)(getpid() % 1000) * 16;
+	signal(SIGSEGV, on_fault);
+	signal(SIGBUS, on_fault);
+	memset(ra, 0, sizeof(ra));
+	if (!strcmp(mode, "check")) {
+		int fails = run(check_rank, ra);
+
+		printf("gpu_check: %u ranks on one GPU, %zu tensors x 3 rounds: %s\n", n_ranks,
+		       sizeof(cases) / sizeof(cases[0]), fails ? "WRONG SUMS" : "every sum exact");
+		return fails ? 1 : 0;
+	}
+	/* perf: a rank alone is the staging itself (its own SS_GPU sums in
+	 * memory), against the copy peak; N ranks compare device with host */
+	unsigned n = n_ranks;
+	double peak = copy_peak_s(PERF_COUNT * 4, 4 << 20), dev = 0, host = 0, stage;
+
+	fprintf(stderr, "gpu_check: copy peak measured\n");
+	n_ranks = 1;
+	run(perf_rank, ra);
+	stage = ra[0].dev_s;
+	fprintf(stderr, "gpu_check: a rank alone measured\n");
+	n_ranks = n;
+	memset(ra, 0, sizeof(ra));
+	run(perf_rank, ra);
+	for (unsigned r = 0; r < n_ranks; r++) {
+		dev = ra[r].dev_s > dev ? ra[r].dev_s : dev;
+		host = ra[r].host_s > host ? ra[r].host_s : host;
+	}
+	printf("gpu: %llu MiB fp32: pinned copies there and back %.2f ms (%.1f GB/s); a rank "
+	       "alone's CUDA push-pull %.2f ms (host %.2f ms)\n",
+	       (unsigned long long)(PERF_COUNT * 4 >> 20), peak * 1e3,
+	       2.0 * PERF_COUNT * 4 / peak / 1e9, stage * 1e3, ra[0].host_s * 1e3);
+	printf("gpu: %u ranks: allreduce of CUDA tensors %.2f ms, of host tensors %.2f ms\n",
+	       n_ranks, dev * 1e3, host * 1e3);
+	printf("RESULT gpu staging=%.3f device_vs_host=%.3f\n", peak / stage, dev / host);
+	return 0;
+}

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Between libpbox and its CUDA module (pbox-3/cuda.so, worker/cuda/stage.cu):
+ * plain C, so that the module, compiled by nvcc as C++, needs nothing of
+ * libpbox's insides. libpbox loads the module on the first
+ * pbox_push_pull_cuda() and opens one stager per context with what the
+ * stager may call back (libpbox exports pbox_* only).
+ */
+#ifndef PBOX_CUDA_STAGE_H
+#define PBOX_CUDA_STAGE_H
+
+#include <stdint.h>
+
+#include "pbox.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WK_CUDA_ABI   1u /* bump on any change below */
+#define WK_CUDA_ENTRY "pbox_module_cuda_open"
+
+struct wk_cuda_host {
+	uint32_t abi;	      /* WK_CUDA_ABI */
+	uint32_t size;	      /* sizeof(struct wk_cuda_host) */
+	struct pbox *px;      /* the context, for push_pull */
+	uint64_t piece_bytes; /* [tuning] partition_size: a piece's size */
+	uint64_t pool_bytes;  /* the pinned pool: several pieces in flight */
+	/* sets the calling thread's pbox_last_error(); returns @code */
+	int (*err)(int code, const char *fmt, ...)
+#ifdef __GNUC__
+		__attribute__((format(printf, 2, 3)))
+#endif
+		;
+	/* pbox_push_pull() that also takes libpbox's own keys (2^63 up) */
+	int (*push_pull)(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+			 enum pbox_dtype dtype, struct pbox_handle **op);
+	int (*test)(struct pbox_handle *op); /* pbox_test() */
+	const char *(*last_error)(void);     /* pbox_last_error() */
+};
+
+/*
+ * push_pull(): a checked pbox_push_pull_cuda(); *job is the module's
+ * record of it. test() answers PBOX_EAGAIN or the job's status, wait()
+ * blocks for it; either frees the job once it has answered with a status
+ * (the error message set). close() ends the stager's thread and frees its
+ * pinned pool and streams; libpbox calls it at finalize, after its engine
+ * stopped (no result lands in the pool any more).
+ */
+struct wk_cuda_ops {
+	int (*push_pull)(void *stager, uint64_t key, const void *in, void *out, uint64_t count,
+			 enum pbox_dtype dtype, void *stream, void **job);
+	int (*test)(void *stager, void *job);
+	int (*wait)(void *stager, void *job);
+	void (*close)(void *stager);
+};
+
+/* The module's one entry: a stager for @host->px, or a PBOX_E* with the
+ * error set (PBOX_ENODEV: no GPU, no driver). */
+typedef int wk_cuda_open_fn(const struct wk_cuda_host *host, void **stager,
+			    const struct wk_cuda_ops **ops);
+
+/* The key of piece @i of the CUDA tensor @key: libpbox's own key space. */
+static inline uint64_t wk_cuda_piece_key(uint64_t key, uint32_t i)
+{
+	uint64_t z = key + 0x9e3779b97f4a7c15ull; /* splitmix64: the user's key spread */
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z ^= z >> 31;
+	return 1ull << 63 | (z << 20 & ~(1ull << 63)) | (i & 0xfffffu);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PBOX_CUDA_STAGE_H */
