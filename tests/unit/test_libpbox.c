@@ -648,7 +648,6 @@ START_TEST(test_cuda_refusals)
 	struct pbox_handle *op;
 	float x = 3, y;
 	bool built;
-	int rc;
 
 	snprintf(dir, sizeof(dir), "%s/lib/pbox-3", b ? b : "build");
 	snprintf(so, sizeof(so), "%s/cuda.so", dir);
@@ -662,7 +661,8 @@ START_TEST(test_cuda_refusals)
 	ck_assert_msg(strstr(pbox_last_error(), "keys from 2^63 up are libpbox's own"), "%s",
 		      pbox_last_error());
 	for (int i = 0; i < 2; i++) {
-		rc = pbox_push_pull_cuda(px, 2, &x, &y, 1, PBOX_FP32, NULL, &op);
+		int rc = pbox_push_pull_cuda(px, 2, &x, &y, 1, PBOX_FP32, NULL, &op);
+
 		if (rc == PBOX_EINVAL) { /* a GPU is here: host memory is refused, named */
 			ck_assert_msg(strstr(pbox_last_error(), "@in is not device memory"), "%s",
 				      pbox_last_error());
