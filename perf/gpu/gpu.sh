@@ -2,8 +2,10 @@
 # perf/gpu (make perf-gpu): CUDA tensors against their host-memory peers, on
 # a machine with an NVIDIA GPU; 4 ranks share it on loopback, 64 MiB fp32.
 #   staging         the pinned-memory copy peak (there and back, in pieces on
-#                   two streams, measured in this run) over a rank alone's
-#                   CUDA push-pull of the same bytes: goal >= 0.8
+#                   two streams, measured in this run) over the stager alone
+#                   moving the same bytes (a CUDA push-pull with
+#                   PBOX_CUDA_STAGE_ONLY=1: every piece staged there and
+#                   back, no network): goal >= 0.8
 #   device_vs_host  4 ranks' allreduce of CUDA tensors over the same
 #                   allreduce of host tensors: goal <= 1.1
 # Last line: RESULT gpu staging=X device_vs_host=Y. Results in

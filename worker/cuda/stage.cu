@@ -23,6 +23,10 @@
  *
  * The thread polls (a piece's copy takes microseconds, its network
  * milliseconds) and sleeps on a condition variable when no job is open.
+ *
+ * PBOX_CUDA_STAGE_ONLY=1 (perf/gpu) skips the network: each piece's "sum"
+ * is its own copy, so that a push-pull measures the staging alone against
+ * the copy engines' peak.
  */
 #include <cuda_runtime.h>
 #include <errno.h>
@@ -72,6 +76,7 @@ struct stager {
 	pthread_cond_t cv; /* a job came, or one finished */
 	struct job *head, *tail;
 	bool stop;
+	bool stage_only; /* PBOX_CUDA_STAGE_ONLY: no network */
 };
 
 size_t dtype_size(enum pbox_dtype d)
@@ -148,8 +153,10 @@ bool step(struct stager *sg)
 				j->done++;
 				continue;
 			}
-			rc = sg->host.push_pull(sg->host.px, p->key, slot, slot, p->count, j->dtype,
-						&p->h);
+			p->h = NULL;
+			rc = sg->stage_only ? PBOX_OK
+					    : sg->host.push_pull(sg->host.px, p->key, slot, slot,
+								 p->count, j->dtype, &p->h);
 			if (rc != PBOX_OK) {
 				job_fail(j, rc, sg->host.last_error(), cudaSuccess);
 				p->st = P_DONE;
@@ -168,7 +175,7 @@ bool step(struct stager *sg)
 			int rc;
 
 			if (p->st == P_NET) {
-				rc = sg->host.test(p->h);
+				rc = p->h ? sg->host.test(p->h) : PBOX_OK;
 				if (rc == PBOX_EAGAIN)
 					continue;
 				p->h = NULL;
@@ -434,6 +441,7 @@ extern "C" int pbox_module_cuda_open(const struct wk_cuda_host *host, void **out
 	if (!sg)
 		return host->err(PBOX_ENOMEM, "pbox_push_pull_cuda: out of memory");
 	sg->host = *host;
+	sg->stage_only = getenv("PBOX_CUDA_STAGE_ONLY") && !strcmp(getenv("PBOX_CUDA_STAGE_ONLY"), "1");
 	sg->n_slots = (uint32_t)(host->pool_bytes / host->piece_bytes);
 	if (sg->n_slots < 2)
 		sg->n_slots = 2;

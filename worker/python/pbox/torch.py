@@ -226,7 +226,9 @@ class ProcessGroupPbox(ProcessGroup):
         same key for the same collective everywhere, whatever completes first."""
         c = self._slot.get((dt, count), 0)
         self._slot[(dt, count)] = c + 1
-        key = zlib.crc32(b"%d:%d" % (dt, count)) << 32 | (count & 0xFFFFFFF) << 3 | c % _SLOTS
+        # below 2^63: the keys above are libpbox's own (the pieces of CUDA tensors)
+        key = (zlib.crc32(b"%d:%d" % (dt, count)) & 0x7FFFFFFF) << 32 | \
+            (count & 0xFFFFFFF) << 3 | c % _SLOTS
         prev = self._busy.get(key)
         if prev is not None:
             prev.wait()  # the same slot's previous push-pull: done on every rank
