@@ -18,7 +18,8 @@ static const char *const mac_names[] = {"off", "header", "payload", NULL};
 
 /* PBOX_* variables that are not configuration keys. */
 static const char *const env_ignore[] = {"PBOX_SIMD", "PBOX_CONFIG",	 "PBOX_LIB",
-					 "PBOX_BOX",  "PBOX_MODULE_DIR", NULL};
+					 "PBOX_BOX",  "PBOX_MODULE_DIR", "PBOX_CUDA_STAGE_ONLY",
+					 NULL};
 
 static const struct cfg_key worker_keys[] = {
 	CFG_KEY(W, worker.rank, "rank", CFG_UINT, CFG_REQUIRED, 0, WRK_MAX_WORKERS - 1, NULL,
