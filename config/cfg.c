@@ -8,6 +8,7 @@
 #include "cfg.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
@@ -203,9 +204,22 @@ static const char *parse_ipv4(const char *s, uint32_t *be)
 	return NULL;
 }
 
+/* A host name's first IPv4 address (the resolver's order: /etc/hosts, DNS). */
+static int resolve_ipv4(const char *name, uint32_t *be)
+{
+	const struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+	struct addrinfo *res = NULL;
+
+	if (getaddrinfo(name, NULL, &hints, &res) != 0 || !res)
+		return -1;
+	*be = ((const struct sockaddr_in *)res->ai_addr)->sin_addr.s_addr;
+	freeaddrinfo(res);
+	return 0;
+}
+
 static const char *parse_hostport(const char *s, struct cfg_hostport *hp)
 {
-	char ip[INET_ADDRSTRLEN];
+	char ip[256];
 	const char *colon = strrchr(s, ':');
 	uint64_t port;
 	size_t n;
@@ -217,8 +231,8 @@ static const char *parse_hostport(const char *s, struct cfg_hostport *hp)
 		return "is not address:port";
 	memcpy(ip, s, n);
 	ip[n] = '\0';
-	if (parse_ipv4(ip, &hp->ip_be))
-		return "has a malformed IPv4 address";
+	if (parse_ipv4(ip, &hp->ip_be) && resolve_ipv4(ip, &hp->ip_be))
+		return "has a host that is neither an IPv4 address nor a name that resolves to one";
 	if (parse_scaled(colon + 1, units_none, false, &port) || port == 0 || port > 65535)
 		return "has a port outside 1..65535";
 	hp->port = (uint16_t)port;
@@ -1002,20 +1016,23 @@ int cfg_load(const struct cfg_schema *sc, const char *path, char *const *envp, v
 		if (sc->sections[si].kind == CFG_SEC_ONE)
 			apply_defaults(ctx, &sc->sections[si], ctx->stage);
 
-	ctx->fp = fopen(path, "r");
-	if (!ctx->fp) {
+	if (!path) { /* no file: the defaults and the environment */
+		ctx->path = "(no file)";
+	} else if (!(ctx->fp = fopen(path, "r"))) {
 		rc = -errno;
 		cfg_err_add(errs, "%s: cannot open: %s", path, strerror(errno));
 		goto out;
-	}
-	perr = ini_parse_stream(cfg_reader, ctx, cfg_handler, ctx);
-	if (perr > 0)
-		ctx_err(ctx, (uint32_t)perr, "syntax error: expected [section] or key = value");
-	else if (perr < 0)
-		ctx_err(ctx, 0, "cannot parse: out of memory");
-	if (ferror(ctx->fp)) {
-		rc = -EIO;
-		ctx_err(ctx, 0, "read error");
+	} else {
+		perr = ini_parse_stream(cfg_reader, ctx, cfg_handler, ctx);
+		if (perr > 0)
+			ctx_err(ctx, (uint32_t)perr,
+				"syntax error: expected [section] or key = value");
+		else if (perr < 0)
+			ctx_err(ctx, 0, "cannot parse: out of memory");
+		if (ferror(ctx->fp)) {
+			rc = -EIO;
+			ctx_err(ctx, 0, "read error");
+		}
 	}
 
 	if (envp && sc->env_prefix)

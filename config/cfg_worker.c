@@ -46,10 +46,12 @@ static const struct cfg_key box_keys[] = {
 };
 
 static const struct cfg_key data_keys[] = {
-	CFG_KEY(W, data.address, "address", CFG_IPV4, CFG_REQUIRED, 0, 0, NULL,
-		"this worker's data address"),
-	CFG_KEY(W, data.port, "port", CFG_UINT, 0, 1024, 65535, "9700",
-		"UDP port of this worker's SS_GPU"),
+	CFG_KEY(W, data.address, "address", CFG_IPV4, 0, 0, 0, NULL,
+		"this worker's data address; with [rendezvous], unset: the local address of "
+		"the route to the rendezvous host"),
+	CFG_KEY(W, data.port, "port", CFG_UINT, 0, 0, 65535, "9700",
+		"UDP port of this worker's SS_GPU (rank 0: TCP too, for the bootstrap); "
+		"0 with [rendezvous]: a free one"),
 	CFG_KEY(W, data.bandwidth_mbps, "bandwidth", CFG_RATE, 0, 1, 10000000, "100G",
 		"this worker's line rate, the B of the layout"),
 	CFG_KEY(W, data.mtu, "mtu", CFG_UINT, 0, 576, 9216, "9000", "IP MTU of the data link"),
@@ -88,6 +90,13 @@ static const struct cfg_key transport_keys[] = {
 		"udp: use UDP GSO/GRO where the kernel has it"),
 };
 
+static const struct cfg_key rendezvous_keys[] = {
+	CFG_KEY(W, rendezvous.address, "address", CFG_HOSTPORT, 0, 0, 0, NULL,
+		"host:port where the ranks meet (rank 0 listens there): the job id, its token "
+		"and every rank's SS_GPU endpoint are drawn and handed out there; unset: "
+		"[job] and [peers] say them"),
+};
+
 static const struct cfg_key log_keys[] = {
 	CFG_KEY_ENUM(W, log.level, "level", cfg_log_levels, "warning",
 		     "error, warning, info, debug"),
@@ -107,11 +116,13 @@ static const struct cfg_key peer_keys[] = {
 	}
 
 static const struct cfg_section wrk_sections[] = {
-	SEC_ONE("worker", CFG_REQUIRED, worker_keys, "who this worker is"),
+	SEC_ONE("worker", 0, worker_keys, "who this worker is"),
 	SEC_ONE("job", 0, job_keys, "the job at the box"),
 	SEC_ONE("box", 0, box_keys,
 		"where the box is; without it the workers sum among themselves"),
-	SEC_ONE("data", CFG_REQUIRED, data_keys, "this worker's data link and SS_GPU"),
+	SEC_ONE("rendezvous", 0, rendezvous_keys,
+		"where the ranks meet, instead of a static [peers] list"),
+	SEC_ONE("data", 0, data_keys, "this worker's data link and SS_GPU"),
 	SEC_ONE("tuning", 0, tuning_keys, "partitioning, scheduling, loss recovery"),
 	SEC_ONE("transport", 0, transport_keys, "how packets leave the worker"),
 	SEC_ONE("log", 0, log_keys, "logging"),
@@ -126,6 +137,8 @@ static const struct cfg_section wrk_sections[] = {
 		.help = "the SS_GPU endpoint of every rank (the own one defaults to [data])",
 	},
 };
+
+static void validate_common(struct cfg_ctx *ctx, const struct wrk_cfg *c);
 
 static void wrk_validate(struct cfg_ctx *ctx, void *v)
 {
@@ -143,6 +156,26 @@ static void wrk_validate(struct cfg_ctx *ctx, void *v)
 			cfg_error_at(ctx, "peers", r, NULL,
 				     "[peers] %u: no such rank in a world of %u", r,
 				     c->worker.world_size);
+	if (c->rendezvous.address.port) { /* drawn there: nothing of it configured */
+		for (r = 0; r < c->worker.world_size && r < WRK_MAX_WORKERS; r++)
+			if (c->peers[r].port)
+				cfg_error_at(ctx, "peers", r, NULL,
+					     "[peers] %u: the rendezvous hands out every rank's "
+					     "endpoint: leave [peers] out",
+					     r);
+		if (c->job.token)
+			cfg_error_at(ctx, "job", 0, "token",
+				     "[job] token: rank 0 draws a fresh one at the rendezvous: "
+				     "leave it unset");
+		validate_common(ctx, c);
+		return;
+	}
+	if (!c->data.address.be)
+		cfg_error_at(ctx, "data", 0, "address",
+			     "[data] address: required without [rendezvous]");
+	if (!c->data.port)
+		cfg_error_at(ctx, "data", 0, "port",
+			     "[data] port: 0 (a free port) needs [rendezvous] to tell the others");
 	if (c->worker.rank < c->worker.world_size) {
 		struct cfg_hostport *own = &c->peers[c->worker.rank];
 
@@ -156,7 +189,8 @@ static void wrk_validate(struct cfg_ctx *ctx, void *v)
 	for (r = 0; r < c->worker.world_size; r++) {
 		if (!c->peers[r].port) {
 			cfg_error_at(ctx, "peers", r, NULL,
-				     "[peers] %u: missing: every rank's SS_GPU endpoint is needed",
+				     "[peers] %u: missing: every rank's SS_GPU endpoint is needed "
+				     "(or meet at a [rendezvous] address)",
 				     r);
 			continue;
 		}
@@ -166,6 +200,12 @@ static void wrk_validate(struct cfg_ctx *ctx, void *v)
 				cfg_error_at(ctx, "peers", r, NULL,
 					     "[peers] %u: same endpoint as rank %u", r, q);
 	}
+	validate_common(ctx, c);
+}
+
+/* What holds with and without a rendezvous. */
+static void validate_common(struct cfg_ctx *ctx, const struct wrk_cfg *c)
+{
 	if (c->tuning.partition_size % c->tuning.chunk_size)
 		cfg_error_at(ctx, "tuning", 0, "partition_size",
 			     "[tuning] partition_size: not a multiple of chunk_size");

@@ -24,8 +24,11 @@ struct wrk_cfg {
 		char key_file[256];
 	} box;
 	struct {
-		struct cfg_ipv4 address;
-		uint32_t port;
+		struct cfg_hostport address; /* unset: a static [job] and [peers] */
+	} rendezvous;
+	struct {
+		struct cfg_ipv4 address; /* 0 with a rendezvous: the route's */
+		uint32_t port;		 /* 0 with a rendezvous: a free one */
 		uint64_t bandwidth_mbps;
 		uint32_t mtu;
 	} data;

@@ -120,9 +120,8 @@ int wk_line_poll(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size
 	return take_line(buf, len, out, out_cap);
 }
 
-/* A line from @fd before @deadline (ns): 1, 0 the deadline passed, -1 closed. */
-static int line_wait(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size_t out_cap,
-		     uint64_t deadline)
+int wk_line_wait(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size_t out_cap,
+		 uint64_t deadline)
 {
 	for (;;) {
 		int r = wk_line_poll(fd, buf, len, cap, out, out_cap);
@@ -137,7 +136,7 @@ static int line_wait(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, 
 	}
 }
 
-static int tcp_to(uint32_t ip_be, uint16_t port)
+int wk_tcp_to(uint32_t ip_be, uint16_t port)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
@@ -156,7 +155,7 @@ static int tcp_to(uint32_t ip_be, uint16_t port)
 	return fd;
 }
 
-static const char *ipstr(uint32_t ip_be, char *buf)
+const char *wk_ipstr(uint32_t ip_be, char *buf)
 {
 	inet_ntop(AF_INET, &ip_be, buf, INET_ADDRSTRLEN);
 	return buf;
@@ -265,7 +264,7 @@ static int read_hello(int fd, uint64_t deadline, struct hello *h, char *why, siz
 {
 	char buf[4096], line[LINE_CAP], *p;
 	uint32_t len = 0, i = 0;
-	int r = line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline);
+	int r = wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline);
 
 	memset(h, 0, sizeof(*h));
 	if (r <= 0 || strncmp(line, "HELLO ", 6)) {
@@ -300,7 +299,7 @@ static int read_hello(int fd, uint64_t deadline, struct hello *h, char *why, siz
 		return -1;
 	}
 	for (;;) {
-		r = line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline);
+		r = wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline);
 		if (r <= 0) {
 			snprintf(why, why_cap, "HELLO cut short");
 			return -1;
@@ -437,18 +436,19 @@ static int box_endpoints(struct pbox *px, struct box_eps *eps, uint64_t deadline
 		sodium_memzero(key, sizeof(key));
 		snprintf(msg, cap,
 			 "cannot reach the box's control plane at %s:%u ([box] control): %s",
-			 ipstr(bc->ip_be, ip), bc->port, strerror(errno));
+			 wk_ipstr(bc->ip_be, ip), bc->port, strerror(errno));
 		return -1;
 	}
 	rc = nic_ctl_auth(px->box_fd, key, &px->box_sess, deadline, err, sizeof(err));
 	sodium_memzero(key, sizeof(key));
 	if (rc) {
 		snprintf(msg, cap, "the box at %s:%u: %.300s ([box] key_file %.100s)",
-			 ipstr(bc->ip_be, ip), bc->port, err, px->cfg.box.key_file);
+			 wk_ipstr(bc->ip_be, ip), bc->port, err, px->cfg.box.key_file);
 		return -1;
 	}
 	if (nic_ctl_endpoints(px->box_fd, got, WK_MAX_EPS, &geo, deadline, err, sizeof(err))) {
-		snprintf(msg, cap, "the box at %s:%u: %.400s", ipstr(bc->ip_be, ip), bc->port, err);
+		snprintf(msg, cap, "the box at %s:%u: %.400s", wk_ipstr(bc->ip_be, ip), bc->port,
+			 err);
 		return -1;
 	}
 	eps->n = geo.n_eps;
@@ -546,7 +546,7 @@ static int udp_open(struct pbox *px)
 
 		return wk_err(PBOX_ENET,
 			      "pbox_start: cannot bind UDP %s:%u ([data] address, port): %s",
-			      ipstr(sa.sin_addr.s_addr, ip), px->cfg.data.port, strerror(errno));
+			      wk_ipstr(sa.sin_addr.s_addr, ip), px->cfg.data.port, strerror(errno));
 	}
 	/* as large as allowed: FORCE works as root, the plain call otherwise */
 	if (setsockopt(px->udp, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)))
@@ -613,7 +613,7 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 128)) {
 		rc = wk_err(PBOX_ENET, "pbox_start: rank 0 cannot listen on TCP %s:%u: %s",
-			    ipstr(sa.sin_addr.s_addr, ip), px->cfg.data.port, strerror(errno));
+			    wk_ipstr(sa.sin_addr.s_addr, ip), px->cfg.data.port, strerror(errno));
 		goto out;
 	}
 	/* every other rank's HELLO, compared with ours as it comes; after a
@@ -670,7 +670,7 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 				off += (size_t)snprintf(msg + off, sizeof(msg) - off, " %u", r);
 		snprintf(msg + off, sizeof(msg) - off,
 			 " never reached rank 0 at %s:%u within %.1f s ([tuning] deadline)",
-			 ipstr(sa.sin_addr.s_addr, ip), px->cfg.data.port,
+			 wk_ipstr(sa.sin_addr.s_addr, ip), px->cfg.data.port,
 			 (double)px->cfg.tuning.deadline_us / 1e6);
 		rc = PBOX_ETIMEDOUT;
 	}
@@ -706,7 +706,7 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 		wk_line_send(px->peer_fd[r], "GO frag=%u eps=%u nonce=%#" PRIx64, frag, eps->n,
 			     nonce);
 		for (uint32_t e = 0; e < eps->n; e++)
-			wk_line_send(px->peer_fd[r], "EP %s %u %" PRIu64, ipstr(eps->ip[e], ip),
+			wk_line_send(px->peer_fd[r], "EP %s %u %" PRIu64, wk_ipstr(eps->ip[e], ip),
 				     eps->port[e], eps->kbps[e]);
 		wk_line_send(px->peer_fd[r], "END");
 	}
@@ -732,7 +732,7 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 	if (!eps)
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	wk_peer_name(px, 0, name, sizeof(name));
-	while ((fd = tcp_to(root->ip_be, root->port)) < 0 && wk_now() < deadline)
+	while ((fd = wk_tcp_to(root->ip_be, root->port)) < 0 && wk_now() < deadline)
 		usleep(20000); /* rank 0 is not listening yet */
 	if (fd < 0) {
 		rc = wk_err(PBOX_ETIMEDOUT,
@@ -746,8 +746,8 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 		goto out;
 	}
 	/* rank 0 gives its verdict at the deadline at the latest: wait a little longer */
-	rc = line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line),
-		       deadline + 1000000000ull + px->cfg.tuning.deadline_us * 100);
+	rc = wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line),
+			  deadline + 1000000000ull + px->cfg.tuning.deadline_us * 100);
 	if (rc <= 0) {
 		rc = wk_err(rc ? PBOX_EPEER : PBOX_ETIMEDOUT,
 			    rc ? "pbox_start: %s closed the bootstrap connection"
@@ -775,7 +775,7 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 		unsigned port;
 		unsigned long long kbps;
 
-		if (line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1 ||
+		if (wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1 ||
 		    sscanf(line, "EP %31s %u %llu", ips, &port, &kbps) != 3 ||
 		    inet_pton(AF_INET, ips, &eps->ip[eps->n]) != 1 || port > 65535) {
 			rc = wk_err(PBOX_EPEER, "pbox_start: %s sent a bad endpoint list", name);
@@ -784,7 +784,7 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 		eps->port[eps->n] = (uint16_t)port;
 		eps->kbps[eps->n++] = kbps;
 	}
-	if (line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1 ||
+	if (wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1 ||
 	    strcmp(line, "END")) {
 		rc = wk_err(PBOX_EPEER, "pbox_start: %s cut the endpoint list short", name);
 		goto out;

@@ -118,11 +118,8 @@ int pbox_init(const char *config, struct pbox **out)
 	if (!out)
 		return wk_err(PBOX_EINVAL, "pbox_init: out is NULL");
 	*out = NULL;
-	if (!config)
+	if (!config) /* neither: the defaults and PBOX_SECTION_KEY variables alone */
 		config = getenv("PBOX_CONFIG");
-	if (!config)
-		return wk_err(PBOX_EINVAL, "pbox_init: no configuration file given and "
-					   "PBOX_CONFIG is not set");
 	px = calloc(1, sizeof(*px));
 	if (!px)
 		return wk_err(PBOX_ENOMEM, "pbox_init: out of memory");
@@ -570,7 +567,12 @@ int pbox_start(struct pbox *px)
 		return wk_err(PBOX_EINVAL, "pbox_start: context is NULL");
 	if (px->phase != WK_PH_NEW)
 		return wk_err(PBOX_ESTATE, "pbox_start: called twice");
-	rc = wk_boot(px);
+	/* the phases: meet (with [rendezvous]), bootstrap and layout, engine */
+	rc = px->cfg.rendezvous.address.port
+		     ? wk_rendezvous(px, wk_now() + px->cfg.tuning.deadline_us * 1000)
+		     : PBOX_OK;
+	if (rc == PBOX_OK)
+		rc = wk_boot(px);
 	if (rc == PBOX_OK)
 		rc = wk_engine_start(px);
 	/* a failed start leaves nothing to retry: pbox_finalize() cleans up */

@@ -236,6 +236,17 @@ uint64_t wk_now(void);
 /* boot.c: bootstrap (pbox_start's first half), the control lines later. */
 int wk_boot(struct pbox *px);
 int wk_line_send(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A line from @fd before @deadline (ns): 1, 0 the deadline passed, -1 closed. */
+int wk_line_wait(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size_t out_cap,
+		 uint64_t deadline);
+/* A TCP connection to @ip_be:@port (no delay), or -1 with errno. */
+int wk_tcp_to(uint32_t ip_be, uint16_t port);
+/* @ip_be as a.b.c.d in @buf (INET_ADDRSTRLEN bytes). */
+const char *wk_ipstr(uint32_t ip_be, char *buf);
+
+/* rdv.c: [rendezvous] address: meet the other ranks there, and fill in
+ * [job] id and token, [peers] and this rank's [data] address and port. */
+int wk_rendezvous(struct pbox *px, uint64_t deadline);
 /* Next complete line of @fd's buffer, non-blocking: 1 a line in @out, 0 none
  * yet, -1 the connection closed. */
 int wk_line_poll(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size_t out_cap);

@@ -43,6 +43,21 @@ static void write_cfg(char *path, size_t cap, unsigned rank, unsigned n, const c
 	fclose(f);
 }
 
+/* A rank that meets the others at a rendezvous named by host name: no
+ * [data] address or port, no [peers], no [job]. */
+static void write_rdv_cfg(char *path, size_t cap, unsigned rank, unsigned n)
+{
+	FILE *f;
+
+	snprintf(path, cap, "/tmp/pbox-unit-%d-%u.ini", (int)getpid(), rank);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "[worker]\nrank = %u\nworld_size = %u\n[rendezvous]\naddress = localhost:%u\n",
+		rank, n, base_port() + 7);
+	fprintf(f, "[data]\nport = 0\nbandwidth = 1G\nmtu = 1500\n[tuning]\ndeadline = 5s\n");
+	fclose(f);
+}
+
 struct rank_run {
 	unsigned rank, n, iters;
 	enum pbox_dtype dt;
@@ -57,6 +72,8 @@ struct rank_run {
 	uint64_t key64; /* the first 8 bytes of the incarnation's key */
 	bool wrong;
 	const char *extra;    /* configuration lines after [tuning] */
+	int world;	      /* rendezvous: the world size this rank says (0: n) */
+	bool rdv;	      /* meet at a [rendezvous] (a host name): no [peers], [job] */
 	int prio_shift;	      /* added to each declared tensor's priority */
 	struct pbox_stats st; /* at the end of the run */
 };
@@ -99,7 +116,11 @@ static void *rank_main(void *arg)
 	struct pbox_handle *op[NT];
 	enum pbox_dtype dt[NT];
 
-	write_cfg(path, sizeof(path), rr->rank, rr->n, rr->extra);
+	if (rr->rdv)
+		write_rdv_cfg(path, sizeof(path), rr->rank,
+			      rr->world ? (unsigned)rr->world : rr->n);
+	else
+		write_cfg(path, sizeof(path), rr->rank, rr->n, rr->extra);
 	if (pbox_init(path, &px)) {
 		snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
 		rr->start_rc = -100;
@@ -637,6 +658,70 @@ START_TEST(test_world_of_one_grows)
 }
 END_TEST
 
+/* Four ranks meet at a rendezvous (a host name, resolved): each finds its
+ * own address and a free port, rank 0 draws the job and its token, and the
+ * sums are exact with one key on every rank. */
+START_TEST(test_rendezvous)
+{
+	struct rank_run rr[NR];
+
+	setup_runs(rr, NR, PBOX_FP32, 2);
+	for (unsigned r = 0; r < NR; r++)
+		rr[r].rdv = true;
+	run_ranks(rr, NR);
+	check_exact(rr);
+}
+END_TEST
+
+/* A rank that says another world size is named, by rank 0 and to it. */
+START_TEST(test_rendezvous_mismatch)
+{
+	struct rank_run rr[NR];
+
+	setup_runs(rr, NR, PBOX_FP32, 1);
+	for (unsigned r = 0; r < NR; r++)
+		rr[r].rdv = true;
+	rr[3].world = 5;
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r += 3) {
+		ck_assert_int_eq(rr[r].start_rc, PBOX_EMISMATCH);
+		ck_assert_msg(strstr(rr[r].msg, "rank 3 joined the rendezvous with world_size 5, "
+						"rank 0 has 4"),
+			      "rank %u: %s", r, rr[r].msg);
+	}
+	for (unsigned r = 0; r < NR; r++)
+		free(rr[r].layout);
+}
+END_TEST
+
+/* No file at all: the defaults and the environment. */
+START_TEST(test_env_only)
+{
+	char at[64];
+	struct pbox *px;
+	float x = 9;
+
+	snprintf(at, sizeof(at), "127.0.0.1:%u", base_port() + 5);
+	unsetenv("PBOX_CONFIG");
+	setenv("PBOX_WORKER_RANK", "0", 1);
+	setenv("PBOX_WORKER_WORLD_SIZE", "1", 1);
+	setenv("PBOX_RENDEZVOUS_ADDRESS", at, 1);
+	setenv("PBOX_DATA_PORT", "0", 1);
+	ck_assert_msg(pbox_init(NULL, &px) == PBOX_OK, "%s", pbox_last_error());
+	ck_assert_msg(pbox_start(px) == PBOX_OK, "%s", pbox_last_error());
+	ck_assert_uint_ne(px->job, 0);
+	ck_assert_int_eq(pbox_allreduce(px, 1, &x, &x, 1, PBOX_FP32), PBOX_OK);
+	ck_assert(x == 9);
+	ck_assert_int_eq(pbox_finalize(px), PBOX_OK);
+	unsetenv("PBOX_RENDEZVOUS_ADDRESS");
+	unsetenv("PBOX_DATA_PORT");
+	/* without a rendezvous, a data address is needed: said so */
+	ck_assert_int_eq(pbox_init(NULL, &px), PBOX_ECONFIG);
+	ck_assert_msg(strstr(pbox_last_error(), "[data] address: required without [rendezvous]"),
+		      "%s", pbox_last_error());
+}
+END_TEST
+
 /* CUDA tensors where no GPU is (or libpbox was built without nvcc): a
  * clear PBOX_ENODEV, the same on every call, and the context still works;
  * libpbox's own keys refused from callers. */
@@ -704,6 +789,9 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_module_missing);
 	tcase_add_test(tc, test_cuda_refusals);
 	tcase_add_test(tc, test_world_of_one_grows);
+	tcase_add_test(tc, test_rendezvous);
+	tcase_add_test(tc, test_rendezvous_mismatch);
+	tcase_add_test(tc, test_env_only);
 	tcase_add_test(tc, test_late_mixed);
 	tcase_add_test(tc, test_late_mismatch);
 	tcase_add_test(tc, test_late_mismatch_existing_key);

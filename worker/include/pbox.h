@@ -90,14 +90,18 @@ const char *pbox_strerror(int status);
 /* The message of the last failed call in this thread ("" when none). */
 const char *pbox_last_error(void);
 
-/* The library's version, "3.0". */
+/* The library's version, "3.1". */
 const char *pbox_version(void);
 
 /*
  * A context from the worker configuration @config (an INI file; NULL reads
- * the path from $PBOX_CONFIG). Any key can be overridden from the
+ * the path from $PBOX_CONFIG, and without it no file is read: the defaults
+ * and the environment). Any key can be set or overridden from the
  * environment as PBOX_SECTION_KEY (PBOX_WORKER_RANK=3). Nothing is sent
- * yet.
+ * yet. With [rendezvous] address = host:port (PBOX_RENDEZVOUS_ADDRESS),
+ * pbox_start() meets the other ranks there: rank 0 listens on that port,
+ * draws the job id and its secret token, and hands every rank the others'
+ * SS_GPU endpoints; no [peers] or [job] needed. Host names are resolved.
  */
 int pbox_init(const char *config, struct pbox **out);
 

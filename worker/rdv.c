@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The rendezvous (pbox_start's first phase, with [rendezvous] address): the
+ * ranks meet at host:port, where rank 0 listens, instead of each reading a
+ * static [peers] list and a [job] id and token from its configuration.
+ *
+ *   rank r -> rank 0   (TCP, the rendezvous address; retried until rank 0
+ *                       listens, up to [tuning] deadline)
+ *       JOIN rank=R world_size=N ep=IP:PORT pk=HEX
+ *   rank 0 -> rank r   once every rank has joined
+ *       ERR <message>              a world size that differs, a rank twice
+ *     or
+ *       JOINED job=J token=HEX
+ *       EP <rank> <ip> <port>      N lines: every rank's SS_GPU endpoint
+ *       END
+ *
+ * A rank's endpoint is its [data] address and port: unset, the local
+ * address of the route to the rendezvous host and a port free for UDP and
+ * TCP alike (rank 0 listens on TCP there for the bootstrap, boot.c).
+ *
+ * Rank 0 draws the job id and its secret token. The token goes to each rank
+ * sealed (libsodium's crypto_box_seal) to an X25519 key that rank drew for
+ * this JOIN (pk), so that reading the rendezvous traffic does not give it
+ * away. Nothing authenticates the rendezvous itself: whoever reaches it
+ * first as rank R is rank R, as with torch's own store. Run it where only
+ * the job's hosts can reach it (the data network), or configure a static
+ * [job] token and [peers] instead; the bootstrap that follows compares
+ * every rank's token (boot.c), as it does without a rendezvous.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sodium.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "pbox_int.h"
+
+#define RDV_LINE   256
+#define SEALED_LEN (crypto_box_SEALBYTES + sizeof(uint64_t))
+
+/* The local address of the route to @dst_be (no packet is sent). */
+static int route_src(uint32_t dst_be, uint32_t *src_be)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(9)}, me;
+	socklen_t len = sizeof(me);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), rc = -1;
+
+	sa.sin_addr.s_addr = dst_be;
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&me, &len) == 0) {
+		*src_be = me.sin_addr.s_addr;
+		rc = 0;
+	}
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* A port on @ip_be free for UDP and for TCP, or 0. */
+static uint16_t free_port(uint32_t ip_be)
+{
+	for (int tries = 0; tries < 64; tries++) {
+		struct sockaddr_in sa = {.sin_family = AF_INET};
+		socklen_t len = sizeof(sa);
+		int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), t;
+		uint16_t port = 0;
+
+		sa.sin_addr.s_addr = ip_be;
+		if (u < 0)
+			return 0;
+		if (bind(u, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+		    getsockname(u, (struct sockaddr *)&sa, &len) == 0) {
+			t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (t >= 0 && bind(t, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+				port = ntohs(sa.sin_port);
+			if (t >= 0)
+				close(t);
+		}
+		close(u);
+		if (port)
+			return port;
+	}
+	return 0;
+}
+
+static void hex(const uint8_t *b, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++)
+		snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+static int unhex(const char *s, uint8_t *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+
+		if (sscanf(s + 2 * i, "%2x", &v) != 1)
+			return -1;
+		b[i] = (uint8_t)v;
+	}
+	return s[2 * n] == '\0' || s[2 * n] == ' ' ? 0 : -1;
+}
+
+/* This rank's endpoint: [data] address and port, or found. */
+static int own_endpoint(struct pbox *px)
+{
+	struct wrk_cfg *c = &px->cfg;
+	char ip[INET_ADDRSTRLEN];
+
+	if (!c->data.address.be && route_src(c->rendezvous.address.ip_be, &c->data.address.be))
+		return wk_err(PBOX_ENET, "pbox_start: no route to the rendezvous host %s: %s",
+			      wk_ipstr(c->rendezvous.address.ip_be, ip), strerror(errno));
+	if (!c->data.port && !(c->data.port = free_port(c->data.address.be)))
+		return wk_err(PBOX_ENET, "pbox_start: no free port on %s for the data",
+			      wk_ipstr(c->data.address.be, ip));
+	return PBOX_OK;
+}
+
+/* The job's id and token, and the key that signs its datagrams. */
+static void set_job(struct pbox *px, uint32_t job, uint64_t token)
+{
+	px->cfg.job.id = job;
+	px->cfg.job.token = token;
+	px->job = job;
+	nic_job_key(token, job, 0, px->jkey);
+	nic_mac_init(&px->mac, px->cfg.job.mac, px->jkey);
+}
+
+/* A fresh job id (31 bits, not 0) and token (not 0): never configured. */
+static int draw_job(uint32_t *job, uint64_t *token)
+{
+	*job = 0;
+	*token = 0;
+	while (!*job || !*token) {
+		if (getrandom(job, sizeof(*job), 0) != sizeof(*job) ||
+		    getrandom(token, sizeof(*token), 0) != sizeof(*token))
+			return -1;
+		*job &= 0x7fffffff;
+	}
+	return 0;
+}
+
+struct joiner {
+	int fd;
+	uint8_t pk[crypto_box_PUBLICKEYBYTES];
+};
+
+static int rdv_root(struct pbox *px, uint64_t deadline)
+{
+	const struct cfg_hostport *at = &px->cfg.rendezvous.address;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(at->port)};
+	struct joiner *j = calloc(px->n, sizeof(*j));
+	char ip[INET_ADDRSTRLEN], err[WK_ERR_LEN] = "";
+	uint32_t got = 1, job = 0;
+	uint64_t token = 0;
+	int lfd, one = 1, rc = PBOX_OK;
+	bool timed_out;
+
+	if (!j)
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	for (uint32_t r = 0; r < px->n; r++)
+		j[r].fd = -1;
+	sa.sin_addr.s_addr = at->ip_be;
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd >= 0)
+		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 128)) {
+		rc = wk_err(PBOX_ENET,
+			    "pbox_start: rank 0 cannot listen on the rendezvous %s:%u (%s): rank 0 "
+			    "runs where [rendezvous] address points",
+			    wk_ipstr(at->ip_be, ip), at->port, strerror(errno));
+		goto out;
+	}
+	while (got < px->n && !err[0]) {
+		struct pollfd p = {.fd = lfd, .events = POLLIN};
+		char buf[RDV_LINE * 2], line[RDV_LINE], pk[2 * crypto_box_PUBLICKEYBYTES + 1];
+		uint32_t len = 0, rank, world;
+		unsigned a, b, c, d, port;
+		uint64_t now = wk_now();
+		int fd;
+
+		if (now >= deadline)
+			break;
+		if (poll(&p, 1, (int)((deadline - now) / 1000000 + 1)) <= 0)
+			continue;
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1 ||
+		    sscanf(line,
+			   "JOIN rank=%" SCNu32 " world_size=%" SCNu32 " ep=%u.%u.%u.%u:%u pk=%64s",
+			   &rank, &world, &a, &b, &c, &d, &port, pk) != 8 ||
+		    a > 255 || b > 255 || c > 255 || d > 255 || !port || port > 65535 ||
+		    strlen(pk) != 2 * crypto_box_PUBLICKEYBYTES) {
+			wk_log(px, CFG_LOG_WARNING,
+			       "rendezvous: a connection sent no JOIN; ignored");
+			close(fd);
+			continue;
+		}
+		if (world != px->n)
+			snprintf(err, sizeof(err),
+				 "rank %u joined the rendezvous with world_size %u, rank 0 has %u",
+				 rank, world, px->n);
+		else if (rank == 0 || rank >= px->n || j[rank].fd >= 0)
+			snprintf(err, sizeof(err), "rank %u joined the rendezvous %s", rank,
+				 rank && rank < px->n ? "twice" : "but no such rank exists");
+		if (err[0]) {
+			wk_line_send(fd, "ERR %s", err);
+			close(fd);
+			break;
+		}
+		if (unhex(pk, j[rank].pk, crypto_box_PUBLICKEYBYTES)) {
+			wk_log(px, CFG_LOG_WARNING,
+			       "rendezvous: rank %u sent a malformed key; ignored", rank);
+			close(fd);
+			continue;
+		}
+		j[rank].fd = fd;
+		px->cfg.peers[rank] = (struct cfg_hostport){
+			.ip_be = htonl(a << 24 | b << 16 | c << 8 | d), .port = (uint16_t)port};
+		got++;
+	}
+	px->cfg.peers[0] = (struct cfg_hostport){.ip_be = px->cfg.data.address.be,
+						 .port = (uint16_t)px->cfg.data.port};
+	for (uint32_t r = 1; !err[0] && r < px->n; r++)
+		for (uint32_t q = 0; q < r && j[r].fd >= 0; q++)
+			if (px->cfg.peers[q].ip_be == px->cfg.peers[r].ip_be &&
+			    px->cfg.peers[q].port == px->cfg.peers[r].port)
+				snprintf(err, sizeof(err),
+					 "ranks %u and %u joined with one endpoint %s:%u", q, r,
+					 wk_ipstr(px->cfg.peers[r].ip_be, ip),
+					 px->cfg.peers[r].port);
+	timed_out = !err[0] && got < px->n;
+	if (timed_out) {
+		size_t off = (size_t)snprintf(err, sizeof(err), "the rendezvous timed out: ranks");
+
+		for (uint32_t r = 1; r < px->n && off < sizeof(err) - 16; r++)
+			if (j[r].fd < 0)
+				off += (size_t)snprintf(err + off, sizeof(err) - off, " %u", r);
+		snprintf(err + off, sizeof(err) - off, " never joined");
+	}
+	if (!err[0] && draw_job(&job, &token))
+		snprintf(err, sizeof(err), "no random numbers: %s", strerror(errno));
+	for (uint32_t r = 1; r < px->n; r++) {
+		uint8_t sealed[SEALED_LEN];
+		char sealed_hex[2 * SEALED_LEN + 1];
+
+		if (j[r].fd < 0)
+			continue;
+		if (err[0]) {
+			wk_line_send(j[r].fd, "ERR %s", err);
+			continue;
+		}
+		crypto_box_seal(sealed, (const uint8_t *)&token, sizeof(token), j[r].pk);
+		hex(sealed, sizeof(sealed), sealed_hex);
+		wk_line_send(j[r].fd, "JOINED job=%" PRIu32 " token=%s", job, sealed_hex);
+		for (uint32_t q = 0; q < px->n; q++)
+			wk_line_send(j[r].fd, "EP %u %s %u", q,
+				     wk_ipstr(px->cfg.peers[q].ip_be, ip), px->cfg.peers[q].port);
+		wk_line_send(j[r].fd, "END");
+	}
+	if (err[0])
+		rc = wk_err(timed_out ? PBOX_ETIMEDOUT : PBOX_EMISMATCH, "pbox_start: %s", err);
+	else
+		set_job(px, job, token);
+out:
+	for (uint32_t r = 0; r < px->n; r++)
+		if (j[r].fd >= 0)
+			close(j[r].fd);
+	if (lfd >= 0)
+		close(lfd);
+	free(j);
+	return rc;
+}
+
+static int rdv_rank(struct pbox *px, uint64_t deadline)
+{
+	const struct cfg_hostport *at = &px->cfg.rendezvous.address;
+	uint8_t pk[crypto_box_PUBLICKEYBYTES], sk[crypto_box_SECRETKEYBYTES], sealed[SEALED_LEN];
+	char buf[RDV_LINE * 4], line[RDV_LINE], ip[INET_ADDRSTRLEN], pk_hex[sizeof(pk) * 2 + 1];
+	char sealed_hex[2 * SEALED_LEN + 1];
+	uint32_t len = 0, job, seen = 0;
+	uint64_t token;
+	int fd = -1, rc;
+
+	crypto_box_keypair(pk, sk);
+	hex(pk, sizeof(pk), pk_hex);
+	while ((fd = wk_tcp_to(at->ip_be, at->port)) < 0 && wk_now() < deadline)
+		usleep(50000); /* rank 0 may not listen yet */
+	if (fd < 0)
+		return wk_err(PBOX_ETIMEDOUT, "pbox_start: no rendezvous at %s:%u: %s",
+			      wk_ipstr(at->ip_be, ip), at->port, strerror(errno));
+	wk_line_send(fd, "JOIN rank=%u world_size=%u ep=%s:%u pk=%s", px->rank, px->n,
+		     wk_ipstr(px->cfg.data.address.be, ip), px->cfg.data.port, pk_hex);
+	rc = wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline);
+	if (rc == 1 && !strncmp(line, "ERR ", 4)) {
+		rc = wk_err(PBOX_EMISMATCH, "pbox_start: the rendezvous says: %s", line + 4);
+		goto out;
+	}
+	if (rc != 1 || sscanf(line, "JOINED job=%" SCNu32 " token=%112s", &job, sealed_hex) != 2 ||
+	    unhex(sealed_hex, sealed, sizeof(sealed)) ||
+	    crypto_box_seal_open((uint8_t *)&token, sealed, sizeof(sealed), pk, sk)) {
+		rc = wk_err(rc == 0 ? PBOX_ETIMEDOUT : PBOX_ENET,
+			    "pbox_start: the rendezvous at %s:%u %s", wk_ipstr(at->ip_be, ip),
+			    at->port,
+			    rc == 0 ? "did not answer before the deadline (are all ranks up?)"
+				    : "answered with something else than JOINED");
+		goto out;
+	}
+	for (;;) {
+		unsigned r, port, a, b, c, d;
+
+		if (wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1) {
+			rc = wk_err(PBOX_ENET, "pbox_start: the rendezvous closed mid-answer");
+			goto out;
+		}
+		if (!strcmp(line, "END"))
+			break;
+		if (sscanf(line, "EP %u %u.%u.%u.%u %u", &r, &a, &b, &c, &d, &port) != 6 ||
+		    r >= px->n || a > 255 || b > 255 || c > 255 || d > 255 || !port ||
+		    port > 65535) {
+			rc = wk_err(PBOX_ENET, "pbox_start: the rendezvous sent '%.80s'", line);
+			goto out;
+		}
+		px->cfg.peers[r] = (struct cfg_hostport){
+			.ip_be = htonl(a << 24 | b << 16 | c << 8 | d), .port = (uint16_t)port};
+		seen++;
+	}
+	if (seen != px->n || px->cfg.peers[px->rank].ip_be != px->cfg.data.address.be ||
+	    px->cfg.peers[px->rank].port != px->cfg.data.port) {
+		rc = wk_err(PBOX_ENET,
+			    "pbox_start: the rendezvous sent %u endpoints of %u, or "
+			    "not ours as ours",
+			    seen, px->n);
+		goto out;
+	}
+	set_job(px, job, token);
+	rc = PBOX_OK;
+out:
+	sodium_memzero(sk, sizeof(sk));
+	close(fd);
+	return rc;
+}
+
+int wk_rendezvous(struct pbox *px, uint64_t deadline)
+{
+	int rc = own_endpoint(px);
+
+	if (rc)
+		return rc;
+	if (sodium_init() < 0)
+		return wk_err(PBOX_ENOMEM, "pbox_start: libsodium did not initialise");
+	if (px->n == 1) { /* nobody to meet */
+		uint64_t token;
+		uint32_t job;
+
+		if (draw_job(&job, &token))
+			return wk_err(PBOX_ENOMEM, "pbox_start: no random numbers: %s",
+				      strerror(errno));
+		px->cfg.peers[0] = (struct cfg_hostport){.ip_be = px->cfg.data.address.be,
+							 .port = (uint16_t)px->cfg.data.port};
+		set_job(px, job, token);
+		return PBOX_OK;
+	}
+	return px->rank == 0 ? rdv_root(px, deadline) : rdv_rank(px, deadline);
+}
