@@ -71,7 +71,7 @@ static uint16_t free_port(uint32_t ip_be)
 	for (int tries = 0; tries < 64; tries++) {
 		struct sockaddr_in sa = {.sin_family = AF_INET};
 		socklen_t len = sizeof(sa);
-		int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), t;
+		int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 		uint16_t port = 0;
 
 		sa.sin_addr.s_addr = ip_be;
@@ -79,7 +79,8 @@ static uint16_t free_port(uint32_t ip_be)
 			return 0;
 		if (bind(u, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
 		    getsockname(u, (struct sockaddr *)&sa, &len) == 0) {
-			t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			int t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
 			if (t >= 0 && bind(t, (struct sockaddr *)&sa, sizeof(sa)) == 0)
 				port = ntohs(sa.sin_port);
 			if (t >= 0)
