@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The units of a context (every summation service this rank addresses: the
+ * box's endpoints, then the ranks' SS_GPUs), and the layout applied to them:
+ * wk_layout_init() makes the units once the box's endpoints are known,
+ * wk_layout_add() lays new tensors out over them (layout.c's Theorem 1
+ * weights) and gives this rank's SS_GPU its chunks; the pacing rate, and the
+ * source address -> unit table the engine reads results by.
+ */
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layout.h"
+#include "pbox_int.h"
+
+/* Source address -> unit, for results: open addressing on (ip, port). */
+static uint32_t hash_slot(uint32_t ip_be, uint16_t port, uint32_t cap)
+{
+	return (uint32_t)(((uint64_t)ip_be * 0x9e3779b97f4a7c15ull ^ port * 0x2545f491u) >> 20) &
+	       (cap - 1);
+}
+
+static int build_hash(struct pbox *px)
+{
+	uint32_t cap = 16, u;
+
+	while (cap < 2 * px->n_units)
+		cap *= 2;
+	px->hash_cap = cap;
+	px->hash_unit = malloc(cap * sizeof(uint32_t));
+	if (!px->hash_unit)
+		return -1;
+	memset(px->hash_unit, 0xff, cap * sizeof(uint32_t));
+	for (u = 0; u < px->n_units; u++) {
+		uint32_t s = hash_slot(px->unit[u].ip_be, px->unit[u].port, cap);
+
+		while (px->hash_unit[s] != UINT32_MAX)
+			s = (s + 1) & (cap - 1);
+		px->hash_unit[s] = u;
+	}
+	return 0;
+}
+
+uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port)
+{
+	uint32_t s = hash_slot(ip_be, port, px->hash_cap), u;
+
+	while ((u = px->hash_unit[s]) != UINT32_MAX) {
+		if (px->unit[u].ip_be == ip_be && px->unit[u].port == port)
+			return u;
+		s = (s + 1) & (px->hash_cap - 1);
+	}
+	return UINT32_MAX;
+}
+
+uint32_t wk_unit_shorts(const struct pbox *px, uint32_t u, uint16_t ep, uint32_t from, uint32_t n,
+			struct ss_short *out, uint32_t max)
+{
+	const struct wk_unit *un = &px->unit[u];
+	uint32_t k, f, got = 0;
+
+	for (k = from; k < from + n; k++) {
+		uint32_t g = un->global[k], bytes = 0;
+
+		for (f = 0; f < px->fpc; f++)
+			bytes += px->frag[(size_t)g * px->fpc + f].len;
+		if (bytes < px->chunk_size) {
+			if (got == max)
+				return UINT32_MAX;
+			out[got++] = (struct ss_short){.ep = ep, .chunk = k - from, .bytes = bytes};
+		}
+	}
+	return got;
+}
+
+/* This rank's SS_GPU grows by a segment: its chunks [base, base + count). */
+static int ssgpu_add(struct pbox *px, uint8_t dtype, uint32_t base, uint32_t count)
+{
+	struct ss_job_desc d = {.id = px->job,
+				.mac = px->mac,
+				.n = (uint16_t)px->n,
+				.dtype = dtype,
+				.frag_size = px->frag_size,
+				.chunk_size = px->chunk_size,
+				.n_eps = 1};
+	struct ss_short *shorts;
+	struct nic_addr *ranks;
+	struct ss_job *j, **tail;
+	const char *why;
+	size_t bytes, align;
+	void *mem;
+
+	if (!count)
+		return PBOX_OK; /* nothing to serve: the box and the peers sum these */
+	d.ep_chunks[0] = count;
+	d.ep_base[0] = base;
+	shorts = calloc(count, sizeof(*shorts));
+	ranks = calloc(px->n, sizeof(*ranks));
+	if (!shorts || !ranks) {
+		free(shorts);
+		free(ranks);
+		return wk_err(PBOX_ENOMEM, "SS_GPU: out of memory");
+	}
+	for (uint32_t r = 0; r < px->n; r++) { /* pushes only from the ranks' own addresses */
+		ranks[r].ip_be = px->unit[px->n_eps + r].ip_be;
+		ranks[r].port = px->unit[px->n_eps + r].port;
+	}
+	d.ranks = ranks;
+	d.shorts = shorts;
+	d.n_shorts = wk_unit_shorts(px, px->self_unit, 0, base, count, shorts, count);
+	why = ss_job_desc_check(&d);
+	if (why) {
+		free(shorts);
+		free(ranks);
+		return wk_err(PBOX_EINVAL, "SS_GPU: %s", why);
+	}
+	bytes = ss_job_bytes(&d, 0);
+	align = ss_job_align(&d);
+	mem = aligned_alloc(align, (bytes + align - 1) / align * align);
+	if (!mem) {
+		free(shorts);
+		free(ranks);
+		return wk_err(PBOX_ENOMEM, "SS_GPU: %zu bytes of state", bytes);
+	}
+	j = ss_job_init(mem, &d, 0, sum_ops_best());
+	free(shorts);
+	free(ranks);
+	for (tail = &px->ssj; *tail; tail = &(*tail)->next)
+		;
+	*tail = j;
+	return PBOX_OK;
+}
+
+/*
+ * The rate this rank sends at: its line rate, or less where the layout
+ * gives some box endpoint more than its bandwidth can take in the time our
+ * own link needs (every rank sends each endpoint the same bytes). Then
+ * every rank paces at the rate the slowest resource drains, and no queue
+ * builds in front of it (where timers would run and fire). Our link
+ * carries our pushes to others and our SS_GPU's results to the n-1 peers;
+ * a peer's SS_GPU takes as much in as ours sends out. Under the unified
+ * layout the box and the links finish together (Theorem 1): the line rate.
+ * Under [tuning] layout = ps with k < n: k/n of it.
+ */
+static uint64_t pace_kbps(const struct pbox *px)
+{
+	uint64_t w = px->cfg.data.bandwidth_mbps * 1000;
+	double own = (double)px->unit[px->self_unit].bytes;
+	double t_link = ((double)px->total_bytes - own + (px->n - 1) * own) / (double)w, t = t_link;
+
+	for (uint32_t e = 0; e < px->n_eps; e++)
+		if (px->unit[e].kbps && px->unit[e].bytes) {
+			double te = (double)px->n * (double)px->unit[e].bytes /
+				    (double)px->unit[e].kbps;
+
+			if (te > t)
+				t = te;
+		}
+	return t > t_link && t_link > 0 ? (uint64_t)((double)w * t_link / t) + 1 : w;
+}
+
+int wk_layout_init(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_t *ep_ip,
+		   const uint16_t *ep_port, const uint64_t *ep_kbps)
+{
+	struct lay_in in = {.n = px->n,
+			    .worker_kbps = px->cfg.data.bandwidth_mbps * 1000,
+			    .n_eps = n_eps,
+			    .ep_kbps = ep_kbps,
+			    .mode = (enum lay_mode)px->cfg.tuning.layout};
+	uint64_t *w, box_kbps = 0;
+	uint32_t u;
+
+	if (in.mode == LAY_PS && n_eps == 0)
+		return wk_err(PBOX_EINVAL, "pbox_start: [tuning] layout = ps needs a box "
+					   "([box] control)");
+	px->frag_size = frag_size;
+	px->chunk_size = (uint32_t)px->cfg.tuning.chunk_size;
+	px->fpc = px->chunk_size / frag_size;
+	px->n_eps = n_eps;
+	px->n_units = n_eps + px->n;
+	px->self_unit = n_eps + px->rank;
+	px->unit = calloc(px->n_units, sizeof(*px->unit));
+	w = calloc(px->n_units, sizeof(*w));
+	if (!px->unit || !w) {
+		free(w);
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory for the layout");
+	}
+	for (u = 0; u < n_eps; u++) {
+		char ip[INET_ADDRSTRLEN];
+
+		px->unit[u].ip_be = ep_ip[u];
+		px->unit[u].port = ep_port[u];
+		px->unit[u].kbps = ep_kbps[u];
+		px->unit[u].rank = -1;
+		box_kbps += ep_kbps[u];
+		inet_ntop(AF_INET, &ep_ip[u], ip, sizeof(ip));
+		snprintf(px->unit[u].name, sizeof(px->unit[u].name), "box endpoint %u (%s:%u)", u,
+			 ip, ep_port[u]);
+	}
+	for (u = 0; u < px->n; u++) {
+		struct wk_unit *un = &px->unit[n_eps + u];
+
+		un->ip_be = px->cfg.peers[u].ip_be;
+		un->port = px->cfg.peers[u].port;
+		un->rank = (int32_t)u;
+		wk_peer_name(px, u, un->name, sizeof(un->name));
+	}
+	px->k = (double)box_kbps / (double)in.worker_kbps;
+	lay_weights(&in, w);
+	for (u = 0; u < px->n_units; u++)
+		px->unit[u].weight = w[u];
+	free(w);
+	px->pace_kbps = in.worker_kbps;
+	if (build_hash(px))
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	return PBOX_OK;
+}
+
+/* Grow *@p (of @old elements of @size) to @want elements; the new ones zero. */
+static int grow_array(void *p, size_t size, size_t old, size_t want)
+{
+	void *v = realloc(*(void **)p, (want ? want : 1) * size);
+
+	if (!v)
+		return -1;
+	memset((char *)v + old * size, 0, (want - old) * size);
+	*(void **)p = v;
+	return 0;
+}
+
+int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint32_t *base,
+		  uint32_t *count)
+{
+	uint64_t *w = NULL;
+	uint32_t *bytes = NULL, *unit_of = NULL, *local = NULL, c, u, i, g, c0 = px->n_chunks,
+		 added = 0;
+	int rc = PBOX_ENOMEM;
+
+	for (i = 0; i < n; i++) {
+		uint64_t k = (ts[i]->bytes + px->chunk_size - 1) / px->chunk_size;
+
+		if ((uint64_t)c0 + added + k > UINT32_MAX / px->fpc)
+			return wk_err(PBOX_EINVAL,
+				      "tensor key %" PRIu64 ": the tensors hold more than %u "
+				      "fragments: raise [tuning] chunk_size",
+				      ts[i]->key, UINT32_MAX);
+		ts[i]->chunk0 = c0 + added;
+		ts[i]->n_chunks = (uint32_t)k;
+		ts[i]->n_frags = (uint32_t)((ts[i]->bytes + px->frag_size - 1) / px->frag_size);
+		added += (uint32_t)k;
+	}
+	w = malloc(px->n_units * sizeof(*w));
+	bytes = malloc((added ? added : 1) * sizeof(uint32_t));
+	unit_of = malloc((added ? added : 1) * sizeof(uint32_t));
+	local = malloc((added ? added : 1) * sizeof(uint32_t));
+	if (!w || !bytes || !unit_of || !local ||
+	    grow_array(&px->chunk_unit, sizeof(uint32_t), c0, (size_t)c0 + added) ||
+	    grow_array(&px->chunk_local, sizeof(uint32_t), c0, (size_t)c0 + added) ||
+	    grow_array(&px->frag, sizeof(*px->frag), (size_t)c0 * px->fpc,
+		       ((size_t)c0 + added) * px->fpc)) {
+		wk_err(rc, "out of memory for the layout of %u more chunks", added);
+		goto out;
+	}
+	for (u = 0; u < px->n_units; u++)
+		w[u] = px->unit[u].weight;
+	for (i = 0; i < n; i++)
+		for (c = 0; c < ts[i]->n_chunks; c++) {
+			uint64_t left = ts[i]->bytes - (uint64_t)c * px->chunk_size;
+
+			bytes[ts[i]->chunk0 - c0 + c] =
+				(uint32_t)(left < px->chunk_size ? left : px->chunk_size);
+		}
+	if (lay_assign(w, px->n_units, bytes, added, unit_of, local, count)) {
+		rc = wk_err(PBOX_EINVAL, "no summation service has any weight");
+		goto out;
+	}
+	for (u = 0; u < px->n_units; u++) {
+		struct wk_unit *un = &px->unit[u];
+
+		base[u] = un->n_chunks;
+		if (grow_array(&un->global, sizeof(uint32_t), un->n_chunks,
+			       (size_t)un->n_chunks + count[u])) {
+			wk_err(rc, "out of memory for the layout");
+			goto out;
+		}
+	}
+	for (c = 0; c < added; c++) {
+		struct wk_unit *un = &px->unit[unit_of[c]];
+
+		px->chunk_unit[c0 + c] = unit_of[c];
+		px->chunk_local[c0 + c] = base[unit_of[c]] + local[c];
+		un->global[un->n_chunks++] = c0 + c;
+		un->bytes += bytes[c];
+	}
+	for (g = 0; g < added * px->fpc; g++) {
+		uint32_t cb = bytes[g / px->fpc], off = (g % px->fpc) * px->frag_size;
+
+		px->frag[(size_t)c0 * px->fpc + g].len =
+			(uint16_t)(off >= cb		      ? 0
+				   : cb - off < px->frag_size ? cb - off
+							      : px->frag_size);
+	}
+	px->n_chunks = c0 + added;
+	px->n_frags = px->n_chunks * px->fpc;
+	for (i = 0; i < n; i++) {
+		px->total_bytes += ts[i]->bytes;
+		ts[i]->ready = true;
+	}
+	px->pace_kbps = pace_kbps(px);
+	rc = n ? ssgpu_add(px, ts[0]->dtype, base[px->self_unit], count[px->self_unit]) : PBOX_OK;
+out:
+	free(w);
+	free(bytes);
+	free(unit_of);
+	free(local);
+	return rc;
+}
