@@ -74,7 +74,7 @@ WORKER_SRCS := worker/pbox_worker.c
 # (configuration, SS core, sum kernels, wire code).
 # libpbox links no DPDK (and no CUDA) library: what needs one is a module
 # under $(BUILD)/lib/pbox-3, loaded when a job asks for it (worker/module.c).
-LIBPBOX_SRCS := worker/pbox.c worker/boot.c worker/grow.c worker/engine.c worker/layout.c worker/units.c worker/module.c \
+LIBPBOX_SRCS := worker/pbox.c worker/boot.c worker/grow.c worker/engine.c worker/layout.c worker/units.c worker/tune.c worker/module.c \
                 worker/rdv.c
 LIBPBOX_CORE := config/cfg.c config/cfg_box.c config/cfg_worker.c appliance/ss/ss.c appliance/ss/sum.c \
                 appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c nic/nic_wire.c \
@@ -139,7 +139,7 @@ $(error libdpdk not found by pkg-config: run 'make setup' (as root), or 'make te
 endif
 endif
 
-.PHONY: worker test-gpu perf-gpu setup test-run demo-run all test unit unit-asan integration python-test lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-scale demo install uninstall image boot-test clean
+.PHONY: worker test-gpu perf-gpu setup test-run demo-run all test unit unit-asan integration python-test lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-tune perf-scale demo install uninstall image boot-test clean
 all: $(BINS)
 worker: $(WORKER_BINS)
 
@@ -360,6 +360,9 @@ perf-loss: all
 
 perf-backprop: all
 	perf/backprop/backprop.sh $(BUILD)
+
+perf-tune: all
+	perf/tune/tune.sh $(BUILD)
 
 perf-scale: all
 	perf/scale/scale.sh $(BUILD)

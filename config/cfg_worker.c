@@ -72,6 +72,9 @@ static const struct cfg_key tuning_keys[] = {
 	CFG_KEY(W, tuning.pacing, "pacing", CFG_BOOL, 0, 0, 0, "true",
 		"send no faster than bandwidth: the queue stays in the priority scheduler, "
 		"not in the NIC"),
+	CFG_KEY(W, tuning.autotune, "autotune", CFG_BOOL, 0, 0, 0, "false",
+		"tune credit_bytes, then partition_size, online (ByteScheduler): doubled or "
+		"halved while goodput grows by 3%, then kept"),
 	CFG_KEY_ENUM(W, tuning.layout, "layout", cfg_layout_names, "unified",
 		     "unified (Theorem 1), ps (every chunk to the box) or ssgpu (the workers' "
 		     "SS_GPUs only); the same on every rank"),

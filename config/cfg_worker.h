@@ -39,6 +39,7 @@ struct wrk_cfg {
 		uint64_t retransmit_us;
 		uint64_t deadline_us;
 		bool pacing;
+		bool autotune;
 		unsigned layout; /* enum lay_mode: cfg_layout_names[layout] */
 	} tuning;
 	struct {

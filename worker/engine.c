@@ -476,6 +476,8 @@ static void frag_done(struct pbox *px, uint32_t g)
 	struct wk_frag *f = &px->frag[g];
 	struct pbox_handle *op = f->op;
 
+	uint64_t bytes;
+
 	f->state = WK_DONE;
 	px->credit_used -= f->len;
 	op->inflight -= f->len;
@@ -483,11 +485,13 @@ static void frag_done(struct pbox *px, uint32_t g)
 		active_del(px, op);
 	if (--op->left)
 		return;
+	bytes = op->t->bytes;
 	pthread_mutex_lock(&px->mu);
-	op_complete_locked(px, op, PBOX_OK, NULL);
+	op_complete_locked(px, op, PBOX_OK, NULL); /* its waiter may free it from here */
 	stats_locked(px);
 	pthread_cond_broadcast(&px->cv);
 	pthread_mutex_unlock(&px->mu);
+	wk_tune_done(px, bytes, px->now_ns);
 }
 
 /*
@@ -755,7 +759,7 @@ static void fail_local(struct pbox *px, uint32_t g, uint64_t now)
 void wk_engine_take(struct pbox *px, struct pbox_handle *op)
 {
 	const struct wk_tensor *t = op->t;
-	uint64_t part_bytes = px->cfg.tuning.partition_size;
+	uint64_t part_bytes = px->part_bytes;
 	uint32_t g, g0 = t->chunk0 * px->fpc, g1 = g0 + t->n_chunks * px->fpc;
 
 	op->n_parts = (uint32_t)((t->bytes + part_bytes - 1) / part_bytes);
@@ -1426,6 +1430,14 @@ static void publish(struct pbox *px, uint64_t now)
 		s->rx = un->rx;
 		s->retrans = un->retrans;
 	}
+	px->tune_pub = (struct pbox_tuning){
+		.credit_bytes = px->credit,
+		.partition_bytes = px->part_bytes,
+		.converged = px->tune.phase == WK_TUNE_DONE,
+		.windows = px->tune.windows,
+		.goodput_first_mbps = px->tune.first * 1e3,
+		.goodput_best_mbps = px->tune.best * 1e3,
+	};
 	pthread_mutex_unlock(&px->mu);
 	px->published_ns = now;
 }
@@ -1473,6 +1485,7 @@ static void *engine(void *arg)
 			work += retransmit(px, e, now);
 			tail_probe(px, e, now);
 			work += send_new(px, e, now);
+			wk_tune_turn(px, now);
 		}
 		tx_flush(px, e);
 		if (fin || now - px->control_ns > 2000000ull) { /* a syscall per connection */
@@ -1504,6 +1517,32 @@ static void *engine(void *arg)
 	return NULL;
 }
 
+/* The credit, the window under it, and the timeout's floor: the
+ * configured timeout, or the time to drain the credit at the rate we pace
+ * at, whichever is longer: the results of a whole credit can be queued
+ * ahead of a fragment's on our link (and, without pacing, its pushes too:
+ * twice that). Sooner, a fragment is only queued, not lost. */
+static void set_credit(struct pbox *px, uint64_t credit)
+{
+	uint64_t drain = (uint64_t)((double)credit * (px->cfg.tuning.pacing ? 8e6 : 16e6) /
+				    (double)px->pace_kbps);
+
+	px->credit = px->cwnd = px->ssthresh = credit;
+	px->rto_min_ns = px->cfg.tuning.retransmit_us * 1000;
+	if (drain > px->rto_min_ns)
+		px->rto_min_ns = drain;
+	if (px->rto_ns < px->rto_min_ns)
+		px->rto_ns = px->rto_min_ns;
+}
+
+void wk_tune_apply(struct pbox *px, unsigned phase, uint64_t v)
+{
+	if (phase == WK_TUNE_CREDIT)
+		set_credit(px, v);
+	else
+		px->part_bytes = v; /* for push-pulls taken from now on */
+}
+
 int wk_engine_start(struct pbox *px)
 {
 	struct eng *e = calloc(1, sizeof(*e));
@@ -1528,21 +1567,8 @@ int wk_engine_start(struct pbox *px)
 		px->eng = NULL;
 		return PBOX_ENOMEM;
 	}
-	px->credit = px->cwnd = px->ssthresh = px->cfg.tuning.credit_bytes;
-	/* The floor: the configured timeout, or the time to drain the credit
-	 * at the rate we pace at, whichever is longer: the results of a
-	 * whole credit can be queued ahead of a fragment's on our link (and,
-	 * without pacing, its pushes too: twice that). Sooner, a fragment is
-	 * only queued, not lost. */
-	px->rto_min_ns = px->cfg.tuning.retransmit_us * 1000;
-	{
-		uint64_t drain =
-			(uint64_t)((double)px->credit * (px->cfg.tuning.pacing ? 8e6 : 16e6) /
-				   (double)px->pace_kbps);
-
-		if (drain > px->rto_min_ns)
-			px->rto_min_ns = drain;
-	}
+	px->part_bytes = px->cfg.tuning.partition_size;
+	set_credit(px, px->cfg.tuning.credit_bytes);
 	px->rto_ns = px->rto_min_ns;
 	px->deadline_ns = px->cfg.tuning.deadline_us * 1000;
 	/* a burst: 64 KiB of link time or half a millisecond, the longer (the

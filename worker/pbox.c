@@ -602,6 +602,18 @@ static void free_all(struct pbox *px)
 	free(px);
 }
 
+int pbox_tuning(struct pbox *px, struct pbox_tuning *out)
+{
+	if (!px || !out)
+		return wk_err(PBOX_EINVAL, "pbox_tuning: a NULL argument");
+	if (px->phase != WK_PH_STARTED)
+		return wk_err(PBOX_ESTATE, "pbox_tuning: before pbox_start()");
+	pthread_mutex_lock(&px->mu);
+	*out = px->tune_pub;
+	pthread_mutex_unlock(&px->mu);
+	return PBOX_OK;
+}
+
 int pbox_finalize(struct pbox *px)
 {
 	uint64_t one = 1;

@@ -388,6 +388,7 @@ static void print_traffic(struct pbox *px, uint32_t rank)
 {
 	struct pbox_stats st;
 	struct pbox_ss_stats ss[128];
+	struct pbox_tuning tu;
 
 	if (pbox_stats(px, &st, ss, 128))
 		return;
@@ -405,6 +406,12 @@ static void print_traffic(struct pbox *px, uint32_t rank)
 	       " results pulled; timeout %.1f ms, time to a sum %.1f ms, a probe's round trip %.2f ms\n",
 	       rank, st.fast_probes, st.tail_probes, st.pulls, (double)st.rto_ns / 1e6,
 	       (double)st.srtt_ns / 1e6, (double)st.probe_rtt_ns / 1e6);
+	if (pbox_tuning(px, &tu) == 0)
+		printf("bench: rank %u tuning: credit %" PRIu64 " KiB, partition %" PRIu64
+		       " KiB, %s after %u windows; goodput %.1f MB/s at first, %.1f MB/s best\n",
+		       rank, tu.credit_bytes >> 10, tu.partition_bytes >> 10,
+		       tu.converged ? "converged" : "searching", tu.windows, tu.goodput_first_mbps,
+		       tu.goodput_best_mbps);
 	for (uint32_t i = 0; i < st.n_ss; i++)
 		if (ss[i].bytes)
 			printf("bench:   %-40s sent %10.1f MiB  got %10.1f MiB  retrans %" PRIu64

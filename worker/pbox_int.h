@@ -27,7 +27,17 @@
 #define WK_LINEBUF	 8192 /* control-line buffer per connection */
 #define WK_L2L4_OVERHEAD 42   /* Ethernet, IPv4 and UDP headers: what pacing adds */
 
-/* A summation service instance: one box endpoint or one rank's SS_GPU. */
+/* tune.c: the online search of the credit and the partition size. */
+enum wk_tune_phase { WK_TUNE_CREDIT, WK_TUNE_PARTITION, WK_TUNE_DONE };
+struct wk_tune {
+	unsigned phase;			     /* enum wk_tune_phase */
+	int dir;			     /* 0 the coordinate's start, 1 up, -1 down */
+	uint64_t start, best_val;	     /* the coordinate's values */
+	double best, first;		     /* goodput (bytes/ns): the best, the first window's */
+	uint64_t bytes, busy_ns, busy_since; /* the window so far */
+	unsigned windows;
+};
+
 /* A FIFO of (fragment, stamp): one per backoff level, monotone in expiry;
  * one per SS, in the order of our last sends to it. */
 struct wk_ring {
@@ -35,6 +45,7 @@ struct wk_ring {
 	uint32_t head, tail, cap; /* cap a power of two; head == tail: empty */
 };
 
+/* A summation service instance: one box endpoint or one rank's SS_GPU. */
 struct wk_unit {
 	uint32_t ip_be;
 	uint16_t port;
@@ -196,6 +207,7 @@ struct pbox {
 	int fail;
 	char fail_msg[WK_ERR_LEN];
 	struct pbox_stats st_pub;
+	struct pbox_tuning tune_pub;
 	struct pbox_ss_stats *ss_pub;
 
 	/* engine only */
@@ -207,6 +219,8 @@ struct pbox {
 	uint64_t seq;
 	struct wk_ring ring[WK_LEVELS], local;
 	uint64_t credit, credit_used;
+	uint64_t part_bytes;  /* the partition size in use ([tuning] partition_size, or tuned) */
+	struct wk_tune tune;  /* [tuning] autotune (tune.c) */
 	struct wk_part *over; /* the partition going out beyond the credit (engine.c) */
 	uint64_t cwnd, ssthresh, cwnd_cut_ns; /* congestion window */
 	uint64_t rto_ns, rto_min_ns, deadline_ns;
@@ -355,6 +369,15 @@ int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint6
 typedef int wk_dpdk_open_fn(struct pbox *px, const struct wk_host *host, uint64_t abi,
 			    const struct wk_transport **tp);
 #define WK_DPDK_ENTRY "pbox_module_dpdk_open"
+
+/* tune.c (engine thread): each turn of the loop; each push-pull completed. */
+void wk_tune_turn(struct pbox *px, uint64_t now);
+void wk_tune_done(struct pbox *px, uint64_t bytes, uint64_t now);
+/* A window is over: goodput @g (bytes per ns) at the values in force; the
+ * search's next step. */
+void wk_tune_window(struct pbox *px, double g);
+/* engine.c: put a tuned value in force (@phase: which) */
+void wk_tune_apply(struct pbox *px, unsigned phase, uint64_t v);
 
 /* engine.c */
 int wk_engine_start(struct pbox *px);

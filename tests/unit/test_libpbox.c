@@ -722,6 +722,61 @@ START_TEST(test_env_only)
 }
 END_TEST
 
+/* The tuner's search, fed goodputs that peak at one credit and one
+ * partition size: it walks to both from either side, each value tried once,
+ * and stops. */
+static double hill(uint64_t v, uint64_t peak)
+{
+	double x = v > peak ? (double)v / (double)peak : (double)peak / (double)v;
+
+	return 1.0 / x; /* 1 at the peak, halved per doubling away from it */
+}
+
+static unsigned tune_to(uint64_t credit0, uint64_t part0, uint64_t cpeak, uint64_t ppeak,
+			struct pbox *px)
+{
+	unsigned windows = 0;
+
+	memset(px, 0, sizeof(*px));
+	px->cfg.tuning.autotune = true;
+	px->cfg.tuning.retransmit_us = 1000;
+	px->pace_kbps = 10000000;
+	px->chunk_size = 32768;
+	px->credit = credit0;
+	px->part_bytes = part0;
+	while (px->tune.phase != WK_TUNE_DONE && windows < 100) {
+		wk_tune_window(px, hill(px->credit, cpeak) * hill(px->part_bytes, ppeak));
+		windows++;
+	}
+	return windows;
+}
+
+START_TEST(test_tune_search)
+{
+	struct pbox *px = calloc(1, sizeof(*px));
+
+	ck_assert_ptr_nonnull(px);
+	/* up from 64 KiB to a 2 MiB credit, then down from 2 MiB to 256 KiB partitions */
+	ck_assert_uint_le(tune_to(64 << 10, 2 << 20, 2 << 20, 256 << 10, px), 14);
+	ck_assert_uint_eq(px->credit, 2 << 20);
+	ck_assert_uint_eq(px->part_bytes, 256 << 10);
+	ck_assert_uint_eq(px->cwnd, px->credit); /* in force */
+	/* down from 64 MiB to 8 MiB; partitions up from 64 KiB to 1 MiB */
+	tune_to(64 << 20, 64 << 10, 8 << 20, 1 << 20, px);
+	ck_assert_uint_eq(px->credit, 8 << 20);
+	ck_assert_uint_eq(px->part_bytes, 1 << 20);
+	/* already at the peak: one window there, one each side, and stays */
+	ck_assert_uint_le(tune_to(4 << 20, 1 << 20, 4 << 20, 1 << 20, px), 6);
+	ck_assert_uint_eq(px->credit, 4 << 20);
+	ck_assert_uint_eq(px->part_bytes, 1 << 20);
+	/* within the bounds: a credit up to 256 MiB, a partition up to 64 MiB */
+	tune_to(128 << 10, 128 << 10, 1ull << 40, 1ull << 40, px);
+	ck_assert_uint_eq(px->credit, 256ull << 20);
+	ck_assert_uint_eq(px->part_bytes, 64ull << 20);
+	free(px);
+}
+END_TEST
+
 /* CUDA tensors where no GPU is (or libpbox was built without nvcc): a
  * clear PBOX_ENODEV, the same on every call, and the context still works;
  * libpbox's own keys refused from callers. */
@@ -792,6 +847,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_rendezvous);
 	tcase_add_test(tc, test_rendezvous_mismatch);
 	tcase_add_test(tc, test_env_only);
+	tcase_add_test(tc, test_tune_search);
 	tcase_add_test(tc, test_late_mixed);
 	tcase_add_test(tc, test_late_mismatch);
 	tcase_add_test(tc, test_late_mismatch_existing_key);

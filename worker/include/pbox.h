@@ -226,6 +226,20 @@ struct pbox_stats {
 int pbox_stats(struct pbox *px, struct pbox_stats *st, struct pbox_ss_stats *ss, uint32_t max_ss);
 
 /*
+ * The credit and partition size in use (libpbox 3.1). With [tuning]
+ * autotune, the search's progress: it doubles, then halves, each of the two
+ * while the goodput (bytes summed per second while busy) grows by 3%,
+ * credit first, and then keeps the best (converged = 1).
+ */
+struct pbox_tuning {
+	uint64_t credit_bytes, partition_bytes;
+	int converged;
+	uint32_t windows;			      /* measurement windows so far */
+	double goodput_first_mbps, goodput_best_mbps; /* MB/s: at the start, the best */
+};
+int pbox_tuning(struct pbox *px, struct pbox_tuning *out);
+
+/*
  * Wait until every rank has finalized (serving this rank's SS_GPU to its
  * peers meanwhile, up to [tuning] deadline), unregister the job (rank 0),
  * and free everything. Calls in flight fail with PBOX_EFAILED. Returns the
