@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* libinih's compiled line limit (INI_MAX_LINE in Debian's build). Longer
  * lines would be split silently, so the reader refuses them. */
@@ -204,11 +205,21 @@ static const char *parse_ipv4(const char *s, uint32_t *be)
 	return NULL;
 }
 
-/* A host name's first IPv4 address (the resolver's order: /etc/hosts, DNS). */
+/* A host name's first IPv4 address (the resolver's order: /etc/hosts, DNS).
+ * "localhost" and names under it are the loopback address without asking
+ * anyone (RFC 6761 6.3): a minimal root may have no /etc/hosts, and the
+ * question must not leave the host. */
 static int resolve_ipv4(const char *name, uint32_t *be)
 {
 	const struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
 	struct addrinfo *res = NULL;
+	size_t n = strlen(name);
+
+	if (!strcasecmp(name, "localhost") ||
+	    (n > 10 && !strcasecmp(name + n - 10, ".localhost"))) {
+		*be = htonl(INADDR_LOOPBACK);
+		return 0;
+	}
 
 	if (getaddrinfo(name, NULL, &hints, &res) != 0 || !res)
 		return -1;
@@ -231,7 +242,9 @@ static const char *parse_hostport(const char *s, struct cfg_hostport *hp)
 		return "is not address:port";
 	memcpy(ip, s, n);
 	ip[n] = '\0';
-	if (parse_ipv4(ip, &hp->ip_be) && resolve_ipv4(ip, &hp->ip_be))
+	/* a malformed dotted quad is an error, not a name to ask DNS about */
+	if (parse_ipv4(ip, &hp->ip_be) &&
+	    (strspn(ip, "0123456789.") == n || resolve_ipv4(ip, &hp->ip_be)))
 		return "has a host that is neither an IPv4 address nor a name that resolves to one";
 	if (parse_scaled(colon + 1, units_none, false, &port) || port == 0 || port > 65535)
 		return "has a port outside 1..65535";

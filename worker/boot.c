@@ -155,6 +155,46 @@ int wk_tcp_to(uint32_t ip_be, uint16_t port)
 	return fd;
 }
 
+int wk_tcp_listen(uint32_t ip_be, uint16_t port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	sa.sin_addr.s_addr = ip_be;
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 128)) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+int wk_accept(int lfd, uint64_t deadline)
+{
+	int one = 1;
+
+	for (;;) {
+		struct pollfd p = {.fd = lfd, .events = POLLIN};
+		uint64_t now = wk_now();
+		int fd;
+
+		if (now >= deadline)
+			return -1;
+		if (poll(&p, 1, (int)((deadline - now) / 1000000 + 1)) <= 0)
+			continue;
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		return fd;
+	}
+}
+
 const char *wk_ipstr(uint32_t ip_be, char *buf)
 {
 	inet_ntop(AF_INET, &ip_be, buf, INET_ADDRSTRLEN);
@@ -598,41 +638,30 @@ static void set_key(struct pbox *px, uint64_t nonce)
 /* Rank 0's side. */
 static int boot_root(struct pbox *px, uint64_t deadline)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(px->cfg.data.port)};
 	struct box_eps *eps = calloc(1, sizeof(*eps));
 	char msg[WK_ERR_LEN] = "", ip[INET_ADDRSTRLEN];
-	int lfd = -1, one = 1, rc = PBOX_OK;
+	int lfd = -1, rc = PBOX_OK;
 	uint32_t got = 0, r, frag = (uint32_t)own_frag(px);
 	uint64_t nonce = 0;
 
 	if (!eps)
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
-	sa.sin_addr.s_addr = px->cfg.data.address.be;
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd >= 0)
-		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 128)) {
+	lfd = wk_tcp_listen(px->cfg.data.address.be, (uint16_t)px->cfg.data.port);
+	if (lfd < 0) {
 		rc = wk_err(PBOX_ENET, "pbox_start: rank 0 cannot listen on TCP %s:%u: %s",
-			    wk_ipstr(sa.sin_addr.s_addr, ip), px->cfg.data.port, strerror(errno));
+			    wk_ipstr(px->cfg.data.address.be, ip), px->cfg.data.port,
+			    strerror(errno));
 		goto out;
 	}
 	/* every other rank's HELLO, compared with ours as it comes; after a
 	 * mismatch still every rank, so that all of them hear why */
 	while (got + 1 < px->n) {
-		struct pollfd p = {.fd = lfd, .events = POLLIN};
-		uint64_t now = wk_now();
 		struct hello h;
 		char why[128];
-		int fd;
+		int fd = wk_accept(lfd, deadline);
 
-		if (now >= deadline)
-			break;
-		if (poll(&p, 1, (int)((deadline - now) / 1000000 + 1)) <= 0)
-			continue;
-		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
-			continue;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			break;
 		if (read_hello(fd, deadline, &h, why, sizeof(why))) {
 			wk_log(px, CFG_LOG_WARNING, "bootstrap: a connection sent %s; ignored",
 			       why);
@@ -670,7 +699,7 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 				off += (size_t)snprintf(msg + off, sizeof(msg) - off, " %u", r);
 		snprintf(msg + off, sizeof(msg) - off,
 			 " never reached rank 0 at %s:%u within %.1f s ([tuning] deadline)",
-			 wk_ipstr(sa.sin_addr.s_addr, ip), px->cfg.data.port,
+			 wk_ipstr(px->cfg.data.address.be, ip), px->cfg.data.port,
 			 (double)px->cfg.tuning.deadline_us / 1e6);
 		rc = PBOX_ETIMEDOUT;
 	}

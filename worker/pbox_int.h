@@ -255,6 +255,10 @@ int wk_line_wait(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size
 		 uint64_t deadline);
 /* A TCP connection to @ip_be:@port (no delay), or -1 with errno. */
 int wk_tcp_to(uint32_t ip_be, uint16_t port);
+/* A TCP listener on @ip_be:@port (address reuse), or -1 with errno. */
+int wk_tcp_listen(uint32_t ip_be, uint16_t port);
+/* The next connection on @lfd (no delay set), or -1 once @deadline passed. */
+int wk_accept(int lfd, uint64_t deadline);
 /* @ip_be as a.b.c.d in @buf (INET_ADDRSTRLEN bytes). */
 const char *wk_ipstr(uint32_t ip_be, char *buf);
 

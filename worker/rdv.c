@@ -158,23 +158,19 @@ struct joiner {
 static int rdv_root(struct pbox *px, uint64_t deadline)
 {
 	const struct cfg_hostport *at = &px->cfg.rendezvous.address;
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(at->port)};
 	struct joiner *j = calloc(px->n, sizeof(*j));
 	char ip[INET_ADDRSTRLEN], err[WK_ERR_LEN] = "";
 	uint32_t got = 1, job = 0;
 	uint64_t token = 0;
-	int lfd, one = 1, rc = PBOX_OK;
+	int lfd, rc = PBOX_OK;
 	bool timed_out;
 
 	if (!j)
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	for (uint32_t r = 0; r < px->n; r++)
 		j[r].fd = -1;
-	sa.sin_addr.s_addr = at->ip_be;
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd >= 0)
-		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 128)) {
+	lfd = wk_tcp_listen(at->ip_be, at->port);
+	if (lfd < 0) {
 		rc = wk_err(PBOX_ENET,
 			    "pbox_start: rank 0 cannot listen on the rendezvous %s:%u (%s): rank 0 "
 			    "runs where [rendezvous] address points",
@@ -182,20 +178,13 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 		goto out;
 	}
 	while (got < px->n && !err[0]) {
-		struct pollfd p = {.fd = lfd, .events = POLLIN};
 		char buf[RDV_LINE * 2], line[RDV_LINE], pk[2 * crypto_box_PUBLICKEYBYTES + 1];
 		uint32_t len = 0, rank, world;
 		unsigned a, b, c, d, port;
-		uint64_t now = wk_now();
-		int fd;
+		int fd = wk_accept(lfd, deadline);
 
-		if (now >= deadline)
-			break;
-		if (poll(&p, 1, (int)((deadline - now) / 1000000 + 1)) <= 0)
-			continue;
-		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
-			continue;
+			break;
 		if (wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1 ||
 		    sscanf(line,
 			   "JOIN rank=%" SCNu32 " world_size=%" SCNu32 " ep=%u.%u.%u.%u:%u pk=%64s",

@@ -658,6 +658,17 @@ START_TEST(test_world_of_one_grows)
 }
 END_TEST
 
+/* Four ranks that meet at a rendezvous, @iters push-pulls each; rank 3
+ * says world size @world3 (0: the true one). */
+static void rdv_runs(struct rank_run *rr, unsigned iters, int world3)
+{
+	setup_runs(rr, NR, PBOX_FP32, iters);
+	for (unsigned r = 0; r < NR; r++)
+		rr[r].rdv = true;
+	rr[3].world = world3;
+	run_ranks(rr, NR);
+}
+
 /* Four ranks meet at a rendezvous (a host name, resolved): each finds its
  * own address and a free port, rank 0 draws the job and its token, and the
  * sums are exact with one key on every rank. */
@@ -665,10 +676,7 @@ START_TEST(test_rendezvous)
 {
 	struct rank_run rr[NR];
 
-	setup_runs(rr, NR, PBOX_FP32, 2);
-	for (unsigned r = 0; r < NR; r++)
-		rr[r].rdv = true;
-	run_ranks(rr, NR);
+	rdv_runs(rr, 2, 0);
 	check_exact(rr);
 }
 END_TEST
@@ -678,11 +686,7 @@ START_TEST(test_rendezvous_mismatch)
 {
 	struct rank_run rr[NR];
 
-	setup_runs(rr, NR, PBOX_FP32, 1);
-	for (unsigned r = 0; r < NR; r++)
-		rr[r].rdv = true;
-	rr[3].world = 5;
-	run_ranks(rr, NR);
+	rdv_runs(rr, 1, 5);
 	for (unsigned r = 0; r < NR; r += 3) {
 		ck_assert_int_eq(rr[r].start_rc, PBOX_EMISMATCH);
 		ck_assert_msg(strstr(rr[r].msg, "rank 3 joined the rendezvous with world_size 5, "

@@ -96,6 +96,15 @@ void job_fail(struct job *j, int status, const char *what, cudaError_t e)
 		snprintf(j->msg, sizeof(j->msg), "%s", what);
 }
 
+/* A piece that ends here, whether summed and back or dropped after a
+ * failure: its slot free again, the piece counted. */
+void piece_end(struct stager *sg, struct job *j, struct piece *p)
+{
+	p->st = P_DONE;
+	sg->free_slots[sg->n_free++] = p->slot;
+	j->done++;
+}
+
 /* One pass over the open jobs; whether anything moved. Jobs are taken in
  * call order for the slots and the push-pulls (the order every rank keeps). */
 #define STEP_JOBS 64
@@ -138,7 +147,8 @@ bool step(struct stager *sg)
 		while (!net_blocked && j->next_net < j->next_slot) {
 			struct piece *p = &j->pc[j->next_net];
 			char *slot = sg->pool + (size_t)p->slot * sg->host.piece_bytes;
-			cudaError_t e = j->status == PBOX_OK ? cudaEventQuery(p->ev) : cudaSuccess;
+			/* landed even when the job failed: the slot is reused after */
+			cudaError_t e = cudaEventQuery(p->ev);
 			int rc;
 
 			if (e == cudaErrorNotReady)
@@ -148,9 +158,7 @@ bool step(struct stager *sg)
 			if (e != cudaSuccess)
 				job_fail(j, PBOX_ENET, "the copy to the host", e);
 			if (j->status != PBOX_OK) { /* drained: no push for it */
-				p->st = P_DONE;
-				sg->free_slots[sg->n_free++] = p->slot;
-				j->done++;
+				piece_end(sg, j, p);
 				continue;
 			}
 			p->h = NULL;
@@ -159,9 +167,7 @@ bool step(struct stager *sg)
 								 p->count, j->dtype, &p->h);
 			if (rc != PBOX_OK) {
 				job_fail(j, rc, sg->host.last_error(), cudaSuccess);
-				p->st = P_DONE;
-				sg->free_slots[sg->n_free++] = p->slot;
-				j->done++;
+				piece_end(sg, j, p);
 				continue;
 			}
 			p->st = P_NET;
@@ -182,9 +188,7 @@ bool step(struct stager *sg)
 				moved = true;
 				if (rc != PBOX_OK) {
 					job_fail(j, rc, sg->host.last_error(), cudaSuccess);
-					p->st = P_DONE;
-					sg->free_slots[sg->n_free++] = p->slot;
-					j->done++;
+					piece_end(sg, j, p);
 					continue;
 				}
 				e = cudaMemcpyAsync(j->out + p->off,
@@ -195,9 +199,7 @@ bool step(struct stager *sg)
 				if (e != cudaSuccess) {
 					job_fail(j, PBOX_ENET, "the copy back to the GPU", e);
 					cudaStreamSynchronize(sg->s_out); /* the slot is free after */
-					p->st = P_DONE;
-					sg->free_slots[sg->n_free++] = p->slot;
-					j->done++;
+					piece_end(sg, j, p);
 					continue;
 				}
 				p->st = P_BACK;
@@ -208,9 +210,7 @@ bool step(struct stager *sg)
 					continue;
 				if (e != cudaSuccess)
 					job_fail(j, PBOX_ENET, "the copy back to the GPU", e);
-				p->st = P_DONE;
-				sg->free_slots[sg->n_free++] = p->slot;
-				j->done++;
+				piece_end(sg, j, p);
 				moved = true;
 			}
 		}
