@@ -37,12 +37,7 @@ GAP_US=${GAP_US:-5000}
 ITERS=${ITERS:-3}
 . "$(dirname "$0")/../../tests/net/lib.sh"
 
-need_root backprop
-bench="$build/bin/pbox-bench"
-wbw=$B
-out=${OUT:-$build/perf/backprop}
-mkdir -p "$out"
-csv="$out/backprop.csv"
+harness backprop
 
 run() { # NAME ARGS...
 	bench_ran "$1" "$1" --size "$SIZE" --tensors "$TENSORS" --iters "$ITERS" "${@:2}"

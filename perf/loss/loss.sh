@@ -32,12 +32,7 @@ LOSSES=${LOSSES:-0 0.1 1 5}
 LAYOUTS=${LAYOUTS:-unified ps}
 . "$(dirname "$0")/../../tests/net/lib.sh"
 
-need_root loss
-bench="$build/bin/pbox-bench"
-wbw=$B
-out=${OUT:-$build/perf/loss}
-mkdir -p "$out"
-csv="$out/loss.csv"
+harness loss
 hosts="w0 w1 w2 w3 box-p0 box-p1"
 
 # impair_all PERCENT: that loss on every link, both ways

@@ -24,12 +24,7 @@ TENSORS=${TENSORS:-8}
 ITERS=${ITERS:-30}
 . "$(dirname "$0")/../../tests/net/lib.sh"
 
-need_root tune
-bench="$build/bin/pbox-bench"
-wbw=$B
-out=${OUT:-$build/perf/tune}
-mkdir -p "$out"
-csv="$out/tune.csv"
+harness tune
 
 # tail_ms NAME: the slowest rank's mean time over its last third of iterations
 tail_ms() {

@@ -122,6 +122,18 @@ need_root() {
 	grep -q hugetlbfs /proc/mounts || { echo "$1: no hugetlbfs mount"; exit 1; }
 }
 
+# harness NAME: a perf harness's start, once N, B and ports are set: root and
+# hugepages, $bench (pbox-bench), the workers' rate $wbw = B, and $out
+# (OUT, or BUILD/perf/NAME) with $csv = $out/NAME.csv in it
+harness() {
+	need_root "$1"
+	bench="$build/bin/pbox-bench"
+	wbw=$B
+	out=${OUT:-$build/perf/$1}
+	mkdir -p "$out"
+	csv="$out/$1.csv"
+}
+
 # start_box: pboxd in the box namespace, up and serving, or false.
 start_box() {
 	ip netns exec "$box_ns" "$build/bin/pboxd" --file-prefix "$prefix" "$cfg" >"$log/pboxd.log" 2>&1 &
