@@ -1323,10 +1323,54 @@ static void lost(struct pbox *px, uint32_t r, const char *how)
 	}
 }
 
+/*
+ * A failure known to one rank reaches every rank at once, with its cause:
+ * a rank tells rank 0 (FAIL <origin> <code> <message>), rank 0 tells every
+ * other rank, and each fails with "rank R says: ...". Without this, when
+ * pboxd went away only rank 0 (which holds the box's control connection)
+ * knew; the others waited for their deadline and then blamed rank 0. A lost
+ * rank is told by LOST instead, a disagreement by its own lines; only a
+ * rank's first failure is told, and a told one is not told back.
+ */
+static void tell_failure(struct pbox *px)
+{
+	uint32_t from = px->fail_from == UINT32_MAX ? px->rank : px->fail_from;
+
+	px->fail_told = true;
+	if (px->fail == PBOX_EPEER || px->fail == PBOX_EMISMATCH)
+		return;
+	if (px->rank == 0) {
+		for (uint32_t q = 1; q < px->n; q++)
+			if (q != from && px->peer_fd[q] >= 0)
+				wk_line_send(px->peer_fd[q], "FAIL %u %d %.400s", from, px->fail,
+					     px->fail_msg);
+	} else if (from == px->rank && px->peer_fd[0] >= 0) {
+		wk_line_send(px->peer_fd[0], "FAIL %u %d %.400s", from, px->fail, px->fail_msg);
+	}
+}
+
+/* FAIL from rank @r's connection: fail as the origin did, named. */
+static void told_failure(struct pbox *px, uint32_t r, const char *line)
+{
+	unsigned origin;
+	int code, off = 0;
+
+	if (px->fail || sscanf(line, "FAIL %u %d %n", &origin, &code, &off) != 2 || !off ||
+	    origin >= px->n || (px->rank != 0 && r != 0) || (px->rank == 0 && origin != r))
+		return;
+	if (code >= 0 || code < PBOX_ENODEV)
+		code = PBOX_EFAILED;
+	px->fail_from = origin;
+	wk_fail(px, code, "rank %u says: %s", origin, line + off);
+}
+
 static void control(struct pbox *px, uint64_t now, bool finalizing)
 {
 	char line[LINE_MAX_LEN];
 	uint32_t r;
+
+	if (px->fail && !px->fail_told)
+		tell_failure(px);
 
 	for (r = 0; r < px->n; r++) {
 		int fd = px->peer_fd[r], rc = 0;
@@ -1343,6 +1387,8 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 					px->bye_done = true;
 			} else if (px->rank != 0 && sscanf(line, "LOST %u", &q) == 1 && q < px->n) {
 				lost(px, q, "rank 0 saw its connection close");
+			} else if (strncmp(line, "FAIL ", 5) == 0) {
+				told_failure(px, r, line);
 			}
 		}
 		if (fd >= 0 && rc < 0) {
@@ -1373,6 +1419,8 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 			"the box says job %u is not registered: pboxd restarted, or the job was "
 			"unregistered",
 			px->job);
+	if (px->fail && !px->fail_told) /* before this rank's caller can exit */
+		tell_failure(px);
 	if (!finalizing)
 		return;
 	if (!px->bye_deadline)

@@ -140,6 +140,7 @@ int pbox_init(const char *config, struct pbox **out)
 	nic_job_key(px->cfg.job.token, px->job, 0, px->jkey);
 	nic_mac_init(&px->mac, px->cfg.job.mac, px->jkey);
 	px->udp = px->efd = px->box_fd = -1;
+	px->fail_from = UINT32_MAX;
 	rc = pthread_mutex_init(&px->mu, NULL);
 	if (rc == 0 && pthread_cond_init(&px->cv, NULL) != 0) {
 		pthread_mutex_destroy(&px->mu);

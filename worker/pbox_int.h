@@ -206,6 +206,10 @@ struct pbox {
 	bool finalizing;
 	int fail;
 	char fail_msg[WK_ERR_LEN];
+	/* engine: the failure's origin (UINT32_MAX: this rank), and whether the
+	 * other ranks were told (FAIL on the bootstrap connections) */
+	uint32_t fail_from;
+	bool fail_told;
 	struct pbox_stats st_pub;
 	struct pbox_tuning tune_pub;
 	struct pbox_ss_stats *ss_pub;

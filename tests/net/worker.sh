@@ -14,7 +14,7 @@
 # crosses it on the wire. A resend of data by timeout costs a whole
 # fragment, and a few hundred break it. Then fp16 and bf16, 1% loss (the
 # box's sends too: resends the SSs did not need under twice the datagrams
-# lost), and a worker killed mid-run. Needs root and hugepages; everything
+# lost), a worker killed mid-run, and pboxd killed mid-run. Needs root and hugepages; everything
 # it creates is torn down on exit.
 #
 #   tests/net/worker.sh [BUILD_DIR]      SIZE (default 16M), ITERS (3)
@@ -243,6 +243,37 @@ check "kill: the other workers fail, naming rank 2, within the 5 s deadline ($to
 	bash -c "[ $survivors_failed = 1 ] && awk -v t=$took 'BEGIN { exit !(t < 5) }' &&
 		 [ \$(grep -l 'rank 2 (198.18.100.3:9700)' $log/kill-w{0,1,3}.log | wc -l) -eq 3 ]"
 check "kill: the box freed the job (jobs 0, state 0 bytes in telemetry)" jobs_gone
+
+# ---- pboxd killed mid-run ------------------------------------------------------
+# Only rank 0 holds the box's control connection; the others must hear the
+# cause from it at once (FAIL), not wait for their 30 s deadline and blame
+# rank 0.
+worker_cfgs 1
+pids=()
+for ((r = 0; r < N; r++)); do
+	ip netns exec "$(pbox_ns "$tag" "w$r")" "$bench" --config "$log/w$r.ini" --size "$SIZE" \
+		--tensors 8 --iters 100000 >"$log/boxkill-w$r.log" 2>&1 &
+	pids+=($!)
+done
+for _ in $(seq 100); do
+	[ "$(grep -l 'iteration 2/' "$log"/boxkill-w*.log 2>/dev/null | wc -l)" -eq "$N" ] && break
+	sleep 0.2
+done
+t0=$(date +%s.%N)
+kill -9 "$pboxd_pid"
+wait "$pboxd_pid" 2>/dev/null
+pboxd_pid=
+all_failed=1
+for r in 0 1 2 3; do
+	wait "${pids[$r]}" && all_failed=0
+done
+t1=$(date +%s.%N)
+took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+grep -h "pbox-bench:" "$log"/boxkill-w*.log | sed 's/^/        /'
+check "box killed: every worker fails within 5 s, not the 30 s deadline, naming the box ($took s)" \
+	bash -c "[ $all_failed = 1 ] && awk -v t=$took 'BEGIN { exit !(t < 5) }' &&
+		 [ \$(grep -l 'pboxd went away' $log/boxkill-w*.log | wc -l) -eq $N ] &&
+		 [ \$(grep -l 'rank 0 says: the box closed its control connection' $log/boxkill-w{1,2,3}.log | wc -l) -eq 3 ]"
 
 echo "worker: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
