@@ -629,7 +629,7 @@ static uint64_t draw_nonce(void)
 	return v;
 }
 
-static void set_key(struct pbox *px, uint64_t nonce)
+void wk_set_key(struct pbox *px, uint64_t nonce)
 {
 	nic_job_key(px->cfg.job.token, px->job, nonce, px->jkey);
 	nic_mac_init(&px->mac, px->cfg.job.mac, px->jkey);
@@ -718,7 +718,7 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 	}
 	if (!msg[0]) {
 		nonce = draw_nonce();
-		set_key(px, nonce);
+		wk_set_key(px, nonce);
 		rc = wk_layout_init(px, frag, eps->n, eps->ip, eps->port, eps->kbps);
 		if (rc)
 			snprintf(msg, sizeof(msg), "%s", pbox_last_error());
@@ -822,7 +822,7 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 		rc = wk_err(PBOX_EPEER, "pbox_start: %s sent fragment size %u", name, frag);
 		goto out;
 	}
-	set_key(px, nonce);
+	wk_set_key(px, nonce);
 	rc = wk_layout_init(px, frag, eps->n, eps->ip, eps->port, eps->kbps);
 	if (rc == PBOX_OK) {
 		char msg[WK_ERR_LEN];

@@ -475,7 +475,6 @@ static void frag_done(struct pbox *px, uint32_t g)
 {
 	struct wk_frag *f = &px->frag[g];
 	struct pbox_handle *op = f->op;
-
 	uint64_t bytes;
 
 	f->state = WK_DONE;
@@ -1369,9 +1368,6 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 	char line[LINE_MAX_LEN];
 	uint32_t r;
 
-	if (px->fail && !px->fail_told)
-		tell_failure(px);
-
 	for (r = 0; r < px->n; r++) {
 		int fd = px->peer_fd[r], rc = 0;
 
@@ -1616,8 +1612,7 @@ int wk_engine_start(struct pbox *px)
 		return PBOX_ENOMEM;
 	}
 	px->part_bytes = px->cfg.tuning.partition_size;
-	set_credit(px, px->cfg.tuning.credit_bytes);
-	px->rto_ns = px->rto_min_ns;
+	set_credit(px, px->cfg.tuning.credit_bytes); /* and the timeout, at its floor */
 	px->deadline_ns = px->cfg.tuning.deadline_us * 1000;
 	/* a burst: 64 KiB of link time or half a millisecond, the longer (the
 	 * thread cannot count on waking up more precisely than that) */

@@ -136,9 +136,7 @@ int pbox_init(const char *config, struct pbox **out)
 	px->rank = px->cfg.worker.rank;
 	px->n = px->cfg.worker.world_size;
 	px->job = px->cfg.job.id;
-	/* until the bootstrap mixes in rank 0's nonce */
-	nic_job_key(px->cfg.job.token, px->job, 0, px->jkey);
-	nic_mac_init(&px->mac, px->cfg.job.mac, px->jkey);
+	wk_set_key(px, 0); /* until the bootstrap mixes in rank 0's nonce */
 	px->udp = px->efd = px->box_fd = -1;
 	px->fail_from = UINT32_MAX;
 	rc = pthread_mutex_init(&px->mu, NULL);
@@ -302,7 +300,7 @@ int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uin
 	return rc ? rc : wk_push_pull(px, key, in, out, count, dtype, opp);
 }
 
-/* The CUDA module's operations, loaded on the first call (under mu). */
+/* The CUDA module's operations, loaded on the first call (under cuda_mu). */
 static int cuda_ops(struct pbox *px)
 {
 	wk_cuda_open_fn *open_cuda;

@@ -266,6 +266,10 @@ int wk_accept(int lfd, uint64_t deadline);
 /* @ip_be as a.b.c.d in @buf (INET_ADDRSTRLEN bytes). */
 const char *wk_ipstr(uint32_t ip_be, char *buf);
 
+/* The key that signs the job's datagrams, from [job] token, the job id and
+ * rank 0's @nonce (0 until the bootstrap has it). */
+void wk_set_key(struct pbox *px, uint64_t nonce);
+
 /* rdv.c: [rendezvous] address: meet the other ranks there, and fill in
  * [job] id and token, [peers] and this rank's [data] address and port. */
 int wk_rendezvous(struct pbox *px, uint64_t deadline);
