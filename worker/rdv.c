@@ -132,8 +132,18 @@ static void set_job(struct pbox *px, uint32_t job, uint64_t token)
 	px->cfg.job.id = job;
 	px->cfg.job.token = token;
 	px->job = job;
-	nic_job_key(token, job, 0, px->jkey);
-	nic_mac_init(&px->mac, px->cfg.job.mac, px->jkey);
+	wk_set_key(px, 0);
+}
+
+/* An endpoint as a JOIN or an EP line carries it: 0, or -1 when malformed. */
+static int parse_ep(const char *ip, unsigned port, struct cfg_hostport *ep)
+{
+	struct in_addr a;
+
+	if (inet_pton(AF_INET, ip, &a) != 1 || !port || port > 65535)
+		return -1;
+	*ep = (struct cfg_hostport){.ip_be = a.s_addr, .port = (uint16_t)port};
+	return 0;
 }
 
 /* A fresh job id (31 bits, not 0) and token (not 0): never configured. */
@@ -179,18 +189,19 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 	}
 	while (got < px->n && !err[0]) {
 		char buf[RDV_LINE * 2], line[RDV_LINE], pk[2 * crypto_box_PUBLICKEYBYTES + 1];
+		char epip[INET_ADDRSTRLEN];
+		struct cfg_hostport ep;
 		uint32_t len = 0, rank, world;
-		unsigned a, b, c, d, port;
+		unsigned port;
 		int fd = wk_accept(lfd, deadline);
 
 		if (fd < 0)
 			break;
 		if (wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1 ||
 		    sscanf(line,
-			   "JOIN rank=%" SCNu32 " world_size=%" SCNu32 " ep=%u.%u.%u.%u:%u pk=%64s",
-			   &rank, &world, &a, &b, &c, &d, &port, pk) != 8 ||
-		    a > 255 || b > 255 || c > 255 || d > 255 || !port || port > 65535 ||
-		    strlen(pk) != 2 * crypto_box_PUBLICKEYBYTES) {
+			   "JOIN rank=%" SCNu32 " world_size=%" SCNu32 " ep=%15[0-9.]:%u pk=%64s",
+			   &rank, &world, epip, &port, pk) != 5 ||
+		    parse_ep(epip, port, &ep) || strlen(pk) != 2 * crypto_box_PUBLICKEYBYTES) {
 			wk_log(px, CFG_LOG_WARNING,
 			       "rendezvous: a connection sent no JOIN; ignored");
 			close(fd);
@@ -215,12 +226,9 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 			continue;
 		}
 		j[rank].fd = fd;
-		px->cfg.peers[rank] = (struct cfg_hostport){
-			.ip_be = htonl(a << 24 | b << 16 | c << 8 | d), .port = (uint16_t)port};
+		px->cfg.peers[rank] = ep;
 		got++;
 	}
-	px->cfg.peers[0] = (struct cfg_hostport){.ip_be = px->cfg.data.address.be,
-						 .port = (uint16_t)px->cfg.data.port};
 	for (uint32_t r = 1; !err[0] && r < px->n; r++)
 		for (uint32_t q = 0; q < r && j[r].fd >= 0; q++)
 			if (px->cfg.peers[q].ip_be == px->cfg.peers[r].ip_be &&
@@ -307,7 +315,8 @@ static int rdv_rank(struct pbox *px, uint64_t deadline)
 		goto out;
 	}
 	for (;;) {
-		unsigned r, port, a, b, c, d;
+		char epip[INET_ADDRSTRLEN];
+		unsigned r, port;
 
 		if (wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1) {
 			rc = wk_err(PBOX_ENET, "pbox_start: the rendezvous closed mid-answer");
@@ -315,14 +324,11 @@ static int rdv_rank(struct pbox *px, uint64_t deadline)
 		}
 		if (!strcmp(line, "END"))
 			break;
-		if (sscanf(line, "EP %u %u.%u.%u.%u %u", &r, &a, &b, &c, &d, &port) != 6 ||
-		    r >= px->n || a > 255 || b > 255 || c > 255 || d > 255 || !port ||
-		    port > 65535) {
+		if (sscanf(line, "EP %u %15[0-9.] %u", &r, epip, &port) != 3 || r >= px->n ||
+		    parse_ep(epip, port, &px->cfg.peers[r])) {
 			rc = wk_err(PBOX_ENET, "pbox_start: the rendezvous sent '%.80s'", line);
 			goto out;
 		}
-		px->cfg.peers[r] = (struct cfg_hostport){
-			.ip_be = htonl(a << 24 | b << 16 | c << 8 | d), .port = (uint16_t)port};
 		seen++;
 	}
 	if (seen != px->n || px->cfg.peers[px->rank].ip_be != px->cfg.data.address.be ||
@@ -347,6 +353,9 @@ int wk_rendezvous(struct pbox *px, uint64_t deadline)
 
 	if (rc)
 		return rc;
+	/* ours, as rank 0 hands it out (and checked against what it hands back) */
+	px->cfg.peers[px->rank] = (struct cfg_hostport){.ip_be = px->cfg.data.address.be,
+							.port = (uint16_t)px->cfg.data.port};
 	if (sodium_init() < 0)
 		return wk_err(PBOX_ENOMEM, "pbox_start: libsodium did not initialise");
 	if (px->n == 1) { /* nobody to meet */
@@ -356,8 +365,6 @@ int wk_rendezvous(struct pbox *px, uint64_t deadline)
 		if (draw_job(&job, &token))
 			return wk_err(PBOX_ENOMEM, "pbox_start: no random numbers: %s",
 				      strerror(errno));
-		px->cfg.peers[0] = (struct cfg_hostport){.ip_be = px->cfg.data.address.be,
-							 .port = (uint16_t)px->cfg.data.port};
 		set_job(px, job, token);
 		return PBOX_OK;
 	}
