@@ -29,7 +29,6 @@
  * the copy engines' peak.
  */
 #include <cuda_runtime.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -96,6 +95,12 @@ void job_fail(struct job *j, int status, const char *what, cudaError_t e)
 		snprintf(j->msg, sizeof(j->msg), "%s", what);
 }
 
+/* Piece @p's slot in the pinned pool. */
+char *slot_of(const struct stager *sg, const struct piece *p)
+{
+	return sg->pool + (size_t)p->slot * sg->host.piece_bytes;
+}
+
 /* A piece that ends here, whether summed and back or dropped after a
  * failure: its slot free again, the piece counted. */
 void piece_end(struct stager *sg, struct job *j, struct piece *p)
@@ -130,9 +135,8 @@ bool step(struct stager *sg)
 			cudaError_t e;
 
 			p->slot = sg->free_slots[--sg->n_free];
-			e = cudaMemcpyAsync(sg->pool + (size_t)p->slot * sg->host.piece_bytes,
-					    j->in + p->off, p->bytes, cudaMemcpyDeviceToHost,
-					    sg->s_in);
+			e = cudaMemcpyAsync(slot_of(sg, p), j->in + p->off, p->bytes,
+					    cudaMemcpyDeviceToHost, sg->s_in);
 			if (e == cudaSuccess)
 				e = cudaEventRecord(p->ev, sg->s_in);
 			if (e != cudaSuccess)
@@ -146,7 +150,7 @@ bool step(struct stager *sg)
 		 * rank), once each copy has landed */
 		while (!net_blocked && j->next_net < j->next_slot) {
 			struct piece *p = &j->pc[j->next_net];
-			char *slot = sg->pool + (size_t)p->slot * sg->host.piece_bytes;
+			char *slot = slot_of(sg, p);
 			/* landed even when the job failed: the slot is reused after */
 			cudaError_t e = cudaEventQuery(p->ev);
 			int rc;
@@ -191,9 +195,8 @@ bool step(struct stager *sg)
 					piece_end(sg, j, p);
 					continue;
 				}
-				e = cudaMemcpyAsync(j->out + p->off,
-						    sg->pool + (size_t)p->slot * sg->host.piece_bytes,
-						    p->bytes, cudaMemcpyHostToDevice, sg->s_out);
+				e = cudaMemcpyAsync(j->out + p->off, slot_of(sg, p), p->bytes,
+						    cudaMemcpyHostToDevice, sg->s_out);
 				if (e == cudaSuccess)
 					e = cudaEventRecord(p->ev, sg->s_out);
 				if (e != cudaSuccess) {
@@ -391,6 +394,20 @@ int st_wait(void *stager, void *job)
 	return answer(sg, j);
 }
 
+/* What the open set up, as far as it got (pool, streams, slots), and the
+ * stager itself. */
+void stager_free(struct stager *sg)
+{
+	if (sg->pool)
+		cudaFreeHost(sg->pool);
+	if (sg->s_out)
+		cudaStreamDestroy(sg->s_out);
+	if (sg->s_in)
+		cudaStreamDestroy(sg->s_in);
+	free(sg->free_slots);
+	free(sg);
+}
+
 void st_close(void *stager)
 {
 	struct stager *sg = static_cast<struct stager *>(stager);
@@ -408,13 +425,9 @@ void st_close(void *stager)
 		next = j->next;
 		job_free(j);
 	}
-	cudaStreamDestroy(sg->s_in);
-	cudaStreamDestroy(sg->s_out);
-	cudaFreeHost(sg->pool);
-	free(sg->free_slots);
 	pthread_cond_destroy(&sg->cv);
 	pthread_mutex_destroy(&sg->mu);
-	free(sg);
+	stager_free(sg);
 }
 
 const struct wk_cuda_ops ops = {st_push_pull, st_test, st_wait, st_close};
@@ -424,6 +437,7 @@ const struct wk_cuda_ops ops = {st_push_pull, st_test, st_wait, st_close};
 extern "C" int pbox_module_cuda_open(const struct wk_cuda_host *host, void **out,
 				     const struct wk_cuda_ops **opsp)
 {
+	const char *stage_only = getenv("PBOX_CUDA_STAGE_ONLY");
 	struct stager *sg;
 	cudaError_t e;
 	int n = 0;
@@ -441,7 +455,7 @@ extern "C" int pbox_module_cuda_open(const struct wk_cuda_host *host, void **out
 	if (!sg)
 		return host->err(PBOX_ENOMEM, "pbox_push_pull_cuda: out of memory");
 	sg->host = *host;
-	sg->stage_only = getenv("PBOX_CUDA_STAGE_ONLY") && !strcmp(getenv("PBOX_CUDA_STAGE_ONLY"), "1");
+	sg->stage_only = stage_only && !strcmp(stage_only, "1");
 	sg->n_slots = (uint32_t)(host->pool_bytes / host->piece_bytes);
 	if (sg->n_slots < 2)
 		sg->n_slots = 2;
@@ -459,28 +473,20 @@ extern "C" int pbox_module_cuda_open(const struct wk_cuda_host *host, void **out
 				   "pbox_push_pull_cuda: setting up GPU %d: %s", sg->device,
 				   e != cudaSuccess ? cudaGetErrorString(e) : "out of memory");
 
-		if (sg->pool)
-			cudaFreeHost(sg->pool);
-		if (sg->s_out)
-			cudaStreamDestroy(sg->s_out);
-		if (sg->s_in)
-			cudaStreamDestroy(sg->s_in);
-		free(sg->free_slots);
-		free(sg);
+		stager_free(sg);
 		return rc;
 	}
 	for (uint32_t i = 0; i < sg->n_slots; i++)
 		sg->free_slots[sg->n_free++] = (int)(sg->n_slots - 1 - i);
 	pthread_mutex_init(&sg->mu, NULL);
 	pthread_cond_init(&sg->cv, NULL);
-	if (pthread_create(&sg->thr, NULL, stager_main, sg) != 0) {
-		cudaFreeHost(sg->pool);
-		cudaStreamDestroy(sg->s_out);
-		cudaStreamDestroy(sg->s_in);
-		free(sg->free_slots);
-		free(sg);
+	n = pthread_create(&sg->thr, NULL, stager_main, sg);
+	if (n != 0) { /* pthread_create() says why in its result, not errno */
+		pthread_cond_destroy(&sg->cv);
+		pthread_mutex_destroy(&sg->mu);
+		stager_free(sg);
 		return host->err(PBOX_ENOMEM, "pbox_push_pull_cuda: no stager thread: %s",
-				 strerror(errno));
+				 strerror(n));
 	}
 	*out = sg;
 	*opsp = &ops;
