@@ -216,18 +216,23 @@ check "k=2, 1% loss: $needless resends the SSs did not need, under twice the $lo
 for h in $lossy; do pbox_net_impair "$tag" "$h" 0 0; done
 
 # ---- a worker killed mid-run ---------------------------------------------------
+# run_until_killed NAME: pbox-bench on every rank for (nearly) ever, $pids[r]
+# each rank's own process (started here, not in a function's subshell, so
+# that $! is pbox-bench itself), once every rank is past its second iteration
+run_until_killed() {
+	pids=()
+	for ((r = 0; r < N; r++)); do
+		ip netns exec "$(pbox_ns "$tag" "w$r")" "$bench" --config "$log/w$r.ini" --size "$SIZE" \
+			--tensors 8 --iters 100000 >"$log/$1-w$r.log" 2>&1 &
+		pids+=($!)
+	done
+	for _ in $(seq 100); do
+		[ "$(grep -l 'iteration 2/' "$log"/"$1"-w*.log 2>/dev/null | wc -l)" -eq "$N" ] && break
+		sleep 0.2
+	done
+}
 worker_cfgs 1 "deadline = 5s"
-pids=()
-for ((r = 0; r < N; r++)); do
-	# not through a function: $! must be pbox-bench itself
-	ip netns exec "$(pbox_ns "$tag" "w$r")" "$bench" --config "$log/w$r.ini" --size "$SIZE" \
-		--tensors 8 --iters 100000 >"$log/kill-w$r.log" 2>&1 &
-	pids+=($!)
-done
-for _ in $(seq 100); do
-	[ "$(grep -l 'iteration 2/' "$log"/kill-w*.log 2>/dev/null | wc -l)" -eq "$N" ] && break
-	sleep 0.2
-done
+run_until_killed kill
 check "kill: jobs registered while the workers run" bash -c "[ \"\$($ctl stats | awk '\$1 == \"jobs\" { print \$2 }')\" -eq 1 ]"
 t0=$(date +%s.%N)
 kill -9 "${pids[2]}"
@@ -249,16 +254,7 @@ check "kill: the box freed the job (jobs 0, state 0 bytes in telemetry)" jobs_go
 # cause from it at once (FAIL), not wait for their 30 s deadline and blame
 # rank 0.
 worker_cfgs 1
-pids=()
-for ((r = 0; r < N; r++)); do
-	ip netns exec "$(pbox_ns "$tag" "w$r")" "$bench" --config "$log/w$r.ini" --size "$SIZE" \
-		--tensors 8 --iters 100000 >"$log/boxkill-w$r.log" 2>&1 &
-	pids+=($!)
-done
-for _ in $(seq 100); do
-	[ "$(grep -l 'iteration 2/' "$log"/boxkill-w*.log 2>/dev/null | wc -l)" -eq "$N" ] && break
-	sleep 0.2
-done
+run_until_killed boxkill
 t0=$(date +%s.%N)
 kill -9 "$pboxd_pid"
 wait "$pboxd_pid" 2>/dev/null
