@@ -10,6 +10,7 @@
 typedef struct wrk_cfg W;
 
 static const char *const transports[] = {"udp", "dpdk", NULL};
+static const char *const locals[] = {"auto", "on", "off", NULL}; /* enum wrk_local */
 /* In enum lay_mode's order (worker/layout.h). */
 const char *const cfg_layout_names[] = {"unified", "ps", "ssgpu", NULL};
 
@@ -26,6 +27,10 @@ static const struct cfg_key worker_keys[] = {
 		"this worker's rank, 0..world_size-1"),
 	CFG_KEY(W, worker.world_size, "world_size", CFG_UINT, CFG_REQUIRED, 1, WRK_MAX_WORKERS,
 		NULL, "number of workers in the job"),
+	CFG_KEY_ENUM(W, worker.local_aggregation, "local_aggregation", locals, "auto",
+		     "ranks that share a data address are one machine: they sum in shared "
+		     "memory first and one of them pushes for all (auto: not on loopback; "
+		     "on: loopback too; off: a machine per rank); the same on every rank"),
 };
 
 static const struct cfg_key job_keys[] = {

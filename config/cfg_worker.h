@@ -8,11 +8,13 @@
 #define WRK_MAX_WORKERS 1024
 
 enum wrk_transport { WRK_TRANSPORT_UDP, WRK_TRANSPORT_DPDK };
+enum wrk_local { WRK_LOCAL_AUTO, WRK_LOCAL_ON, WRK_LOCAL_OFF };
 
 struct wrk_cfg {
 	struct {
 		uint32_t rank;
 		uint32_t world_size;
+		unsigned local_aggregation; /* enum wrk_local */
 	} worker;
 	struct {
 		uint32_t id;

@@ -85,6 +85,7 @@ static void op_complete_locked(struct pbox *px, struct pbox_handle *op, int stat
 		op->t->busy = NULL;
 	if (status == PBOX_OK)
 		px->st.ops++;
+	wk_local_kick(px); /* the leader's pieces: the machine's ranks wait on them */
 }
 
 /* Fail every op in flight or queued (under mu). */
@@ -113,6 +114,7 @@ void wk_fail(struct pbox *px, int code, const char *fmt, ...)
 	snprintf(px->fail_msg, sizeof(px->fail_msg), "%s", msg);
 	fail_all_locked(px, code, msg);
 	pthread_mutex_unlock(&px->mu);
+	wk_local_kick(px);
 	px->heap_n = 0;
 	px->over = NULL;
 	px->credit_used = 0;
@@ -1315,6 +1317,7 @@ static void lost(struct pbox *px, uint32_t r, const char *how)
 		for (uint32_t q = 1; q < px->n; q++)
 			if (q != r && px->peer_fd[q] >= 0)
 				wk_line_send(px->peer_fd[q], "LOST %u", r);
+	px->fail_told |= !px->fail; /* LOST is the telling */
 	wk_fail(px, PBOX_EPEER, "%s left the job (%s)", name, how);
 	if (px->rank == 0 && px->box_fd >= 0) { /* the job is over: its memory back to the box */
 		close(px->box_fd);
@@ -1328,16 +1331,15 @@ static void lost(struct pbox *px, uint32_t r, const char *how)
  * other rank, and each fails with "rank R says: ...". Without this, when
  * pboxd went away only rank 0 (which holds the box's control connection)
  * knew; the others waited for their deadline and then blamed rank 0. A lost
- * rank is told by LOST instead, a disagreement by its own lines; only a
- * rank's first failure is told, and a told one is not told back.
+ * rank is told by LOST instead, a disagreement found by rank 0 by its own
+ * lines (both set fail_told first); only a rank's first failure is told,
+ * and a told one is not told back.
  */
 static void tell_failure(struct pbox *px)
 {
 	uint32_t from = px->fail_from == UINT32_MAX ? px->rank : px->fail_from;
 
 	px->fail_told = true;
-	if (px->fail == PBOX_EPEER || px->fail == PBOX_EMISMATCH)
-		return;
 	if (px->rank == 0) {
 		for (uint32_t q = 1; q < px->n; q++)
 			if (q != from && px->peer_fd[q] >= 0)
@@ -1360,7 +1362,7 @@ static void told_failure(struct pbox *px, uint32_t r, const char *line)
 	if (code >= 0 || code < PBOX_ENODEV)
 		code = PBOX_EFAILED;
 	px->fail_from = origin;
-	wk_fail(px, code, "rank %u says: %s", origin, line + off);
+	wk_fail(px, code, "rank %u says: %s", wk_local_world_rank(px, origin), line + off);
 }
 
 static void control(struct pbox *px, uint64_t now, bool finalizing)

@@ -215,6 +215,7 @@ static void mismatch(struct pbox *px, const char *msg)
 	for (uint32_t r = 1; r < px->n; r++)
 		if (px->peer_fd[r] >= 0)
 			wk_line_send(px->peer_fd[r], "MISMATCH %s", msg);
+	px->fail_told |= !px->fail; /* MISMATCH is the telling */
 	wk_fail(px, PBOX_EMISMATCH, "%s", msg);
 }
 
@@ -429,6 +430,7 @@ int wk_grow_line(struct pbox *px, uint32_t from, const char *line)
 		return 1;
 	}
 	if (px->rank != 0 && strncmp(line, "MISMATCH ", 9) == 0) {
+		px->fail_told |= !px->fail; /* every rank heard it from rank 0 */
 		wk_fail(px, PBOX_EMISMATCH, "%s", line + 9);
 		return 1;
 	}

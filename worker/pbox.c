@@ -91,7 +91,7 @@ void wk_log(const struct pbox *px, unsigned level, const char *fmt, ...)
 
 	if (level > px->cfg.log.level)
 		return;
-	fprintf(stderr, "libpbox: rank %u: ", px->rank);
+	fprintf(stderr, "libpbox: rank %u: ", wk_local_world_rank(px, px->rank));
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -104,7 +104,7 @@ const char *wk_peer_name(const struct pbox *px, uint32_t rank, char *buf, size_t
 
 	if (rank < px->n)
 		inet_ntop(AF_INET, &px->cfg.peers[rank].ip_be, ip, sizeof(ip));
-	snprintf(buf, cap, "rank %u (%s:%u)", rank, ip,
+	snprintf(buf, cap, "rank %u (%s:%u)", wk_local_world_rank(px, rank), ip,
 		 rank < px->n ? (unsigned)px->cfg.peers[rank].port : 0u);
 	return buf;
 }
@@ -186,8 +186,8 @@ static int check_tensor(const char *fn, uint64_t key, uint64_t count, enum pbox_
 
 /* A new tensor into the sorted index (and, after start, the order of new
  * ones); under mu once started. */
-static int add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
-		      enum pbox_dtype dtype, int priority, struct wk_tensor **out)
+int wk_add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
+		  enum pbox_dtype dtype, int priority, struct wk_tensor **out)
 {
 	struct wk_tensor *t;
 	uint32_t at = 0;
@@ -246,17 +246,20 @@ int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype 
 	rc = check_tensor("pbox_declare", key, count, dtype);
 	if (rc)
 		return rc;
+	if (px->loc) /* started, with local aggregation */
+		return wk_local_declare(px, "pbox_declare", key, count, dtype, priority);
 	pthread_mutex_lock(&px->mu);
 	if (find_tensor(px, key))
 		rc = wk_err(PBOX_EINVAL, "pbox_declare: key %" PRIu64 " declared twice", key);
 	else
-		rc = add_tensor(px, "pbox_declare", key, count, dtype, priority, &t);
+		rc = wk_add_tensor(px, "pbox_declare", key, count, dtype, priority, &t);
 	pthread_mutex_unlock(&px->mu);
 	return rc;
 }
 
 int pbox_start(struct pbox *px)
 {
+	uint64_t deadline;
 	int rc;
 
 	if (!px)
@@ -264,13 +267,23 @@ int pbox_start(struct pbox *px)
 	if (px->phase != WK_PH_NEW)
 		return wk_err(PBOX_ESTATE, "pbox_start: called twice");
 	/* the phases: meet (with [rendezvous]), bootstrap and layout, engine */
-	rc = px->cfg.rendezvous.address.port
-		     ? wk_rendezvous(px, wk_now() + px->cfg.tuning.deadline_us * 1000)
-		     : PBOX_OK;
+	deadline = wk_now() + px->cfg.tuning.deadline_us * 1000;
+	rc = px->cfg.rendezvous.address.port ? wk_rendezvous(px, deadline) : PBOX_OK;
+	/* the ranks of a machine meet; its leader alone joins the network job */
 	if (rc == PBOX_OK)
+		rc = wk_local_plan(px);
+	if (rc == PBOX_OK && px->loc)
+		rc = wk_local_adopt(px);
+	if (rc == PBOX_OK && px->loc)
+		rc = wk_local_start(px, deadline);
+	if (rc == PBOX_OK && !wk_local_led(px))
 		rc = wk_boot(px);
-	if (rc == PBOX_OK)
+	if (rc == PBOX_OK && !wk_local_led(px))
 		rc = wk_engine_start(px);
+	if (rc == PBOX_OK)
+		px->phase = WK_PH_STARTED;
+	if (px->loc) /* READY (or FAIL) to the machine's ranks */
+		rc = wk_local_ready(px, rc);
 	/* a failed start leaves nothing to retry: pbox_finalize() cleans up */
 	px->phase = rc == PBOX_OK ? WK_PH_STARTED : WK_PH_DONE;
 	return rc;
@@ -297,7 +310,30 @@ int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uin
 
 	if (opp)
 		*opp = NULL;
-	return rc ? rc : wk_push_pull(px, key, in, out, count, dtype, opp);
+	return rc ? rc : wk_submit(px, key, in, out, count, dtype, opp);
+}
+
+int wk_submit(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+	      enum pbox_dtype dtype, struct pbox_handle **opp)
+{
+	int rc;
+
+	if (!px || !px->loc)
+		return wk_push_pull(px, key, in, out, count, dtype, opp);
+	if (!in || !out || !opp)
+		return wk_err(PBOX_EINVAL, "pbox_push_pull: key %" PRIu64 ": a NULL argument", key);
+	*opp = NULL;
+	rc = check_tensor("pbox_push_pull", key, count, dtype);
+	return rc ? rc : wk_local_push_pull(px, key, in, out, count, dtype, opp);
+}
+
+void wk_engine_kick(const struct pbox *px)
+{
+	uint64_t one = 1;
+
+	if (px->efd >= 0 && write(px->efd, &one, sizeof(one)) < 0) {
+		/* saturated: the engine is awake anyway */
+	}
 }
 
 /* The CUDA module's operations, loaded on the first call (under cuda_mu). */
@@ -318,7 +354,7 @@ static int cuda_ops(struct pbox *px)
 				     .piece_bytes = px->cfg.tuning.partition_size,
 				     .pool_bytes = WK_CUDA_POOL,
 				     .err = wk_err,
-				     .push_pull = wk_push_pull,
+				     .push_pull = wk_submit,
 				     .test = pbox_test,
 				     .last_error = pbox_last_error};
 	rc = open_cuda ? open_cuda(&host, &px->cuda, &px->cuda_ops) : PBOX_ENODEV;
@@ -408,7 +444,7 @@ int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint6
 			    "pbox_push_pull: key %" PRIu64 ": a push-pull of it is still in flight",
 			    key);
 	} else if (!t) { /* first seen now: agreed with every rank before data moves */
-		rc = add_tensor(px, "pbox_push_pull", key, count, dtype, 0, &t);
+		rc = wk_add_tensor(px, "pbox_push_pull", key, count, dtype, 0, &t);
 		if (rc == PBOX_OK)
 			t->call = px->calls;
 	}
@@ -509,6 +545,8 @@ int pbox_layout(const struct pbox *px, struct pbox_layout_info *o)
 	if (px->phase != WK_PH_STARTED)
 		return wk_err(PBOX_ESTATE, "pbox_layout: before pbox_start()");
 	memset(o, 0, sizeof(*o));
+	if (wk_local_led(px)) /* the leader's layout, as it said */
+		return wk_local_layout(px, o);
 	o->world_size = px->n;
 	o->rank = px->rank;
 	o->k = px->k;
@@ -525,7 +563,7 @@ int pbox_layout(const struct pbox *px, struct pbox_layout_info *o)
 	snprintf(o->layout, sizeof(o->layout), "%s",
 		 lay_mode_name((enum lay_mode)px->cfg.tuning.layout));
 	px->tp->describe(px, o->transport, sizeof(o->transport));
-	return PBOX_OK;
+	return px->loc ? wk_local_layout(px, o) : PBOX_OK;
 }
 
 int pbox_stats(struct pbox *px, struct pbox_stats *st, struct pbox_ss_stats *ss, uint32_t max_ss)
@@ -595,6 +633,7 @@ static void free_all(struct pbox *px)
 	free(px->t);
 	free(px->newt);
 	free(px->ag);
+	wk_local_free(px);
 	pthread_cond_destroy(&px->cv);
 	pthread_mutex_destroy(&px->mu);
 	pthread_mutex_destroy(&px->cuda_mu);
@@ -623,6 +662,7 @@ int pbox_finalize(struct pbox *px)
 	pthread_mutex_lock(&px->mu);
 	px->finalizing = true;
 	pthread_mutex_unlock(&px->mu);
+	wk_local_stop(px); /* the leader: once its machine's ranks said BYE */
 	if (px->thr_started) {
 		if (write(px->efd, &one, sizeof(one)) < 0) {
 			/* the engine polls its eventfd with a timeout as well */

@@ -358,14 +358,18 @@ static int build_model(const struct opts *o, struct model *m)
 static void print_layout(struct pbox *px, const struct model *m, enum pbox_dtype dt)
 {
 	struct pbox_layout_info li;
+	struct pbox_machine_info mi;
 	struct pbox_stats st;
 	struct pbox_ss_stats *ss;
 
-	if (pbox_layout(px, &li))
+	if (pbox_layout(px, &li) || pbox_machine(px, &mi))
 		return;
+	if (mi.machines != li.world_size) /* the layout's n counts machines */
+		printf("layout: local aggregation: %u ranks on %u machines, %u on this one\n",
+		       li.world_size, mi.machines, mi.local_size);
 	printf("layout: %s n=%u k=%.2f box endpoints=%u fragment=%u chunk=%u model %s %.1f MiB "
 	       "%s\n",
-	       li.layout, li.world_size, li.k, li.box_endpoints, li.fragment_size, li.chunk_size,
+	       li.layout, mi.machines, li.k, li.box_endpoints, li.fragment_size, li.chunk_size,
 	       m->name, (double)li.total_bytes / 1048576,
 	       dt == PBOX_FP32	 ? "fp32"
 	       : dt == PBOX_FP16 ? "fp16"

@@ -124,6 +124,8 @@ struct pbox_handle {
 	int status;
 	char msg[WK_ERR_LEN];
 	void *cuda; /* pbox_push_pull_cuda(): the CUDA module's job (no tensor, never queued) */
+	struct wk_ltensor *lt; /* local aggregation (local.c): the machine's tensor, no t */
+	bool lstarted;	       /* local.c: its pieces under way */
 };
 
 enum wk_frag_state { WK_IDLE, WK_INFLIGHT, WK_DONE };
@@ -191,8 +193,9 @@ struct pbox {
 	bool cuda_failed;		    /* it did not load, or found no GPU: */
 	char cuda_why[WK_ERR_LEN];
 	const struct wk_transport *tp; /* the transport's operations */
-	int box_fd;		       /* rank 0: the box's control connection, the job's life */
-	int *peer_fd;		       /* rank 0: each rank's bootstrap connection; others: [0] */
+	struct wk_local *loc; /* local aggregation (local.c): NULL with a machine per rank */
+	int box_fd;	      /* rank 0: the box's control connection, the job's life */
+	int *peer_fd;	      /* rank 0: each rank's bootstrap connection; others: [0] */
 	char **peer_buf;
 	uint32_t *peer_len;
 	bool *peer_bye;
@@ -391,8 +394,44 @@ void wk_tune_window(struct pbox *px, double g);
 /* engine.c: put a tuned value in force (@phase: which) */
 void wk_tune_apply(struct pbox *px, unsigned phase, uint64_t v);
 
+/*
+ * local.c: local aggregation. After the rendezvous, plan() groups the
+ * ranks by machine (a leader then takes the network job's rank and world
+ * of machines); adopt() takes the tensors declared so far; start() meets
+ * the machine's ranks (the leader before its bootstrap, the others
+ * instead of it); ready() after the bootstrap: READY or FAIL to the
+ * machine, and its thread. With px->loc, declarations and push-pulls go
+ * to local.c, and the leader's network job sees pieces.
+ */
+int wk_local_plan(struct pbox *px);
+int wk_local_adopt(struct pbox *px);
+int wk_local_start(struct pbox *px, uint64_t deadline);
+int wk_local_ready(struct pbox *px, int rc);
+int wk_local_declare(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
+		     enum pbox_dtype dtype, int prio);
+int wk_local_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+		       enum pbox_dtype dtype, struct pbox_handle **op);
+/* wakes local.c's thread: an op of the network job completed, a failure */
+void wk_local_kick(const struct pbox *px);
+void wk_local_stop(struct pbox *px);
+void wk_local_free(struct pbox *px);
+/* Whether this rank leaves the network to its machine's leader. */
+bool wk_local_led(const struct pbox *px);
+int wk_local_layout(const struct pbox *px, struct pbox_layout_info *o);
+/* The world rank of network rank @rank. */
+uint32_t wk_local_world_rank(const struct pbox *px, uint32_t rank);
+
+/* pbox.c: a tensor into the index (under mu once started); the push-pull
+ * of any key (libpbox's own too) by the path the context takes. */
+int wk_add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
+		  enum pbox_dtype dtype, int priority, struct wk_tensor **out);
+int wk_submit(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+	      enum pbox_dtype dtype, struct pbox_handle **op);
+
 /* engine.c */
 int wk_engine_start(struct pbox *px);
+/* wakes the engine (new tensors declared); nothing before the start */
+void wk_engine_kick(const struct pbox *px);
 /* A push-pull of a laid-out tensor into the scheduler (engine thread). */
 void wk_engine_take(struct pbox *px, struct pbox_handle *op);
 void wk_engine_join(struct pbox *px);

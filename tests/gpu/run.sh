@@ -2,7 +2,10 @@
 # make test-gpu: CUDA tensors, on a machine with an NVIDIA GPU (and, for the
 # PyTorch part, torch with CUDA). Ranks share the one GPU on loopback, no box.
 #   - the C API: gpu_check, 2 and 4 ranks, fp32/fp16/bf16, one piece to
-#     many, in place and not: every sum exact;
+#     many, in place and not: every sum exact; then 4 ranks as one machine
+#     ([worker] local_aggregation = on: loopback counts): the CUDA pieces
+#     summed in shared memory by the CPU, one rank pushing (CPU-assisted,
+#     BytePS §4.2);
 #   - PyTorch: DDP on CUDA tensors, 4 ranks under torchrun, on the pbox
 #     backend and through pbox.torch.allreduce_hook: parameters equal on
 #     every rank and within 1e-4 of the same run on CPU tensors.
@@ -31,6 +34,12 @@ for n in 2 4; do
 		tail -5 "$out/c$n.log" | sed 's/^/        /'
 	fi
 done
+if PBOX_WORKER_LOCAL_AGGREGATION=on timeout 300 "$build/tests/gpu_check" check 4 >"$out/local.log" 2>&1; then
+	ok "C API, 4 ranks on one GPU as one machine (local aggregation, CPU-assisted): $(tail -1 "$out/local.log")"
+else
+	bad "C API, 4 ranks on one GPU as one machine (local aggregation, CPU-assisted)"
+	tail -5 "$out/local.log" | sed 's/^/        /'
+fi
 
 if ! $py -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
 	bad "PyTorch: $py has no torch with CUDA"
@@ -62,5 +71,5 @@ if run cuda hook fp32 29624 && compare cuda-hook-fp32 cpu-pbox-fp32; then
 else
 	bad "DDP on CUDA tensors with pbox.torch.allreduce_hook"
 fi
-echo "test-gpu: $((5 - fails)) passed, $fails failed"
+echo "test-gpu: $((6 - fails)) passed, $fails failed"
 [ $fails = 0 ]

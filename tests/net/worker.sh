@@ -197,6 +197,65 @@ fi
 worker_cfgs 1
 dpdk_ranks=
 
+# ---- several ranks per machine: local aggregation (BytePS §4.2) ------------
+# P pbox-bench ranks share each worker's namespace (its address, ports 9700
+# up): they sum in shared memory and only the first pushes, so every host's
+# bytes on the wire are Theorem 1's at n = 4 machines, whatever P, and the
+# layout says n = 4. Ranks m*P .. m*P+P-1 are machine m.
+local_cfgs() { # P
+	local p=$1 m j q
+	for ((m = 0; m < N; m++)); do
+		for ((j = 0; j < p; j++)); do
+			{
+				printf '[worker]\nrank = %d\nworld_size = %d\n' $((m * p + j)) $((N * p))
+				printf '[job]\nid = 42\ntoken = 987654321\n[box]\ncontrol = %s\n' "$boxaddr"
+				printf '[data]\naddress = 198.18.100.%d\nport = %d\n' $((m + 1)) $((9700 + j))
+				printf 'bandwidth = %dM\nmtu = 9000\n[peers]\n' "$wbw"
+				for ((q = 0; q < N * p; q++)); do
+					printf '%d = 198.18.100.%d:%d\n' "$q" $((q / p + 1)) $((9700 + q % p))
+				done
+			} >"$log/w$m-$j.ini"
+		done
+	done
+}
+
+# bench_local NAME P ARGS...: pbox-bench on every rank, the leaders' logs
+# as bench_all names them ($log/NAME-wM.log), the others' NAME-wM-J.log
+bench_local() {
+	local name=$1 p=$2 m j rc=0 pids=() out
+	shift 2
+	for ((m = 0; m < N; m++)); do
+		for ((j = 0; j < p; j++)); do
+			out="$log/$name-w$m-$j.log"
+			[ "$j" = 0 ] && out="$log/$name-w$m.log"
+			wns "$m" "$bench" --config "$log/w$m-$j.ini" "$@" $([ "$m$j" = 00 ] && echo --layout) \
+				>"$out" 2>&1 &
+			pids+=($!)
+		done
+	done
+	for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+	grep -h "^RESULT\|pbox-bench:" "$log/$name"-w*.log | sed 's/^/        /'
+	return $rc
+}
+
+for p in 2 4; do
+	name=local$p
+	local_cfgs "$p"
+	snapshot "$log/before-$name"
+	if bench_local "$name" "$p" --size "$SIZE" --tensors 8 --iters "$ITERS"; then
+		snapshot "$log/after-$name"
+		ok "k=2: $p ranks on each of $N machines ($((N * p)) ranks): every sum exact"
+		grep -h "^layout: local\|^layout: Theorem\|^layout: unified" "$log/$name-w0.log" | sed 's/^/        /'
+		check "k=2, $p ranks per machine: the layout counts machines (n=$N, the box's share Theorem 1's at n=$N)" \
+			grep -q "^layout: unified n=$N k=2.00" "$log/$name-w0.log"
+		check "k=2, $p ranks per machine: only the leaders sent, each host's bytes within 2% of Theorem 1 at n=$N" \
+			within_theorem 2 "$name"
+	else
+		bad "k=2: $p ranks per machine (logs in $log)"
+	fi
+done
+worker_cfgs 1
+
 # ---- 1% loss on every link, both ways, the box's sends included ---------------
 # Recovery resends what was lost, and nearly nothing else: every resent push
 # an SS already had (the box's and the SS_GPUs' own counters) counts

@@ -17,6 +17,8 @@
 
 #include "pbox_int.h"
 #include "sum.h"
+#include <sys/wait.h>
+
 #include "test.h"
 
 #define NR 4
@@ -25,21 +27,30 @@
 /* Ports differ per test process (Check forks each test). */
 static unsigned base_port(void)
 {
-	return 20000 + (unsigned)(getpid() % 2000) * 8;
+	static unsigned port; /* the test's: a child it forks keeps it */
+
+	if (!port)
+		port = 20000 + (unsigned)(getpid() % 2000) * 8;
+	return port;
 }
 
-static void write_cfg(char *path, size_t cap, unsigned rank, unsigned n, const char *extra)
+/* @per: ranks per machine (one loopback address each, local aggregation
+ * on); 0: every rank on 127.0.0.1, local aggregation as the default has it */
+static void write_cfg(char *path, size_t cap, unsigned rank, unsigned n, const char *extra,
+		      unsigned per)
 {
 	FILE *f;
 
 	snprintf(path, cap, "/tmp/pbox-unit-%d-%u.ini", (int)getpid(), rank);
 	f = fopen(path, "w");
 	ck_assert_ptr_nonnull(f);
-	fprintf(f, "[worker]\nrank = %u\nworld_size = %u\n[data]\naddress = 127.0.0.1\n", rank, n);
+	fprintf(f, "[worker]\nrank = %u\nworld_size = %u\n%s", rank, n,
+		per ? "local_aggregation = on\n" : "");
+	fprintf(f, "[data]\naddress = 127.0.0.%u\n", per ? 1 + rank / per : 1);
 	fprintf(f, "port = %u\nbandwidth = 1G\nmtu = 1500\n[tuning]\ndeadline = 3s\n%s\n[peers]\n",
 		base_port() + rank, extra ? extra : "");
 	for (unsigned r = 0; r < n; r++)
-		fprintf(f, "%u = 127.0.0.1:%u\n", r, base_port() + r);
+		fprintf(f, "%u = 127.0.0.%u:%u\n", r, per ? 1 + r / per : 1, base_port() + r);
 	fclose(f);
 }
 
@@ -76,6 +87,10 @@ struct rank_run {
 	bool rdv;	      /* meet at a [rendezvous] (a host name): no [peers], [job] */
 	int prio_shift;	      /* added to each declared tensor's priority */
 	struct pbox_stats st; /* at the end of the run */
+	unsigned per;	      /* ranks per machine, local aggregation on (0: off) */
+	unsigned die_after;   /* the process exits (no finalize) after this many iterations */
+	struct pbox_machine_info mi;
+	struct pbox_layout_info li;
 };
 
 static float val(unsigned r, uint64_t i, unsigned v)
@@ -120,7 +135,7 @@ static void *rank_main(void *arg)
 		write_rdv_cfg(path, sizeof(path), rr->rank,
 			      rr->world ? (unsigned)rr->world : rr->n);
 	else
-		write_cfg(path, sizeof(path), rr->rank, rr->n, rr->extra);
+		write_cfg(path, sizeof(path), rr->rank, rr->n, rr->extra, rr->per);
 	if (pbox_init(path, &px)) {
 		snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
 		rr->start_rc = -100;
@@ -138,10 +153,14 @@ static void *rank_main(void *arg)
 		goto out;
 	}
 	memcpy(&rr->key64, px->jkey, sizeof(rr->key64));
+	pbox_machine(px, &rr->mi);
+	pbox_layout(px, &rr->li);
 	for (unsigned v = 0; v < rr->iters && !rr->run_rc; v++) {
 		bool re = rr->rebuild && v > 0; /* new keys, new sizes */
 		uint64_t key0 = re ? 200 : 100, count[NT];
 
+		if (rr->die_after && v == rr->die_after)
+			_exit(0); /* as a crash would: no BYE */
 		for (unsigned t = 0; t < NT; t++) {
 			count[t] = re ? rr->counts[t] + 2000 * t + 17 : rr->counts[t];
 			for (uint64_t i = 0; i < count[t]; i++)
@@ -452,6 +471,140 @@ struct prio_run {
 #define PRIO_BIG   (4u << 20) /* elements */
 #define PRIO_SMALL 4096u
 
+/*
+ * Local aggregation: four ranks, @per to a machine (a loopback address
+ * each), [tuning] partition_size 64K so that tensors go in several pieces;
+ * declared (fp32) or first used after the start (fp32, bf16, fp16). Every
+ * sum exact; the layout counts machines (its shares are n = machines'),
+ * the ranks stay ranks; only the leaders send, and they agree on it.
+ */
+static void local_runs(struct rank_run *rr, unsigned per, bool late)
+{
+	static const enum pbox_dtype dts[NT] = {PBOX_FP32, PBOX_BF16, PBOX_FP16};
+	unsigned machines = NR / per;
+
+	setup_runs(rr, NR, PBOX_FP32, 3);
+	for (unsigned r = 0; r < NR; r++) {
+		rr[r].per = per;
+		rr[r].extra = "partition_size = 64K";
+		rr[r].late = rr[r].rebuild = late;
+		memcpy(rr[r].dts, dts, sizeof(dts));
+	}
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r++) {
+		bool lead = r % per == 0;
+
+		ck_assert_msg(rr[r].start_rc == 0 && rr[r].run_rc == 0, "rank %u: %s", r,
+			      rr[r].msg);
+		ck_assert_msg(!rr[r].wrong, "rank %u: a wrong sum", r);
+		ck_assert_int_eq(rr[r].fin_rc, 0);
+		ck_assert_uint_eq(rr[r].mi.machines, machines);
+		ck_assert_uint_eq(rr[r].mi.machine, r / per);
+		ck_assert_uint_eq(rr[r].mi.local_size, per);
+		ck_assert_uint_eq(rr[r].mi.local_rank, r % per);
+		ck_assert_uint_eq(rr[r].mi.leader, r - r % per);
+		ck_assert_uint_eq(rr[r].li.world_size, NR);
+		ck_assert_uint_eq(rr[r].li.rank, r);
+		/* no box: the machines' SS_GPUs share equally */
+		ck_assert_double_eq_tol(rr[r].li.ssgpu_share, 1.0 / machines, 1e-12);
+		if (lead) { /* the network job is the leaders': one layout */
+			ck_assert_uint_eq(rr[r].n_chunks, rr[0].n_chunks);
+			ck_assert_mem_eq(rr[r].layout, rr[0].layout,
+					 rr[0].n_chunks * sizeof(uint32_t));
+			ck_assert_uint_eq(rr[r].key64, rr[0].key64);
+			ck_assert(machines == 1 || rr[r].st.tx_bytes > 0);
+		} else { /* nothing of its own on the network */
+			ck_assert_uint_eq(rr[r].n_chunks, 0);
+			ck_assert_uint_eq(rr[r].st.tx_bytes, 0);
+		}
+	}
+	for (unsigned r = 0; r < NR; r++)
+		free(rr[r].layout);
+}
+
+START_TEST(test_local_two_per_machine)
+{
+	struct rank_run rr[NR];
+
+	local_runs(rr, 2, false);
+	local_runs(rr, 2, true);
+}
+END_TEST
+
+START_TEST(test_local_four_per_machine)
+{
+	struct rank_run rr[NR];
+
+	local_runs(rr, 4, true);
+}
+END_TEST
+
+/* A rank that uses a tensor with another count than its machine's leader:
+ * every rank fails, the two named. */
+START_TEST(test_local_mismatch)
+{
+	struct rank_run rr[NR];
+
+	setup_runs(rr, NR, PBOX_FP32, 2);
+	for (unsigned r = 0; r < NR; r++) {
+		rr[r].per = 2;
+		rr[r].extra = "partition_size = 64K";
+	}
+	rr[1].counts[0] = 99999;
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_msg(rr[r].start_rc == 0, "rank %u: %s", r, rr[r].msg);
+		ck_assert_msg(rr[r].run_rc != 0, "rank %u did not fail", r);
+		ck_assert_msg(strstr(rr[r].msg, "key 100") &&
+				      strstr(rr[r].msg, "rank 1 uses 99999") &&
+				      strstr(rr[r].msg, "rank 0 (on the same machine) 100003"),
+			      "rank %u: %s", r, rr[r].msg);
+		free(rr[r].layout);
+	}
+}
+END_TEST
+
+/* A rank of a machine dies mid-run (its own process, gone without
+ * finalize): its leader names it, and every rank fails with that. */
+START_TEST(test_local_rank_dies)
+{
+	struct rank_run rr[NR];
+	pthread_t th[NR];
+	pid_t pid;
+	int st;
+
+	setup_runs(rr, NR, PBOX_FP32, 200);
+	for (unsigned r = 0; r < NR; r++) {
+		rr[r].per = 2;
+		rr[r].extra = "partition_size = 64K";
+	}
+	rr[1].die_after = 2;
+	base_port(); /* the same ports in the child */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		rank_main(&rr[1]);
+		_exit(1); /* not reached */
+	}
+	for (unsigned r = 0; r < NR; r++)
+		if (r != 1)
+			ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &rr[r]), 0);
+	for (unsigned r = 0; r < NR; r++)
+		if (r != 1)
+			pthread_join(th[r], NULL);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	for (unsigned r = 0; r < NR; r++) {
+		if (r == 1)
+			continue;
+		ck_assert_msg(rr[r].start_rc == 0, "rank %u: %s", r, rr[r].msg);
+		ck_assert_msg(rr[r].run_rc != 0, "rank %u did not fail", r);
+		ck_assert_msg(strstr(rr[r].msg, "rank 1 (pid ") && strstr(rr[r].msg, "went away"),
+			      "rank %u: %s", r, rr[r].msg);
+		free(rr[r].layout);
+	}
+}
+END_TEST
+
 static void *prio_main(void *arg)
 {
 	struct prio_run *pr = arg;
@@ -461,7 +614,7 @@ static void *prio_main(void *arg)
 	struct pbox_handle *ob = NULL, *os = NULL;
 	const struct timespec gap = {0, 20000000};
 
-	write_cfg(path, sizeof(path), pr->rank, NR, "credit_bytes = 1M\npartition_size = 256K");
+	write_cfg(path, sizeof(path), pr->rank, NR, "credit_bytes = 1M\npartition_size = 256K", 0);
 	pr->rc = pbox_init(path, &px);
 	if (pr->rc)
 		goto out;
@@ -561,12 +714,12 @@ START_TEST(test_api_refusals)
 	ck_assert_int_eq(pbox_init("/nonexistent/w.ini", &px), PBOX_ECONFIG);
 	ck_assert_ptr_null(px);
 	ck_assert_ptr_nonnull(strstr(pbox_last_error(), "/nonexistent/w.ini"));
-	write_cfg(path, sizeof(path), 0, 1, "credit_bytes = lots");
+	write_cfg(path, sizeof(path), 0, 1, "credit_bytes = lots", 0);
 	ck_assert_int_eq(pbox_init(path, &px), PBOX_ECONFIG);
 	ck_assert_msg(strstr(pbox_last_error(), ".ini:11:") &&
 			      strstr(pbox_last_error(), "credit_bytes"),
 		      "%s", pbox_last_error());
-	write_cfg(path, sizeof(path), 0, 1, NULL);
+	write_cfg(path, sizeof(path), 0, 1, NULL, 0);
 	ck_assert_int_eq(pbox_init(path, &px), PBOX_OK);
 	ck_assert_int_eq(pbox_push_pull(px, 1, &x, &x, 1, PBOX_FP32, &op), PBOX_ESTATE);
 	ck_assert_int_eq(pbox_declare(px, 1, 1, PBOX_FP32, 0), PBOX_OK);
@@ -612,7 +765,7 @@ START_TEST(test_module_missing)
 	struct pbox *px;
 
 	write_cfg(path, sizeof(path), 0, 1,
-		  "[transport]\nkind = dpdk\ndpdk_port = net_null0\ndpdk_args = --no-huge");
+		  "[transport]\nkind = dpdk\ndpdk_port = net_null0\ndpdk_args = --no-huge", 0);
 	setenv("PBOX_MODULE_DIR", "/nonexistent/pbox-3", 1);
 	ck_assert_msg(pbox_init(path, &px) == PBOX_OK, "%s", pbox_last_error());
 	ck_assert_int_eq(pbox_start(px), PBOX_ECONFIG);
@@ -634,7 +787,7 @@ START_TEST(test_world_of_one_grows)
 	struct pbox *px;
 	float x[64];
 
-	write_cfg(path, sizeof(path), 0, 1, NULL);
+	write_cfg(path, sizeof(path), 0, 1, NULL, 0);
 	ck_assert_int_eq(pbox_init(path, &px), PBOX_OK);
 	ck_assert_int_eq(pbox_start(px), PBOX_OK);
 	for (unsigned round = 0; round < 4; round++) {
@@ -797,7 +950,7 @@ START_TEST(test_cuda_refusals)
 	snprintf(so, sizeof(so), "%s/cuda.so", dir);
 	built = access(so, R_OK) == 0;
 	setenv("PBOX_MODULE_DIR", dir, 1);
-	write_cfg(path, sizeof(path), 0, 1, NULL);
+	write_cfg(path, sizeof(path), 0, 1, NULL, 0);
 	ck_assert_int_eq(pbox_init(path, &px), PBOX_OK);
 	ck_assert_int_eq(pbox_push_pull_cuda(px, 1, &x, &x, 1, PBOX_FP32, NULL, &op), PBOX_ESTATE);
 	ck_assert_int_eq(pbox_start(px), PBOX_OK);
@@ -855,6 +1008,13 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_late_mixed);
 	tcase_add_test(tc, test_late_mismatch);
 	tcase_add_test(tc, test_late_mismatch_existing_key);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("local"); /* local aggregation (local.c) */
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_local_two_per_machine);
+	tcase_add_test(tc, test_local_four_per_machine);
+	tcase_add_test(tc, test_local_mismatch);
+	tcase_add_test(tc, test_local_rank_dies);
 	suite_add_tcase(s, tc);
 	return s;
 }

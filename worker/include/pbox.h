@@ -56,7 +56,7 @@ extern "C" {
 #endif
 
 #define PBOX_VERSION_MAJOR 3
-#define PBOX_VERSION_MINOR 1
+#define PBOX_VERSION_MINOR 2
 
 /* Element types, as the GPU holds them (little-endian). */
 enum pbox_dtype {
@@ -90,7 +90,7 @@ const char *pbox_strerror(int status);
 /* The message of the last failed call in this thread ("" when none). */
 const char *pbox_last_error(void);
 
-/* The library's version, "3.1". */
+/* The library's version, "3.2". */
 const char *pbox_version(void);
 
 /*
@@ -189,6 +189,20 @@ struct pbox_layout_info {
 };
 int pbox_layout(const struct pbox *px, struct pbox_layout_info *out);
 
+/*
+ * Local aggregation (libpbox 3.2): ranks that share a data address are one
+ * machine ([worker] local_aggregation; auto leaves loopback ranks apart).
+ * They sum among themselves in shared memory first, and only the machine's
+ * leader, its lowest rank, pushes to the layout, which counts machines
+ * (pbox_layout()'s shares are those of n = machines; its world_size and
+ * rank are still the ranks'). Without it, every rank is a machine.
+ */
+struct pbox_machine_info {
+	uint32_t machines, machine;	 /* this rank's machine, 0..machines-1 */
+	uint32_t local_rank, local_size; /* among the machine's ranks */
+	uint32_t leader;		 /* the rank that pushes for the machine */
+};
+int pbox_machine(const struct pbox *px, struct pbox_machine_info *out);
 /* Payload bytes this rank moved, per summation service. */
 struct pbox_ss_stats {
 	char name[64];	  /* "box endpoint 1 (198.18.2.1:9600)", "rank 2 (...)" */

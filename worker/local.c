@@ -1,0 +1,1345 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Local aggregation (BytePS §4.2, CPU-assisted): the ranks of one machine
+ * sum among themselves first, and only the machine's leader (its lowest
+ * rank) takes part in the network job, with one push per machine. The
+ * layout then counts machines, as Theorem 1 assumes: n = machines, B = the
+ * machine's NIC.
+ *
+ * A machine is the ranks that share a data address ([worker]
+ * local_aggregation: auto leaves loopback ranks apart, on groups them too,
+ * off never groups). The leader listens on an abstract unix socket named
+ * after the job and its endpoint (its network namespace's, so only its own
+ * machine sees it; the peer's uid checked, and a proof of [job] token);
+ * the others connect there instead of joining the network job.
+ *
+ * Memory: each tensor has one memfd, mapped by every rank of the machine,
+ * with a region per local rank; the leader's region takes the sum. The
+ * leader passes the memfd over the socket (SCM_RIGHTS) when a rank first
+ * uses the tensor. Control: small messages on the socket (SOCK_SEQPACKET),
+ * per piece of [tuning] partition_size:
+ *
+ *   rank j -> leader  IN key round piece     its part is in its region
+ *   leader -> rank j  OUT key round piece    the machine's sum is in region 0
+ *   rank j -> leader  TAKEN key round piece  it copied the sum out
+ *
+ * The leader sums a piece (the AVX kernels) as soon as every local part is
+ * in, and pushes it to the network job as a tensor of its own (keys from
+ * 2^63 up, declared with the tensor so that every leader agrees on them in
+ * the order of first use); piece i + 1 is summed while piece i is on the
+ * network. The socket is also each side's life line: a rank whose
+ * connection closes without BYE has left, and the job fails naming it; a
+ * failure of the leader's job reaches every local rank as FAIL.
+ */
+#include "pbox_int.h"
+#include "cuda/stage.h"
+#include "sum.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sodium.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+enum { LM_HELLO = 1, LM_READY, LM_FAIL, LM_TENSOR, LM_TENSOR_OK, LM_IN, LM_OUT, LM_TAKEN, LM_BYE };
+
+#define LM_PROOF 16
+
+/* One message; the short ones end before @u. */
+struct lmsg {
+	uint8_t type;
+	uint8_t dtype;
+	uint16_t pad;
+	int32_t code; /* FAIL */
+	uint32_t round, piece;
+	uint64_t key, count;
+	union {
+		struct {
+			uint32_t rank, world, mode, pid;
+			uint64_t piece_bytes;
+			uint8_t proof[LM_PROOF];
+		} hello;
+		struct pbox_layout_info ready;
+		char text[WK_ERR_LEN];
+	} u;
+};
+#define LM_SHORT offsetof(struct lmsg, u)
+
+/* A tensor as the machine holds it. */
+struct wk_ltensor {
+	uint64_t key, count, bytes, stride; /* stride: a region's size, page-aligned */
+	uint8_t dtype;
+	int prio;
+	uint32_t n_pieces;
+	uint64_t piece_elems;
+	int memfd;
+	uint8_t *map;		  /* local_size regions; the leader's, 0, takes the sum */
+	bool net;		  /* leader: its pieces declared to the network job */
+	bool declared;		  /* by pbox_declare() on this rank */
+	bool asked;		  /* the others: the memfd asked for */
+	struct pbox_handle *busy; /* this rank's push-pull of it (under mu) */
+	uint32_t round;		  /* this rank's next */
+	/* leader, local thread only */
+	uint32_t *in;		  /* [j * n_pieces + i]: rank j's round in piece i, + 1 */
+	uint32_t *taken;	  /* [i]: ranks that took the last result of piece i */
+	struct pbox_handle **sub; /* [i]: its network push-pull */
+	uint8_t *st;		  /* [i]: this rank's op: 0 waiting, 1 on the network, 2 done */
+};
+
+struct wk_local {
+	uint32_t world_rank, world_n, machines, machine, local_rank, local_size;
+	uint32_t *leader_of; /* machine -> the world rank of its leader */
+	uint32_t *ranks;     /* local rank -> world rank */
+	struct cfg_hostport *world_peers;
+	int lfd, efd;
+	int *fd;    /* leader: [j] local rank j's connection; others: [0] the leader's */
+	bool *bye;  /* leader: [j] said BYE */
+	pid_t *pid; /* leader: [j] its process */
+	bool stop;  /* under mu: finalizing */
+	bool told;  /* the failure passed on */
+	pthread_t thr;
+	bool thr_started;
+	struct pbox_layout_info li; /* the others: the leader's layout */
+	/* tensors by key (under mu) */
+	struct wk_ltensor **t;
+	uint32_t n_t, cap_t;
+	/* push-pulls: queued by the API (under mu), then the thread's own */
+	struct pbox_handle *q, *q_tail;
+	struct pbox_handle **act;
+	uint32_t n_act, cap_act;
+	float *acc; /* fp32 accumulator of one piece (fp16, bf16) */
+	const struct sum_ops *ops;
+	uint64_t piece_bytes;
+};
+
+static bool leader(const struct wk_local *lc)
+{
+	return lc->local_rank == 0;
+}
+
+static uint64_t local_piece_key(uint64_t key, uint32_t i)
+{
+	return wk_cuda_piece_key(key ^ 0x6c6f63616c616767ull /* "localagg" */, i);
+}
+
+static void proof(const struct pbox *px, uint8_t *out)
+{
+	uint8_t in[24] = "pbox-local";
+
+	memcpy(in + 8, &px->cfg.job.token, 8);
+	memcpy(in + 16, &px->cfg.job.id, 4);
+	crypto_generichash(out, LM_PROOF, in, sizeof(in), NULL, 0);
+}
+
+/* The socket's abstract name: the job and the leader's endpoint. */
+static socklen_t sock_name(const struct pbox *px, struct sockaddr_un *a)
+{
+	const struct cfg_hostport *l = &px->loc->world_peers[px->loc->ranks[0]];
+	char ip[INET_ADDRSTRLEN];
+	int n;
+
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "pbox/%u/%s:%u", px->cfg.job.id,
+		     wk_ipstr(l->ip_be, ip), l->port);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* ---- messages ----------------------------------------------------------- */
+
+static int msg_send(int fd, const struct lmsg *m, size_t len, int memfd)
+{
+	struct iovec iov = {.iov_base = (void *)m, .iov_len = len};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+
+	if (memfd >= 0) {
+		struct cmsghdr *c;
+
+		memset(&cm, 0, sizeof(cm));
+		mh.msg_control = cm.buf;
+		mh.msg_controllen = sizeof(cm.buf);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &memfd, sizeof(int));
+	}
+	return sendmsg(fd, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+static int say(int fd, uint8_t type, uint64_t key, uint32_t round, uint32_t piece)
+{
+	struct lmsg m = {.type = type, .key = key, .round = round, .piece = piece};
+
+	return msg_send(fd, &m, LM_SHORT, -1);
+}
+
+static int say_fail(int fd, int code, const char *msg)
+{
+	struct lmsg m = {.type = LM_FAIL, .code = code};
+
+	snprintf(m.u.text, sizeof(m.u.text), "%s", msg);
+	return msg_send(fd, &m, LM_SHORT + strlen(m.u.text) + 1, -1);
+}
+
+/* A message (and a passed descriptor into *@memfd, else -1): its length,
+ * 0 the peer closed, -1 an error or nothing yet (non-blocking). */
+static ssize_t msg_recv(int fd, struct lmsg *m, int *memfd, int flags)
+{
+	struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cm.buf,
+			    .msg_controllen = sizeof(cm.buf)};
+	ssize_t n;
+
+	*memfd = -1;
+	memset(m, 0, LM_SHORT);
+	n = recvmsg(fd, &mh, flags | MSG_CMSG_CLOEXEC);
+	if (n <= 0)
+		return n;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+		    c->cmsg_len == CMSG_LEN(sizeof(int)))
+			memcpy(memfd, CMSG_DATA(c), sizeof(int));
+	if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || (size_t)n < LM_SHORT) {
+		if (*memfd >= 0)
+			close(*memfd);
+		*memfd = -1;
+		errno = EPROTO;
+		return -1;
+	}
+	if (m->type == LM_FAIL || m->type == LM_HELLO)
+		m->u.text[sizeof(m->u.text) - 1] = 0; /* FAIL: bounded; HELLO: fixed fields */
+	return n;
+}
+
+/* A message within @deadline (blocking): as msg_recv(), 0 also on timeout. */
+static ssize_t msg_wait(int fd, struct lmsg *m, int *memfd, uint64_t deadline)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	uint64_t now = wk_now();
+
+	*memfd = -1;
+	if (now >= deadline || poll(&p, 1, (int)((deadline - now) / 1000000 + 1)) <= 0)
+		return 0;
+	return msg_recv(fd, m, memfd, 0);
+}
+
+/* ---- the plan: which ranks share a machine ------------------------------- */
+
+static bool groups(const struct pbox *px, uint32_t ip_be)
+{
+	unsigned mode = px->cfg.worker.local_aggregation;
+
+	if (mode == WRK_LOCAL_OFF)
+		return false;
+	return mode == WRK_LOCAL_ON || (ntohl(ip_be) >> 24) != 127;
+}
+
+int wk_local_plan(struct pbox *px)
+{
+	uint32_t n = px->n, r, q, m = 0, *mach;
+	struct wk_local *lc;
+	bool any = false;
+
+	mach = malloc(n * sizeof(*mach));
+	if (!mach)
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	for (r = 0; r < n; r++) {
+		mach[r] = UINT32_MAX;
+		for (q = 0; q < r && groups(px, px->cfg.peers[r].ip_be); q++)
+			if (px->cfg.peers[q].ip_be == px->cfg.peers[r].ip_be) {
+				mach[r] = mach[q];
+				any = true;
+				break;
+			}
+		if (mach[r] == UINT32_MAX)
+			mach[r] = m++;
+	}
+	if (!any) { /* a machine per rank: nothing to aggregate locally */
+		free(mach);
+		return PBOX_OK;
+	}
+	lc = calloc(1, sizeof(*lc));
+	if (lc) {
+		lc->leader_of = calloc(m, sizeof(uint32_t));
+		lc->ranks = calloc(n, sizeof(uint32_t));
+		lc->world_peers = malloc(n * sizeof(*lc->world_peers));
+	}
+	if (!lc || !lc->leader_of || !lc->ranks || !lc->world_peers) {
+		if (lc) {
+			free(lc->leader_of);
+			free(lc->ranks);
+			free(lc->world_peers);
+		}
+		free(lc);
+		free(mach);
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	}
+	lc->world_rank = px->rank;
+	lc->world_n = n;
+	lc->machines = m;
+	lc->machine = mach[px->rank];
+	lc->lfd = lc->efd = -1;
+	memcpy(lc->world_peers, px->cfg.peers, n * sizeof(*lc->world_peers));
+	for (r = n; r-- > 0;)
+		lc->leader_of[mach[r]] = r;
+	for (r = 0; r < n; r++)
+		if (mach[r] == lc->machine) {
+			if (r == px->rank)
+				lc->local_rank = lc->local_size;
+			lc->ranks[lc->local_size++] = r;
+		}
+	free(mach);
+	lc->piece_bytes = px->cfg.tuning.partition_size;
+	lc->ops = sum_ops_best();
+	px->loc = lc;
+	if (leader(lc)) { /* the network job is the machines' leaders */
+		for (q = 0; q < m; q++)
+			px->cfg.peers[q] = lc->world_peers[lc->leader_of[q]];
+		px->n = px->cfg.worker.world_size = m;
+		px->rank = px->cfg.worker.rank = lc->machine;
+	}
+	wk_log(px, CFG_LOG_INFO,
+	       "rank %u: %u ranks on %u machines; this machine has %u (local rank %u%s)",
+	       lc->world_rank, n, m, lc->local_size, lc->local_rank,
+	       leader(lc) ? ", its leader" : "");
+	return PBOX_OK;
+}
+
+uint32_t wk_local_world_rank(const struct pbox *px, uint32_t rank)
+{
+	const struct wk_local *lc = px->loc;
+
+	/* a leader's network ranks are machines; the others have none */
+	return lc && leader(lc) && rank < lc->machines ? lc->leader_of[rank] : rank;
+}
+
+/* ---- tensors ------------------------------------------------------------ */
+
+static struct wk_ltensor *lt_find(const struct wk_local *lc, uint64_t key)
+{
+	uint32_t lo = 0, hi = lc->n_t;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (lc->t[mid]->key < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < lc->n_t && lc->t[lo]->key == key ? lc->t[lo] : NULL;
+}
+
+static struct wk_ltensor *lt_add(struct wk_local *lc, uint64_t key, uint64_t count, uint8_t dtype,
+				 int prio)
+{
+	size_t esz = sum_dtype_size((enum sum_dtype)dtype);
+	struct wk_ltensor *t;
+	uint32_t at = 0;
+
+	if (lc->n_t == lc->cap_t) {
+		uint32_t cap = lc->cap_t ? lc->cap_t * 2 : 64;
+		struct wk_ltensor **v = realloc(lc->t, cap * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		lc->t = v;
+		lc->cap_t = cap;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->key = key;
+	t->count = count;
+	t->dtype = dtype;
+	t->prio = prio;
+	t->bytes = count * esz;
+	t->stride = (t->bytes + 4095) & ~4095ull;
+	t->piece_elems = lc->piece_bytes / esz;
+	t->n_pieces = (uint32_t)((count + t->piece_elems - 1) / t->piece_elems);
+	t->memfd = -1;
+	while (at < lc->n_t && lc->t[at]->key < key)
+		at++;
+	memmove(&lc->t[at + 1], &lc->t[at], (lc->n_t - at) * sizeof(*lc->t));
+	lc->t[at] = t;
+	lc->n_t++;
+	return t;
+}
+
+static void lt_free(struct wk_ltensor *t, uint32_t local_size)
+{
+	if (t->map)
+		munmap(t->map, t->stride * local_size);
+	if (t->memfd >= 0)
+		close(t->memfd);
+	free(t->in);
+	free(t->taken);
+	free(t->sub);
+	free(t->st);
+	free(t);
+}
+
+/* Leader: declare @t's pieces to the network job (under mu). */
+static int lt_net(struct pbox *px, struct wk_ltensor *t, const char *fn)
+{
+	for (uint32_t i = 0; i < t->n_pieces && !t->net; i++) {
+		uint64_t first = (uint64_t)i * t->piece_elems, n = t->count - first;
+		struct wk_tensor *nt;
+		int rc = wk_add_tensor(px, fn, local_piece_key(t->key, i),
+				       n < t->piece_elems ? n : t->piece_elems,
+				       (enum pbox_dtype)t->dtype, t->prio, &nt);
+
+		if (rc)
+			return rc;
+	}
+	t->net = true;
+	return PBOX_OK;
+}
+
+/* Map @t's memory (the leader creates it: @memfd < 0); 0 or -1 with errno. */
+static int lt_map(const struct wk_local *lc, struct wk_ltensor *t, int memfd)
+{
+	size_t len = t->stride * lc->local_size;
+
+	if (memfd < 0) {
+		memfd = memfd_create("pbox-local", MFD_CLOEXEC);
+		if (memfd < 0)
+			return -1;
+		if (ftruncate(memfd, (off_t)len) != 0) {
+			close(memfd);
+			return -1;
+		}
+	} else {
+		off_t end = lseek(memfd, 0, SEEK_END);
+
+		if (end != (off_t)len) { /* the leader's tensor is another size */
+			close(memfd);
+			errno = EPROTO;
+			return -1;
+		}
+	}
+	t->map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (t->map == MAP_FAILED) {
+		t->map = NULL;
+		close(memfd);
+		return -1;
+	}
+	t->memfd = memfd;
+	if (!leader(lc))
+		return 0;
+	t->in = calloc((size_t)lc->local_size * t->n_pieces, sizeof(uint32_t));
+	t->taken = malloc(t->n_pieces * sizeof(uint32_t));
+	t->sub = calloc(t->n_pieces, sizeof(*t->sub));
+	t->st = calloc(t->n_pieces, 1);
+	if (!t->in || !t->taken || !t->sub || !t->st) {
+		errno = ENOMEM;
+		return -1;
+	}
+	for (uint32_t i = 0; i < t->n_pieces; i++)
+		t->taken[i] = lc->local_size - 1; /* nobody waits for an earlier result */
+	return 0;
+}
+
+/* ---- the API side ------------------------------------------------------- */
+
+static void kick(const struct wk_local *lc)
+{
+	uint64_t one = 1;
+
+	if (lc->efd >= 0 && write(lc->efd, &one, sizeof(one)) < 0) {
+		/* saturated: the thread is awake anyway */
+	}
+}
+
+void wk_local_kick(const struct pbox *px)
+{
+	if (px->loc)
+		kick(px->loc);
+}
+
+int wk_local_declare(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
+		     enum pbox_dtype dtype, int prio)
+{
+	struct wk_local *lc = px->loc;
+	struct wk_ltensor *t;
+	int rc = PBOX_OK;
+
+	pthread_mutex_lock(&px->mu);
+	t = lt_find(lc, key);
+	if (t && t->declared)
+		rc = wk_err(PBOX_EINVAL, "%s: key %" PRIu64 " declared twice", fn, key);
+	else if (!t && !(t = lt_add(lc, key, count, (uint8_t)dtype, prio)))
+		rc = wk_err(PBOX_ENOMEM, "%s: out of memory", fn);
+	if (rc == PBOX_OK && (t->count != count || t->dtype != (uint8_t)dtype))
+		rc = wk_err(PBOX_EMISMATCH, /* first asked for by another rank of the machine */
+			    "%s: key %" PRIu64 ": %" PRIu64 " elements of %s, but another rank on "
+			    "this machine uses %" PRIu64 " of %s",
+			    fn, key, count, sum_dtype_name((enum sum_dtype)dtype), t->count,
+			    sum_dtype_name((enum sum_dtype)t->dtype));
+	if (rc == PBOX_OK) {
+		t->prio = prio;
+		t->declared = true;
+		if (leader(lc))
+			rc = lt_net(px, t, fn);
+	}
+	pthread_mutex_unlock(&px->mu);
+	wk_engine_kick(px);
+	return rc;
+}
+
+/* Move the tensors declared before the start into the machine's table;
+ * the leader declares their pieces to the network job instead. */
+int wk_local_adopt(struct pbox *px)
+{
+	uint32_t n = px->n_t;
+	struct wk_tensor **old = px->t;
+	int rc = PBOX_OK;
+
+	px->t = NULL;
+	px->n_t = px->cap_t = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		if (rc == PBOX_OK)
+			rc = wk_local_declare(px, "pbox_declare", old[i]->key, old[i]->count,
+					      (enum pbox_dtype)old[i]->dtype, old[i]->prio);
+		free(old[i]);
+	}
+	free(old);
+	return rc;
+}
+
+int wk_local_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+		       enum pbox_dtype dtype, struct pbox_handle **opp)
+{
+	struct wk_local *lc = px->loc;
+	struct pbox_handle *op = calloc(1, sizeof(*op));
+	struct wk_ltensor *t;
+	int rc = PBOX_OK;
+
+	if (!op)
+		return wk_err(PBOX_ENOMEM, "pbox_push_pull: key %" PRIu64 ": out of memory", key);
+	op->px = px;
+	op->in = in;
+	op->out = out;
+	pthread_mutex_lock(&px->mu);
+	t = lt_find(lc, key);
+	if (px->fail) {
+		rc = wk_err(PBOX_EFAILED, "pbox_push_pull: the context failed earlier: %s",
+			    px->fail_msg);
+	} else if (lc->stop) {
+		rc = wk_err(PBOX_ESTATE,
+			    "pbox_push_pull: key %" PRIu64 ": the context is finalizing", key);
+	} else if (t && (t->count != count || t->dtype != (uint8_t)dtype)) {
+		rc = wk_err(PBOX_EINVAL,
+			    "pbox_push_pull: key %" PRIu64 ": %" PRIu64 " elements of %s, but the "
+			    "key was first used with %" PRIu64 " of %s",
+			    key, count, sum_dtype_name((enum sum_dtype)dtype), t->count,
+			    sum_dtype_name((enum sum_dtype)t->dtype));
+	} else if (t && t->busy) {
+		rc = wk_err(PBOX_ESTATE,
+			    "pbox_push_pull: key %" PRIu64 ": a push-pull of it is still in flight",
+			    key);
+	} else if (!t && !(t = lt_add(lc, key, count, (uint8_t)dtype, 0))) {
+		rc = wk_err(PBOX_ENOMEM, "pbox_push_pull: key %" PRIu64 ": out of memory", key);
+	}
+	/* the leader's first use puts the pieces into the order of new tensors */
+	if (rc == PBOX_OK && leader(lc) && !t->net)
+		rc = lt_net(px, t, "pbox_push_pull");
+	if (rc) {
+		pthread_mutex_unlock(&px->mu);
+		free(op);
+		return rc;
+	}
+	op->lt = t;
+	t->busy = op;
+	op->round = t->round++;
+	if (lc->q_tail)
+		lc->q_tail->next = op;
+	else
+		lc->q = op;
+	lc->q_tail = op;
+	pthread_mutex_unlock(&px->mu);
+	wk_engine_kick(px);
+	kick(lc);
+	*opp = op;
+	return PBOX_OK;
+}
+
+/* Complete @op (the local thread; takes mu). */
+static void op_done(struct pbox *px, struct pbox_handle *op, int status, const char *msg)
+{
+	pthread_mutex_lock(&px->mu);
+	op->status = status;
+	if (msg)
+		snprintf(op->msg, sizeof(op->msg), "%s", msg);
+	op->done = true;
+	if (op->lt->busy == op)
+		op->lt->busy = NULL;
+	pthread_cond_broadcast(&px->cv);
+	pthread_mutex_unlock(&px->mu);
+}
+
+/* ---- the local thread --------------------------------------------------- */
+
+/* Fail this rank (the others: what the leader or the socket said). */
+static void local_fail(struct pbox *px, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void local_fail(struct pbox *px, int code, const char *fmt, ...)
+{
+	char msg[WK_ERR_LEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (leader(px->loc)) { /* the network job's failure: every rank hears it */
+		wk_fail(px, code, "%s", msg);
+		return;
+	}
+	pthread_mutex_lock(&px->mu);
+	if (!px->fail) {
+		px->fail = code;
+		snprintf(px->fail_msg, sizeof(px->fail_msg), "%s", msg);
+		wk_log(px, CFG_LOG_ERROR, "%s", msg);
+	}
+	pthread_mutex_unlock(&px->mu);
+}
+
+/* Every op fails with @code and @msg; the leader tells its ranks, once. */
+static void fail_ops(struct pbox *px, int code, const char *msg)
+{
+	struct wk_local *lc = px->loc;
+	struct pbox_handle *op;
+
+	pthread_mutex_lock(&px->mu);
+	op = lc->q;
+	lc->q = lc->q_tail = NULL;
+	pthread_mutex_unlock(&px->mu);
+	while (op) {
+		struct pbox_handle *next = op->next;
+
+		op_done(px, op, code, msg);
+		op = next;
+	}
+	for (uint32_t a = 0; a < lc->n_act; a++)
+		op_done(px, lc->act[a], code, msg);
+	lc->n_act = 0;
+	if (!lc->told && leader(lc))
+		for (uint32_t j = 1; j < lc->local_size; j++)
+			if (lc->fd[j] >= 0)
+				say_fail(lc->fd[j], code, msg);
+	lc->told = true;
+}
+
+static struct wk_ltensor *lt_get(struct pbox *px, uint64_t key)
+{
+	struct wk_ltensor *t;
+
+	pthread_mutex_lock(&px->mu);
+	t = lt_find(px->loc, key);
+	pthread_mutex_unlock(&px->mu);
+	return t;
+}
+
+/* Leader: sum piece @i of @t (its own part @own and every local one) into region 0. */
+static void sum_piece(struct wk_local *lc, const struct wk_ltensor *t, uint32_t i,
+		      const uint8_t *own)
+{
+	size_t esz = sum_dtype_size((enum sum_dtype)t->dtype);
+	uint64_t first = (uint64_t)i * t->piece_elems, n = t->count - first;
+	uint8_t *dst = t->map + first * esz;
+
+	if (n > t->piece_elems)
+		n = t->piece_elems;
+	if (t->dtype == SUM_FP32) {
+		memcpy(dst, own + first * esz, n * esz);
+		for (uint32_t j = 1; j < lc->local_size; j++)
+			lc->ops->add[SUM_FP32](dst, t->map + j * t->stride + first * esz, n);
+		return;
+	}
+	lc->ops->load[t->dtype](lc->acc, own + first * esz, n);
+	for (uint32_t j = 1; j < lc->local_size; j++)
+		lc->ops->add[t->dtype](lc->acc, t->map + j * t->stride + first * esz, n);
+	lc->ops->store[t->dtype](dst, lc->acc, n);
+}
+
+/* Leader: move @op on as far as it goes; true when it is over. */
+static bool lead(struct pbox *px, struct pbox_handle *op)
+{
+	struct wk_local *lc = px->loc;
+	struct wk_ltensor *t = op->lt;
+	size_t esz = sum_dtype_size((enum sum_dtype)t->dtype);
+
+	if (!t->map) {
+		if (lt_map(lc, t, -1)) {
+			local_fail(px, PBOX_ENOMEM,
+				   "key %" PRIu64 ": the machine's memory for it: %s", t->key,
+				   strerror(errno));
+			return false;
+		}
+	}
+	if (!op->lstarted) { /* first look: every piece waits */
+		memset(t->st, 0, t->n_pieces);
+		op->left = t->n_pieces;
+		op->lstarted = true;
+	}
+	for (uint32_t i = 0; i < t->n_pieces; i++) {
+		uint64_t first = (uint64_t)i * t->piece_elems, n = t->count - first;
+		int rc;
+
+		if (n > t->piece_elems)
+			n = t->piece_elems;
+		if (t->st[i] == 0) {
+			uint32_t j;
+
+			for (j = 1; j < lc->local_size; j++)
+				if (t->in[j * t->n_pieces + i] != op->round + 1)
+					break;
+			if (j < lc->local_size || t->taken[i] != lc->local_size - 1)
+				continue;
+			sum_piece(lc, t, i, op->in);
+			rc = wk_push_pull(px, local_piece_key(t->key, i), t->map + first * esz,
+					  t->map + first * esz, n, (enum pbox_dtype)t->dtype,
+					  &t->sub[i]);
+			if (rc) {
+				op_done(px, op, rc, pbox_last_error());
+				return true;
+			}
+			t->st[i] = 1;
+		}
+		if (t->st[i] != 1)
+			continue;
+		rc = pbox_test(t->sub[i]);
+		if (rc == PBOX_EAGAIN)
+			continue;
+		t->sub[i] = NULL;
+		if (rc) {
+			op_done(px, op, rc, pbox_last_error());
+			return true;
+		}
+		memcpy(op->out + first * esz, t->map + first * esz, n * esz);
+		t->taken[i] = 0;
+		t->st[i] = 2;
+		for (uint32_t j = 1; j < lc->local_size; j++)
+			say(lc->fd[j], LM_OUT, t->key, op->round, i);
+		if (--op->left == 0) {
+			op_done(px, op, PBOX_OK, NULL);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The others: start @op (copy its part in, tell the leader); true when it
+ * waits for results, false while the tensor's memory is not here yet. */
+static bool follow(struct pbox *px, struct pbox_handle *op)
+{
+	struct wk_local *lc = px->loc;
+	struct wk_ltensor *t = op->lt;
+	size_t esz = sum_dtype_size((enum sum_dtype)t->dtype);
+
+	if (!t->map) {
+		if (!t->asked) {
+			struct lmsg m = {.type = LM_TENSOR,
+					 .key = t->key,
+					 .count = t->count,
+					 .dtype = t->dtype};
+
+			msg_send(lc->fd[0], &m, LM_SHORT, -1);
+			t->asked = true;
+		}
+		return false;
+	}
+	op->left = t->n_pieces;
+	for (uint32_t i = 0; i < t->n_pieces; i++) { /* the leader sums piece i meanwhile */
+		uint64_t first = (uint64_t)i * t->piece_elems, n = t->count - first;
+
+		if (n > t->piece_elems)
+			n = t->piece_elems;
+		memcpy(t->map + lc->local_rank * t->stride + first * esz, op->in + first * esz,
+		       n * esz);
+		say(lc->fd[0], LM_IN, t->key, op->round, i);
+	}
+	return true;
+}
+
+static int act_add(struct wk_local *lc, struct pbox_handle *op)
+{
+	if (lc->n_act == lc->cap_act) {
+		uint32_t cap = lc->cap_act ? lc->cap_act * 2 : 64;
+		struct pbox_handle **v = realloc(lc->act, cap * sizeof(*v));
+
+		if (!v)
+			return -1;
+		lc->act = v;
+		lc->cap_act = cap;
+	}
+	lc->act[lc->n_act++] = op;
+	return 0;
+}
+
+/* The op of @t's round @round in flight here, or NULL. */
+static struct pbox_handle *op_of(const struct wk_local *lc, const struct wk_ltensor *t,
+				 uint32_t round)
+{
+	for (uint32_t a = 0; a < lc->n_act; a++)
+		if (lc->act[a]->lt == t && lc->act[a]->round == round)
+			return lc->act[a];
+	return NULL;
+}
+
+/* Leader: a message from local rank @j. */
+static void from_rank(struct pbox *px, uint32_t j, const struct lmsg *m)
+{
+	struct wk_local *lc = px->loc;
+	uint32_t r = lc->ranks[j];
+	struct wk_ltensor *t = lt_get(px, m->key);
+
+	switch (m->type) {
+	case LM_TENSOR:
+		if ((unsigned)m->dtype >= SUM_DTYPE_COUNT || m->count == 0 ||
+		    m->count > (1ull << 40) / sum_dtype_size((enum sum_dtype)m->dtype)) {
+			local_fail(px, PBOX_EINVAL,
+				   "rank %u on this machine asked for key %" PRIu64 " of %" PRIu64
+				   " elements of dtype %u",
+				   r, m->key, m->count, m->dtype);
+			return;
+		}
+		if (!t) {
+			pthread_mutex_lock(&px->mu);
+			t = lt_add(lc, m->key, m->count, m->dtype, 0);
+			pthread_mutex_unlock(&px->mu);
+			if (!t) {
+				local_fail(px, PBOX_ENOMEM, "key %" PRIu64 ": out of memory",
+					   m->key);
+				return;
+			}
+		}
+		if (t->count != m->count || t->dtype != m->dtype) {
+			local_fail(
+				px, PBOX_EMISMATCH,
+				"key %" PRIu64 ": rank %u uses %" PRIu64 " elements of %s, rank %u "
+				"(on the same machine) %" PRIu64 " of %s",
+				m->key, r, m->count, sum_dtype_name((enum sum_dtype)m->dtype),
+				lc->world_rank, t->count, sum_dtype_name((enum sum_dtype)t->dtype));
+			return;
+		}
+		if (!t->map && lt_map(lc, t, -1)) {
+			local_fail(px, PBOX_ENOMEM,
+				   "key %" PRIu64 ": the machine's memory for it: %s", m->key,
+				   strerror(errno));
+			return;
+		}
+		{
+			struct lmsg ok = {.type = LM_TENSOR_OK, .key = m->key};
+
+			msg_send(lc->fd[j], &ok, LM_SHORT, t->memfd);
+		}
+		return;
+	case LM_IN:
+	case LM_TAKEN:
+		if (!t || !t->map || m->piece >= t->n_pieces) {
+			local_fail(px, PBOX_EINVAL,
+				   "rank %u on this machine sent %s for key %" PRIu64 " piece %u, "
+				   "which it was never given",
+				   r, m->type == LM_IN ? "IN" : "TAKEN", m->key, m->piece);
+			return;
+		}
+		if (m->type == LM_IN)
+			t->in[j * t->n_pieces + m->piece] = m->round + 1;
+		else if (t->taken[m->piece] < lc->local_size - 1)
+			t->taken[m->piece]++;
+		return;
+	case LM_FAIL:
+		local_fail(px, m->code ? m->code : PBOX_EPEER, "rank %u (on this machine): %s", r,
+			   m->u.text);
+		return;
+	case LM_BYE:
+		lc->bye[j] = true;
+		return;
+	default:
+		local_fail(px, PBOX_EINVAL, "rank %u on this machine sent message type %u", r,
+			   m->type);
+	}
+}
+
+/* The others: a message from the leader. */
+static void from_leader(struct pbox *px, const struct lmsg *m, int memfd)
+{
+	struct wk_local *lc = px->loc;
+	struct wk_ltensor *t = lt_get(px, m->key);
+	struct pbox_handle *op;
+	size_t esz;
+
+	switch (m->type) {
+	case LM_TENSOR_OK:
+		if (!t || t->map || memfd < 0 || lt_map(lc, t, memfd)) {
+			if (memfd >= 0 && (!t || t->map))
+				close(memfd);
+			local_fail(px, PBOX_EPEER,
+				   "key %" PRIu64 ": the machine's memory for it from rank %u: %s",
+				   m->key, lc->ranks[0], memfd < 0 ? "none came" : strerror(errno));
+		}
+		return;
+	case LM_OUT:
+		op = t ? op_of(lc, t, m->round) : NULL;
+		if (!op || !t->map || m->piece >= t->n_pieces || op->left == 0) {
+			local_fail(px, PBOX_EPEER,
+				   "rank %u (this machine's leader) sent a result of key %" PRIu64
+				   " round %u piece %u, which is not in flight here",
+				   lc->ranks[0], m->key, m->round, m->piece);
+			return;
+		}
+		esz = sum_dtype_size((enum sum_dtype)t->dtype);
+		{
+			uint64_t first = (uint64_t)m->piece * t->piece_elems, n = t->count - first;
+
+			if (n > t->piece_elems)
+				n = t->piece_elems;
+			memcpy(op->out + first * esz, t->map + first * esz, n * esz);
+		}
+		say(lc->fd[0], LM_TAKEN, t->key, m->round, m->piece);
+		if (--op->left == 0) {
+			for (uint32_t a = 0; a < lc->n_act; a++)
+				if (lc->act[a] == op)
+					lc->act[a] = lc->act[--lc->n_act];
+			op_done(px, op, PBOX_OK, NULL);
+		}
+		return;
+	case LM_FAIL:
+		if (memfd >= 0)
+			close(memfd);
+		local_fail(px, m->code ? m->code : PBOX_EPEER, "%s", m->u.text);
+		return;
+	default:
+		if (memfd >= 0)
+			close(memfd);
+		local_fail(px, PBOX_EPEER, "rank %u (this machine's leader) sent message type %u",
+			   lc->ranks[0], m->type);
+	}
+}
+
+/* Every message waiting on connection @j. */
+static void drain(struct pbox *px, uint32_t j)
+{
+	struct wk_local *lc = px->loc;
+	struct lmsg m;
+	int memfd;
+
+	while (lc->fd[j] >= 0) {
+		ssize_t n = msg_recv(lc->fd[j], &m, &memfd, MSG_DONTWAIT);
+
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return;
+		if (n <= 0) {
+			bool bye = leader(lc) && lc->bye[j];
+
+			close(lc->fd[j]);
+			lc->fd[j] = -1;
+			if (bye)
+				return;
+			if (leader(lc))
+				local_fail(px, PBOX_EPEER,
+					   "rank %u (pid %d, on rank %u's machine) went away: %s",
+					   lc->ranks[j], (int)lc->pid[j], lc->world_rank,
+					   n == 0 ? "its connection closed" : strerror(errno));
+			else
+				local_fail(px, PBOX_EPEER,
+					   "rank %u (this machine's leader) went away: %s",
+					   lc->ranks[0],
+					   n == 0 ? "its connection closed" : strerror(errno));
+			return;
+		}
+		if (leader(lc)) {
+			if (memfd >= 0)
+				close(memfd);
+			from_rank(px, j, &m);
+		} else {
+			from_leader(px, &m, memfd);
+		}
+	}
+}
+
+/* Take the queued ops; move every op on. */
+static void progress(struct pbox *px)
+{
+	struct wk_local *lc = px->loc;
+	struct pbox_handle *op;
+
+	pthread_mutex_lock(&px->mu);
+	op = lc->q;
+	lc->q = lc->q_tail = NULL;
+	pthread_mutex_unlock(&px->mu);
+	while (op) {
+		struct pbox_handle *next = op->next;
+
+		op->next = NULL;
+		if (act_add(lc, op))
+			op_done(px, op, PBOX_ENOMEM, "pbox_push_pull: out of memory");
+		op = next;
+	}
+	for (uint32_t a = 0; a < lc->n_act;) {
+		op = lc->act[a];
+		if (leader(lc) && lead(px, op)) {
+			lc->act[a] = lc->act[--lc->n_act];
+			continue;
+		}
+		if (!leader(lc) && !op->lstarted) /* then its results come as OUT */
+			op->lstarted = follow(px, op);
+		a++;
+	}
+}
+
+static bool all_bye(const struct wk_local *lc)
+{
+	for (uint32_t j = 1; j < lc->local_size; j++)
+		if (lc->fd[j] >= 0 && !lc->bye[j])
+			return false;
+	return true;
+}
+
+static void *local_main(void *arg)
+{
+	struct pbox *px = arg;
+	struct wk_local *lc = px->loc;
+	uint32_t nfd = leader(lc) ? lc->local_size : 2;
+	struct pollfd *p = calloc(nfd, sizeof(*p));
+	uint64_t stop_by = 0;
+
+	if (!p) {
+		local_fail(px, PBOX_ENOMEM, "the local aggregation thread: out of memory");
+		fail_ops(px, PBOX_ENOMEM, "the local aggregation thread: out of memory");
+		return NULL;
+	}
+	for (;;) {
+		char msg[WK_ERR_LEN];
+		bool stop;
+		int fail;
+		uint64_t v;
+
+		pthread_mutex_lock(&px->mu);
+		stop = lc->stop;
+		fail = px->fail;
+		snprintf(msg, sizeof(msg), "%s", px->fail_msg);
+		pthread_mutex_unlock(&px->mu);
+		if (fail)
+			fail_ops(px, fail, msg);
+		if (stop && !stop_by)
+			stop_by = wk_now() + px->cfg.tuning.deadline_us * 1000;
+		if (stop && (!leader(lc) || all_bye(lc) || wk_now() > stop_by))
+			break;
+		if (!fail)
+			progress(px);
+		p[0] = (struct pollfd){.fd = lc->efd, .events = POLLIN};
+		if (leader(lc))
+			for (uint32_t j = 1; j < lc->local_size; j++)
+				p[j] = (struct pollfd){.fd = lc->fd[j], .events = POLLIN};
+		else
+			p[1] = (struct pollfd){.fd = lc->fd[0], .events = POLLIN};
+		if (poll(p, nfd, 100) < 0 && errno != EINTR)
+			break;
+		if (p[0].revents & POLLIN && read(lc->efd, &v, sizeof(v)) < 0) {
+			/* read by an earlier turn */
+		}
+		for (uint32_t j = 1; j < nfd; j++)
+			if (p[j].revents)
+				drain(px, leader(lc) ? j : 0);
+	}
+	if (!leader(lc) && lc->fd[0] >= 0)
+		say(lc->fd[0], LM_BYE, 0, 0, 0);
+	lc->told = true; /* the leader's ranks said BYE: nothing to tell */
+	fail_ops(px, PBOX_EFAILED, "the context was finalized with this push-pull in flight");
+	free(p);
+	return NULL;
+}
+
+/* ---- start and end ------------------------------------------------------ */
+
+/* Leader: every local rank's HELLO, before the network job starts. */
+static int accept_ranks(struct pbox *px, uint64_t deadline)
+{
+	struct wk_local *lc = px->loc;
+	uint8_t want[LM_PROOF];
+	struct sockaddr_un a;
+	socklen_t alen = sock_name(px, &a);
+	uint32_t seen = 1;
+
+	proof(px, want);
+	lc->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (lc->lfd < 0 || bind(lc->lfd, (struct sockaddr *)&a, alen) || listen(lc->lfd, 64))
+		return wk_err(PBOX_ENET, "pbox_start: the machine's socket @%s: %s", a.sun_path + 1,
+			      strerror(errno));
+	while (seen < lc->local_size) {
+		struct ucred cr;
+		socklen_t cl = sizeof(cr);
+		struct lmsg m;
+		uint32_t j;
+		int fd, memfd;
+		ssize_t n;
+
+		struct pollfd p = {.fd = lc->lfd, .events = POLLIN};
+		uint64_t now = wk_now();
+
+		if (now >= deadline || poll(&p, 1, (int)((deadline - now) / 1000000 + 1)) <= 0)
+			break;
+		fd = accept4(lc->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) || cr.uid != geteuid()) {
+			close(fd); /* another user's process: not ours to serve */
+			continue;
+		}
+		n = msg_wait(fd, &m, &memfd, deadline);
+		if (memfd >= 0)
+			close(memfd);
+		for (j = 1; j < lc->local_size && n > 0 && m.type == LM_HELLO; j++)
+			if (lc->ranks[j] == m.u.hello.rank)
+				break;
+		if (n <= 0 || m.type != LM_HELLO || memcmp(m.u.hello.proof, want, LM_PROOF)) {
+			close(fd); /* not a rank of this job */
+			continue;
+		}
+		if (j == lc->local_size || lc->fd[j] >= 0 || m.u.hello.world != lc->world_n ||
+		    m.u.hello.mode != px->cfg.worker.local_aggregation ||
+		    m.u.hello.piece_bytes != lc->piece_bytes) {
+			char msg[WK_ERR_LEN];
+
+			snprintf(
+				msg, sizeof(msg),
+				"rank %u on this machine disagrees with rank %u, its leader: "
+				"world_size %u/%u, local_aggregation %u/%u, partition_size %" PRIu64
+				"/%" PRIu64 "%s",
+				m.u.hello.rank, lc->world_rank, m.u.hello.world, lc->world_n,
+				m.u.hello.mode, px->cfg.worker.local_aggregation,
+				m.u.hello.piece_bytes, lc->piece_bytes,
+				j == lc->local_size ? " (and it is not a rank of this machine)"
+				: lc->fd[j] >= 0    ? " (and it came twice)"
+						    : "");
+			say_fail(fd, PBOX_EMISMATCH, msg);
+			close(fd);
+			return wk_err(PBOX_EMISMATCH, "pbox_start: %s", msg);
+		}
+		lc->fd[j] = fd;
+		lc->pid[j] = (pid_t)m.u.hello.pid;
+		seen++;
+	}
+	close(lc->lfd);
+	lc->lfd = -1;
+	if (seen < lc->local_size) {
+		char who[256] = "";
+		size_t off = 0;
+
+		for (uint32_t j = 1; j < lc->local_size; j++)
+			if (lc->fd[j] < 0 && off < sizeof(who) - 16)
+				off += (size_t)snprintf(who + off, sizeof(who) - off, "%s%u",
+							off ? ", " : "", lc->ranks[j]);
+		return wk_err(PBOX_ETIMEDOUT,
+			      "pbox_start: rank%s %s on this machine never came to its leader, "
+			      "rank %u",
+			      strchr(who, ',') ? "s" : "", who, lc->world_rank);
+	}
+	return PBOX_OK;
+}
+
+/* The others: HELLO to the leader, then its READY (or FAIL). */
+static int join_leader(struct pbox *px, uint64_t deadline)
+{
+	struct wk_local *lc = px->loc;
+	struct sockaddr_un a;
+	socklen_t alen = sock_name(px, &a);
+	struct lmsg m = {.type = LM_HELLO};
+	int memfd;
+	ssize_t n;
+
+	m.u.hello.rank = lc->world_rank;
+	m.u.hello.world = lc->world_n;
+	m.u.hello.mode = px->cfg.worker.local_aggregation;
+	m.u.hello.pid = (uint32_t)getpid();
+	m.u.hello.piece_bytes = lc->piece_bytes;
+	proof(px, m.u.hello.proof);
+	for (;;) { /* until the leader listens */
+		lc->fd[0] = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		if (lc->fd[0] < 0)
+			return wk_err(PBOX_ENET, "pbox_start: socket: %s", strerror(errno));
+		if (connect(lc->fd[0], (struct sockaddr *)&a, alen) == 0)
+			break;
+		close(lc->fd[0]);
+		lc->fd[0] = -1;
+		if (wk_now() >= deadline)
+			return wk_err(PBOX_ETIMEDOUT,
+				      "pbox_start: rank %u, this machine's leader, never listened "
+				      "at @%s",
+				      lc->ranks[0], a.sun_path + 1);
+		usleep(20000);
+	}
+	if (msg_send(lc->fd[0], &m, sizeof(m), -1))
+		return wk_err(PBOX_ENET, "pbox_start: to rank %u, this machine's leader: %s",
+			      lc->ranks[0], strerror(errno));
+	n = msg_wait(lc->fd[0], &m, &memfd, deadline);
+	if (memfd >= 0)
+		close(memfd);
+	if (n > 0 && m.type == LM_READY && (size_t)n == LM_SHORT + sizeof(m.u.ready)) {
+		lc->li = m.u.ready;
+		return PBOX_OK;
+	}
+	if (n > 0 && m.type == LM_FAIL)
+		return wk_err(m.code < 0 ? m.code : PBOX_EPEER,
+			      "pbox_start: rank %u, this "
+			      "machine's leader: %s",
+			      lc->ranks[0], m.u.text);
+	return wk_err(n == 0 ? PBOX_ETIMEDOUT : PBOX_EPEER,
+		      "pbox_start: rank %u, this machine's leader, %s", lc->ranks[0],
+		      n == 0 ? "said nothing before the deadline" : "closed its connection");
+}
+
+int wk_local_start(struct pbox *px, uint64_t deadline)
+{
+	struct wk_local *lc = px->loc;
+	uint32_t nfd = leader(lc) ? lc->local_size : 1;
+
+	lc->fd = malloc(nfd * sizeof(int));
+	lc->bye = calloc(nfd, sizeof(bool));
+	lc->pid = calloc(nfd, sizeof(pid_t));
+	lc->acc = malloc(lc->piece_bytes / 2 * sizeof(float) + 64);
+	lc->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (!lc->fd || !lc->bye || !lc->pid || !lc->acc || lc->efd < 0)
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	for (uint32_t j = 0; j < nfd; j++)
+		lc->fd[j] = -1;
+	return leader(lc) ? accept_ranks(px, deadline) : join_leader(px, deadline);
+}
+
+int wk_local_ready(struct pbox *px, int rc)
+{
+	struct wk_local *lc = px->loc;
+	struct lmsg m = {.type = LM_READY};
+
+	if (rc == PBOX_OK && leader(lc)) {
+		rc = pbox_layout(px, &m.u.ready);
+		if (rc == PBOX_OK)
+			for (uint32_t j = 1; j < lc->local_size; j++)
+				if (msg_send(lc->fd[j], &m, LM_SHORT + sizeof(m.u.ready), -1))
+					rc = wk_err(PBOX_ENET,
+						    "pbox_start: to rank %u on this machine: %s",
+						    lc->ranks[j], strerror(errno));
+	}
+	if (rc != PBOX_OK && leader(lc)) {
+		char msg[WK_ERR_LEN];
+
+		snprintf(msg, sizeof(msg), "%s", pbox_last_error());
+		for (uint32_t j = 1; j < lc->local_size; j++)
+			if (lc->fd[j] >= 0)
+				say_fail(lc->fd[j], rc, msg);
+		wk_err(rc, "%s", msg);
+	}
+	if (rc == PBOX_OK) {
+		int e = pthread_create(&lc->thr, NULL, local_main, px);
+
+		if (e)
+			return wk_err(PBOX_ENOMEM, "pbox_start: the local aggregation thread: %s",
+				      strerror(e));
+		lc->thr_started = true;
+	}
+	return rc;
+}
+
+void wk_local_stop(struct pbox *px)
+{
+	struct wk_local *lc = px->loc;
+
+	if (!lc || !lc->thr_started)
+		return;
+	pthread_mutex_lock(&px->mu);
+	lc->stop = true;
+	pthread_mutex_unlock(&px->mu);
+	kick(lc);
+	pthread_join(lc->thr, NULL);
+	lc->thr_started = false;
+}
+
+void wk_local_free(struct pbox *px)
+{
+	struct wk_local *lc = px->loc;
+	uint32_t nfd;
+
+	if (!lc)
+		return;
+	nfd = leader(lc) ? lc->local_size : 1;
+	for (uint32_t j = 0; lc->fd && j < nfd; j++)
+		if (lc->fd[j] >= 0)
+			close(lc->fd[j]);
+	if (lc->lfd >= 0)
+		close(lc->lfd);
+	if (lc->efd >= 0)
+		close(lc->efd);
+	for (uint32_t i = 0; i < lc->n_t; i++)
+		lt_free(lc->t[i], lc->local_size);
+	free(lc->t);
+	free(lc->act);
+	free(lc->fd);
+	free(lc->bye);
+	free(lc->pid);
+	free(lc->acc);
+	free(lc->leader_of);
+	free(lc->ranks);
+	free(lc->world_peers);
+	free(lc);
+	px->loc = NULL;
+}
+
+bool wk_local_led(const struct pbox *px)
+{
+	return px->loc && !leader(px->loc);
+}
+
+int wk_local_layout(const struct pbox *px, struct pbox_layout_info *o)
+{
+	const struct wk_local *lc = px->loc;
+
+	if (!leader(lc))
+		*o = lc->li;
+	o->world_size = lc->world_n;
+	o->rank = lc->world_rank;
+	return PBOX_OK;
+}
+
+int pbox_machine(const struct pbox *px, struct pbox_machine_info *o)
+{
+	if (!px || !o)
+		return wk_err(PBOX_EINVAL, "pbox_machine: a NULL argument");
+	if (px->phase != WK_PH_STARTED)
+		return wk_err(PBOX_ESTATE, "pbox_machine: before pbox_start()");
+	memset(o, 0, sizeof(*o));
+	if (!px->loc) {
+		o->machines = px->n;
+		o->machine = px->rank;
+		o->local_size = 1;
+		o->leader = px->rank;
+		return PBOX_OK;
+	}
+	o->machines = px->loc->machines;
+	o->machine = px->loc->machine;
+	o->local_rank = px->loc->local_rank;
+	o->local_size = px->loc->local_size;
+	o->leader = px->loc->ranks[0];
+	return PBOX_OK;
+}
