@@ -74,6 +74,10 @@ static const struct cfg_key tuning_keys[] = {
 		"floor of the retransmission timeout (it follows the measured time to a sum)"),
 	CFG_KEY(W, tuning.deadline_us, "deadline", CFG_DURATION, 0, 1000, 3600000000ull, "30s",
 		"a call fails, naming the silent summation service, after this"),
+	CFG_KEY(W, tuning.heartbeat_us, "heartbeat", CFG_DURATION, 0, 0, 3600000000ull, "3s",
+		"a rank (or the box) whose host crashed or was cut off is named after this "
+		"long silent: heartbeats on the bootstrap connections, TCP keepalive on the "
+		"box's; the same on every rank; 0: off (the deadline only)"),
 	CFG_KEY(W, tuning.pacing, "pacing", CFG_BOOL, 0, 0, 0, "true",
 		"send no faster than bandwidth: the queue stays in the priority scheduler, "
 		"not in the NIC"),

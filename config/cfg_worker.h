@@ -40,6 +40,7 @@ struct wrk_cfg {
 		uint64_t credit_bytes;
 		uint64_t retransmit_us;
 		uint64_t deadline_us;
+		uint64_t heartbeat_us;
 		bool pacing;
 		bool autotune;
 		unsigned layout; /* enum lay_mode: cfg_layout_names[layout] */

@@ -201,6 +201,23 @@ const char *wk_ipstr(uint32_t ip_be, char *buf)
 	return buf;
 }
 
+void wk_tcp_dead_after(int fd, uint64_t us)
+{
+	int one = 1, s = (int)(us / 3000000), cnt = 2;
+	unsigned ms = (unsigned)(us / 1000);
+
+	if (!us)
+		return;
+	if (s < 1)
+		s = 1;
+	/* idle s, then 2 probes s apart: an answerless host is found in ~3 s */
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &s, sizeof(s));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &s, sizeof(s));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
+}
+
 /* ---- what every rank says about itself ------------------------------------ */
 
 #define HELLO_FIELDS(_)                                                                            \
@@ -212,6 +229,7 @@ const char *wk_ipstr(uint32_t ip_be, char *buf)
 	_(bandwidth)                                                                               \
 	_(peers)                                                                                   \
 	_(layout)                                                                                  \
+	_(heartbeat)                                                                               \
 	_(tensors)
 
 enum {
@@ -276,6 +294,7 @@ static void own_hello(const struct pbox *px, struct hello *h)
 	h->v[HF_bandwidth] = px->cfg.data.bandwidth_mbps;
 	h->v[HF_peers] = peers_hash(px);
 	h->v[HF_layout] = px->cfg.tuning.layout;
+	h->v[HF_heartbeat] = px->cfg.tuning.heartbeat_us;
 	h->v[HF_tensors] = px->n_t;
 }
 
@@ -472,6 +491,8 @@ static int box_endpoints(struct pbox *px, struct box_eps *eps, uint64_t deadline
 		return -1;
 	}
 	px->box_fd = nic_ctl_connect(bc->ip_be, bc->port, deadline);
+	if (px->box_fd >= 0)
+		wk_tcp_dead_after(px->box_fd, px->cfg.tuning.heartbeat_us);
 	if (px->box_fd < 0) {
 		sodium_memzero(key, sizeof(key));
 		snprintf(msg, cap,
@@ -611,7 +632,8 @@ static int alloc_peers(struct pbox *px)
 	px->peer_buf = calloc(px->n, sizeof(char *));
 	px->peer_len = calloc(px->n, sizeof(uint32_t));
 	px->peer_bye = calloc(px->n, sizeof(bool));
-	if (!px->peer_fd || !px->peer_buf || !px->peer_len || !px->peer_bye)
+	px->peer_heard = calloc(px->n, sizeof(uint64_t));
+	if (!px->peer_fd || !px->peer_buf || !px->peer_len || !px->peer_bye || !px->peer_heard)
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	for (uint32_t r = 0; r < px->n; r++)
 		px->peer_fd[r] = -1;

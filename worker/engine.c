@@ -1316,7 +1316,11 @@ static void lost(struct pbox *px, uint32_t r, const char *how)
 	if (px->rank == 0)
 		for (uint32_t q = 1; q < px->n; q++)
 			if (q != r && px->peer_fd[q] >= 0)
-				wk_line_send(px->peer_fd[q], "LOST %u", r);
+				wk_line_send(px->peer_fd[q], "LOST %u %s", r, how);
+	if (px->rank == 0 && px->peer_fd[r] >= 0) { /* silent: finalize waits for it no more */
+		close(px->peer_fd[r]);
+		px->peer_fd[r] = -1;
+	}
 	px->fail_told |= !px->fail; /* LOST is the telling */
 	wk_fail(px, PBOX_EPEER, "%s left the job (%s)", name, how);
 	if (px->rank == 0 && px->box_fd >= 0) { /* the job is over: its memory back to the box */
@@ -1365,6 +1369,53 @@ static void told_failure(struct pbox *px, uint32_t r, const char *line)
 	wk_fail(px, code, "rank %u says: %s", wk_local_world_rank(px, origin), line + off);
 }
 
+/*
+ * Heartbeats: every bootstrap connection carries a line at least every
+ * [tuning] heartbeat / 4 both ways (rank 0 to each rank, each rank to rank
+ * 0). A process that dies closes its connections at once; a host that
+ * crashes or is cut off closes nothing, and its connection falls silent:
+ * rank 0 names that rank to every other after [tuning] heartbeat (LOST),
+ * and a rank that hears nothing from rank 0 names rank 0. Far sooner than
+ * the data deadline, and it does not depend on data being in flight.
+ */
+static void heartbeat(struct pbox *px, uint64_t now)
+{
+	uint64_t limit = px->cfg.tuning.heartbeat_us * 1000;
+	char name[96];
+
+	if (!limit || px->fail || px->n == 1)
+		return;
+	if (!px->hb_sent_ns) { /* the engine's first turn: everyone heard now */
+		for (uint32_t r = 0; r < px->n; r++)
+			px->peer_heard[r] = now;
+	}
+	if (now - px->hb_sent_ns >= limit / 4) {
+		for (uint32_t r = 0; r < px->n; r++)
+			if (px->peer_fd[r] >= 0 && (px->rank == 0) != (r == 0))
+				wk_line_send(px->peer_fd[r], "HB");
+		px->hb_sent_ns = now;
+	}
+	for (uint32_t r = 0; r < px->n; r++) {
+		double s = (double)(now - px->peer_heard[r]) / 1e9;
+
+		if (px->peer_fd[r] < 0 || px->peer_bye[r] || now - px->peer_heard[r] <= limit)
+			continue;
+		if (px->rank == 0) {
+			char how[128];
+
+			snprintf(how, sizeof(how),
+				 "silent for %.1f s: its host crashed or was cut off", s);
+			lost(px, r, how);
+		} else {
+			wk_fail(px, PBOX_EPEER,
+				"%s fell silent for %.1f s: its host crashed or was cut off (or this "
+				"one was)",
+				wk_peer_name(px, 0, name, sizeof(name)), s);
+		}
+		return;
+	}
+}
+
 static void control(struct pbox *px, uint64_t now, bool finalizing)
 {
 	char line[LINE_MAX_LEN];
@@ -1376,15 +1427,20 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 		while (fd >= 0 && (rc = wk_line_poll(fd, px->peer_buf[r], &px->peer_len[r],
 						     WK_LINEBUF, line, sizeof(line))) == 1) {
 			unsigned q;
+			int off = 0;
 
-			if (wk_grow_line(px, r, line)) {
+			px->peer_heard[r] = now;
+			if (strcmp(line, "HB") == 0) {
+				/* a heartbeat: heard */
+			} else if (wk_grow_line(px, r, line)) {
 				/* a new tensor's agreement */
 			} else if (strcmp(line, "BYE") == 0) {
 				px->peer_bye[r] = true;
 				if (px->rank != 0)
 					px->bye_done = true;
-			} else if (px->rank != 0 && sscanf(line, "LOST %u", &q) == 1 && q < px->n) {
-				lost(px, q, "rank 0 saw its connection close");
+			} else if (px->rank != 0 && sscanf(line, "LOST %u %n", &q, &off) == 1 &&
+				   q < px->n && off) {
+				lost(px, q, line + off); /* as rank 0 saw it */
 			} else if (strncmp(line, "FAIL ", 5) == 0) {
 				told_failure(px, r, line);
 			}
@@ -1404,8 +1460,15 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 		char buf[256];
 		ssize_t got = recv(px->box_fd, buf, sizeof(buf), MSG_DONTWAIT);
 
-		if (got == 0 ||
-		    (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+		if (got < 0 && errno == ETIMEDOUT) { /* keepalive: wk_tcp_dead_after() */
+			close(px->box_fd);
+			px->box_fd = -1;
+			wk_fail(px, PBOX_EBOX,
+				"the box's control connection timed out (no answer for %.1f s): "
+				"pboxd's host crashed or was cut off",
+				(double)px->cfg.tuning.heartbeat_us / 1e6);
+		} else if (got == 0 ||
+			   (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 			close(px->box_fd);
 			px->box_fd = -1;
 			wk_fail(px, PBOX_EBOX,
@@ -1417,6 +1480,7 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 			"the box says job %u is not registered: pboxd restarted, or the job was "
 			"unregistered",
 			px->job);
+	heartbeat(px, now);
 	if (px->fail && !px->fail_told) /* before this rank's caller can exit */
 		tell_failure(px);
 	if (!finalizing)

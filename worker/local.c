@@ -624,6 +624,17 @@ static void local_fail(struct pbox *px, int code, const char *fmt, ...)
 	pthread_mutex_unlock(&px->mu);
 }
 
+/* Leader: @t's pieces still on the network, once its op failed: they end
+ * with the job's failure, or with finalize (the engine still runs). */
+static void release(struct wk_ltensor *t)
+{
+	for (uint32_t i = 0; t->sub && i < t->n_pieces; i++)
+		if (t->sub[i]) {
+			pbox_wait(t->sub[i]);
+			t->sub[i] = NULL;
+		}
+}
+
 /* Every op fails with @code and @msg; the leader tells its ranks, once. */
 static void fail_ops(struct pbox *px, int code, const char *msg)
 {
@@ -640,8 +651,10 @@ static void fail_ops(struct pbox *px, int code, const char *msg)
 		op_done(px, op, code, msg);
 		op = next;
 	}
-	for (uint32_t a = 0; a < lc->n_act; a++)
+	for (uint32_t a = 0; a < lc->n_act; a++) {
+		release(lc->act[a]->lt);
 		op_done(px, lc->act[a], code, msg);
+	}
 	lc->n_act = 0;
 	if (!lc->told && leader(lc))
 		for (uint32_t j = 1; j < lc->local_size; j++)
@@ -722,6 +735,7 @@ static bool lead(struct pbox *px, struct pbox_handle *op)
 					  &t->sub[i]);
 			if (rc) {
 				op_done(px, op, rc, pbox_last_error());
+				release(t);
 				return true;
 			}
 			t->st[i] = 1;
@@ -734,6 +748,7 @@ static bool lead(struct pbox *px, struct pbox_handle *op)
 		t->sub[i] = NULL;
 		if (rc) {
 			op_done(px, op, rc, pbox_last_error());
+			release(t);
 			return true;
 		}
 		memcpy(op->out + first * esz, t->map + first * esz, n * esz);

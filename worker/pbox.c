@@ -615,6 +615,7 @@ static void free_all(struct pbox *px)
 	free(px->peer_buf);
 	free(px->peer_len);
 	free(px->peer_bye);
+	free(px->peer_heard);
 	free(px->unit);
 	free(px->chunk_unit);
 	free(px->chunk_local);

@@ -199,6 +199,8 @@ struct pbox {
 	char **peer_buf;
 	uint32_t *peer_len;
 	bool *peer_bye;
+	uint64_t *peer_heard; /* engine: the last line from each connection (heartbeats) */
+	uint64_t hb_sent_ns;  /* engine: our last heartbeat */
 
 	/* between threads, under mu */
 	pthread_t thr;
@@ -264,6 +266,9 @@ int wk_line_wait(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size
 int wk_tcp_to(uint32_t ip_be, uint16_t port);
 /* A TCP listener on @ip_be:@port (address reuse), or -1 with errno. */
 int wk_tcp_listen(uint32_t ip_be, uint16_t port);
+/* A connection whose peer host does not answer for @us (keepalive probes,
+ * a user timeout) errors with ETIMEDOUT; 0: the kernel's defaults. */
+void wk_tcp_dead_after(int fd, uint64_t us);
 /* The next connection on @lfd (no delay set), or -1 once @deadline passed. */
 int wk_accept(int lfd, uint64_t deadline);
 /* @ip_be as a.b.c.d in @buf (INET_ADDRSTRLEN bytes). */

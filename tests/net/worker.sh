@@ -14,8 +14,10 @@
 # crosses it on the wire. A resend of data by timeout costs a whole
 # fragment, and a few hundred break it. Then fp16 and bf16, 1% loss (the
 # box's sends too: resends the SSs did not need under twice the datagrams
-# lost), a worker killed mid-run, and pboxd killed mid-run. Needs root and hugepages; everything
-# it creates is torn down on exit.
+# lost), 2 and 4 ranks per machine (local aggregation: the bytes Theorem 1's
+# at n = machines), a worker killed mid-run, a worker's host cut off mid-run
+# (every frame dropped: named by heartbeats), and pboxd killed mid-run.
+# Needs root and hugepages; everything it creates is torn down on exit.
 #
 #   tests/net/worker.sh [BUILD_DIR]      SIZE (default 16M), ITERS (3)
 set -uo pipefail
@@ -307,6 +309,29 @@ check "kill: the other workers fail, naming rank 2, within the 5 s deadline ($to
 	bash -c "[ $survivors_failed = 1 ] && awk -v t=$took 'BEGIN { exit !(t < 5) }' &&
 		 [ \$(grep -l 'rank 2 (198.18.100.3:9700)' $log/kill-w{0,1,3}.log | wc -l) -eq 3 ]"
 check "kill: the box freed the job (jobs 0, state 0 bytes in telemetry)" jobs_gone
+
+# ---- a worker's host cut off mid-run --------------------------------------------
+# Nothing closes: every frame to and from w2 is dropped (its link and its
+# switch port), as when its host hangs or its cable is pulled. The
+# heartbeats on the bootstrap connections ([tuning] heartbeat, 3 s) name it
+# to every other rank, long before the 30 s data deadline.
+worker_cfgs 1
+run_until_killed cutoff
+t0=$(date +%s.%N)
+pbox_net_impair "$tag" w2 100 0 || bad "cutting w2 off"
+survivors_failed=1
+for r in 0 1 3; do
+	wait "${pids[$r]}" && survivors_failed=0
+done
+t1=$(date +%s.%N)
+took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+wait "${pids[2]}" 2>/dev/null # it finds rank 0 silent as well
+pbox_net_impair "$tag" w2 0 0
+grep -h "pbox-bench:" "$log"/cutoff-w*.log | sed 's/^/        /'
+check "cut off: the other workers fail within 5 s (heartbeat 3 s, deadline 30 s), naming rank 2 and its silence ($took s)" \
+	bash -c "[ $survivors_failed = 1 ] && awk -v t=$took 'BEGIN { exit !(t < 5) }' &&
+		 [ \$(grep -l 'rank 2 (198.18.100.3:9700) left the job (silent for' $log/cutoff-w{0,1,3}.log | wc -l) -eq 3 ]"
+check "cut off: rank 2 itself finds rank 0 silent" grep -q "rank 0 (198.18.100.1:9700) fell silent" "$log/cutoff-w2.log"
 
 # ---- pboxd killed mid-run ------------------------------------------------------
 # Only rank 0 holds the box's control connection; the others must hear the
