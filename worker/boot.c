@@ -633,7 +633,9 @@ static int alloc_peers(struct pbox *px)
 	px->peer_len = calloc(px->n, sizeof(uint32_t));
 	px->peer_bye = calloc(px->n, sizeof(bool));
 	px->peer_heard = calloc(px->n, sizeof(uint64_t));
-	if (!px->peer_fd || !px->peer_buf || !px->peer_len || !px->peer_bye || !px->peer_heard)
+	px->gone = calloc(px->n, sizeof(bool));
+	if (!px->peer_fd || !px->peer_buf || !px->peer_len || !px->peer_bye || !px->peer_heard ||
+	    !px->gone)
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	for (uint32_t r = 0; r < px->n; r++)
 		px->peer_fd[r] = -1;

@@ -1311,6 +1311,8 @@ static void lost(struct pbox *px, uint32_t r, const char *how)
 	char name[96];
 
 	wk_peer_name(px, r, name, sizeof(name));
+	if (!px->fail && px->gone) /* the failure's cause: pbox_shrink() leaves it out */
+		px->gone[r] = true;
 	/* rank 0 tells the others first: once this rank's calls fail, its
 	 * process may exit at once, and they would blame rank 0 instead */
 	if (px->rank == 0)
@@ -1407,6 +1409,7 @@ static void heartbeat(struct pbox *px, uint64_t now)
 				 "silent for %.1f s: its host crashed or was cut off", s);
 			lost(px, r, how);
 		} else {
+			px->gone[0] = true; /* the failure's cause: pbox_shrink() leaves it out */
 			wk_fail(px, PBOX_EPEER,
 				"%s fell silent for %.1f s: its host crashed or was cut off (or this "
 				"one was)",
@@ -1562,11 +1565,14 @@ static void *engine(void *arg)
 	for (;;) {
 		uint64_t now = px->now_ns = wk_now();
 		int work = 0;
-		bool fin;
+		bool fin, ab;
 
 		pthread_mutex_lock(&px->mu);
 		fin = px->finalizing;
+		ab = px->aborting;
 		pthread_mutex_unlock(&px->mu);
+		if (ab) /* pbox_shrink(): this incarnation ends here, no BYE */
+			break;
 		if (fin && !px->fail) {
 			/* whatever is still in flight ends here */
 			pthread_mutex_lock(&px->mu);

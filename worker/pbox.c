@@ -583,7 +583,9 @@ int pbox_stats(struct pbox *px, struct pbox_stats *st, struct pbox_ss_stats *ss,
 	return PBOX_OK;
 }
 
-static void free_all(struct pbox *px)
+/* Everything of one incarnation of the job: its connections, transport,
+ * layout and engine state (the engine stopped); the tensors stay. */
+void wk_free_net(struct pbox *px)
 {
 	uint32_t u, i;
 
@@ -616,6 +618,8 @@ static void free_all(struct pbox *px)
 	free(px->peer_len);
 	free(px->peer_bye);
 	free(px->peer_heard);
+	free(px->gone);
+	px->gone = NULL;
 	free(px->unit);
 	free(px->chunk_unit);
 	free(px->chunk_local);
@@ -629,11 +633,17 @@ static void free_all(struct pbox *px)
 	free(px->heap);
 	free(px->hash_unit);
 	free(px->ss_pub);
-	for (i = 0; i < px->n_t; i++)
-		free(px->t[i]);
-	free(px->t);
 	free(px->newt);
 	free(px->ag);
+	free(px->eng);
+}
+
+static void free_all(struct pbox *px)
+{
+	wk_free_net(px);
+	for (uint32_t i = 0; i < px->n_t; i++)
+		free(px->t[i]);
+	free(px->t);
 	wk_local_free(px);
 	pthread_cond_destroy(&px->cv);
 	pthread_mutex_destroy(&px->mu);

@@ -5,7 +5,11 @@
  *
  *   pbox-bench --config FILE [--model resnet50|vgg16|bert-large | --size B]
  *              [--tensors T] [--dtype fp32|fp16|bf16] [--iters N] [--warmup W]
- *              [--layout] [--quiet] [--backprop GAP_US [--fifo]]
+ *              [--layout] [--quiet] [--backprop GAP_US [--fifo]] [--survive]
+ *
+ * --survive: an iteration that fails because a rank or the box was lost
+ * goes on with the survivors (pbox_shrink()) and is done again, from its
+ * inputs, by the smaller job; each recovery is printed with its time.
  *
  * Every rank runs it with its own configuration (PBOX_* overrides apply).
  * Per iteration the tensors are pushed in backward order (the last layer's
@@ -54,6 +58,7 @@ struct opts {
 	bool mixed;	 /* tensor i of fp32, bf16, fp16 in turn (--dtype ignored) */
 	uint64_t gap_us; /* --backprop: compute per layer; 0: push all at once */
 	bool backprop, fifo;
+	bool survive; /* pbox_shrink() after a lost rank or box, and on */
 };
 
 /* Layer i's key and priority: the layer itself, or (--fifo) the order its
@@ -194,7 +199,7 @@ static void usage(FILE *f)
 		"usage: pbox-bench --config FILE [--model NAME | --size BYTES] [--tensors T]\n"
 		"                  [--dtype fp32|fp16|bf16] [--iters N] [--warmup W] [--layout] "
 		"[--quiet]\n"
-		"                  [--late] [--mixed] [--backprop GAP_US [--fifo]]\n"
+		"                  [--late] [--mixed] [--backprop GAP_US [--fifo]] [--survive]\n"
 		"  --model NAME  tensor sizes of %s\n"
 		"  --size BYTES  one model of BYTES (K/M/G suffix) in T equal tensors (default 1)\n"
 		"  --late        declare nothing: the first iteration grows the job, as a\n"
@@ -202,7 +207,8 @@ static void usage(FILE *f)
 		"  --mixed       tensors of fp32, bf16 and fp16 in turn, in one context\n"
 		"  --backprop US each layer's gradient ready US after the next layer's; reports\n"
 		"                the time from the end of backward to layer 0's sum (fwd_ms)\n"
-		"  --fifo        with --backprop: first come, first served, not by layer\n",
+		"  --fifo        with --backprop: first come, first served, not by layer\n"
+		"  --survive     a rank or the box lost: go on with the survivors (pbox_shrink)\n",
 		model_names);
 }
 
@@ -236,12 +242,14 @@ static int parse_u64(const char *s, uint64_t *out)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	static const struct option lo[] = {
-		{"config", 1, 0, 'c'},	 {"model", 1, 0, 'm'},	{"size", 1, 0, 's'},
-		{"tensors", 1, 0, 't'},	 {"dtype", 1, 0, 'd'},	{"iters", 1, 0, 'i'},
-		{"warmup", 1, 0, 'w'},	 {"layout", 0, 0, 'l'}, {"quiet", 0, 0, 'q'},
-		{"late", 0, 0, 'L'},	 {"mixed", 0, 0, 'M'},	{"help", 0, 0, 'h'},
-		{"backprop", 1, 0, 'b'}, {"fifo", 0, 0, 'f'},	{0, 0, 0, 0}};
+	static const struct option lo[] = {{"config", 1, 0, 'c'},   {"model", 1, 0, 'm'},
+					   {"size", 1, 0, 's'},	    {"tensors", 1, 0, 't'},
+					   {"dtype", 1, 0, 'd'},    {"iters", 1, 0, 'i'},
+					   {"warmup", 1, 0, 'w'},   {"layout", 0, 0, 'l'},
+					   {"quiet", 0, 0, 'q'},    {"late", 0, 0, 'L'},
+					   {"mixed", 0, 0, 'M'},    {"help", 0, 0, 'h'},
+					   {"backprop", 1, 0, 'b'}, {"fifo", 0, 0, 'f'},
+					   {"survive", 0, 0, 'S'},  {0, 0, 0, 0}};
 	uint64_t v;
 	int c;
 
@@ -277,6 +285,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case 'f':
 			o->fifo = true;
+			break;
+		case 'S':
+			o->survive = true;
 			break;
 		case 'b':
 			if (parse_u64(optarg, &o->gap_us) || o->gap_us > 10000000) {
@@ -388,6 +399,35 @@ static void print_layout(struct pbox *px, const struct model *m, enum pbox_dtype
 	free(ss);
 }
 
+/* --survive: an iteration failed: reap its handles, shrink to the
+ * survivors and say so; 0 to go on (@li the new layout). */
+static int survive(struct pbox *px, struct pbox_handle **ops, uint32_t n,
+		   struct pbox_layout_info *li, uint32_t v)
+{
+	char why[512];
+	uint32_t was = li->rank, world = li->world_size;
+	uint64_t t0;
+
+	snprintf(why, sizeof(why), "%s", pbox_last_error());
+	for (uint32_t i = 0; i < n; i++)
+		if (ops[i]) {
+			pbox_wait(ops[i]); /* failed with the job */
+			ops[i] = NULL;
+		}
+	t0 = now_ns();
+	if (pbox_shrink(px)) {
+		fprintf(stderr, "pbox-bench: rank %u: iteration %u: %s; pbox_shrink: %s\n", was, v,
+			why, pbox_last_error());
+		return -1;
+	}
+	pbox_layout(px, li);
+	printf("bench: rank %u: iteration %u failed: %s\n", was, v, why);
+	printf("bench: rank %u: recovered: rank %u of %u (was %u), k=%.2f, in %.1f ms\n", was,
+	       li->rank, li->world_size, world, li->k, (double)(now_ns() - t0) / 1e6);
+	fflush(stdout);
+	return 0;
+}
+
 static void print_traffic(struct pbox *px, uint32_t rank)
 {
 	struct pbox_stats st;
@@ -437,7 +477,7 @@ int main(int argc, char **argv)
 	double sum_ms = 0, sum_fwd = 0, fwd_ms = 0;
 	uint32_t timed = 0, i, v;
 	size_t esz;
-	int rc = 1;
+	int rc = 1, st;
 
 	if (parse_args(argc, argv, &o) || (!o.model && !o.size)) {
 		usage(stderr);
@@ -485,31 +525,26 @@ int main(int argc, char **argv)
 			if (o.backprop && i + 1 < m.n)
 				nap_us(o.gap_us); /* layer i's backward compute */
 			if (pbox_push_pull(px, key_of(&o, m.n, i), buf[i], buf[i], m.count[i],
-					   dtype_of(&o, i), &ops[i])) {
-				fprintf(stderr, "pbox-bench: rank %u: iteration %u: %s\n", li.rank,
-					v, pbox_last_error());
-				goto out;
-			}
+					   dtype_of(&o, i), &ops[i]))
+				goto failed;
 		}
 		if (o.backprop) { /* the next forward waits for layer 0 first */
 			uint64_t bwd_end = now_ns();
 
-			if (pbox_wait(ops[0])) {
-				fprintf(stderr, "pbox-bench: rank %u: iteration %u: %s\n", li.rank,
-					v, pbox_last_error());
-				goto out;
-			}
+			st = pbox_wait(ops[0]);
 			ops[0] = NULL;
+			if (st)
+				goto failed;
 			fwd_ms = (double)(now_ns() - bwd_end) / 1e6;
 			if (v >= o.warmup)
 				sum_fwd += fwd_ms;
 		}
-		for (i = m.n; i-- > 0;)
-			if (ops[i] && pbox_wait(ops[i])) {
-				fprintf(stderr, "pbox-bench: rank %u: iteration %u: %s\n", li.rank,
-					v, pbox_last_error());
-				goto out;
-			}
+		for (i = m.n; i-- > 0;) {
+			st = ops[i] ? pbox_wait(ops[i]) : 0;
+			ops[i] = NULL;
+			if (st)
+				goto failed;
+		}
 		t1 = now_ns();
 		for (i = 0; i < m.n; i++) {
 			uint32_t got, want;
@@ -542,6 +577,14 @@ int main(int argc, char **argv)
 			       (double)(t1 - t0) / 1e6,
 			       (double)model_bytes * 8 / (double)(t1 - t0));
 		fflush(stdout);
+		continue;
+	failed:
+		if (!o.survive || survive(px, ops, m.n, &li, v)) {
+			fprintf(stderr, "pbox-bench: rank %u: iteration %u: %s\n", li.rank, v,
+				pbox_last_error());
+			goto out;
+		}
+		v--; /* the failed iteration again, by the survivors */
 	}
 	if (!o.quiet)
 		print_traffic(px, li.rank);

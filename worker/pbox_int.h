@@ -199,6 +199,8 @@ struct pbox {
 	char **peer_buf;
 	uint32_t *peer_len;
 	bool *peer_bye;
+	bool *gone;	      /* engine: ranks lost as this incarnation failed (survive.c) */
+	uint32_t epoch;	      /* incarnations after the first (pbox_shrink()) */
 	uint64_t *peer_heard; /* engine: the last line from each connection (heartbeats) */
 	uint64_t hb_sent_ns;  /* engine: our last heartbeat */
 
@@ -209,6 +211,7 @@ struct pbox {
 	pthread_cond_t cv;
 	struct pbox_handle *subq, *subq_tail;
 	bool finalizing;
+	bool aborting; /* pbox_shrink(): the engine stops at once */
 	int fail;
 	char fail_msg[WK_ERR_LEN];
 	/* engine: the failure's origin (UINT32_MAX: this rank), and whether the
@@ -432,6 +435,9 @@ int wk_add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
 		  enum pbox_dtype dtype, int priority, struct wk_tensor **out);
 int wk_submit(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 	      enum pbox_dtype dtype, struct pbox_handle **op);
+
+/* pbox.c: free one incarnation's connections, layout and engine state. */
+void wk_free_net(struct pbox *px);
 
 /* engine.c */
 int wk_engine_start(struct pbox *px);

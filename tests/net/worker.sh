@@ -16,7 +16,9 @@
 # box's sends too: resends the SSs did not need under twice the datagrams
 # lost), 2 and 4 ranks per machine (local aggregation: the bytes Theorem 1's
 # at n = machines), a worker killed mid-run, a worker's host cut off mid-run
-# (every frame dropped: named by heartbeats), and pboxd killed mid-run.
+# (every frame dropped: named by heartbeats), and pboxd killed mid-run; then
+# the survivors going on (pbox_shrink()) after a rank is killed and after
+# pboxd is killed, every sum exact to the last iteration.
 # Needs root and hugepages; everything it creates is torn down on exit.
 #
 #   tests/net/worker.sh [BUILD_DIR]      SIZE (default 16M), ITERS (3)
@@ -354,6 +356,62 @@ check "box killed: every worker fails within 5 s, not the 30 s deadline, naming 
 	bash -c "[ $all_failed = 1 ] && awk -v t=$took 'BEGIN { exit !(t < 5) }' &&
 		 [ \$(grep -l 'pboxd went away' $log/boxkill-w*.log | wc -l) -eq $N ] &&
 		 [ \$(grep -l 'rank 0 says: the box closed its control connection' $log/boxkill-w{1,2,3}.log | wc -l) -eq 3 ]"
+
+# ---- surviving: a rank killed, then pboxd killed, the job going on --------------
+# pbox-bench --survive: a failed iteration calls pbox_shrink() and is done
+# again by the survivors, every sum checked against the survivors' own
+# parts. First a rank's process killed (the other three go on as a job of
+# three), then pboxd killed (the four go on without it, k = 0, its chunks on
+# their SS_GPUs). Each recovery's time is printed.
+# run_surviving NAME ITERS: every rank with --survive, $pids[r] its process
+run_surviving() {
+	pids=()
+	for ((r = 0; r < N; r++)); do
+		ip netns exec "$(pbox_ns "$tag" "w$r")" "$bench" --config "$log/w$r.ini" --size "$SIZE" \
+			--tensors 8 --iters "$2" --survive >"$log/$1-w$r.log" 2>&1 &
+		pids+=($!)
+	done
+	for _ in $(seq 100); do
+		[ "$(grep -l 'iteration 2/' "$log"/"$1"-w*.log 2>/dev/null | wc -l)" -eq "$N" ] && break
+		sleep 0.2
+	done
+}
+# recovered NAME RANKS...: the ranks' recoveries, as they printed them
+recovered() {
+	local name=$1 r
+	shift
+	for r in "$@"; do grep -h "recovered:" "$log/$name-w$r.log"; done |
+		awk '{ print; if ($(NF - 1) > m) m = $(NF - 1) } END { printf "        slowest recovery %.1f ms\n", m }' |
+		sed 's/^bench/        bench/'
+}
+restart_box $((2 * wbw / 2)) || exit 1
+worker_cfgs 1
+run_surviving shrink 10
+kill -9 "${pids[2]}"
+wait "${pids[2]}" 2>/dev/null
+survived=1
+for r in 0 1 3; do
+	wait "${pids[$r]}" || survived=0
+done
+recovered shrink 0 1 3
+check "rank 2 killed: ranks 0, 1 and 3 go on as a job of 3 without restarting, every sum exact to the last iteration" \
+	bash -c "[ $survived = 1 ] && [ \$(grep -l 'recovered: rank [0-2] of 3 (was 4)' $log/shrink-w{0,1,3}.log | wc -l) -eq 3 ] &&
+		 [ \$(grep -l 'RESULT bench .* n=3 .*verified=yes' $log/shrink-w{0,1,3}.log | wc -l) -eq 3 ]"
+
+worker_cfgs 1
+run_surviving boxgone 10
+kill -9 "$pboxd_pid"
+wait "$pboxd_pid" 2>/dev/null
+pboxd_pid=
+survived=1
+for r in 0 1 2 3; do
+	wait "${pids[$r]}" || survived=0
+done
+recovered boxgone 0 1 2 3
+grep -h "is gone: the job goes on" "$log"/boxgone-w0.log | sed 's/^/        /'
+check "pboxd killed: the 4 workers go on without it (k = 0, its chunks on their SS_GPUs), every sum exact to the last iteration" \
+	bash -c "[ $survived = 1 ] && [ \$(grep -l 'recovered: rank [0-3] of 4 (was 4), k=0.00' $log/boxgone-w*.log | wc -l) -eq 4 ] &&
+		 [ \$(grep -l 'RESULT bench .* n=4 k=0.00 .*verified=yes' $log/boxgone-w*.log | wc -l) -eq 4 ]"
 
 echo "worker: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

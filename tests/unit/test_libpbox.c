@@ -89,6 +89,10 @@ struct rank_run {
 	struct pbox_stats st; /* at the end of the run */
 	unsigned per;	      /* ranks per machine, local aggregation on (0: off) */
 	unsigned die_after;   /* the process exits (no finalize) after this many iterations */
+	int dead;	      /* survive: the rank that dies (-1: none) */
+	bool survive;	      /* a failed iteration: pbox_shrink(), then it again */
+	bool shrunk;
+	double recovery_ms; /* from the failed wait to the shrink's return */
 	struct pbox_machine_info mi;
 	struct pbox_layout_info li;
 };
@@ -183,17 +187,40 @@ static void *rank_main(void *arg)
 				snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
 			}
 		}
+		if (rr->run_rc && rr->survive && !rr->shrunk) { /* go on without the lost */
+			struct timespec a, b;
+			int rc;
+
+			clock_gettime(CLOCK_MONOTONIC, &a);
+			rc = pbox_shrink(px);
+			clock_gettime(CLOCK_MONOTONIC, &b);
+			if (rc) {
+				snprintf(rr->msg, sizeof(rr->msg), "pbox_shrink: %s",
+					 pbox_last_error());
+				rr->run_rc = rc;
+				break;
+			}
+			rr->recovery_ms = (double)(b.tv_sec - a.tv_sec) * 1e3 +
+					  (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+			rr->shrunk = true;
+			rr->run_rc = 0;
+			v--; /* the failed iteration again, from its inputs */
+			continue;
+		}
 		for (unsigned t = 0; t < NT && !rr->run_rc; t++)
 			for (uint64_t i = 0; i < count[t]; i++) {
 				float want = 0;
 
 				for (unsigned r = 0; r < rr->n; r++)
-					want += val(r, i + t, v);
+					if (!rr->shrunk || (int)r != rr->dead)
+						want += val(r, i + t, v);
 				if (get(buf[t], i, dt[t]) != want)
 					rr->wrong = true;
 			}
 	}
 	pbox_stats(px, &rr->st, NULL, 0);
+	if (rr->shrunk)
+		pbox_layout(px, &rr->li);
 	/* the layout, as the engine left it (it grows in the engine thread) */
 	pthread_mutex_lock(&px->mu);
 	rr->n_chunks = px->n_chunks;
@@ -561,6 +588,72 @@ START_TEST(test_local_mismatch)
 			      "rank %u: %s", r, rr[r].msg);
 		free(rr[r].layout);
 	}
+}
+END_TEST
+
+/* A rank dies mid-run (its own process, gone without finalize): the three
+ * survivors get the error naming it, shrink to a job of three without
+ * restarting, do the failed iteration again and finish the run with exact
+ * sums of their own parts, one layout, the new ranks 0..2. */
+static void shrink_after(unsigned dead)
+{
+	struct rank_run rr[NR];
+	pthread_t th[NR];
+	unsigned live = dead == 0; /* a survivor */
+	pid_t pid;
+	int st;
+
+	setup_runs(rr, NR, PBOX_FP32, 8);
+	for (unsigned r = 0; r < NR; r++) {
+		rr[r].survive = true;
+		rr[r].dead = (int)dead;
+	}
+	rr[dead].die_after = 2;
+	base_port(); /* the same ports in the child */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		rank_main(&rr[dead]);
+		_exit(1); /* not reached */
+	}
+	for (unsigned r = 0; r < NR; r++)
+		if (r != dead)
+			ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &rr[r]), 0);
+	for (unsigned r = 0; r < NR; r++)
+		if (r != dead)
+			pthread_join(th[r], NULL);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	for (unsigned r = 0; r < NR; r++) {
+		if (r == dead)
+			continue;
+		ck_assert_msg(rr[r].start_rc == 0 && rr[r].run_rc == 0, "rank %u: %s", r,
+			      rr[r].msg);
+		ck_assert_msg(rr[r].shrunk, "rank %u never lost rank %u", r, dead);
+		ck_assert_msg(!rr[r].wrong, "rank %u: a wrong sum after the shrink", r);
+		ck_assert_int_eq(rr[r].fin_rc, 0);
+		ck_assert_uint_eq(rr[r].li.world_size, NR - 1);
+		ck_assert_uint_eq(rr[r].li.rank, r < dead ? r : r - 1);
+		ck_assert_uint_eq(rr[r].n_chunks, rr[live].n_chunks);
+		ck_assert_mem_eq(rr[r].layout, rr[live].layout,
+				 rr[live].n_chunks * sizeof(uint32_t));
+		printf("shrink: rank %u went on as rank %u of %u after %.1f ms\n", r, rr[r].li.rank,
+		       rr[r].li.world_size, rr[r].recovery_ms);
+	}
+	for (unsigned r = 0; r < NR; r++)
+		if (r != dead)
+			free(rr[r].layout);
+}
+
+START_TEST(test_shrink_rank_dies)
+{
+	shrink_after(2);
+}
+END_TEST
+
+/* Rank 0 dies: rank 1 becomes rank 0 of the new incarnation. */
+START_TEST(test_shrink_root_dies)
+{
+	shrink_after(0);
 }
 END_TEST
 
@@ -1015,6 +1108,11 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_local_four_per_machine);
 	tcase_add_test(tc, test_local_mismatch);
 	tcase_add_test(tc, test_local_rank_dies);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("survive"); /* pbox_shrink() (survive.c) */
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_shrink_rank_dies);
+	tcase_add_test(tc, test_shrink_root_dies);
 	suite_add_tcase(s, tc);
 	return s;
 }

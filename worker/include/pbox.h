@@ -43,7 +43,8 @@
  * After a failure of the transport or of a peer (a deadline, a lost rank,
  * an error from the box) the context is failed: every call in flight and
  * every later call returns PBOX_EFAILED with the first cause. Finalize it
- * and start again; partial sums are never handed out as results.
+ * and start again, or, where a rank or the box was lost, go on with the
+ * survivors (pbox_shrink()); partial sums are never handed out as results.
  */
 #ifndef PBOX_H
 #define PBOX_H
@@ -161,6 +162,24 @@ int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uin
 int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 			enum pbox_dtype dtype, void *stream, struct pbox_handle **op);
 
+/*
+ * Go on after losing ranks or the box (libpbox 3.2), without restarting:
+ * once a call failed with PBOX_EPEER (a rank left: its process died, or its
+ * host fell silent for [tuning] heartbeat) or PBOX_EBOX (pboxd went away or
+ * timed out), every survivor reaps its failed handles and calls
+ * pbox_shrink(). The survivors become a new incarnation of the job: the
+ * lost ranks left out and the others renumbered in order (pbox_layout()
+ * gives the new rank and world size), without the box if the box was lost
+ * (k = 0: its chunks on the survivors' SS_GPUs; a warning names it), every
+ * tensor laid out before kept, the layout computed again. The push-pulls
+ * that failed are not redone: their @out may hold some sums already, so
+ * redo the step from its inputs (a training loop recomputes the batch).
+ * Returns once every survivor is in, or fails as pbox_start() does (a
+ * survivor that counts other ranks lost: PBOX_EMISMATCH). One thread,
+ * nothing in flight; not with local aggregation yet (PBOX_ESTATE), nor after
+ * a failure that lost nobody (PBOX_ESTATE).
+ */
+int pbox_shrink(struct pbox *px);
 /* PBOX_EAGAIN while @op is in flight; otherwise its result, and @op is
  * released. */
 int pbox_test(struct pbox_handle *op);
