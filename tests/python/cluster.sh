@@ -9,7 +9,9 @@
 # buckets summed through pboxd by pbox.torch.allreduce_hook; fp32 and bf16
 # parameters in one group train with every rank equal; the box registered the jobs, grew the mixed one by
 # a bf16 segment, summed fragments for them, and freed them when training
-# ended. Needs root and hugepages; everything is torn down on exit.
+# ended; then a training loop that goes on without the box when pboxd is
+# killed (pbox.torch.shrink()). Needs root and hugepages; everything is torn
+# down on exit.
 #
 #   tests/python/cluster.sh [BUILD_DIR]
 set -uo pipefail
@@ -52,5 +54,32 @@ c3=$(stat completed)
 check "the box summed for them: 3 jobs registered, the mixed one grown by a bf16 segment; $((c1 - c0)) fragments completed for the backend, $((c3 - c2)) for the hook" \
 	bash -c "[ \$(grep -c 'registered by' '$log/pboxd.log') -ge 3 ] && grep -q 'grew by [0-9]* bf16 chunks' '$log/pboxd.log' && [ $((c1 - c0)) -gt 0 ] && [ $((c3 - c2)) -gt 0 ]"
 check "the box freed every job when training ended (jobs 0, state 0 bytes)" jobs_gone
+
+# a training loop on the pbox group, through pboxd, and pboxd killed once
+# every rank is at step 3: each rank catches the error, goes on without the
+# box (pbox.torch.shrink(): k = 0, the box's chunks on their SS_GPUs) and
+# finishes all 10 steps, every rank with the same parameters
+pids=()
+for ((i = 0; i < N; i++)); do
+	wns "$i" env PYTHONPATH="$build/python" GLOO_SOCKET_IFNAME=eth0 PBOX_DATA_BANDWIDTH="${wbw}M" \
+		PBOX_BOX="$boxaddr" RANK="$i" LOCAL_RANK=0 WORLD_SIZE="$N" LOCAL_WORLD_SIZE=1 \
+		MASTER_ADDR=198.18.100.1 MASTER_PORT=29620 timeout 120 \
+		$py "$src/tests/python/faults.py" rank survive-box - >"$log/survive-h$i.log" 2>&1 &
+	pids+=($!)
+done
+for _ in $(seq 300); do
+	[ "$(grep -l 'step 3$' "$log"/survive-h*.log 2>/dev/null | wc -l)" -eq "$N" ] && break
+	sleep 0.1
+done
+kill -9 "$pboxd_pid"
+wait "$pboxd_pid" 2>/dev/null
+pboxd_pid=
+survived=1
+for p in "${pids[@]}"; do wait "$p" || survived=0; done
+grep -h "went on as" "$log"/survive-h*.log | cut -c1-220 | sed 's/^/        /'
+check "pboxd killed mid-training: every rank goes on without the box (pbox.torch.shrink()) to its last step, with equal parameters" \
+	bash -c "[ $survived = 1 ] && [ \$(grep -l 'went on as rank [0-3] of 4' $log/survive-h*.log | wc -l) -eq $N ] &&
+		 [ \$(grep -h 'ok, 10 steps' $log/survive-h*.log | awk '{ print \$NF }' | sort -u | wc -l) -eq 1 ] &&
+		 [ \$(grep -l 'ok, 10 steps' $log/survive-h*.log | wc -l) -eq $N ]"
 echo "python-cluster: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

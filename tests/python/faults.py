@@ -9,6 +9,14 @@
         every other rank must get an error naming rank 2, at once
     faults.py size PORT            rank 3's second allreduce is of another
         size than the others': every rank must raise, naming rank 3
+    faults.py survive PORT         a training loop (a linear model, SGD,
+        gradients summed by all_reduce on the pbox group); rank 2 dies at
+        step 3: the others catch the error, go on with pbox.torch.shrink()
+        as ranks 0..2 of 3, redo the step and finish all STEPS steps, with
+        equal parameters
+    faults.py rank survive-box -   one rank of that loop, started by the
+        harness on every host (tests/python/cluster.sh), which kills pboxd
+        once every rank printed step 3: every rank goes on without the box
 
 Starts the 4 ranks itself (torchrun would end the others when one dies),
 with torchrun's environment; prints one line per rank, "RANK r ok ..." or
@@ -21,6 +29,50 @@ import time
 
 WORLD = 4
 COUNT = 1 << 18
+STEPS = 10
+
+
+def survive_main(rank, box):
+    import hashlib
+
+    import torch
+    import torch.distributed as dist
+
+    import pbox.torch
+
+    torch.manual_seed(0)  # the same initial model on every rank
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 10))
+    dist.init_process_group("pbox")
+    pg = dist.distributed_c10d._get_default_group()
+    step = 0
+    while step < STEPS:
+        if rank == 2 and step == 3 and not box:
+            os._exit(3)
+        if box:  # a step the harness can see, and time to kill pboxd in
+            print("RANK %d step %d" % (rank, step), flush=True)
+            time.sleep(0.3)
+        g = torch.Generator().manual_seed(1000 * rank + step)  # this rank's batch
+        x, y = torch.randn(64, 256, generator=g), torch.randint(0, 10, (64,), generator=g)
+        model.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        t0 = time.monotonic()
+        try:
+            for p in model.parameters():
+                pg.allreduce([p.grad]).wait()
+        except RuntimeError as e:
+            pg = pbox.torch.shrink(pg)
+            print("RANK %d step %d: %s; went on as rank %d of %d in %.3f s" %
+                  (rank, step, e, pg.rank(), pg.size(), time.monotonic() - t0), flush=True)
+            continue  # the step again, from its inputs
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= 0.1 * p.grad / pg.size()
+        step += 1
+    digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes()
+                                     for p in model.parameters())).hexdigest()[:16]
+    print("RANK %d ok, %d steps, parameters %s" % (rank, STEPS, digest), flush=True)
+    os._exit(0)  # the old default group's Gloo has a dead rank: no teardown
 
 
 def rank_main(mode, arg):
@@ -57,12 +109,21 @@ def rank_main(mode, arg):
 def main():
     mode = sys.argv[1]
     arg, port = (sys.argv[2], sys.argv[3]) if mode == "late" else (None, sys.argv[2])
+    survive = mode == "survive"
     procs = []
     for r in range(WORLD):
         env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(WORLD),
                    LOCAL_WORLD_SIZE=str(WORLD), MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
         procs.append(subprocess.Popen([sys.executable, __file__, "rank", mode, arg or "-"],
-                                      env=env))
+                                      env=env, stdout=subprocess.PIPE if survive else None,
+                                      text=True))
+    if survive:  # rank 2 died with 3; the others finished with one set of parameters
+        outs = [p.communicate()[0] for p in procs]
+        sys.stdout.write("".join(outs))
+        digests = {o.split("parameters ")[-1].strip() for r, o in enumerate(outs) if r != 2}
+        sys.exit(0 if procs[2].returncode == 3 and
+                 all(procs[r].returncode == 0 and "of 3 in" in outs[r] and "rank 2 " in outs[r]
+                     for r in (0, 1, 3)) and len(digests) == 1 else 1)
     rcs = [p.wait() for p in procs]
     if mode == "late":
         sys.exit(0 if rcs == [0] * WORLD else 1)
@@ -73,7 +134,9 @@ def main():
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "rank":
+    if sys.argv[1] == "rank" and sys.argv[2].startswith("survive"):
+        survive_main(int(os.environ["RANK"]), sys.argv[2] == "survive-box")
+    elif sys.argv[1] == "rank":
         rank_main(sys.argv[2], sys.argv[3])
     else:
         main()

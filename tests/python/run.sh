@@ -82,6 +82,13 @@ else
 	bad "rank 3 allreduces a tensor of another size: every rank raises, naming rank 3"
 	grep -v '^\s*$' "$out/size.log" | tail -8 | sed 's/^/        /'
 fi
-total=9
+if timeout 120 $py tests/python/faults.py survive 29581 >"$out/survive.log" 2>&1; then
+	ok "a training loop goes on after rank 2 dies: pbox.torch.shrink(), 3 ranks finish all 10 steps with equal parameters"
+	grep -m1 -o 'went on as rank .*' "$out/survive.log" | sed 's/^/        /'
+else
+	bad "a training loop goes on after rank 2 dies"
+	grep -v '^\s*$' "$out/survive.log" | tail -8 | sed 's/^/        /'
+fi
+total=10
 echo "python: $((total - fails)) passed, $fails failed"
 [ $fails = 0 ]

@@ -58,10 +58,26 @@ try:  # libpbox 3.1
                                             ctypes.c_int, _P, ctypes.POINTER(_P)]
 except AttributeError:
     pass
+try:  # libpbox 3.2
+    library.pbox_shrink.argtypes = [_P]
+except AttributeError:
+    pass
+library.pbox_layout.argtypes = [_P, _P]
 library.pbox_test.argtypes = [_P]
 library.pbox_finalize.argtypes = [_P]
 library.pbox_last_error.restype = ctypes.c_char_p
 library.pbox_version.restype = ctypes.c_char_p
+
+
+class LayoutInfo(ctypes.Structure):
+    """struct pbox_layout_info"""
+    _fields_ = [("world_size", ctypes.c_uint32), ("rank", ctypes.c_uint32),
+                ("k", ctypes.c_double), ("box_endpoints", ctypes.c_uint32),
+                ("fragment_size", ctypes.c_uint32), ("chunk_size", ctypes.c_uint32),
+                ("total_bytes", ctypes.c_uint64), ("box_bytes", ctypes.c_uint64),
+                ("ssgpu_bytes_mine", ctypes.c_uint64), ("box_share", ctypes.c_double),
+                ("ssgpu_share", ctypes.c_double), ("layout", ctypes.c_char * 16),
+                ("pace_mbps", ctypes.c_double), ("transport", ctypes.c_char * 96)]
 
 
 def _check(rc):
@@ -110,6 +126,17 @@ class Context:
         _check(library.pbox_push_pull_cuda(self._px, key, in_ptr, out_ptr, count, dtype,
                                            stream, ctypes.byref(h)))
         return Handle(h)
+
+    def layout(self):
+        """The layout this rank computed: rank, world_size, k, ... (LayoutInfo)."""
+        li = LayoutInfo()
+        _check(library.pbox_layout(self._px, ctypes.byref(li)))
+        return li
+
+    def shrink(self):
+        """After a failure that lost ranks or the box: go on with the survivors
+        (pbox_shrink()); layout() then gives the new rank and world size."""
+        _check(library.pbox_shrink(self._px))
 
     def finalize(self):
         if self._px:

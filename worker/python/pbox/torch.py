@@ -40,7 +40,7 @@ from torch._C._distributed_c10d import ProcessGroup, Work, _create_work_from_fut
 
 import pbox
 
-__all__ = ["ProcessGroupPbox", "allreduce_hook", "hook_state"]
+__all__ = ["ProcessGroupPbox", "allreduce_hook", "hook_state", "shrink"]
 
 _DTYPES = {torch.float32: pbox.FP32, torch.float16: pbox.FP16, torch.bfloat16: pbox.BF16}
 _SLOTS = 4  # push-pulls of one (dtype, count) in flight at once
@@ -138,8 +138,13 @@ def _hostport(v, what):
 
 
 class ProcessGroupPbox(ProcessGroup):
-    def __init__(self, store, rank, size, timeout):
+    def __init__(self, store, rank, size, timeout, ctx=None):
         super().__init__(rank, size)
+        if ctx is not None:  # shrink(): the survivors, on the same context
+            self._ctx = ctx
+            self._gloo = None
+            self._serve()
+            return
         self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("pbox-gloo", store), rank, size,
                                            timeout)
         master = os.environ.get("MASTER_ADDR", "127.0.0.1")
@@ -178,6 +183,9 @@ class ProcessGroupPbox(ProcessGroup):
         finally:
             os.unlink(path)
         self._ctx.start()
+        self._serve()
+
+    def _serve(self):
         self._slot = {}
         self._busy = {}
         self._q = queue.Queue()
@@ -201,6 +209,10 @@ class ProcessGroupPbox(ProcessGroup):
             if item is None:
                 self._pool.shutdown(wait=True)
                 return
+            if isinstance(item, threading.Event):  # _shrink(): all before it reaped
+                self._pool.shutdown(wait=True)
+                item.set()
+                return
             handle, done = item
             try:
                 handle.wait()
@@ -218,6 +230,24 @@ class ProcessGroupPbox(ProcessGroup):
                 ctx.finalize()
             except pbox.Error:
                 pass  # the job's failure was raised where it happened
+
+    def _shrink(self):
+        """shrink(): this group's push-pulls reaped, the context shrunk, a new
+        group of the survivors on it; this one serves nothing more."""
+        if self._ctx is None:
+            raise RuntimeError("pbox: this group was shrunk or finalized already")
+        flushed = threading.Event()
+        self._q.put(flushed)
+        flushed.wait()
+        self._thr.join()
+        ctx, self._ctx = self._ctx, None
+        ctx.shrink()
+        li = ctx.layout()
+        return ProcessGroupPbox(None, li.rank, li.world_size, None, ctx=ctx)
+
+    def _no_gloo(self, what):
+        raise RuntimeError("pbox: %s: a group made by shrink() does all_reduce, broadcast "
+                           "and barrier only (its Gloo group had the lost ranks)" % what)
 
     # ---- collectives --------------------------------------------------------
 
@@ -240,6 +270,8 @@ class ProcessGroupPbox(ProcessGroup):
         if (not tensors or op not in (_SUM, _AVG) or dev.type not in ("cpu", "cuda") or
                 any(t.device != dev or t.dtype not in _DTYPES for t in tensors) or
                 len({t.dtype for t in tensors}) != 1):
+            if self._gloo is None:
+                self._no_gloo("allreduce of these tensors")
             return self._gloo.allreduce(tensors, opts) if opts is not None else \
                 self._gloo.allreduce(tensors)
         cuda = dev.type == "cuda"
@@ -285,7 +317,8 @@ class ProcessGroupPbox(ProcessGroup):
         return self.allreduce(tensors, opts)
 
     def broadcast(self, tensors, opts):
-        if any(t.dtype == torch.bfloat16 and t.device.type == "cpu" for t in tensors):
+        if self._gloo is None or \
+                any(t.dtype == torch.bfloat16 and t.device.type == "cpu" for t in tensors):
             # Gloo (torch 1.13) has no bf16: the root's values summed with
             # zeros from every other rank, exact
             if self.rank() != opts.rootRank:
@@ -295,6 +328,8 @@ class ProcessGroupPbox(ProcessGroup):
         return self._gloo.broadcast(tensors, opts)
 
     def allgather(self, outputs, inputs, opts=None):
+        if self._gloo is None:
+            self._no_gloo("allgather")
         return self._gloo.allgather(outputs, inputs) if opts is None else \
             self._gloo.allgather(outputs, inputs, opts)
 
@@ -302,6 +337,8 @@ class ProcessGroupPbox(ProcessGroup):
         return self._gloo._allgather_base(output, input)
 
     def barrier(self, opts=None):
+        if self._gloo is None:  # every rank's one element summed: every rank was here
+            return self.allreduce([torch.zeros(1)])
         return self._gloo.barrier() if opts is None else self._gloo.barrier(opts)
 
     def reduce(self, tensors, opts):
@@ -325,6 +362,21 @@ class ProcessGroupPbox(ProcessGroup):
 
     def recv(self, tensors, src, tag):
         return self._gloo.recv(tensors, src, tag)
+
+
+def shrink(group=None):
+    """Go on with the survivors after a collective raised because a rank or
+    the box was lost (libpbox's pbox_shrink()): every survivor calls it, and
+    gets a new group of the survivors (rank() and size() renumbered in
+    order; without the box if the box was lost). The old group serves
+    nothing more. Redo the failed step from its inputs (its tensors may hold
+    some sums already). The new group does all_reduce (through pbox),
+    broadcast and barrier; pass it as group= (torch's default group stays
+    the old one). group: the failed pbox group (None: the default group)."""
+    g = group if group is not None else dist.distributed_c10d._get_default_group()
+    if not isinstance(g, ProcessGroupPbox):
+        raise RuntimeError("pbox: shrink() takes a pbox group, not %s" % type(g).__name__)
+    return g._shrink()
 
 
 def _create(store, rank, size, timeout):
