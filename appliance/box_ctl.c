@@ -960,7 +960,9 @@ static void conn_close(struct box_ctl *c, int slot, const char *why)
 	struct ctl_conn *cn = &c->conn[slot];
 	unsigned i;
 
-	if (cn->drop) { /* whatever came last, this is why it goes */
+	/* whatever came last, this is why it goes: also when the kernel's user
+	 * timeout (CTL_DEAD_S) ended it first while its replies sat unread */
+	if (cn->drop || (cn->out_len && cn->stalled_ns)) {
 		why = "was dropped: it did not read its replies";
 		printf("pboxd: control connection from %s %s\n", cn->peer, why);
 	}
