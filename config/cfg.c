@@ -252,6 +252,41 @@ static const char *parse_hostport(const char *s, struct cfg_hostport *hp)
 	return NULL;
 }
 
+/* "host:port, host:port": each as parse_hostport(), none twice. */
+static const char *parse_hostports(const char *s, struct cfg_hostports *l)
+{
+	char item[300];
+
+	l->n = 0;
+	while (*s) {
+		size_t n = strcspn(s, ",");
+		const char *err;
+
+		while (n && (*s == ' ' || *s == '\t'))
+			s++, n--;
+		while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+			n--;
+		if (n == 0 || n >= sizeof(item))
+			return "has an empty or overlong entry in its comma-separated list";
+		if (l->n == CFG_MAX_HOSTPORTS)
+			return "lists more than 8 address:port entries";
+		memcpy(item, s, n);
+		item[n] = '\0';
+		err = parse_hostport(item, &l->hp[l->n]);
+		if (err)
+			return err;
+		for (uint32_t i = 0; i < l->n; i++)
+			if (l->hp[i].ip_be == l->hp[l->n].ip_be &&
+			    l->hp[i].port == l->hp[l->n].port)
+				return "lists one address:port twice";
+		l->n++;
+		s += strcspn(s, ",");
+		if (*s == ',' && !*++s)
+			return "ends with a comma";
+	}
+	return l->n ? NULL : "is empty";
+}
+
 static const char *parse_mac(const char *s, struct cfg_mac *m)
 {
 	unsigned i;
@@ -423,6 +458,14 @@ static int parse_value(const struct cfg_key *k, const char *val, void *dst, char
 		err = parse_hostport(val, &hp);
 		if (!err)
 			memcpy(dst, &hp, sizeof(hp));
+		break;
+	}
+	case CFG_HOSTPORTS: {
+		struct cfg_hostports l = {0};
+
+		err = parse_hostports(val, &l);
+		if (!err)
+			memcpy(dst, &l, sizeof(l));
 		break;
 	}
 	case CFG_MAC: {
@@ -1192,6 +1235,21 @@ static bool fmt_value(const struct cfg_key *k, const void *src, char *buf, size_
 		snprintf(buf, len, "%s:%u", ip, hp.port);
 		return true;
 	}
+	case CFG_HOSTPORTS: {
+		const struct cfg_hostports *l = src;
+		size_t off = 0;
+
+		if (!l->n)
+			return false;
+		for (uint32_t i = 0; i < l->n && off < len; i++) {
+			char ip[INET_ADDRSTRLEN];
+
+			cfg_fmt_ipv4(ip, sizeof(ip), l->hp[i].ip_be);
+			off += (size_t)snprintf(buf + off, len - off, "%s%s:%u", i ? ", " : "", ip,
+						l->hp[i].port);
+		}
+		return true;
+	}
 	case CFG_MAC: {
 		const struct cfg_mac *m = src;
 		if (!m->set)
@@ -1295,6 +1353,7 @@ static const char *type_name(const struct cfg_key *k)
 		[CFG_ENUM] = "one of",
 		[CFG_IPV4] = "IPv4 address",
 		[CFG_HOSTPORT] = "address:port",
+		[CFG_HOSTPORTS] = "address:port list",
 		[CFG_MAC] = "MAC address",
 		[CFG_STR] = "string",
 		[CFG_CORES] = "core list or auto",

@@ -29,17 +29,18 @@
 #define CFG_MSG_LEN    256
 
 enum cfg_type {
-	CFG_UINT,     /* decimal integer, uint64_t or uint32_t by field size */
-	CFG_SIZE,     /* bytes, with K/M/G/T (binary) suffix; uint64_t */
-	CFG_RATE,     /* bits per second with K/M/G/T (decimal) suffix, kept in Mb/s */
-	CFG_DURATION, /* with us/ms/s suffix, kept in microseconds; uint64_t */
-	CFG_BOOL,     /* true/false, yes/no, on/off, 1/0; bool */
-	CFG_ENUM,     /* one of key->enums; unsigned int index */
-	CFG_IPV4,     /* dotted quad; struct cfg_ipv4 */
-	CFG_HOSTPORT, /* a.b.c.d:port; struct cfg_hostport */
-	CFG_MAC,      /* aa:bb:cc:dd:ee:ff; struct cfg_mac */
-	CFG_STR,      /* printable, no spaces; char[key->size] */
-	CFG_CORES,    /* "auto" or "0-3,8"; struct cfg_cores */
+	CFG_UINT,      /* decimal integer, uint64_t or uint32_t by field size */
+	CFG_SIZE,      /* bytes, with K/M/G/T (binary) suffix; uint64_t */
+	CFG_RATE,      /* bits per second with K/M/G/T (decimal) suffix, kept in Mb/s */
+	CFG_DURATION,  /* with us/ms/s suffix, kept in microseconds; uint64_t */
+	CFG_BOOL,      /* true/false, yes/no, on/off, 1/0; bool */
+	CFG_ENUM,      /* one of key->enums; unsigned int index */
+	CFG_IPV4,      /* dotted quad; struct cfg_ipv4 */
+	CFG_HOSTPORT,  /* a.b.c.d:port; struct cfg_hostport */
+	CFG_HOSTPORTS, /* host:port, host:port, ...; struct cfg_hostports */
+	CFG_MAC,       /* aa:bb:cc:dd:ee:ff; struct cfg_mac */
+	CFG_STR,       /* printable, no spaces; char[key->size] */
+	CFG_CORES,     /* "auto" or "0-3,8"; struct cfg_cores */
 };
 
 /* Key flags. */
@@ -57,6 +58,12 @@ struct cfg_ipv4 {
 struct cfg_hostport {
 	uint32_t ip_be; /* network byte order */
 	uint16_t port;	/* host byte order; 0 = unset */
+};
+
+#define CFG_MAX_HOSTPORTS 8
+struct cfg_hostports {
+	uint32_t n; /* 0 = unset */
+	struct cfg_hostport hp[CFG_MAX_HOSTPORTS];
 };
 
 struct cfg_mac {

@@ -44,8 +44,10 @@ static const struct cfg_key job_keys[] = {
 };
 
 static const struct cfg_key box_keys[] = {
-	CFG_KEY(W, box.control, "control", CFG_HOSTPORT, 0, 0, 0, NULL,
-		"the box's management address:port; unset: no box"),
+	CFG_KEY(W, box.control, "control", CFG_HOSTPORTS, 0, 0, 0, NULL,
+		"the box's management address:port, or several boxes' (comma-separated): "
+		"k is the sum of their bandwidths over B, each box's share of the chunks by "
+		"its bandwidth; unset: no box"),
 	CFG_KEY(W, box.key_file, "key_file", CFG_STR, 0, 0, 0, "/etc/pbox/box.key",
 		"the box key (rank 0 proves it holds it to the box's control plane)"),
 };
@@ -230,10 +232,11 @@ static void validate_common(struct cfg_ctx *ctx, const struct wrk_cfg *c)
 	if (c->transport.kind == WRK_TRANSPORT_DPDK && !c->transport.dpdk_port[0])
 		cfg_error_at(ctx, "transport", 0, "kind",
 			     "[transport] kind = dpdk needs dpdk_port");
-	if (c->box.control.port && c->box.control.ip_be == c->data.address.be &&
-	    c->box.control.port == c->data.port)
-		cfg_error_at(ctx, "box", 0, "control",
-			     "[box] control: same address:port as this worker's [data]");
+	for (uint32_t i = 0; i < c->box.control.n; i++)
+		if (c->box.control.hp[i].ip_be == c->data.address.be &&
+		    c->box.control.hp[i].port == c->data.port)
+			cfg_error_at(ctx, "box", 0, "control",
+				     "[box] control: same address:port as this worker's [data]");
 }
 
 const struct cfg_schema wrk_cfg_schema = {

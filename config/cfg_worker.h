@@ -22,7 +22,7 @@ struct wrk_cfg {
 		unsigned mac; /* enum nic_mac_mode: cfg_mac_names[mac] */
 	} job;
 	struct {
-		struct cfg_hostport control; /* unset: no box (k = 0) */
+		struct cfg_hostports control; /* the boxes; none: k = 0 */
 		char key_file[256];
 	} box;
 	struct {

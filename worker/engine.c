@@ -1325,10 +1325,8 @@ static void lost(struct pbox *px, uint32_t r, const char *how)
 	}
 	px->fail_told |= !px->fail; /* LOST is the telling */
 	wk_fail(px, PBOX_EPEER, "%s left the job (%s)", name, how);
-	if (px->rank == 0 && px->box_fd >= 0) { /* the job is over: its memory back to the box */
-		close(px->box_fd);
-		px->box_fd = -1;
-	}
+	if (px->rank == 0) /* the job is over: its memory back to the boxes */
+		wk_boxes_close(px, false);
 }
 
 /*
@@ -1459,24 +1457,30 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 				px->bye_done = true;
 		}
 	}
-	if (px->box_fd >= 0) {
-		char buf[256];
-		ssize_t got = recv(px->box_fd, buf, sizeof(buf), MSG_DONTWAIT);
+	for (uint32_t b = 0; b < px->n_boxes; b++) {
+		struct wk_box *bx = &px->box[b];
+		char buf[256], ip[INET_ADDRSTRLEN];
+		ssize_t got;
 
-		if (got < 0 && errno == ETIMEDOUT) { /* keepalive: wk_tcp_dead_after() */
-			close(px->box_fd);
-			px->box_fd = -1;
+		if (bx->fd < 0)
+			continue;
+		got = recv(bx->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (got > 0 ||
+		    (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
+			continue;
+		close(bx->fd);
+		bx->fd = -1;
+		bx->gone |= !px->fail; /* the failure's cause: pbox_shrink() leaves it out */
+		wk_ipstr(bx->addr.ip_be, ip);
+		if (got < 0 && errno == ETIMEDOUT) /* keepalive: wk_tcp_dead_after() */
 			wk_fail(px, PBOX_EBOX,
-				"the box's control connection timed out (no answer for %.1f s): "
-				"pboxd's host crashed or was cut off",
-				(double)px->cfg.tuning.heartbeat_us / 1e6);
-		} else if (got == 0 ||
-			   (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-			close(px->box_fd);
-			px->box_fd = -1;
+				"the box at %s:%u: its control connection timed out (no answer for "
+				"%.1f s): pboxd's host crashed or was cut off",
+				ip, bx->addr.port, (double)px->cfg.tuning.heartbeat_us / 1e6);
+		else
 			wk_fail(px, PBOX_EBOX,
-				"the box closed its control connection: pboxd went away");
-		}
+				"the box at %s:%u closed its control connection: pboxd went away",
+				ip, bx->addr.port);
 	}
 	if (px->nojob_since && now - px->nojob_since > 500000000ull)
 		wk_fail(px, PBOX_EBOX,
@@ -1515,15 +1519,8 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 		       "finalize: not every rank said BYE within the deadline");
 		px->bye_done = true;
 	}
-	if (px->bye_done && px->rank == 0 && px->box_fd >= 0) {
-		char bye[96];
-
-		if (nic_ctl_format_unregister(bye, sizeof(bye), &px->box_sess, px->job, px->jkey) >
-		    0)
-			nic_ctl_send(px->box_fd, bye);
-		close(px->box_fd);
-		px->box_fd = -1;
-	}
+	if (px->bye_done && px->rank == 0)
+		wk_boxes_close(px, true);
 }
 
 /* ---- stats -------------------------------------------------------------------- */

@@ -82,7 +82,7 @@ int wk_grow(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint64_t d
 		px->segments++;
 		for (uint32_t e = 0; e < px->n_eps; e++)
 			on_box += count[e];
-		if (px->rank == 0 && on_box && px->box_fd >= 0 &&
+		if (px->rank == 0 && on_box && px->n_boxes &&
 		    wk_box_segment(px, (uint8_t)d, base, count, deadline, msg, cap))
 			rc = PBOX_EBOX;
 	}

@@ -137,7 +137,7 @@ int pbox_init(const char *config, struct pbox **out)
 	px->n = px->cfg.worker.world_size;
 	px->job = px->cfg.job.id;
 	wk_set_key(px, 0); /* until the bootstrap mixes in rank 0's nonce */
-	px->udp = px->efd = px->box_fd = -1;
+	px->udp = px->efd = -1;
 	px->fail_from = UINT32_MAX;
 	rc = pthread_mutex_init(&px->mu, NULL);
 	if (rc == 0 && pthread_cond_init(&px->cv, NULL) != 0) {
@@ -594,8 +594,7 @@ void wk_free_net(struct pbox *px)
 			close(px->peer_fd[i]);
 	for (i = 0; px->peer_buf && i < px->n; i++)
 		free(px->peer_buf[i]);
-	if (px->box_fd >= 0)
-		close(px->box_fd);
+	wk_boxes_close(px, false);
 	if (px->udp >= 0)
 		close(px->udp);
 	if (px->tp && px->tp->close)

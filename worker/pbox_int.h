@@ -150,8 +150,18 @@ struct pbox {
 	uint32_t rank, n, job;
 	/* this incarnation's key: nic_job_key([job] token, job, rank 0's nonce) */
 	uint8_t jkey[NIC_KEY_LEN];
-	struct nic_mac mac;		 /* signs and checks every datagram ([job] mac) */
-	struct nic_ctl_session box_sess; /* rank 0: the control connection's */
+	struct nic_mac mac; /* signs and checks every datagram ([job] mac) */
+	/* rank 0: the boxes ([box] control): each one's control connection
+	 * (the job's life there), session and endpoints among the units */
+	struct wk_box {
+		int fd;
+		struct nic_ctl_session sess;
+		struct cfg_hostport addr;
+		uint32_t ep0, n_eps;
+		bool registered; /* the job is on this box */
+		bool gone;	 /* it went away: pbox_shrink() goes on without it */
+	} box[CFG_MAX_HOSTPORTS];
+	uint32_t n_boxes;
 
 	/* tensors, sorted by key (under mu after pbox_start()) */
 	struct wk_tensor **t;
@@ -173,7 +183,6 @@ struct pbox {
 	uint32_t probe_seq;
 	uint64_t probe_call;
 	uint32_t segments; /* of the job: one per dtype per growth */
-	bool registered;   /* rank 0: the job is on the box */
 
 	/* the layout */
 	uint32_t n_eps, n_units, self_unit;
@@ -194,7 +203,6 @@ struct pbox {
 	char cuda_why[WK_ERR_LEN];
 	const struct wk_transport *tp; /* the transport's operations */
 	struct wk_local *loc; /* local aggregation (local.c): NULL with a machine per rank */
-	int box_fd;	      /* rank 0: the box's control connection, the job's life */
 	int *peer_fd;	      /* rank 0: each rank's bootstrap connection; others: [0] */
 	char **peer_buf;
 	uint32_t *peer_len;
@@ -277,6 +285,9 @@ int wk_accept(int lfd, uint64_t deadline);
 /* @ip_be as a.b.c.d in @buf (INET_ADDRSTRLEN bytes). */
 const char *wk_ipstr(uint32_t ip_be, char *buf);
 
+/* Rank 0: close every box's control connection (@unregister: say so first). */
+void wk_boxes_close(struct pbox *px, bool unregister);
+
 /* The key that signs the job's datagrams, from [job] token, the job id and
  * rank 0's @nonce (0 until the bootstrap has it). */
 void wk_set_key(struct pbox *px, uint64_t nonce);
@@ -311,8 +322,8 @@ struct ss_short;
 uint32_t wk_unit_shorts(const struct pbox *px, uint32_t u, uint16_t ep, uint32_t from, uint32_t n,
 			struct ss_short *out, uint32_t max);
 
-/* boot.c: rank 0 puts a segment on the box (REGISTER the first, GROW the
- * others); 0, or -1 with @msg. */
+/* boot.c: rank 0 puts a segment on each box with chunks in it (REGISTER
+ * the first, GROW the others); 0, or -1 with @msg. */
 int wk_box_segment(struct pbox *px, uint8_t dtype, const uint32_t *base, const uint32_t *count,
 		   uint64_t deadline, char *msg, size_t cap);
 

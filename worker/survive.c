@@ -10,9 +10,11 @@
  *     their order and are renumbered from 0, so the lowest survivor is the
  *     new rank 0 and listens where every survivor expects it (its data
  *     address, TCP);
- *   - the box: kept unless it was the failure (PBOX_EBOX: it went away or
- *     timed out), and then the job goes on without it, k = 0, the box's
- *     chunks laid onto the survivors' SS_GPUs;
+ *   - the boxes: each kept unless it was the failure (PBOX_EBOX: it went
+ *     away or timed out; rank 0 knows which, and after a shrink any box
+ *     that does not answer is left out too), and the job goes on with the
+ *     others, k their bandwidth over B, or without any, k = 0, the lost
+ *     box's chunks laid onto the other boxes and the survivors' SS_GPUs;
  *   - the tensors: those every rank had laid out, declared again (their
  *     rounds from 0); others are new tensors again on their next use;
  *   - the job id: a function of the configured one and the incarnation, so
@@ -71,7 +73,7 @@ static void keep_tensors(struct pbox *px)
 int pbox_shrink(struct pbox *px)
 {
 	uint32_t n = 0, me = UINT32_MAX, first_job, gone = 0;
-	char why[WK_ERR_LEN], box[64] = "";
+	char why[WK_ERR_LEN], box[192] = "";
 	bool lost_box;
 	int rc;
 
@@ -87,7 +89,7 @@ int pbox_shrink(struct pbox *px)
 	pthread_mutex_unlock(&px->mu);
 	for (uint32_t r = 0; px->gone && r < px->n; r++)
 		gone += px->gone[r];
-	lost_box = rc == PBOX_EBOX && px->cfg.box.control.port;
+	lost_box = rc == PBOX_EBOX && px->cfg.box.control.n;
 	if (!rc || (!gone && !lost_box))
 		return wk_err(PBOX_ESTATE, "pbox_shrink: the job lost no rank and not its box%s%s",
 			      rc ? ": " : "", rc ? why : "");
@@ -106,19 +108,35 @@ int pbox_shrink(struct pbox *px)
 	}
 	wk_free_net(px);
 	keep_tensors(px);
-	if (lost_box) {
-		char ip[INET_ADDRSTRLEN];
+	if (lost_box) { /* rank 0 knows which: the others leave the boxes to it */
+		struct cfg_hostports *l = &px->cfg.box.control;
+		uint32_t kept = 0, off = 0;
 
-		snprintf(box, sizeof(box), "%s:%u", wk_ipstr(px->cfg.box.control.ip_be, ip),
-			 px->cfg.box.control.port);
-		px->cfg.box.control.port = 0; /* k = 0: the SS_GPUs take its chunks */
+		for (uint32_t i = 0; i < l->n; i++) {
+			bool g = false;
+
+			for (uint32_t b = 0; b < px->n_boxes; b++)
+				g |= px->box[b].gone && px->box[b].addr.ip_be == l->hp[i].ip_be &&
+				     px->box[b].addr.port == l->hp[i].port;
+			if (!g) {
+				l->hp[kept++] = l->hp[i];
+			} else if (off < sizeof(box)) {
+				char ip[INET_ADDRSTRLEN];
+
+				off += (size_t)snprintf(
+					box + off, sizeof(box) - off, "%s%s:%u", off ? ", " : "",
+					wk_ipstr(l->hp[i].ip_be, ip), l->hp[i].port);
+			}
+		}
+		l->n = kept;
 	}
 	first_job = px->cfg.job.id; /* configured, or drawn by the rendezvous */
 	px->epoch++;
 	px->job = epoch_job(first_job, px->epoch);
 	px->n = px->cfg.worker.world_size = n;
 	px->rank = px->cfg.worker.rank = me;
-	px->udp = px->efd = px->box_fd = -1;
+	px->udp = px->efd = -1;
+	px->n_boxes = 0;
 	px->tp = NULL;
 	px->dp = NULL;
 	px->unit = NULL;
@@ -131,7 +149,7 @@ int pbox_shrink(struct pbox *px)
 	px->ag = NULL;
 	px->ag_rows = px->ag_cap = px->probed = px->segments = 0;
 	px->ag_last_ns = px->calls = 0;
-	px->probe_on = px->registered = false;
+	px->probe_on = false;
 	memset(px->hist, 0, sizeof(px->hist));
 	px->peer_fd = NULL;
 	px->peer_buf = NULL;
@@ -150,9 +168,11 @@ int pbox_shrink(struct pbox *px)
 	memset(&px->frag, 0, sizeof(*px) - offsetof(struct pbox, frag)); /* engine only */
 	if (box[0])
 		wk_log(px, CFG_LOG_WARNING,
-		       "the box at %s is gone: the job goes on without it (k = 0), its chunks "
-		       "on the workers' SS_GPUs; the next start uses it again",
-		       box);
+		       "the box at %s is gone: the job goes on without it, its chunks on %s; "
+		       "the next start uses it again",
+		       box,
+		       px->cfg.box.control.n ? "the other boxes and the workers' SS_GPUs"
+					     : "the workers' SS_GPUs (k = 0)");
 	wk_log(px, CFG_LOG_INFO, "shrink: incarnation %u of job %u, %u ranks, job id %u at the box",
 	       px->epoch, first_job, n, px->job);
 	rc = wk_boot(px);

@@ -31,8 +31,9 @@ prom_pid=
 cleanup() {
 	[ -n "$prom_pid" ] && kill "$prom_pid" 2>/dev/null && wait "$prom_pid" 2>/dev/null
 	[ -n "$pboxd_pid" ] && kill "$pboxd_pid" 2>/dev/null && wait "$pboxd_pid" 2>/dev/null
+	[ -n "${pboxd2_pid:-}" ] && kill "$pboxd2_pid" 2>/dev/null && wait "$pboxd2_pid" 2>/dev/null
 	pbox_net_down "$tag"
-	rm -rf "/var/run/dpdk/$prefix" /dev/hugepages/"$prefix"*
+	rm -rf "/var/run/dpdk/$prefix" "/var/run/dpdk/${prefix}b" /dev/hugepages/"$prefix"*
 	if [ "$fail" -ne 0 ]; then
 		echo "integration: logs kept in $log"
 	else

@@ -42,8 +42,10 @@ counters() { # HOST
 	if [ "$1" = box ]; then
 		d=$(ip netns exec "$box_ns" curl -sf "http://${boxaddr%:*}:9571/metrics" 2>/dev/null |
 			awk '$1 ~ /^pbox_port_rx_missed_total/ { s += $2 } END { print s + 0 }')
+		# (p0 tx, p0 rx, p1 tx, p1 rx: the sums of tx and of rx; summing p0 alone
+		# and p1 alone passed only while both ports carried the same)
 		echo "$(ip netns exec "$box_ns" cat /sys/class/net/pbox-p{0,1}/statistics/{tx,rx}_bytes |
-			paste -sd' ' | awk '{ print $1 + $2, $3 + $4 }') ${d:-0}"
+			paste -sd' ' | awk '{ print $1 + $3, $2 + $4 }') ${d:-0}"
 	else # (a DPDK rank's kernel socket sees every frame too, and nobody reads it)
 		[[ " ${dpdk_ranks:-} " == *" $1 "* ]] ||
 			d=$(wns "$1" awk '$1 == "Udp:" && $2 ~ /^[0-9]/ { print $6 }' /proc/net/snmp)
@@ -355,7 +357,7 @@ grep -h "pbox-bench:" "$log"/boxkill-w*.log | sed 's/^/        /'
 check "box killed: every worker fails within 5 s, not the 30 s deadline, naming the box ($took s)" \
 	bash -c "[ $all_failed = 1 ] && awk -v t=$took 'BEGIN { exit !(t < 5) }' &&
 		 [ \$(grep -l 'pboxd went away' $log/boxkill-w*.log | wc -l) -eq $N ] &&
-		 [ \$(grep -l 'rank 0 says: the box closed its control connection' $log/boxkill-w{1,2,3}.log | wc -l) -eq 3 ]"
+		 [ \$(grep -l 'rank 0 says: the box at 198.18.0.1:9570 closed its control connection' $log/boxkill-w{1,2,3}.log | wc -l) -eq 3 ]"
 
 # ---- surviving: a rank killed, then pboxd killed, the job going on --------------
 # pbox-bench --survive: a failed iteration calls pbox_shrink() and is done
@@ -412,6 +414,71 @@ grep -h "is gone: the job goes on" "$log"/boxgone-w0.log | sed 's/^/        /'
 check "pboxd killed: the 4 workers go on without it (k = 0, its chunks on their SS_GPUs), every sum exact to the last iteration" \
 	bash -c "[ $survived = 1 ] && [ \$(grep -l 'recovered: rank [0-3] of 4 (was 4), k=0.00' $log/boxgone-w*.log | wc -l) -eq 4 ] &&
 		 [ \$(grep -l 'RESULT bench .* n=4 k=0.00 .*verified=yes' $log/boxgone-w*.log | wc -l) -eq 4 ]"
+
+# ---- two boxes in one job ---------------------------------------------------------
+# pboxd A on port p0 at 3/2 B, pboxd B on port p1 at B/2 (one core each, in
+# the box's namespace): [box] control lists both, k = 2 in all. Every sum
+# exact, the bytes Theorem 1's at k = 2, and each box's share by its
+# bandwidth (3:1 on the wire); then box B killed: the job goes on with box A
+# alone (k = 1.5) to its last iteration.
+two_box_cfg() { # NAME PORT_KEPT CORE MBPS [MGMT_PORT METRICS_PORT]
+	awk -v keep="[port p$2]" -v core="$3" -v rate="$4M" -v mport="${5:-}" -v tport="${6:-}" '
+		/^\[/ { skip = ($0 ~ /^\[port p/ && $0 != keep) }
+		skip { next }
+		/^list = / { $0 = "list = " core }
+		/^hugepage_budget/ { $0 = "hugepage_budget = 256M" }
+		/^bandwidth/ { $0 = "bandwidth = " rate }
+		/^address = / && mport != "" { print; print "port = " mport; next }
+		{ print }
+		END { if (tport != "") printf "[telemetry]\nmetrics_port = %s\n", tport }' \
+		"$log/box.ini" >"$log/box-$1.ini"
+}
+[ -n "$pboxd_pid" ] && kill "$pboxd_pid" 2>/dev/null && wait "$pboxd_pid" 2>/dev/null
+pboxd_pid=
+box_cfg $((wbw / 2))
+two_box_cfg a 0 0 $((3 * wbw / 2))
+two_box_cfg b 1 1 $((wbw / 2)) 9580 9581
+pbox_net_shape "$tag" box-p0 tbf rate "$((3 * wbw / 2))mbit" burst 128kb limit 16mb
+pbox_net_shape "$tag" box-p1 tbf rate "$((wbw / 2))mbit" burst 128kb limit 16mb
+# one after the other: DPDK's af_packet names its fanout group by pid XOR
+# ifindex, and two pboxd started at once (consecutive pids, ifindexes one
+# apart) can draw the same group for their two interfaces (EINVAL)
+ip netns exec "$box_ns" "$build/bin/pboxd" --file-prefix "$prefix" "$log/box-a.ini" >"$log/pboxd.log" 2>&1 &
+pboxd_pid=$!
+for _ in $(seq 100); do grep -q "pboxd: serving" "$log/pboxd.log" && break; sleep 0.1; done
+ip netns exec "$box_ns" "$build/bin/pboxd" --file-prefix "${prefix}b" "$log/box-b.ini" >"$log/pboxd-b.log" 2>&1 &
+pboxd2_pid=$!
+for _ in $(seq 100); do grep -q "pboxd: serving" "$log/pboxd-b.log" && break; sleep 0.1; done
+grep -q "pboxd: serving" "$log/pboxd-b.log" || { tail -3 "$log/pboxd-b.log"; bad "the second pboxd starts"; }
+worker_cfgs 1
+sed -i "s/^control = .*/control = $boxaddr, ${boxaddr%:*}:9580/" "$log"/w?.ini
+port_tx() { ip netns exec "$box_ns" cat /sys/class/net/pbox-p$1/statistics/tx_bytes; }
+snapshot "$log/before-twobox"
+a0=$(port_tx 0) b0=$(port_tx 1)
+if bench_all twobox --size "$SIZE" --tensors 8 --iters "$ITERS"; then
+	snapshot "$log/after-twobox"
+	ok "k=2 over two boxes (3/2 B and B/2): every sum exact"
+	grep -h "^layout: unified\|box endpoint" "$log/twobox-w0.log" | sed 's/^/        /'
+	check "two boxes: each host's bytes within 2% of Theorem 1 at k=2" within_theorem 2 twobox
+	ratio=$(awk -v a=$(($(port_tx 0) - a0)) -v b=$(($(port_tx 1) - b0)) 'BEGIN { printf "%.3f", a / b }')
+	check "two boxes: each box's share by its bandwidth (box A sent $ratio times box B's bytes, want 3 within 2%)" \
+		awk -v r="$ratio" 'BEGIN { exit !(r > 2.94 && r < 3.06) }'
+else
+	bad "k=2 over two boxes (logs in $log)"
+fi
+run_surviving twobox-lose 8
+kill -9 "$pboxd2_pid"
+wait "$pboxd2_pid" 2>/dev/null
+pboxd2_pid=
+survived=1
+for r in 0 1 2 3; do
+	wait "${pids[$r]}" || survived=0
+done
+recovered twobox-lose 0 1 2 3
+grep -h "is gone: the job goes on" "$log"/twobox-lose-w0.log | sed 's/^/        /'
+check "box B killed: the job goes on with box A alone (k = 1.5) to its last iteration, every sum exact" \
+	bash -c "[ $survived = 1 ] && [ \$(grep -l 'recovered: rank [0-3] of 4 (was 4), k=1.50' $log/twobox-lose-w*.log | wc -l) -eq 4 ] &&
+		 [ \$(grep -l 'RESULT bench .* n=4 k=1.50 .*verified=yes' $log/twobox-lose-w*.log | wc -l) -eq 4 ]"
 
 echo "worker: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

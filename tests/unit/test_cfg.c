@@ -153,6 +153,7 @@ struct t_cfg {
 	bool b;
 	struct cfg_ipv4 ip;
 	struct cfg_hostport hp;
+	struct cfg_hostports hps;
 	struct cfg_mac mac;
 	struct cfg_cores cores;
 	char s[8];
@@ -168,6 +169,7 @@ static const struct cfg_key t_keys[] = {
 	CFG_KEY(struct t_cfg, b, "b", CFG_BOOL, 0, 0, 0, "false", NULL),
 	CFG_KEY(struct t_cfg, ip, "ip", CFG_IPV4, 0, 0, 0, NULL, NULL),
 	CFG_KEY(struct t_cfg, hp, "hp", CFG_HOSTPORT, 0, 0, 0, NULL, NULL),
+	CFG_KEY(struct t_cfg, hps, "hps", CFG_HOSTPORTS, 0, 0, 0, NULL, NULL),
 	CFG_KEY(struct t_cfg, mac, "mac", CFG_MAC, 0, 0, 0, NULL, NULL),
 	CFG_KEY(struct t_cfg, cores, "cores", CFG_CORES, 0, 0, 0, "auto", NULL),
 	CFG_KEY(struct t_cfg, s, "s", CFG_STR, 0, 0, 0, NULL, NULL),
@@ -244,6 +246,47 @@ static const struct {
 	{"n", "", 0, "is not a number"},
 	{"n", "1.5", 0, "is not a whole number"},
 };
+
+/* [box] control's type: a comma-separated list of address:port. */
+START_TEST(hostport_lists)
+{
+	static const struct {
+		const char *value, *err;
+		uint32_t n;
+	} cases[] = {
+		{"198.18.0.1:9570", NULL, 1},
+		{"198.18.0.1:9570, 198.18.0.2:9570,198.18.0.1:9580", NULL, 3},
+		{"localhost:1", NULL, 1},
+		{"198.18.0.1:9570,", "ends with a comma", 0},
+		{"198.18.0.1:9570,,198.18.0.2:1", "an empty or overlong entry", 0},
+		{"198.18.0.1:9570, 198.18.0.1:9570", "lists one address:port twice", 0},
+		{"198.18.0.1:0", "has a port outside 1..65535", 0},
+		{"1.1.1.1:1,1.1.1.1:2,1.1.1.1:3,1.1.1.1:4,1.1.1.1:5,1.1.1.1:6,1.1.1.1:7,1.1.1.1:8,"
+		 "1.1.1.1:9",
+		 "lists more than 8", 0},
+		{"198.18.0.999:1", "neither an IPv4 address", 0},
+	};
+	char err[CFG_MSG_LEN];
+	struct t_cfg c;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = load_kv("hps", cases[i].value, &c, err, sizeof(err));
+
+		if (cases[i].err) {
+			ck_assert_msg(rc == -EINVAL && strstr(err, cases[i].err),
+				      "'%s': want '%s', got rc %d '%s'", cases[i].value,
+				      cases[i].err, rc, err);
+			continue;
+		}
+		ck_assert_msg(rc == 0, "'%s': %s", cases[i].value, err);
+		ck_assert_uint_eq(c.hps.n, cases[i].n);
+	}
+	ck_assert_int_eq(load_kv("hps", "198.18.0.1:9570, 198.18.0.2:9580", &c, err, sizeof(err)),
+			 0);
+	ck_assert_uint_eq(c.hps.hp[1].port, 9580);
+	ck_assert_uint_eq(c.hps.hp[1].ip_be, htonl(0xc6120002));
+}
+END_TEST
 
 START_TEST(numbers_units_bounds)
 {
@@ -517,6 +560,7 @@ Suite *cfg_suite(void)
 	TCase *tc = tcase_create("engine");
 
 	tcase_add_test(tc, numbers_units_bounds);
+	tcase_add_test(tc, hostport_lists);
 	tcase_add_test(tc, typed_values);
 	tcase_add_test(tc, all_errors_collected_in_order);
 	tcase_add_test(tc, missing_file);
