@@ -515,7 +515,7 @@ static int box_endpoints(struct pbox *px, uint32_t b, struct box_eps *eps, uint6
 		return -1;
 	}
 	if (geo.n_eps > WK_MAX_EPS - eps->n) {
-		snprintf(msg, cap, "the boxes have more than %u endpoints in all", WK_MAX_EPS);
+		snprintf(msg, cap, "the boxes have more than %d endpoints in all", WK_MAX_EPS);
 		return -1;
 	}
 	if (eps->n && geo.chunk != eps->chunk) {
