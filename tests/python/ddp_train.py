@@ -8,6 +8,10 @@ torch 1.13 has no bf16).
 
     torchrun ... ddp_train.py MODE OUT_PREFIX fp32|mixed
 
+DDP_DIE=R:S: rank R dies at step S of torchrun's first attempt (its elastic
+restart then trains from the start; each attempt prints when its group was
+up, in seconds since the epoch, and the death's time).
+
 MODE: pbox or gloo (the process group's backend, DDP's default
 allreduce); hook (a Gloo group for DDP, its buckets summed by pbox through
 pbox.torch.allreduce_hook); powersgd (torch's own PowerSGD comm hook on the
@@ -28,6 +32,10 @@ mixed = sys.argv[3] == "mixed"
 steps = 8
 dist.init_process_group(backend)
 rank = dist.get_rank()
+attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+if rank == 0:
+    print("%s: attempt %d: group up at %.3f" % (mode, attempt, time.time()), flush=True)
+die = [int(v) for v in os.environ["DDP_DIE"].split(":")] if os.environ.get("DDP_DIE") else None
 
 
 class Net(torch.nn.Module):
@@ -62,6 +70,9 @@ opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
 gen = torch.Generator().manual_seed(1000 + rank)
 t0 = time.monotonic()
 for step in range(steps):
+    if die and attempt == 0 and rank == die[0] and step == die[1]:
+        print("%s: rank %d dies at step %d at %.3f" % (mode, rank, step, time.time()), flush=True)
+        os._exit(3)
     x = torch.randn(64, 64, generator=gen).to(dev)
     y = torch.randint(0, 10, (64,), generator=gen).to(dev)
     loss = torch.nn.functional.cross_entropy(ddp(x), y)

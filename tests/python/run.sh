@@ -82,6 +82,21 @@ else
 	bad "rank 3 allreduces a tensor of another size: every rank raises, naming rank 3"
 	grep -v '^\s*$' "$out/size.log" | tail -8 | sed 's/^/        /'
 fi
+# torchrun's elastic restart: rank 2 dies at step 3 of the first attempt;
+# torchrun restarts every rank, the pbox group meets again through the new
+# attempt's store (a new job at the box, new ports), and training runs to
+# its end: the parameters equal Gloo's clean run
+if DDP_DIE=2:3 timeout 300 $py -m torch.distributed.run --redirects 2 --tee 2 --nproc_per_node 4 \
+	--max_restarts 1 --monitor_interval 1 --master_addr 127.0.0.1 --master_port 29582 \
+	tests/python/ddp_train.py pbox "$out/elastic-fp32" fp32 >"$out/elastic.log" 2>&1 &&
+	compare elastic-fp32 gloo-fp32; then
+	died=$(grep -o 'dies at step 3 at [0-9.]*' "$out/elastic.log" | awk '{ print $NF }')
+	up=$(grep -o 'attempt 1: group up at [0-9.]*' "$out/elastic.log" | awk '{ print $NF }')
+	ok "torchrun's elastic restart after rank 2 dies: the new pbox group was up $(awk -v a="$died" -v b="$up" 'BEGIN { printf "%.1f", b - a }') s after the death, training ends equal to Gloo's"
+else
+	bad "torchrun's elastic restart after rank 2 dies"
+	grep -v '^\[default[0-9]\]:\s*$' "$out/elastic.log" | grep -v '^ ' | tail -12 | sed 's/^/        /'
+fi
 if timeout 120 $py tests/python/faults.py survive 29581 >"$out/survive.log" 2>&1; then
 	ok "a training loop goes on after rank 2 dies: pbox.torch.shrink(), 3 ranks finish all 10 steps with equal parameters"
 	grep -m1 -o 'went on as rank .*' "$out/survive.log" | sed 's/^/        /'
@@ -89,6 +104,6 @@ else
 	bad "a training loop goes on after rank 2 dies"
 	grep -v '^\s*$' "$out/survive.log" | tail -8 | sed 's/^/        /'
 fi
-total=10
+total=11
 echo "python: $((total - fails)) passed, $fails failed"
 [ $fails = 0 ]
