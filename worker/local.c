@@ -624,6 +624,18 @@ static void local_fail(struct pbox *px, int code, const char *fmt, ...)
 	pthread_mutex_unlock(&px->mu);
 }
 
+/* The push-pulls the API queued since the last look (the thread's now). */
+static struct pbox_handle *take_queue(struct pbox *px)
+{
+	struct pbox_handle *op;
+
+	pthread_mutex_lock(&px->mu);
+	op = px->loc->q;
+	px->loc->q = px->loc->q_tail = NULL;
+	pthread_mutex_unlock(&px->mu);
+	return op;
+}
+
 /* Leader: @t's pieces still on the network, once its op failed: they end
  * with the job's failure, or with finalize (the engine still runs). */
 static void release(struct wk_ltensor *t)
@@ -639,12 +651,8 @@ static void release(struct wk_ltensor *t)
 static void fail_ops(struct pbox *px, int code, const char *msg)
 {
 	struct wk_local *lc = px->loc;
-	struct pbox_handle *op;
+	struct pbox_handle *op = take_queue(px);
 
-	pthread_mutex_lock(&px->mu);
-	op = lc->q;
-	lc->q = lc->q_tail = NULL;
-	pthread_mutex_unlock(&px->mu);
 	while (op) {
 		struct pbox_handle *next = op->next;
 
@@ -998,12 +1006,8 @@ static void drain(struct pbox *px, uint32_t j)
 static void progress(struct pbox *px)
 {
 	struct wk_local *lc = px->loc;
-	struct pbox_handle *op;
+	struct pbox_handle *op = take_queue(px);
 
-	pthread_mutex_lock(&px->mu);
-	op = lc->q;
-	lc->q = lc->q_tail = NULL;
-	pthread_mutex_unlock(&px->mu);
 	while (op) {
 		struct pbox_handle *next = op->next;
 

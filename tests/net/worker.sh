@@ -284,15 +284,19 @@ for h in $lossy; do pbox_net_impair "$tag" "$h" 0 0; done
 # run_until_killed NAME: pbox-bench on every rank for (nearly) ever, $pids[r]
 # each rank's own process (started here, not in a function's subshell, so
 # that $! is pbox-bench itself), once every rank is past its second iteration
-run_until_killed() {
+run_until_killed() { run_past_two "$1" 100000; }
+# run_past_two NAME ITERS [ARGS...]: pbox-bench on every rank, as above
+run_past_two() {
+	local name=$1 iters=$2
+	shift 2
 	pids=()
 	for ((r = 0; r < N; r++)); do
 		ip netns exec "$(pbox_ns "$tag" "w$r")" "$bench" --config "$log/w$r.ini" --size "$SIZE" \
-			--tensors 8 --iters 100000 >"$log/$1-w$r.log" 2>&1 &
+			--tensors 8 --iters "$iters" "$@" >"$log/$name-w$r.log" 2>&1 &
 		pids+=($!)
 	done
 	for _ in $(seq 100); do
-		[ "$(grep -l 'iteration 2/' "$log"/"$1"-w*.log 2>/dev/null | wc -l)" -eq "$N" ] && break
+		[ "$(grep -l 'iteration 2/' "$log"/"$name"-w*.log 2>/dev/null | wc -l)" -eq "$N" ] && break
 		sleep 0.2
 	done
 }
@@ -366,18 +370,7 @@ check "box killed: every worker fails within 5 s, not the 30 s deadline, naming 
 # three), then pboxd killed (the four go on without it, k = 0, its chunks on
 # their SS_GPUs). Each recovery's time is printed.
 # run_surviving NAME ITERS: every rank with --survive, $pids[r] its process
-run_surviving() {
-	pids=()
-	for ((r = 0; r < N; r++)); do
-		ip netns exec "$(pbox_ns "$tag" "w$r")" "$bench" --config "$log/w$r.ini" --size "$SIZE" \
-			--tensors 8 --iters "$2" --survive >"$log/$1-w$r.log" 2>&1 &
-		pids+=($!)
-	done
-	for _ in $(seq 100); do
-		[ "$(grep -l 'iteration 2/' "$log"/"$1"-w*.log 2>/dev/null | wc -l)" -eq "$N" ] && break
-		sleep 0.2
-	done
-}
+run_surviving() { run_past_two "$1" "$2" --survive; }
 # recovered NAME RANKS...: the ranks' recoveries, as they printed them
 recovered() {
 	local name=$1 r
