@@ -112,6 +112,8 @@ void wk_fail(struct pbox *px, int code, const char *fmt, ...)
 	pthread_mutex_lock(&px->mu);
 	px->fail = code;
 	snprintf(px->fail_msg, sizeof(px->fail_msg), "%s", msg);
+	if (code == PBOX_EBOX)	       /* what of each push-pull is summed already: */
+		wk_resume_capture(px); /* pbox_shrink() may resume them */
 	fail_all_locked(px, code, msg);
 	pthread_mutex_unlock(&px->mu);
 	wk_local_kick(px);
@@ -413,12 +415,6 @@ static uint64_t departure(const struct pbox *px)
 
 /* ---- fragments ---------------------------------------------------------- */
 
-static uint64_t frag_off(const struct pbox *px, uint32_t g, const struct wk_tensor *t)
-{
-	return (uint64_t)(g / px->fpc - t->chunk0) * px->chunk_size +
-	       (uint64_t)(g % px->fpc) * px->frag_size;
-}
-
 static void active_add(struct pbox *px, struct pbox_handle *op)
 {
 	op->aprev = NULL;
@@ -567,7 +563,7 @@ static int deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, u
 		cwnd_grow(px, len);
 	}
 	t = f->op->t;
-	memcpy(f->op->out + frag_off(px, g, t), buf, len);
+	memcpy(f->op->out + wk_frag_off(px, g, t), buf, len);
 	frag_done(px, g);
 	return 1;
 }
@@ -669,7 +665,7 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 	struct wk_frag *f = &px->frag[g];
 	uint32_t c = g / px->fpc, u = px->chunk_unit[c];
 	const struct wk_tensor *t = f->op->t;
-	const uint8_t *payload = f->op->in + frag_off(px, g, t);
+	const uint8_t *payload = f->op->in + wk_frag_off(px, g, t);
 	struct pbox_hdr h = frag_hdr(px, g, PBOX_OP_PUSH, retrans);
 
 	h.mac = nic_mac_of(&px->mac, &h, payload);

@@ -38,9 +38,11 @@ const char *pbox_last_error(void)
 	return last_err;
 }
 
+#define WK_STR_(x) #x
+#define WK_STR(x) WK_STR_(x)
 const char *pbox_version(void)
 {
-	return "3.1";
+	return WK_STR(PBOX_VERSION_MAJOR) "." WK_STR(PBOX_VERSION_MINOR);
 }
 
 const char *pbox_strerror(int status)
@@ -48,6 +50,8 @@ const char *pbox_strerror(int status)
 	switch (status) {
 	case PBOX_OK:
 		return "success";
+	case PBOX_REDO:
+		return "went on: redo the step";
 	case PBOX_EAGAIN:
 		return "still in flight";
 	case PBOX_EINVAL:
@@ -418,6 +422,8 @@ int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint6
 		return wk_err(PBOX_ESTATE, "pbox_push_pull: key %" PRIu64 ": before pbox_start()",
 			      key);
 	rc = check_tensor("pbox_push_pull", key, count, dtype);
+	if (rc == PBOX_OK) /* after pbox_shrink(): what the box's loss interrupted goes on */
+		rc = wk_resume_apply(px, key, count, dtype, &in, out);
 	if (rc)
 		return rc;
 	op = calloc(1, sizeof(*op));
@@ -640,6 +646,7 @@ void wk_free_net(struct pbox *px)
 static void free_all(struct pbox *px)
 {
 	wk_free_net(px);
+	wk_resume_free(px);
 	for (uint32_t i = 0; i < px->n_t; i++)
 		free(px->t[i]);
 	free(px->t);

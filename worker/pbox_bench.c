@@ -8,8 +8,10 @@
  *              [--layout] [--quiet] [--backprop GAP_US [--fifo]] [--survive]
  *
  * --survive: an iteration that fails because a rank or the box was lost
- * goes on with the survivors (pbox_shrink()) and is done again, from its
- * inputs, by the smaller job; each recovery is printed with its time.
+ * goes on with the survivors (pbox_shrink()): after a lost box its failed
+ * push-pulls are pushed again as they are and resume (what was summed
+ * stays summed), after a lost rank it is done again, from its inputs, by
+ * the smaller job; each recovery is printed with its time.
  *
  * Every rank runs it with its own configuration (PBOX_* overrides apply).
  * Per iteration the tensors are pushed in backward order (the last layer's
@@ -399,33 +401,40 @@ static void print_layout(struct pbox *px, const struct model *m, enum pbox_dtype
 	free(ss);
 }
 
-/* --survive: an iteration failed: reap its handles, shrink to the
- * survivors and say so; 0 to go on (@li the new layout). */
-static int survive(struct pbox *px, struct pbox_handle **ops, uint32_t n,
+/* --survive: an iteration failed: reap its handles (@ok: those that had
+ * their sum), shrink to the survivors and say so; -1 to stop, else
+ * pbox_shrink()'s PBOX_OK (the failed push-pulls are pushed again as they
+ * are: they resume) or PBOX_REDO (the iteration again from its inputs);
+ * @li the new layout. */
+static int survive(struct pbox *px, struct pbox_handle **ops, uint8_t *ok, uint32_t n,
 		   struct pbox_layout_info *li, uint32_t v)
 {
 	char why[512];
 	uint32_t was = li->rank, world = li->world_size;
 	uint64_t t0;
+	int rc;
 
 	snprintf(why, sizeof(why), "%s", pbox_last_error());
 	for (uint32_t i = 0; i < n; i++)
 		if (ops[i]) {
-			pbox_wait(ops[i]); /* failed with the job */
+			ok[i] = pbox_wait(ops[i]) == PBOX_OK; /* or failed with the job */
 			ops[i] = NULL;
 		}
 	t0 = now_ns();
-	if (pbox_shrink(px)) {
+	rc = pbox_shrink(px);
+	if (rc < 0) {
 		fprintf(stderr, "pbox-bench: rank %u: iteration %u: %s; pbox_shrink: %s\n", was, v,
 			why, pbox_last_error());
 		return -1;
 	}
 	pbox_layout(px, li);
 	printf("bench: rank %u: iteration %u failed: %s\n", was, v, why);
-	printf("bench: rank %u: recovered: rank %u of %u (was %u), k=%.2f, in %.1f ms\n", was,
-	       li->rank, li->world_size, world, li->k, (double)(now_ns() - t0) / 1e6);
+	printf("bench: rank %u: recovered: rank %u of %u (was %u), k=%.2f, %s, in %.1f ms\n", was,
+	       li->rank, li->world_size, world, li->k,
+	       rc == PBOX_OK ? "resuming the iteration" : "redoing the iteration",
+	       (double)(now_ns() - t0) / 1e6);
 	fflush(stdout);
-	return 0;
+	return rc;
 }
 
 static void print_traffic(struct pbox *px, uint32_t rank)
@@ -472,8 +481,10 @@ int main(int argc, char **argv)
 	struct model m;
 	struct tables tb[3];
 	uint64_t model_bytes = 0;
-	uint8_t **buf = NULL;
+	uint8_t **buf = NULL, *ok = NULL;
 	struct pbox *px = NULL;
+	bool resume = false;
+	uint64_t t0 = 0;
 	double sum_ms = 0, sum_fwd = 0, fwd_ms = 0;
 	uint32_t timed = 0, i, v;
 	size_t esz;
@@ -493,16 +504,17 @@ int main(int argc, char **argv)
 	}
 	buf = calloc(m.n, sizeof(*buf));
 	ops = calloc(m.n, sizeof(*ops));
-	for (i = 0; buf && ops && i < m.n; i++) {
+	ok = calloc(m.n, 1);
+	for (i = 0; buf && ops && ok && i < m.n; i++) {
 		buf[i] = malloc(m.count[i] * esz);
 		model_bytes += m.count[i] * (dtype_of(&o, i) == PBOX_FP32 ? 4 : 2);
 		if (!buf[i] || (!o.late && pbox_declare(px, key_of(&o, m.n, i), m.count[i],
 							dtype_of(&o, i), prio_of(&o, i))))
 			break;
 	}
-	if (!buf || !ops || i < m.n) {
+	if (!buf || !ops || !ok || i < m.n) {
 		fprintf(stderr, "pbox-bench: %s\n",
-			buf && ops ? pbox_last_error() : "out of memory");
+			buf && ops && ok ? pbox_last_error() : "out of memory");
 		goto out;
 	}
 	if (pbox_start(px)) {
@@ -514,33 +526,41 @@ int main(int argc, char **argv)
 	if (o.layout && !o.late)
 		print_layout(px, &m, o.dtype);
 	for (v = 0; v < o.warmup + o.iters; v++) {
-		uint64_t t0, t1;
+		uint64_t t1;
 
-		for (i = 0; i < 3; i++)
-			tables(&tb[i], dtype_of(&o, i), li.rank, li.world_size, v);
-		for (i = 0; i < m.n; i++)
-			fill(buf[i], m.count[i], dtype_of(&o, i), &tb[o.mixed ? i % 3 : 0]);
-		t0 = now_ns();
-		for (i = m.n; i-- > 0;) { /* backward order: the last layer first */
-			if (o.backprop && i + 1 < m.n)
+		if (!resume) {
+			for (i = 0; i < 3; i++)
+				tables(&tb[i], dtype_of(&o, i), li.rank, li.world_size, v);
+			for (i = 0; i < m.n; i++)
+				fill(buf[i], m.count[i], dtype_of(&o, i), &tb[o.mixed ? i % 3 : 0]);
+			memset(ok, 0, m.n);
+			t0 = now_ns();
+		}
+		for (i = m.n; i-- > 0;) {    /* backward order: the last layer first */
+			if (resume && ok[i]) /* summed before the failure */
+				continue;
+			if (o.backprop && i + 1 < m.n && !resume)
 				nap_us(o.gap_us); /* layer i's backward compute */
 			if (pbox_push_pull(px, key_of(&o, m.n, i), buf[i], buf[i], m.count[i],
 					   dtype_of(&o, i), &ops[i]))
 				goto failed;
 		}
-		if (o.backprop) { /* the next forward waits for layer 0 first */
+		resume = false;
+		if (o.backprop && ops[0]) { /* the next forward waits for layer 0 first */
 			uint64_t bwd_end = now_ns();
 
 			st = pbox_wait(ops[0]);
 			ops[0] = NULL;
 			if (st)
 				goto failed;
+			ok[0] = 1;
 			fwd_ms = (double)(now_ns() - bwd_end) / 1e6;
 			if (v >= o.warmup)
 				sum_fwd += fwd_ms;
 		}
 		for (i = m.n; i-- > 0;) {
 			st = ops[i] ? pbox_wait(ops[i]) : 0;
+			ok[i] |= ops[i] && !st;
 			ops[i] = NULL;
 			if (st)
 				goto failed;
@@ -579,12 +599,14 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		continue;
 	failed:
-		if (!o.survive || survive(px, ops, m.n, &li, v)) {
+		st = o.survive ? survive(px, ops, ok, m.n, &li, v) : -1;
+		if (st < 0) {
 			fprintf(stderr, "pbox-bench: rank %u: iteration %u: %s\n", li.rank, v,
 				pbox_last_error());
 			goto out;
 		}
-		v--; /* the failed iteration again, by the survivors */
+		resume = st == PBOX_OK; /* its push-pulls go on where they were */
+		v--;			/* or the iteration again, by the survivors */
 	}
 	if (!o.quiet)
 		print_traffic(px, li.rank);
@@ -604,6 +626,7 @@ out:
 		free(buf[i]);
 	free(buf);
 	free(ops);
+	free(ok);
 	model_free(&m);
 	return rc;
 }

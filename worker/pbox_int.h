@@ -81,6 +81,49 @@ struct wk_tensor {
 	struct pbox_handle *parked; /* engine: its push-pull, waiting for the agreement */
 };
 
+/*
+ * A push-pull the box's loss interrupted (survive.c): which bytes of its
+ * @out hold their sum already (@run: [run[2i], run[2i+1]), ascending), and,
+ * once pbox_shrink() agreed it with every survivor, which rank gives each
+ * such range to the resumed push-pull (@own: [a, b, owner] triples; the
+ * others give zeros there, and their input everywhere else).
+ */
+struct wk_resume {
+	uint64_t key, count, bytes;
+	uint8_t dtype;
+	uint32_t round; /* its round in the incarnation that failed */
+	uint8_t *out;
+	uint64_t *run, *own;
+	uint32_t n_run, n_own;
+};
+
+/* pbox_shrink(): what one survivor said of a tensor: its next round, the
+ * round of its push-pull the box's loss interrupted (-1: none), and which
+ * byte ranges of that one hold their sum ([run[2i], run[2i+1])). */
+struct wk_rs_ent {
+	uint64_t key;
+	uint32_t next;
+	int64_t op;
+	uint64_t *run;
+	uint32_t n_run;
+};
+
+/* One survivor's account: its entries by key; @broken: it cannot tell. */
+struct wk_rs_rank {
+	struct wk_rs_ent *e;
+	uint32_t n;
+	bool broken;
+};
+
+/* A tensor's plan: the round resumed, and who gives the sum where
+ * (@own: [a, b, rank] triples, ascending). */
+struct wk_rs_plan {
+	uint64_t key;
+	int64_t op;
+	uint64_t *own;
+	uint32_t n_own, cap;
+};
+
 /* Rank 0's record of what each rank said of one new tensor (grow.c). */
 struct wk_ag {
 	uint64_t key, count;
@@ -207,10 +250,14 @@ struct pbox {
 	char **peer_buf;
 	uint32_t *peer_len;
 	bool *peer_bye;
-	bool *gone;	      /* engine: ranks lost as this incarnation failed (survive.c) */
-	uint32_t epoch;	      /* incarnations after the first (pbox_shrink()) */
-	uint64_t *peer_heard; /* engine: the last line from each connection (heartbeats) */
-	uint64_t hb_sent_ns;  /* engine: our last heartbeat */
+	bool *gone;	       /* engine: ranks lost as this incarnation failed (survive.c) */
+	uint32_t epoch;	       /* incarnations after the first (pbox_shrink()) */
+	uint64_t *peer_heard;  /* engine: the last line from each connection (heartbeats) */
+	struct wk_resume *res; /* push-pulls the box's loss interrupted (under mu) */
+	uint32_t n_res;
+	bool res_ok;	     /* pbox_shrink() agreed on them: their next push-pull resumes them */
+	bool res_broken;     /* out of memory recording them: none can be resumed */
+	uint64_t hb_sent_ns; /* engine: our last heartbeat */
 
 	/* between threads, under mu */
 	pthread_t thr;
@@ -449,6 +496,28 @@ int wk_submit(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t
 
 /* pbox.c: free one incarnation's connections, layout and engine state. */
 void wk_free_net(struct pbox *px);
+
+/* Fragment @g's offset in its tensor @t. */
+static inline uint64_t wk_frag_off(const struct pbox *px, uint32_t g, const struct wk_tensor *t)
+{
+	return (uint64_t)(g / px->fpc - t->chunk0) * px->chunk_size +
+	       (uint64_t)(g % px->fpc) * px->frag_size;
+}
+
+/* survive.c: record the push-pulls in flight as the box is lost (engine, under
+ * mu, before they fail); drop every record. */
+void wk_resume_capture(struct pbox *px);
+void wk_resume_free(struct pbox *px);
+/* Rank 0: how tensor @key of @bytes resumes, from the accounts of ranks
+ * 0..n-1 (@pl->own filled); 0, or -1 with @why (the step is redone). */
+int wk_resume_plan(uint64_t key, uint64_t bytes, const struct wk_rs_rank *rk, uint32_t n,
+		   struct wk_rs_plan *pl, char *why, size_t cap);
+const struct wk_rs_ent *wk_rs_find(const struct wk_rs_rank *rk, uint64_t key);
+/* pbox_push_pull() of a key pbox_shrink() resumes: the buffer made into this
+ * rank's part of the resumed round (@in becomes @out); PBOX_EINVAL when the
+ * buffers are not those of the push-pull interrupted. */
+int wk_resume_apply(struct pbox *px, uint64_t key, uint64_t count, int dtype, const void **in,
+		    void *out);
 
 /* engine.c */
 int wk_engine_start(struct pbox *px);

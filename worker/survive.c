@@ -30,6 +30,7 @@
 #include "pbox_int.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -70,12 +71,675 @@ static void keep_tensors(struct pbox *px)
 	px->n_t = kept;
 }
 
+/* ---- resuming what the box's loss interrupted ----------------------------- */
+
+static int run_add(uint64_t **run, uint32_t *n, uint32_t *cap, unsigned width, const uint64_t *v)
+{
+	if (*n == *cap) {
+		uint32_t c = *cap ? 2 * *cap : 16;
+		uint64_t *r = realloc(*run, (size_t)c * width * sizeof(**run));
+
+		if (!r)
+			return -1;
+		*run = r;
+		*cap = c;
+	}
+	memcpy(*run + (size_t)*n * width, v, width * sizeof(*v));
+	(*n)++;
+	return 0;
+}
+
+void wk_resume_free(struct pbox *px)
+{
+	for (uint32_t i = 0; i < px->n_res; i++) {
+		free(px->res[i].run);
+		free(px->res[i].own);
+	}
+	free(px->res);
+	px->res = NULL;
+	px->n_res = 0;
+	px->res_ok = px->res_broken = false;
+}
+
+/*
+ * Every host push-pull of a laid-out tensor still in flight: the byte
+ * ranges of its @out that hold their sum (the fragments delivered). After
+ * the failure nothing more is written there (deliver() refuses), so this is
+ * what the caller's buffer holds until pbox_shrink().
+ */
+void wk_resume_capture(struct pbox *px)
+{
+	uint32_t cap = 0;
+
+	wk_resume_free(px);
+	if (px->cuda) { /* its results already in GPU memory: not known here */
+		px->res_broken = true;
+		return;
+	}
+	for (uint32_t i = 0; i < px->n_t && !px->loc; i++) {
+		struct wk_tensor *t = px->t[i];
+		struct pbox_handle *op = t->busy;
+		uint32_t rcap = 0, g0 = t->chunk0 * px->fpc, g1 = g0 + t->n_chunks * px->fpc;
+		struct wk_resume *r;
+
+		if (!op || op->done || !t->ready || t->key >= WK_KEY_OWN)
+			continue;
+		if (px->n_res == cap) {
+			struct wk_resume *n = realloc(px->res, (cap ? 2 * cap : 8) * sizeof(*n));
+
+			if (!n)
+				goto nomem;
+			px->res = n;
+			cap = cap ? 2 * cap : 8;
+		}
+		r = &px->res[px->n_res++];
+		*r = (struct wk_resume){.key = t->key,
+					.count = t->count,
+					.bytes = t->bytes,
+					.dtype = t->dtype,
+					.round = op->round,
+					.out = op->out};
+		for (uint32_t g = g0; op->parts && g < g1; g++) { /* taken: its fragments are its */
+			const struct wk_frag *f = &px->frag[g];
+			uint64_t ab[2];
+
+			if (f->op != op || f->state != WK_DONE || !f->len)
+				continue;
+			ab[0] = wk_frag_off(px, g, t);
+			ab[1] = ab[0] + f->len;
+			if (r->n_run && r->run[2 * r->n_run - 1] == ab[0])
+				r->run[2 * r->n_run - 1] = ab[1];
+			else if (run_add(&r->run, &r->n_run, &rcap, 2, ab))
+				goto nomem;
+		}
+	}
+	return;
+nomem: /* then none can be resumed: pbox_shrink() says so to every rank */
+	wk_resume_free(px);
+	px->res_broken = true;
+}
+
+int wk_resume_apply(struct pbox *px, uint64_t key, uint64_t count, int dtype, const void **in,
+		    void *out)
+{
+	struct wk_resume r;
+	const uint8_t *src;
+	uint8_t *dst = out;
+	uint64_t x = 0;
+	uint32_t i;
+
+	pthread_mutex_lock(&px->mu);
+	for (i = 0; px->res_ok && i < px->n_res && px->res[i].key != key; i++)
+		;
+	if (!px->res_ok || i == px->n_res) {
+		pthread_mutex_unlock(&px->mu);
+		return PBOX_OK;
+	}
+	r = px->res[i];
+	if (r.count != count || r.dtype != dtype) {
+		pthread_mutex_unlock(&px->mu);
+		return wk_err(PBOX_EINVAL,
+			      "pbox_push_pull: key %" PRIu64 ": %" PRIu64
+			      " elements of %s, but the "
+			      "push-pull the box's loss interrupted had %" PRIu64 " of %s",
+			      key, count, sum_dtype_name((enum sum_dtype)dtype), r.count,
+			      sum_dtype_name((enum sum_dtype)r.dtype));
+	}
+	if (r.out != out) {
+		pthread_mutex_unlock(&px->mu);
+		return wk_err(PBOX_EINVAL,
+			      "pbox_push_pull: key %" PRIu64
+			      " resumes the push-pull the box's loss "
+			      "interrupted: its sums so far are in its @out (%p), not in %p",
+			      key, (void *)r.out, out);
+	}
+	px->res[i] = px->res[--px->n_res];
+	pthread_mutex_unlock(&px->mu);
+	src = *in;
+	for (uint32_t j = 0; j <= r.n_own; j++) {
+		uint64_t a = j < r.n_own ? r.own[3 * j] : r.bytes;
+
+		if (src != dst && a > x) /* a sum nowhere: our input again */
+			memmove(dst + x, src + x, a - x);
+		if (j == r.n_own)
+			break;
+		if (r.own[3 * j + 2] != px->rank) /* its owner gives the sum, we nothing */
+			memset(dst + a, 0, r.own[3 * j + 1] - a);
+		x = r.own[3 * j + 1];
+	}
+	free(r.run);
+	free(r.own);
+	*in = out;
+	return PBOX_OK;
+}
+
+static void rs_free(struct wk_rs_rank *rk)
+{
+	for (uint32_t i = 0; i < rk->n; i++)
+		free(rk->e[i].run);
+	free(rk->e);
+	rk->e = NULL;
+	rk->n = 0;
+}
+
+/* This rank's own account, over the tensors kept (@next: their rounds). */
+static int rs_own(const struct pbox *px, const uint32_t *next, struct wk_rs_rank *rk)
+{
+	rk->broken = px->res_broken;
+	rk->e = calloc(px->n_t + 1, sizeof(*rk->e));
+	if (!rk->e)
+		return -1;
+	for (uint32_t i = 0; i < px->n_t; i++) {
+		struct wk_rs_ent *e = &rk->e[rk->n++];
+
+		*e = (struct wk_rs_ent){.key = px->t[i]->key, .next = next[i], .op = -1};
+		for (uint32_t j = 0; j < px->n_res; j++) {
+			if (px->res[j].key != e->key)
+				continue;
+			e->op = px->res[j].round;
+			e->n_run = px->res[j].n_run;
+			e->run = malloc(2 * (e->n_run + 1) * sizeof(*e->run));
+			if (!e->run)
+				return -1;
+			memcpy(e->run, px->res[j].run, 2 * e->n_run * sizeof(*e->run));
+		}
+	}
+	return 0;
+}
+
+static int rs_send(int fd, const struct wk_rs_rank *rk)
+{
+	int rc = wk_line_send(fd, "RESUME entries=%u broken=%d", rk->n, rk->broken);
+
+	for (uint32_t i = 0; rc == 0 && i < rk->n; i++) {
+		const struct wk_rs_ent *e = &rk->e[i];
+
+		rc = wk_line_send(fd, "R %" PRIu64 " %u %" PRId64 " %u", e->key, e->next, e->op,
+				  e->n_run);
+		for (uint32_t j = 0; rc == 0 && j < e->n_run; j++)
+			rc = wk_line_send(fd, "D %" PRIu64 " %" PRIu64, e->run[2 * j],
+					  e->run[2 * j + 1]);
+	}
+	return rc ? rc : wk_line_send(fd, "END");
+}
+
+/* Rank @r's account from its connection; 0, or -1 with @why. */
+static int rs_read(struct pbox *px, uint32_t r, uint64_t deadline, struct wk_rs_rank *rk, char *why,
+		   size_t cap)
+{
+	char line[256] = "";
+	uint32_t n = 0;
+	int broken = 0;
+
+#define RS_LINE()                                                                                  \
+	(wk_line_wait(px->peer_fd[r], px->peer_buf[r], &px->peer_len[r], WK_LINEBUF, line,         \
+		      sizeof(line), deadline) == 1)
+	if (!RS_LINE() || sscanf(line, "RESUME entries=%u broken=%d", &n, &broken) != 2 ||
+	    n > px->n_t) {
+		snprintf(why, cap, "sent '%.60s' for its account of the push-pulls in flight",
+			 line);
+		return -1;
+	}
+	rk->broken = broken != 0;
+	rk->e = calloc(n + 1, sizeof(*rk->e));
+	if (!rk->e) {
+		snprintf(why, cap, "out of memory");
+		return -1;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct wk_rs_ent *e = &rk->e[rk->n++];
+		uint64_t prev = 0;
+
+		if (!RS_LINE() ||
+		    sscanf(line, "R %" SCNu64 " %u %" SCNd64 " %u", &e->key, &e->next, &e->op,
+			   &e->n_run) != 4 ||
+		    e->op < -1 || e->op > UINT32_MAX || e->n_run > (1u << 24)) {
+			snprintf(why, cap, "sent a bad tensor line '%.60s'", line);
+			return -1;
+		}
+		e->run = malloc(2 * (e->n_run + 1) * sizeof(*e->run));
+		if (!e->run) {
+			snprintf(why, cap, "out of memory");
+			return -1;
+		}
+		for (uint32_t j = 0; j < e->n_run; j++) {
+			uint64_t *ab = &e->run[2 * j];
+
+			if (!RS_LINE() ||
+			    sscanf(line, "D %" SCNu64 " %" SCNu64, &ab[0], &ab[1]) != 2 ||
+			    ab[0] < prev || ab[1] <= ab[0]) {
+				snprintf(why, cap,
+					 "sent a bad range '%.60s' of tensor key %" PRIu64, line,
+					 e->key);
+				return -1;
+			}
+			prev = ab[1];
+		}
+	}
+	if (!RS_LINE() || strcmp(line, "END")) {
+		snprintf(why, cap, "cut its account of the push-pulls in flight short");
+		return -1;
+	}
+#undef RS_LINE
+	return 0;
+}
+
+static int ent_cmp(const void *k, const void *e)
+{
+	uint64_t a = *(const uint64_t *)k, b = ((const struct wk_rs_ent *)e)->key;
+
+	return a < b ? -1 : a > b;
+}
+
+const struct wk_rs_ent *wk_rs_find(const struct wk_rs_rank *rk, uint64_t key)
+{
+	return bsearch(&key, rk->e, rk->n, sizeof(*rk->e), ent_cmp);
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Rank 0: how to resume tensor @key of @bytes, interrupted on some rank,
+ * from every survivor's account. Every rank either has the push-pull of
+ * round @op interrupted (with some ranges summed), or has not pushed it yet
+ * (then nothing of it is summed anywhere), or had it complete (then every
+ * byte must be a sum on an interrupted rank: it went on). Each range summed
+ * somewhere is given by the lowest rank that holds its sum; everything else
+ * is summed again from every rank's input. 0, or -1 with @why.
+ */
+int wk_resume_plan(uint64_t key, uint64_t bytes, const struct wk_rs_rank *rk, uint32_t n,
+		   struct wk_rs_plan *pl, char *why, size_t cap)
+{
+	uint32_t nb = 0, tot = 2, *p = calloc(n, sizeof(*p)), went_on = UINT32_MAX;
+	uint64_t *bnd = NULL;
+	bool fresh = false, summed = false;
+	int rc = -1;
+
+	pl->op = -1;
+	for (uint32_t r = 0; r < n; r++) {
+		const struct wk_rs_ent *e = wk_rs_find(&rk[r], key);
+
+		if (!e) {
+			snprintf(why, cap, "rank %u has no tensor key %" PRIu64, r, key);
+			goto out;
+		}
+		if (e->op < 0)
+			continue;
+		if (pl->op >= 0 && e->op != pl->op) {
+			snprintf(why, cap,
+				 "tensor key %" PRIu64 ": ranks were at rounds %" PRId64
+				 " and %" PRId64 " of it",
+				 key, pl->op, e->op);
+			goto out;
+		}
+		pl->op = e->op;
+		summed |= e->n_run > 0;
+		tot += 2 * e->n_run;
+		if (e->n_run && e->run[2 * e->n_run - 1] > bytes) {
+			snprintf(why, cap, "rank %u: tensor key %" PRIu64 " has %" PRIu64 " bytes",
+				 r, key, bytes);
+			goto out;
+		}
+	}
+	for (uint32_t r = 0; r < n; r++) {
+		const struct wk_rs_ent *e = wk_rs_find(&rk[r], key);
+
+		if (e->op >= 0)
+			continue;
+		if (e->next == pl->op + 1) {
+			went_on = went_on < r ? went_on : r;
+		} else if (e->next == pl->op) {
+			fresh = true;
+		} else {
+			snprintf(why, cap,
+				 "tensor key %" PRIu64 ": rank %u is at round %u of it, "
+				 "another was interrupted in round %" PRId64,
+				 key, r, e->next, pl->op);
+			goto out;
+		}
+	}
+	if (fresh && (summed || went_on != UINT32_MAX)) {
+		snprintf(why, cap,
+			 "tensor key %" PRIu64 ": a rank never pushed round %" PRId64
+			 " of it, yet it is summed elsewhere",
+			 key, pl->op);
+		goto out;
+	}
+	if (!summed && went_on == UINT32_MAX) { /* nothing summed: pushed again, from inputs */
+		rc = 0;
+		goto out;
+	}
+	bnd = malloc(tot * sizeof(*bnd));
+	if (!p || !bnd) {
+		snprintf(why, cap, "out of memory");
+		goto out;
+	}
+	bnd[nb++] = 0;
+	bnd[nb++] = bytes;
+	for (uint32_t r = 0; r < n; r++) {
+		const struct wk_rs_ent *e = wk_rs_find(&rk[r], key);
+
+		for (uint32_t j = 0; e->op >= 0 && j < 2 * e->n_run; j++)
+			bnd[nb++] = e->run[j];
+	}
+	qsort(bnd, nb, sizeof(*bnd), u64_cmp);
+	for (uint32_t i = 0; i + 1 < nb; i++) {
+		uint64_t x = bnd[i], y = bnd[i + 1], v[3];
+		uint32_t owner = UINT32_MAX;
+
+		if (x == y)
+			continue;
+		for (uint32_t r = 0; r < n && owner == UINT32_MAX; r++) {
+			const struct wk_rs_ent *e = wk_rs_find(&rk[r], key);
+
+			if (e->op < 0)
+				continue;
+			while (p[r] < e->n_run && e->run[2 * p[r] + 1] <= x)
+				p[r]++;
+			if (p[r] < e->n_run && e->run[2 * p[r]] <= x)
+				owner = r;
+		}
+		if (owner == UINT32_MAX && went_on != UINT32_MAX) {
+			snprintf(why, cap,
+				 "tensor key %" PRIu64 ": rank %u had the sum of round "
+				 "%" PRId64 " and went on, but bytes [%" PRIu64 ", %" PRIu64
+				 ") of it are a sum on no rank that did not",
+				 key, went_on, pl->op, x, y);
+			goto out;
+		}
+		if (owner == UINT32_MAX)
+			continue;
+		if (pl->n_own && pl->own[3 * pl->n_own - 1] == owner &&
+		    pl->own[3 * pl->n_own - 2] == x) {
+			pl->own[3 * pl->n_own - 2] = y;
+			continue;
+		}
+		v[0] = x;
+		v[1] = y;
+		v[2] = owner;
+		if (run_add(&pl->own, &pl->n_own, &pl->cap, 3, v)) {
+			snprintf(why, cap, "out of memory");
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	free(p);
+	free(bnd);
+	return rc;
+}
+
+static void plans_free(struct wk_rs_plan *pl, uint32_t n)
+{
+	for (uint32_t i = 0; pl && i < n; i++)
+		free(pl[i].own);
+	free(pl);
+}
+
+/* Rank 0: every survivor's account, and the plans; 0, or -1 with @why. */
+static int rs_root(struct pbox *px, const uint32_t *next, uint64_t deadline, struct wk_rs_plan **out,
+		   uint32_t *n_out, char *why, size_t cap)
+{
+	struct wk_rs_rank *rk = calloc(px->n, sizeof(*rk));
+	struct wk_rs_plan *pl = NULL;
+	uint32_t n_pl = 0;
+	int rc = -1;
+
+	if (!rk || rs_own(px, next, &rk[0])) {
+		snprintf(why, cap, "rank 0 is out of memory");
+		goto out;
+	}
+	for (uint32_t r = 1; r < px->n; r++) {
+		char w[200];
+
+		if (rs_read(px, r, deadline, &rk[r], w, sizeof(w))) {
+			snprintf(why, cap, "rank %u %s", r, w);
+			goto out;
+		}
+	}
+	for (uint32_t r = 0; r < px->n; r++)
+		if (rk[r].broken) {
+			snprintf(why, cap, "rank %u pushes CUDA tensors, or ran out of memory "
+				 "recording them", r);
+			goto out;
+		}
+	pl = calloc(px->n_t + 1, sizeof(*pl));
+	if (!pl) {
+		snprintf(why, cap, "rank 0 is out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < px->n_t; i++) {
+		bool hit = false;
+
+		for (uint32_t r = 0; r < px->n && !hit; r++) {
+			const struct wk_rs_ent *e = wk_rs_find(&rk[r], px->t[i]->key);
+
+			hit = e && e->op >= 0;
+		}
+		if (!hit)
+			continue;
+		pl[n_pl].key = px->t[i]->key;
+		if (wk_resume_plan(px->t[i]->key, px->t[i]->bytes, rk, px->n, &pl[n_pl++], why, cap))
+			goto out;
+	}
+	rc = 0;
+out:
+	for (uint32_t r = 0; rk && r < px->n; r++)
+		rs_free(&rk[r]);
+	free(rk);
+	if (rc) {
+		plans_free(pl, n_pl);
+		pl = NULL;
+		n_pl = 0;
+	}
+	*out = pl;
+	*n_out = n_pl;
+	return rc;
+}
+
+/* The others: this rank's account to rank 0, and the plans back; 0, -1 with
+ * @why where rank 0 decided against resuming (or could not be heard). */
+static int rs_rank(struct pbox *px, const uint32_t *next, uint64_t deadline, struct wk_rs_plan **out,
+		   uint32_t *n_out, char *why, size_t cap)
+{
+	struct wk_rs_rank me = {0};
+	struct wk_rs_plan *pl = NULL;
+	uint32_t n = 0, k = 0;
+	char line[WK_ERR_LEN + 16] = "";
+	int rc = -1;
+
+#define RS_LINE()                                                                                  \
+	(wk_line_wait(px->peer_fd[0], px->peer_buf[0], &px->peer_len[0], WK_LINEBUF, line,         \
+		      sizeof(line), deadline) == 1)
+	if (rs_own(px, next, &me) || rs_send(px->peer_fd[0], &me)) {
+		snprintf(why, cap, "this rank could not tell rank 0 its push-pulls in flight");
+		goto out;
+	}
+	if (!RS_LINE()) {
+		snprintf(why, cap, "no word from rank 0 on them");
+		goto out;
+	}
+	if (strncmp(line, "REDO ", 5) == 0) {
+		snprintf(why, cap, "rank 0 says: %.400s", line + 5);
+		goto out;
+	}
+	if (sscanf(line, "PLAN keys=%u", &n) != 1 || n > px->n_t ||
+	    !(pl = calloc(n + 1, sizeof(*pl)))) {
+		snprintf(why, cap, "rank 0 sent '%.60s'", line);
+		goto out;
+	}
+	for (k = 0; k < n; k++) {
+		struct wk_rs_plan *p = &pl[k];
+		uint32_t n_own = 0;
+
+		if (!RS_LINE() ||
+		    sscanf(line, "P %" SCNu64 " %" SCNd64 " %u", &p->key, &p->op, &n_own) != 3 ||
+		    n_own > (1u << 24))
+			break;
+		for (uint32_t j = 0; j < n_own; j++) {
+			uint64_t v[3];
+
+			if (!RS_LINE() ||
+			    sscanf(line, "O %" SCNu64 " %" SCNu64 " %" SCNu64, &v[0], &v[1],
+				   &v[2]) != 3 ||
+			    v[1] <= v[0] || v[2] >= px->n ||
+			    run_add(&p->own, &p->n_own, &p->cap, 3, v))
+				break;
+		}
+		if (p->n_own != n_own)
+			break;
+	}
+	if (k < n || !RS_LINE() || strcmp(line, "END")) {
+		snprintf(why, cap, "rank 0 sent a bad plan ('%.60s')", line);
+		goto out;
+	}
+#undef RS_LINE
+	rc = 0;
+out:
+	rs_free(&me);
+	if (rc) {
+		plans_free(pl, k + (pl != NULL));
+		pl = NULL;
+		n = 0;
+	}
+	*out = pl;
+	*n_out = n;
+	return rc;
+}
+
+/*
+ * After the new incarnation's bootstrap, before its engine: the survivors
+ * agree how the push-pulls the box's loss interrupted go on. Each resumed
+ * one keeps its record, with its plan (its next push-pull applies it); a
+ * tensor this rank had complete and went on from gets a push-pull of zeros
+ * from pbox_shrink() itself (@zero). 0: resumed; 1: not (the caller redoes
+ * the step; why is logged).
+ */
+static int rs_agree(struct pbox *px, const uint32_t *next, uint32_t **zero, uint32_t *n_zero)
+{
+	uint64_t deadline = wk_now() + px->cfg.tuning.deadline_us * 1000;
+	struct wk_rs_plan *pl = NULL;
+	uint32_t n_pl = 0;
+	char why[WK_ERR_LEN] = "";
+	int rc;
+
+	*zero = NULL;
+	*n_zero = 0;
+	if (px->rank == 0) {
+		rc = rs_root(px, next, deadline, &pl, &n_pl, why, sizeof(why));
+		for (uint32_t r = 1; r < px->n; r++) {
+			if (rc) {
+				wk_line_send(px->peer_fd[r], "REDO %s", why);
+				continue;
+			}
+			wk_line_send(px->peer_fd[r], "PLAN keys=%u", n_pl);
+			for (uint32_t k = 0; k < n_pl; k++) {
+				wk_line_send(px->peer_fd[r], "P %" PRIu64 " %" PRId64 " %u",
+					     pl[k].key, pl[k].op, pl[k].n_own);
+				for (uint32_t j = 0; j < pl[k].n_own; j++)
+					wk_line_send(px->peer_fd[r],
+						     "O %" PRIu64 " %" PRIu64 " %" PRIu64,
+						     pl[k].own[3 * j], pl[k].own[3 * j + 1],
+						     pl[k].own[3 * j + 2]);
+			}
+			wk_line_send(px->peer_fd[r], "END");
+		}
+	} else {
+		rc = rs_rank(px, next, deadline, &pl, &n_pl, why, sizeof(why));
+	}
+	if (rc == 0 && !(*zero = calloc(n_pl + 1, sizeof(**zero))))
+		rc = -1, snprintf(why, sizeof(why), "out of memory");
+	for (uint32_t k = 0; rc == 0 && k < n_pl; k++) {
+		uint32_t i, j;
+
+		for (j = 0; j < px->n_res && px->res[j].key != pl[k].key; j++)
+			;
+		if (j < px->n_res) { /* ours was interrupted: its next push-pull resumes it */
+			px->res[j].own = pl[k].own;
+			px->res[j].n_own = pl[k].n_own;
+			pl[k].own = NULL;
+			continue;
+		}
+		for (i = 0; i < px->n_t && px->t[i]->key != pl[k].key; i++)
+			;
+		if (i < px->n_t && next[i] == pl[k].op + 1) /* ours was complete: zeros */
+			(*zero)[(*n_zero)++] = i;
+	}
+	plans_free(pl, n_pl);
+	if (rc) {
+		free(*zero);
+		*zero = NULL;
+		*n_zero = 0;
+		wk_resume_free(px);
+		wk_log(px, CFG_LOG_WARNING,
+		       "the push-pulls the box's loss interrupted are not resumed (%s): redo the "
+		       "step from its inputs",
+		       why);
+		return 1;
+	}
+	px->res_ok = true;
+	if (n_pl) {
+		uint64_t kept = 0, again = 0;
+
+		for (uint32_t j = 0; j < px->n_res; j++) {
+			uint64_t k = 0;
+
+			for (uint32_t i = 0; i < px->res[j].n_own; i++)
+				k += px->res[j].own[3 * i + 1] - px->res[j].own[3 * i];
+			kept += k;
+			again += px->res[j].bytes - k;
+		}
+		wk_log(px, CFG_LOG_WARNING,
+		       "the box's loss interrupted %u push-pulls here (%u tensors in the job): they "
+		       "resume as they are pushed again, %.2f MiB of them already sums, %.2f MiB "
+		       "summed again; %u tensors done here and not elsewhere get zeros from this "
+		       "rank",
+		       px->n_res, n_pl, (double)kept / 1048576, (double)again / 1048576, *n_zero);
+	}
+	return 0;
+}
+
+/* A tensor this rank had complete as the box went, resumed elsewhere: its
+ * push-pull of zeros (the ranks that hold the sum give it). */
+static int give_zeros(struct pbox *px, const uint32_t *idx, uint32_t n)
+{
+	struct pbox_handle **op = calloc(n, sizeof(*op));
+	void **buf = calloc(n, sizeof(*buf));
+	int rc = op && buf ? PBOX_OK : wk_err(PBOX_ENOMEM, "pbox_shrink: out of memory");
+
+	for (uint32_t i = 0; rc == PBOX_OK && i < n; i++) {
+		const struct wk_tensor *t = px->t[idx[i]];
+
+		if (!(buf[i] = calloc(1, t->bytes)))
+			rc = wk_err(PBOX_ENOMEM, "pbox_shrink: out of memory");
+		else
+			rc = pbox_push_pull(px, t->key, buf[i], buf[i], t->count,
+					    (enum pbox_dtype)t->dtype, &op[i]);
+	}
+	for (uint32_t i = 0; op && i < n; i++) {
+		int st = op[i] ? pbox_wait(op[i]) : PBOX_OK;
+
+		rc = rc ? rc : st;
+		if (buf)
+			free(buf[i]);
+	}
+	free(op);
+	free(buf);
+	return rc;
+}
+
 int pbox_shrink(struct pbox *px)
 {
 	uint32_t n = 0, me = UINT32_MAX, first_job, gone = 0;
+	uint32_t *next, *zero = NULL, n_zero = 0;
 	char why[WK_ERR_LEN], box[192] = "";
-	bool lost_box;
-	int rc;
+	bool lost_box, resume;
+	int rc, redo = 1;
 
 	if (!px)
 		return wk_err(PBOX_EINVAL, "pbox_shrink: context is NULL");
@@ -106,6 +770,16 @@ int pbox_shrink(struct pbox *px)
 			me = n;
 		px->cfg.peers[n++] = px->cfg.peers[r];
 	}
+	/* with every rank there, what the box's loss interrupted can go on */
+	resume = lost_box && !gone;
+	if (!resume)
+		wk_resume_free(px);
+	next = calloc(px->n_t + 1, sizeof(*next));
+	if (!next)
+		return wk_err(PBOX_ENOMEM, "pbox_shrink: out of memory");
+	for (uint32_t i = 0, k = 0; i < px->n_t; i++)
+		if (px->t[i]->ready)
+			next[k++] = px->t[i]->round;
 	wk_free_net(px);
 	keep_tensors(px);
 	if (lost_box) { /* rank 0 knows which: the others leave the boxes to it */
@@ -176,14 +850,21 @@ int pbox_shrink(struct pbox *px)
 	wk_log(px, CFG_LOG_INFO, "shrink: incarnation %u of job %u, %u ranks, job id %u at the box",
 	       px->epoch, first_job, n, px->job);
 	rc = wk_boot(px);
+	if (rc == PBOX_OK && resume)
+		redo = rs_agree(px, next, &zero, &n_zero);
 	if (rc == PBOX_OK)
 		rc = wk_engine_start(px);
+	if (rc == PBOX_OK && n_zero)
+		rc = give_zeros(px, zero, n_zero);
+	free(next);
+	free(zero);
 	if (rc) {
 		/* the context is failed with this; pbox_finalize() frees it */
 		pthread_mutex_lock(&px->mu);
 		px->fail = rc;
 		snprintf(px->fail_msg, sizeof(px->fail_msg), "%s", pbox_last_error());
 		pthread_mutex_unlock(&px->mu);
+		return rc;
 	}
-	return rc;
+	return redo ? PBOX_REDO : PBOX_OK;
 }

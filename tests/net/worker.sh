@@ -403,9 +403,9 @@ for r in 0 1 2 3; do
 	wait "${pids[$r]}" || survived=0
 done
 recovered boxgone 0 1 2 3
-grep -h "is gone: the job goes on" "$log"/boxgone-w0.log | sed 's/^/        /'
-check "pboxd killed: the 4 workers go on without it (k = 0, its chunks on their SS_GPUs), every sum exact to the last iteration" \
-	bash -c "[ $survived = 1 ] && [ \$(grep -l 'recovered: rank [0-3] of 4 (was 4), k=0.00' $log/boxgone-w*.log | wc -l) -eq 4 ] &&
+grep -h "is gone: the job goes on\|interrupted .* push-pulls here" "$log"/boxgone-w*.log | sed 's/^.*\] /        /'
+check "pboxd killed: the 4 workers go on without it (k = 0, its chunks on their SS_GPUs), the iteration in flight resumed (not redone), every sum exact to the last iteration" \
+	bash -c "[ $survived = 1 ] && [ \$(grep -l 'recovered: rank [0-3] of 4 (was 4), k=0.00, resuming the iteration' $log/boxgone-w*.log | wc -l) -eq 4 ] &&
 		 [ \$(grep -l 'RESULT bench .* n=4 k=0.00 .*verified=yes' $log/boxgone-w*.log | wc -l) -eq 4 ]"
 
 # ---- two boxes in one job ---------------------------------------------------------

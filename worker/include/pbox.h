@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define PBOX_VERSION_MAJOR 3
-#define PBOX_VERSION_MINOR 2
+#define PBOX_VERSION_MINOR 3
 
 /* Element types, as the GPU holds them (little-endian). */
 enum pbox_dtype {
@@ -80,6 +80,7 @@ enum pbox_status {
 	PBOX_ENET = -10,     /* a socket error */
 	PBOX_EFAILED = -11,  /* the context failed earlier (see pbox_last_error()) */
 	PBOX_ENODEV = -12,   /* CUDA asked for: no CUDA module, or no GPU (the message says) */
+	PBOX_REDO = 1, /* pbox_shrink() (3.3): the job goes on; redo the failed step from its inputs */
 };
 
 struct pbox;	    /* a context */
@@ -91,7 +92,7 @@ const char *pbox_strerror(int status);
 /* The message of the last failed call in this thread ("" when none). */
 const char *pbox_last_error(void);
 
-/* The library's version, "3.2". */
+/* The library's version, "3.3". */
 const char *pbox_version(void);
 
 /*
@@ -171,13 +172,27 @@ int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out
  * lost ranks left out and the others renumbered in order (pbox_layout()
  * gives the new rank and world size), without the box if the box was lost
  * (k = 0: its chunks on the survivors' SS_GPUs; a warning names it), every
- * tensor laid out before kept, the layout computed again. The push-pulls
- * that failed are not redone: their @out may hold some sums already, so
- * redo the step from its inputs (a training loop recomputes the batch).
+ * tensor laid out before kept, the layout computed again.
+ *
+ * The push-pulls that failed (libpbox 3.3):
+ *  - PBOX_OK: the box was lost and every rank is here. They resume: push
+ *    each of them again, with the same key and buffers, untouched since
+ *    (its @out holds what was summed before the loss; @in, if another
+ *    buffer, the rest of this rank's part), and it completes with the exact
+ *    sums, as if nothing had happened. The ranges one rank holds the sum of
+ *    are given by that rank alone, the rest summed again from every rank's
+ *    part; a tensor some rank had complete and went on from gets zeros
+ *    from that rank's pbox_shrink(), which returns once the others resumed
+ *    it. Push the others (not pushed before the loss) as usual.
+ *  - PBOX_REDO: a rank was lost (its part of every sum is gone), or the
+ *    survivors' push-pulls do not line up (the log says why): their @out
+ *    may hold some sums already; redo the step from its inputs (a training
+ *    loop recomputes the batch).
  * Returns once every survivor is in, or fails as pbox_start() does (a
  * survivor that counts other ranks lost: PBOX_EMISMATCH). One thread,
  * nothing in flight; not with local aggregation yet (PBOX_ESTATE), nor after
- * a failure that lost nobody (PBOX_ESTATE).
+ * a failure that lost nobody (PBOX_ESTATE). A job where any rank pushes CUDA
+ * tensors gets PBOX_REDO: their sums so far are in GPU memory.
  */
 int pbox_shrink(struct pbox *px);
 /* PBOX_EAGAIN while @op is in flight; otherwise its result, and @op is
