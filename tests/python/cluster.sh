@@ -77,8 +77,8 @@ pboxd_pid=
 survived=1
 for p in "${pids[@]}"; do wait "$p" || survived=0; done
 grep -h "went on as" "$log"/survive-h*.log | cut -c1-220 | sed 's/^/        /'
-check "pboxd killed mid-training: every rank goes on without the box (pbox.torch.shrink()) to its last step, with equal parameters" \
-	bash -c "[ $survived = 1 ] && [ \$(grep -l 'went on as rank [0-3] of 4' $log/survive-h*.log | wc -l) -eq $N ] &&
+check "pboxd killed mid-training: every rank goes on without the box (pbox.torch.shrink()), resuming the step in flight, to its last step, with equal parameters" \
+	bash -c "[ $survived = 1 ] && [ \$(grep -l 'went on as rank [0-3] of 4 .*resuming the step' $log/survive-h*.log | wc -l) -eq $N ] &&
 		 [ \$(grep -h 'ok, 10 steps' $log/survive-h*.log | awk '{ print \$NF }' | sort -u | wc -l) -eq 1 ] &&
 		 [ \$(grep -l 'ok, 10 steps' $log/survive-h*.log | wc -l) -eq $N ]"
 echo "python-cluster: $pass passed, $fail failed"

@@ -13,7 +13,8 @@
         gradients summed by all_reduce on the pbox group); rank 2 dies at
         step 3: the others catch the error, go on with pbox.torch.shrink()
         as ranks 0..2 of 3, redo the step and finish all STEPS steps, with
-        equal parameters
+        equal parameters (after the box's loss the step resumes instead:
+        the all_reduce that raised is complete, on with the next)
     faults.py rank survive-box -   one rank of that loop, started by the
         harness on every host (tests/python/cluster.sh), which kills pboxd
         once every rank printed step 3: every rank goes on without the box
@@ -57,14 +58,22 @@ def survive_main(rank, box):
         model.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
         t0 = time.monotonic()
-        try:
-            for p in model.parameters():
+        redo = False
+        for p in model.parameters():
+            try:
                 pg.allreduce([p.grad]).wait()
-        except RuntimeError as e:
-            pg = pbox.torch.shrink(pg)
-            print("RANK %d step %d: %s; went on as rank %d of %d in %.3f s" %
-                  (rank, step, e, pg.rank(), pg.size(), time.monotonic() - t0), flush=True)
-            continue  # the step again, from its inputs
+            except RuntimeError as e:
+                pg = pbox.torch.shrink(pg)
+                print("RANK %d step %d: %s; went on as rank %d of %d in %.3f s, %s" %
+                      (rank, step, e, pg.rank(), pg.size(), time.monotonic() - t0,
+                       "resuming the step" if pg.resumed else "redoing the step"), flush=True)
+                # resumed (the box was lost): p.grad holds its sum, on with the next;
+                # else (a rank was lost): the step again, from its inputs
+                redo = not pg.resumed
+                if redo:
+                    break
+        if redo:
+            continue
         with torch.no_grad():
             for p in model.parameters():
                 p -= 0.1 * p.grad / pg.size()

@@ -17,6 +17,7 @@ import os
 __all__ = ["Context", "Error", "FP32", "FP16", "BF16", "library"]
 
 FP32, FP16, BF16 = 0, 1, 2
+OK, EBOX, EFAILED, REDO = 0, -7, -11, 1  # pbox_status values used here
 _EFAILED = -11
 
 
@@ -135,8 +136,14 @@ class Context:
 
     def shrink(self):
         """After a failure that lost ranks or the box: go on with the survivors
-        (pbox_shrink()); layout() then gives the new rank and world size."""
-        _check(library.pbox_shrink(self._px))
+        (pbox_shrink()); layout() then gives the new rank and world size.
+        True: the push-pulls that failed resume (push each again with the
+        same key and buffers, untouched since); False: redo the step from its
+        inputs (a rank was lost)."""
+        rc = library.pbox_shrink(self._px)
+        if rc < 0:
+            _check(rc)
+        return rc == OK
 
     def finalize(self):
         if self._px:

@@ -186,6 +186,8 @@ class ProcessGroupPbox(ProcessGroup):
         self._serve()
 
     def _serve(self):
+        self.resumed = False
+        self._failed = []  # allreduces the box's loss interrupted: shrink() resumes them
         self._slot = {}
         self._busy = {}
         self._q = queue.Queue()
@@ -241,9 +243,21 @@ class ProcessGroupPbox(ProcessGroup):
         flushed.wait()
         self._thr.join()
         ctx, self._ctx = self._ctx, None
-        ctx.shrink()
+        resumed = ctx.shrink()
         li = ctx.layout()
-        return ProcessGroupPbox(None, li.rank, li.world_size, None, ctx=ctx)
+        if resumed:  # the allreduces that raised go on where they were
+            handles = [(ctx.push_pull(key, flat.data_ptr(), flat.data_ptr(), count, dt), finish)
+                       for key, flat, count, dt, finish in self._failed]
+            for handle, finish in handles:
+                handle.wait()
+                finish()
+        self._failed = []
+        g = ProcessGroupPbox(None, li.rank, li.world_size, None, ctx=ctx)
+        g.resumed = resumed
+        if resumed:  # the same keys as before for what comes next: a rank that had
+            # not started an all_reduce when the box went starts it as the others resume it
+            g._slot = self._slot
+        return g
 
     def _no_gloo(self, what):
         raise RuntimeError("pbox: %s: a group made by shrink() does all_reduce, broadcast "
@@ -288,17 +302,9 @@ class ProcessGroupPbox(ProcessGroup):
             fut.set_result(tensors)
             return _work(fut)
         key = self._key(dt, count)
-        if cuda:  # after the work queued so far on the caller's stream (torch.cat's too)
-            handle = self._ctx.push_pull_cuda(key, flat.data_ptr(), flat.data_ptr(), count, dt,
-                                              torch.cuda.current_stream(dev).cuda_stream)
-        else:
-            handle = self._ctx.push_pull(key, flat.data_ptr(), flat.data_ptr(), count, dt)
         size = self.size()
 
-        def done(err):
-            if err is not None:
-                fut.set_exception(RuntimeError(str(err)))
-                return
+        def finish():
             with torch.cuda.device(dev) if cuda else contextlib.nullcontext():
                 if op == _AVG:
                     flat.div_(size)
@@ -307,7 +313,28 @@ class ProcessGroupPbox(ProcessGroup):
                     for t in tensors:
                         t.copy_(flat[off:off + t.numel()].view_as(t))
                         off += t.numel()
-                fut.set_result(tensors)
+
+        # what shrink() resumes after the box's loss (its buffer kept alive here)
+        resume = (key, flat, count, dt, finish)
+        try:
+            if cuda:  # after the work queued so far on the caller's stream (torch.cat's too)
+                handle = self._ctx.push_pull_cuda(key, flat.data_ptr(), flat.data_ptr(), count,
+                                                  dt, torch.cuda.current_stream(dev).cuda_stream)
+            else:
+                handle = self._ctx.push_pull(key, flat.data_ptr(), flat.data_ptr(), count, dt)
+        except pbox.Error as e:
+            if e.status == pbox.EFAILED:  # the job failed before this one started
+                self._failed.append(resume)
+            raise
+
+        def done(err):
+            if err is not None:
+                if err.status == pbox.EBOX:
+                    self._failed.append(resume)
+                fut.set_exception(RuntimeError(str(err)))
+                return
+            finish()
+            fut.set_result(tensors)
 
         self._busy[key] = fut
         self._q.put((handle, done))
@@ -369,8 +396,11 @@ def shrink(group=None):
     the box was lost (libpbox's pbox_shrink()): every survivor calls it, and
     gets a new group of the survivors (rank() and size() renumbered in
     order; without the box if the box was lost). The old group serves
-    nothing more. Redo the failed step from its inputs (its tensors may hold
-    some sums already). The new group does all_reduce (through pbox),
+    nothing more. With group.resumed (the box was lost, every rank is
+    here), every all_reduce of the old group that raised is complete in its
+    tensors, with the exact sums, as if nothing had happened: go on from
+    there. Otherwise (a rank was lost) redo the failed step from its inputs
+    (its tensors may hold some sums already). The new group does all_reduce (through pbox),
     broadcast and barrier; pass it as group= (torch's default group stays
     the old one). group: the failed pbox group (None: the default group)."""
     g = group if group is not None else dist.distributed_c10d._get_default_group()
