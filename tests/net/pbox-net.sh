@@ -133,6 +133,7 @@ _pbox_host_ifaces() { # TAG HOST -> "NS IFACE SWITCH_NS SWITCH_IFACE"
 	local tag=$1 host=$2
 	case $host in
 	box-p*) echo "$(pbox_ns "$tag" box) pbox-p${host#box-p} $(pbox_ns "$tag" sw) bp${host#box-p}" ;;
+	box-mgmt) echo "$(pbox_ns "$tag" box) mgmt0 $(pbox_ns "$tag" sw) bm" ;;
 	w*) echo "$(pbox_ns "$tag" "$host") eth0 $(pbox_ns "$tag" sw) $host" ;;
 	*) echo "pbox-net: unknown host $host" >&2; return 1 ;;
 	esac

@@ -393,6 +393,33 @@ check "rank 2 killed: ranks 0, 1 and 3 go on as a job of 3 without restarting, e
 	bash -c "[ $survived = 1 ] && [ \$(grep -l 'recovered: rank [0-2] of 3 (was 4)' $log/shrink-w{0,1,3}.log | wc -l) -eq 3 ] &&
 		 [ \$(grep -l 'RESULT bench .* n=3 .*verified=yes' $log/shrink-w{0,1,3}.log | wc -l) -eq 3 ]"
 
+# The box's host cut off (its ports and its management link drop every
+# frame, nothing closes): rank 0's control connection to it times out
+# (keepalive, [tuning] heartbeat 3 s), and the job goes on without it.
+worker_cfgs 1
+run_surviving boxcut 10
+t0=$(date +%s.%N)
+for h in box-p0 box-p1 box-mgmt; do pbox_net_impair "$tag" "$h" 100 0 || bad "cutting the box off ($h)"; done
+for _ in $(seq 200); do
+	[ "$(grep -l 'recovered:' "$log"/boxcut-w*.log 2>/dev/null | wc -l)" -eq "$N" ] && break
+	sleep 0.1
+done
+t1=$(date +%s.%N)
+took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+survived=1
+for r in 0 1 2 3; do
+	wait "${pids[$r]}" || survived=0
+done
+for h in box-p0 box-p1 box-mgmt; do pbox_net_impair "$tag" "$h" 0 0; done
+recovered boxcut 0 1 2 3
+grep -h "timed out" "$log"/boxcut-w0.log | head -1 | sed 's/^/        /'
+check "the box's host cut off: the workers find it silent and go on without it within 5 s (heartbeat 3 s; $took s), resuming the iteration, every sum exact to the last iteration" \
+	bash -c "[ $survived = 1 ] && awk -v t=$took 'BEGIN { exit !(t < 5) }' &&
+		 grep -q 'its control connection timed out' $log/boxcut-w0.log &&
+		 [ \$(grep -l 'recovered: rank [0-3] of 4 (was 4), k=0.00, resuming the iteration' $log/boxcut-w*.log | wc -l) -eq 4 ] &&
+		 [ \$(grep -l 'RESULT bench .* n=4 k=0.00 .*verified=yes' $log/boxcut-w*.log | wc -l) -eq 4 ]"
+restart_box $((2 * wbw / 2)) || exit 1
+
 worker_cfgs 1
 run_surviving boxgone 10
 kill -9 "$pboxd_pid"
