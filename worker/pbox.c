@@ -39,7 +39,7 @@ const char *pbox_last_error(void)
 }
 
 #define WK_STR_(x) #x
-#define WK_STR(x) WK_STR_(x)
+#define WK_STR(x)  WK_STR_(x)
 const char *pbox_version(void)
 {
 	return WK_STR(PBOX_VERSION_MAJOR) "." WK_STR(PBOX_VERSION_MINOR);

@@ -482,8 +482,8 @@ static void plans_free(struct wk_rs_plan *pl, uint32_t n)
 }
 
 /* Rank 0: every survivor's account, and the plans; 0, or -1 with @why. */
-static int rs_root(struct pbox *px, const uint32_t *next, uint64_t deadline, struct wk_rs_plan **out,
-		   uint32_t *n_out, char *why, size_t cap)
+static int rs_root(struct pbox *px, const uint32_t *next, uint64_t deadline,
+		   struct wk_rs_plan **out, uint32_t *n_out, char *why, size_t cap)
 {
 	struct wk_rs_rank *rk = calloc(px->n, sizeof(*rk));
 	struct wk_rs_plan *pl = NULL;
@@ -504,8 +504,10 @@ static int rs_root(struct pbox *px, const uint32_t *next, uint64_t deadline, str
 	}
 	for (uint32_t r = 0; r < px->n; r++)
 		if (rk[r].broken) {
-			snprintf(why, cap, "rank %u pushes CUDA tensors, or ran out of memory "
-				 "recording them", r);
+			snprintf(why, cap,
+				 "rank %u pushes CUDA tensors, or ran out of memory "
+				 "recording them",
+				 r);
 			goto out;
 		}
 	pl = calloc(px->n_t + 1, sizeof(*pl));
@@ -524,7 +526,8 @@ static int rs_root(struct pbox *px, const uint32_t *next, uint64_t deadline, str
 		if (!hit)
 			continue;
 		pl[n_pl].key = px->t[i]->key;
-		if (wk_resume_plan(px->t[i]->key, px->t[i]->bytes, rk, px->n, &pl[n_pl++], why, cap))
+		if (wk_resume_plan(px->t[i]->key, px->t[i]->bytes, rk, px->n, &pl[n_pl++], why,
+				   cap))
 			goto out;
 	}
 	rc = 0;
@@ -544,8 +547,8 @@ out:
 
 /* The others: this rank's account to rank 0, and the plans back; 0, -1 with
  * @why where rank 0 decided against resuming (or could not be heard). */
-static int rs_rank(struct pbox *px, const uint32_t *next, uint64_t deadline, struct wk_rs_plan **out,
-		   uint32_t *n_out, char *why, size_t cap)
+static int rs_rank(struct pbox *px, const uint32_t *next, uint64_t deadline,
+		   struct wk_rs_plan **out, uint32_t *n_out, char *why, size_t cap)
 {
 	struct wk_rs_rank me = {0};
 	struct wk_rs_plan *pl = NULL;

@@ -80,7 +80,8 @@ enum pbox_status {
 	PBOX_ENET = -10,     /* a socket error */
 	PBOX_EFAILED = -11,  /* the context failed earlier (see pbox_last_error()) */
 	PBOX_ENODEV = -12,   /* CUDA asked for: no CUDA module, or no GPU (the message says) */
-	PBOX_REDO = 1, /* pbox_shrink() (3.3): the job goes on; redo the failed step from its inputs */
+	PBOX_REDO =
+		1, /* pbox_shrink() (3.3): the job goes on; redo the failed step from its inputs */
 };
 
 struct pbox;	    /* a context */
