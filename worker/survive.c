@@ -750,10 +750,17 @@ int pbox_shrink(struct pbox *px)
 		return wk_err(PBOX_ESTATE, "pbox_shrink: the context is not started");
 	if (px->loc)
 		return wk_err(PBOX_ESTATE, "pbox_shrink: not with local aggregation (yet)");
-	pthread_mutex_lock(&px->mu);
-	rc = px->fail;
-	snprintf(why, sizeof(why), "%s", px->fail_msg);
-	pthread_mutex_unlock(&px->mu);
+	/* called on a failure seen elsewhere first (another library's collective on
+	 * the same ranks): a lost rank or box is known here within a heartbeat */
+	for (uint64_t until = wk_now() + px->cfg.tuning.heartbeat_us * 1000 + 500000000ull;;) {
+		pthread_mutex_lock(&px->mu);
+		rc = px->fail;
+		snprintf(why, sizeof(why), "%s", px->fail_msg);
+		pthread_mutex_unlock(&px->mu);
+		if (rc || wk_now() >= until)
+			break;
+		usleep(10000);
+	}
 	for (uint32_t r = 0; px->gone && r < px->n; r++)
 		gone += px->gone[r];
 	lost_box = rc == PBOX_EBOX && px->cfg.box.control.n;

@@ -15,6 +15,10 @@
         as ranks 0..2 of 3, redo the step and finish all STEPS steps, with
         equal parameters (after the box's loss the step resumes instead:
         the all_reduce that raised is complete, on with the next)
+    faults.py survive-ddp PORT     the same loop with DistributedDataParallel:
+        the others catch the error from backward(), shrink, build DDP again
+        on the new group (its construction allgathers and broadcasts through
+        pbox) and finish as ranks 0..2 of 3
     faults.py rank survive-box -   one rank of that loop, started by the
         harness on every host (tests/python/cluster.sh), which kills pboxd
         once every rank printed step 3: every rank goes on without the box
@@ -33,7 +37,7 @@ COUNT = 1 << 18
 STEPS = 10
 
 
-def survive_main(rank, box):
+def survive_main(rank, box, ddp):
     import hashlib
 
     import torch
@@ -44,8 +48,15 @@ def survive_main(rank, box):
     torch.manual_seed(0)  # the same initial model on every rank
     model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
                                 torch.nn.Linear(512, 10))
+    if ddp:  # buffers too (fp32 and an int64 count), which DDP broadcasts every step
+        model.insert(1, torch.nn.BatchNorm1d(512))
     dist.init_process_group("pbox")
     pg = dist.distributed_c10d._get_default_group()
+    # survive-ddp: DDP sums the gradients (its buckets, during backward), and
+    # is built again on the group shrink() gives
+    net = torch.nn.parallel.DistributedDataParallel(model) if ddp else model
+    if ddp:  # (without a hook torch 1.13's reducer crashes on a failed collective)
+        net.register_comm_hook(pbox.torch.hook_state(pg), pbox.torch.allreduce_hook)
     step = 0
     while step < STEPS:
         if rank == 2 and step == 3 and not box:
@@ -56,8 +67,25 @@ def survive_main(rank, box):
         g = torch.Generator().manual_seed(1000 * rank + step)  # this rank's batch
         x, y = torch.randn(64, 256, generator=g), torch.randint(0, 10, (64,), generator=g)
         model.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
         t0 = time.monotonic()
+        if ddp:
+            try:
+                torch.nn.functional.cross_entropy(net(x), y).backward()
+            except RuntimeError as e:
+                pg = pbox.torch.shrink(pg)
+                del net
+                net = torch.nn.parallel.DistributedDataParallel(model, process_group=pg)
+                net.register_comm_hook(pbox.torch.hook_state(pg), pbox.torch.allreduce_hook)
+                print("RANK %d step %d: %s; went on as rank %d of %d in %.3f s, DDP built "
+                      "again, redoing the step" % (rank, step, str(e).splitlines()[0], pg.rank(),
+                                                   pg.size(), time.monotonic() - t0), flush=True)
+                continue
+            with torch.no_grad():
+                for p in model.parameters():
+                    p -= 0.1 * p.grad  # DDP averaged it
+            step += 1
+            continue
+        torch.nn.functional.cross_entropy(model(x), y).backward()
         redo = False
         for p in model.parameters():
             try:
@@ -118,7 +146,7 @@ def rank_main(mode, arg):
 def main():
     mode = sys.argv[1]
     arg, port = (sys.argv[2], sys.argv[3]) if mode == "late" else (None, sys.argv[2])
-    survive = mode == "survive"
+    survive = mode.startswith("survive")
     procs = []
     for r in range(WORLD):
         env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(WORLD),
@@ -130,9 +158,12 @@ def main():
         outs = [p.communicate()[0] for p in procs]
         sys.stdout.write("".join(outs))
         digests = {o.split("parameters ")[-1].strip() for r, o in enumerate(outs) if r != 2}
+        # (with DDP, Gloo's broadcast of the buffers may see the death first,
+        # in its own words)
         sys.exit(0 if procs[2].returncode == 3 and
-                 all(procs[r].returncode == 0 and "of 3 in" in outs[r] and "rank 2 " in outs[r]
-                     for r in (0, 1, 3)) and len(digests) == 1 else 1)
+                 all(procs[r].returncode == 0 and "of 3 in" in outs[r] and
+                     ("rank 2 " in outs[r] or mode == "survive-ddp") for r in (0, 1, 3)) and
+                 len(digests) == 1 else 1)
     rcs = [p.wait() for p in procs]
     if mode == "late":
         sys.exit(0 if rcs == [0] * WORLD else 1)
@@ -144,7 +175,8 @@ def main():
 
 if __name__ == "__main__":
     if sys.argv[1] == "rank" and sys.argv[2].startswith("survive"):
-        survive_main(int(os.environ["RANK"]), sys.argv[2] == "survive-box")
+        survive_main(int(os.environ["RANK"]), sys.argv[2] == "survive-box",
+                     sys.argv[2] == "survive-ddp")
     elif sys.argv[1] == "rank":
         rank_main(sys.argv[2], sys.argv[3])
     else:

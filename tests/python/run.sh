@@ -104,6 +104,13 @@ else
 	bad "a training loop goes on after rank 2 dies"
 	grep -v '^\s*$' "$out/survive.log" | tail -8 | sed 's/^/        /'
 fi
-total=11
+if timeout 120 $py tests/python/faults.py survive-ddp 29582 >"$out/survive-ddp.log" 2>&1; then
+	ok "DDP after rank 2 dies: pbox.torch.shrink(), DDP built again on the new group (its allgather and int64 broadcast through pbox), 3 ranks finish all 10 steps with equal parameters"
+	grep -m1 -o 'went on as rank .*' "$out/survive-ddp.log" | sed 's/^/        /'
+else
+	bad "DDP after rank 2 dies"
+	grep -v '^\s*$' "$out/survive-ddp.log" | tail -8 | sed 's/^/        /'
+fi
+total=12
 echo "python: $((total - fails)) passed, $fails failed"
 [ $fails = 0 ]

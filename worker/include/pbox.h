@@ -192,7 +192,9 @@ int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out
  * Returns once every survivor is in, or fails as pbox_start() does (a
  * survivor that counts other ranks lost: PBOX_EMISMATCH). One thread,
  * nothing in flight; not with local aggregation yet (PBOX_ESTATE), nor after
- * a failure that lost nobody (PBOX_ESTATE). A job where any rank pushes CUDA
+ * a failure that lost nobody (PBOX_ESTATE). Called before this context
+ * failed (the loss seen first by another library on the same ranks), it
+ * waits up to [tuning] heartbeat for the loss to be known here. A job where any rank pushes CUDA
  * tensors gets PBOX_REDO: their sums so far are in GPU memory.
  */
 int pbox_shrink(struct pbox *px);

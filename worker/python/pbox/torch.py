@@ -260,8 +260,8 @@ class ProcessGroupPbox(ProcessGroup):
         return g
 
     def _no_gloo(self, what):
-        raise RuntimeError("pbox: %s: a group made by shrink() does all_reduce, broadcast "
-                           "and barrier only (its Gloo group had the lost ranks)" % what)
+        raise RuntimeError("pbox: %s: a group made by shrink() does all_reduce, broadcast, "
+                           "allgather and barrier only (its Gloo group had the lost ranks)" % what)
 
     # ---- collectives --------------------------------------------------------
 
@@ -343,7 +343,50 @@ class ProcessGroupPbox(ProcessGroup):
     def allreduce_coalesced(self, tensors, opts=None):
         return self.allreduce(tensors, opts)
 
+    # ---- any dtype, byte for byte, through pbox's sums (a group made by shrink()) ----
+
+    def _exact(self, slots, mine):
+        """Every rank's bytes in its slot of one buffer summed by pbox: each
+        16-bit word a float32 from 0 to 65535 (exact), every other rank's
+        slot zeros, so the sum is the owner's word. @slots: the byte length of
+        each rank's slot; @mine: this rank's bytes (uint8). The summed words,
+        as bytes, per rank."""
+        lens = [(n + 1) // 2 for n in slots]
+        buf = torch.zeros(sum(lens), dtype=torch.float32)
+        off = sum(lens[:self.rank()])
+        if mine.numel() % 2:
+            mine = torch.cat([mine, torch.zeros(1, dtype=torch.uint8)])
+        buf[off:off + mine.numel() // 2] = \
+            mine.view(torch.int16).to(torch.int32).bitwise_and(0xFFFF).to(torch.float32)
+        self.allreduce([buf]).wait()
+        w = buf.to(torch.int32)
+        b = (w - (w >= 32768).to(torch.int32) * 65536).to(torch.int16).view(torch.uint8)
+        out, off = [], 0
+        for n, ln in zip(slots, lens):
+            out.append(b[2 * off:2 * off + n])
+            off += ln
+        return out
+
+    @staticmethod
+    def _bytes(t):
+        return t.detach().cpu().contiguous().view(-1).view(torch.uint8)
+
+    @staticmethod
+    def _done(value):
+        fut = torch.futures.Future()
+        fut.set_result(value)
+        return _work(fut)
+
     def broadcast(self, tensors, opts):
+        if self._gloo is None and any(t.dtype not in _DTYPES for t in tensors):
+            # (DDP's construction broadcasts int64 buffers): the root's bytes
+            for t in tensors:
+                n = t.numel() * t.element_size()
+                got = self._exact([n if r == opts.rootRank else 0 for r in range(self.size())],
+                                  self._bytes(t) if self.rank() == opts.rootRank else
+                                  torch.zeros(0, dtype=torch.uint8))[opts.rootRank]
+                t.copy_(got.view(t.dtype).view(t.shape))
+            return self._done(tensors)
         if self._gloo is None or \
                 any(t.dtype == torch.bfloat16 and t.device.type == "cpu" for t in tensors):
             # Gloo (torch 1.13) has no bf16: the root's values summed with
@@ -355,8 +398,12 @@ class ProcessGroupPbox(ProcessGroup):
         return self._gloo.broadcast(tensors, opts)
 
     def allgather(self, outputs, inputs, opts=None):
-        if self._gloo is None:
-            self._no_gloo("allgather")
+        if self._gloo is None:  # (DDP's construction allgathers int64 shapes)
+            for outs, t in zip(outputs, inputs):
+                n = t.numel() * t.element_size()
+                for o, got in zip(outs, self._exact([n] * self.size(), self._bytes(t))):
+                    o.copy_(got.view(t.dtype).view(o.shape))
+            return self._done(outputs)
         return self._gloo.allgather(outputs, inputs) if opts is None else \
             self._gloo.allgather(outputs, inputs, opts)
 
@@ -440,4 +487,11 @@ def allreduce_hook(state, bucket):
     buf = bucket.buffer()
     size = state.group.size()
     work = state.group.allreduce([buf])
-    return work.get_future().then(lambda f: f.value()[0].div_(size))
+
+    def average(f):
+        v = f.value()
+        if isinstance(v, BaseException):  # torch 1.13 hands a failed future's error over
+            raise v
+        return v[0].div_(size)
+
+    return work.get_future().then(average)
