@@ -6,12 +6,15 @@
  *   pbox-bench --config FILE [--model resnet50|vgg16|bert-large | --size B]
  *              [--tensors T] [--dtype fp32|fp16|bf16] [--iters N] [--warmup W]
  *              [--layout] [--quiet] [--backprop GAP_US [--fifo]] [--survive]
+ *              [--rejoin ITER]
  *
  * --survive: an iteration that fails because a rank or the box was lost
  * goes on with the survivors (pbox_shrink()): after a lost box its failed
  * push-pulls are pushed again as they are and resume (what was summed
  * stays summed), after a lost rank it is done again, from its inputs, by
- * the smaller job; each recovery is printed with its time.
+ * the smaller job; each recovery is printed with its time. --rejoin V:
+ * pbox_rejoin() before iteration V (1-based), taking back a box lost and
+ * back since.
  *
  * Every rank runs it with its own configuration (PBOX_* overrides apply).
  * Per iteration the tensors are pushed in backward order (the last layer's
@@ -60,7 +63,8 @@ struct opts {
 	bool mixed;	 /* tensor i of fp32, bf16, fp16 in turn (--dtype ignored) */
 	uint64_t gap_us; /* --backprop: compute per layer; 0: push all at once */
 	bool backprop, fifo;
-	bool survive; /* pbox_shrink() after a lost rank or box, and on */
+	bool survive;	 /* pbox_shrink() after a lost rank or box, and on */
+	uint64_t rejoin; /* pbox_rejoin() before this iteration (0: never) */
 };
 
 /* Layer i's key and priority: the layer itself, or (--fifo) the order its
@@ -202,6 +206,8 @@ static void usage(FILE *f)
 		"                  [--dtype fp32|fp16|bf16] [--iters N] [--warmup W] [--layout] "
 		"[--quiet]\n"
 		"                  [--late] [--mixed] [--backprop GAP_US [--fifo]] [--survive]\n"
+		"                  [--rejoin ITER]\n"
+		"                  [--rejoin ITER]\n"
 		"  --model NAME  tensor sizes of %s\n"
 		"  --size BYTES  one model of BYTES (K/M/G suffix) in T equal tensors (default 1)\n"
 		"  --late        declare nothing: the first iteration grows the job, as a\n"
@@ -210,7 +216,8 @@ static void usage(FILE *f)
 		"  --backprop US each layer's gradient ready US after the next layer's; reports\n"
 		"                the time from the end of backward to layer 0's sum (fwd_ms)\n"
 		"  --fifo        with --backprop: first come, first served, not by layer\n"
-		"  --survive     a rank or the box lost: go on with the survivors (pbox_shrink)\n",
+		"  --survive     a rank or the box lost: go on with the survivors (pbox_shrink)\n"
+		"  --rejoin ITER before iteration ITER, take back a box lost and back (pbox_rejoin)\n",
 		model_names);
 }
 
@@ -244,14 +251,13 @@ static int parse_u64(const char *s, uint64_t *out)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	static const struct option lo[] = {{"config", 1, 0, 'c'},   {"model", 1, 0, 'm'},
-					   {"size", 1, 0, 's'},	    {"tensors", 1, 0, 't'},
-					   {"dtype", 1, 0, 'd'},    {"iters", 1, 0, 'i'},
-					   {"warmup", 1, 0, 'w'},   {"layout", 0, 0, 'l'},
-					   {"quiet", 0, 0, 'q'},    {"late", 0, 0, 'L'},
-					   {"mixed", 0, 0, 'M'},    {"help", 0, 0, 'h'},
-					   {"backprop", 1, 0, 'b'}, {"fifo", 0, 0, 'f'},
-					   {"survive", 0, 0, 'S'},  {0, 0, 0, 0}};
+	static const struct option lo[] = {
+		{"config", 1, 0, 'c'},	 {"model", 1, 0, 'm'},	{"size", 1, 0, 's'},
+		{"tensors", 1, 0, 't'},	 {"dtype", 1, 0, 'd'},	{"iters", 1, 0, 'i'},
+		{"warmup", 1, 0, 'w'},	 {"layout", 0, 0, 'l'}, {"quiet", 0, 0, 'q'},
+		{"late", 0, 0, 'L'},	 {"mixed", 0, 0, 'M'},	{"help", 0, 0, 'h'},
+		{"backprop", 1, 0, 'b'}, {"fifo", 0, 0, 'f'},	{"survive", 0, 0, 'S'},
+		{"rejoin", 1, 0, 'R'},	 {0, 0, 0, 0}};
 	uint64_t v;
 	int c;
 
@@ -290,6 +296,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case 'S':
 			o->survive = true;
+			break;
+		case 'R':
+			if (parse_u64(optarg, &o->rejoin) || !o->rejoin) {
+				fprintf(stderr, "pbox-bench: --rejoin: '%s' is not an iteration\n",
+					optarg);
+				return -1;
+			}
 			break;
 		case 'b':
 			if (parse_u64(optarg, &o->gap_us) || o->gap_us > 10000000) {
@@ -528,6 +541,20 @@ int main(int argc, char **argv)
 	for (v = 0; v < o.warmup + o.iters; v++) {
 		uint64_t t1;
 
+		if (!resume && o.rejoin == v + 1) { /* the boxes left out, if they are back */
+			double k = li.k;
+			uint64_t r0 = now_ns();
+
+			if (pbox_rejoin(px)) {
+				fprintf(stderr, "pbox-bench: rank %u: pbox_rejoin: %s\n", li.rank,
+					pbox_last_error());
+				goto out;
+			}
+			pbox_layout(px, &li);
+			printf("bench: rank %u: rejoined before iteration %u: k=%.2f (was %.2f), in %.1f "
+			       "ms\n",
+			       li.rank, v + 1, li.k, k, (double)(now_ns() - r0) / 1e6);
+		}
 		if (!resume) {
 			for (i = 0; i < 3; i++)
 				tables(&tb[i], dtype_of(&o, i), li.rank, li.world_size, v);

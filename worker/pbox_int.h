@@ -250,8 +250,9 @@ struct pbox {
 	char **peer_buf;
 	uint32_t *peer_len;
 	bool *peer_bye;
-	bool *gone;	       /* engine: ranks lost as this incarnation failed (survive.c) */
-	uint32_t epoch;	       /* incarnations after the first (pbox_shrink()) */
+	bool *gone;	/* engine: ranks lost as this incarnation failed (survive.c) */
+	uint32_t epoch; /* incarnations after the first (pbox_shrink()) */
+	struct cfg_hostports boxes_all; /* [box] control before a shrink left boxes out */
 	uint64_t *peer_heard;  /* engine: the last line from each connection (heartbeats) */
 	struct wk_resume *res; /* push-pulls the box's loss interrupted (under mu) */
 	uint32_t n_res;

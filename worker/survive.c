@@ -736,9 +736,70 @@ static int give_zeros(struct pbox *px, const uint32_t *idx, uint32_t n)
 	return rc;
 }
 
+/* This incarnation ends: its engine stops at once. */
+static void stop_engine(struct pbox *px)
+{
+	pthread_mutex_lock(&px->mu);
+	px->aborting = true;
+	pthread_mutex_unlock(&px->mu);
+	if (px->thr_started)
+		wk_engine_join(px);
+}
+
+/* The next incarnation's identity, @n ranks with this one @me, and nothing of
+ * the old one's connections, layout, counters and state. */
+static void renew(struct pbox *px, uint32_t n, uint32_t me)
+{
+	px->epoch++;
+	px->job = epoch_job(px->cfg.job.id, px->epoch); /* configured, or the rendezvous' */
+	px->n = px->cfg.worker.world_size = n;
+	px->rank = px->cfg.worker.rank = me;
+	px->udp = px->efd = -1;
+	px->n_boxes = 0;
+	px->tp = NULL;
+	px->dp = NULL;
+	px->unit = NULL;
+	px->n_eps = px->n_units = px->self_unit = px->n_chunks = px->n_frags = 0;
+	px->chunk_unit = px->chunk_local = NULL;
+	px->total_bytes = 0;
+	px->n_new = px->cap_new = px->announced = px->applied = 0;
+	px->newt = NULL;
+	px->ag = NULL;
+	px->ag_rows = px->ag_cap = px->probed = px->segments = 0;
+	px->ag_last_ns = px->calls = 0;
+	px->probe_on = false;
+	memset(px->hist, 0, sizeof(px->hist));
+	px->peer_fd = NULL;
+	px->peer_buf = NULL;
+	px->peer_len = NULL;
+	px->peer_bye = NULL;
+	px->peer_heard = NULL;
+	px->hb_sent_ns = 0;
+	px->ss_pub = NULL;
+	px->subq = px->subq_tail = NULL;
+	px->aborting = false;
+	px->fail = 0;
+	px->fail_msg[0] = 0;
+	px->fail_from = UINT32_MAX;
+	px->fail_told = false;
+	memset(&px->st_pub, 0, sizeof(px->st_pub));
+	memset(&px->frag, 0, sizeof(*px) - offsetof(struct pbox, frag)); /* engine only */
+}
+
+/* A failed bootstrap of the new incarnation fails the context with it
+ * (pbox_finalize() frees it). */
+static int failed_with(struct pbox *px, int rc)
+{
+	pthread_mutex_lock(&px->mu);
+	px->fail = rc;
+	snprintf(px->fail_msg, sizeof(px->fail_msg), "%s", pbox_last_error());
+	pthread_mutex_unlock(&px->mu);
+	return rc;
+}
+
 int pbox_shrink(struct pbox *px)
 {
-	uint32_t n = 0, me = UINT32_MAX, first_job, gone = 0;
+	uint32_t n = 0, me = UINT32_MAX, gone = 0;
 	uint32_t *next, *zero = NULL, n_zero = 0;
 	char why[WK_ERR_LEN], box[192] = "";
 	bool lost_box, resume;
@@ -767,12 +828,7 @@ int pbox_shrink(struct pbox *px)
 	if (!rc || (!gone && !lost_box))
 		return wk_err(PBOX_ESTATE, "pbox_shrink: the job lost no rank and not its box%s%s",
 			      rc ? ": " : "", rc ? why : "");
-	/* this incarnation ends: its engine, its connections, its layout */
-	pthread_mutex_lock(&px->mu);
-	px->aborting = true;
-	pthread_mutex_unlock(&px->mu);
-	if (px->thr_started)
-		wk_engine_join(px);
+	stop_engine(px);
 	for (uint32_t r = 0; r < px->n; r++) {
 		if (px->gone && px->gone[r])
 			continue;
@@ -796,6 +852,8 @@ int pbox_shrink(struct pbox *px)
 		struct cfg_hostports *l = &px->cfg.box.control;
 		uint32_t kept = 0, off = 0;
 
+		if (!px->boxes_all.n) /* for pbox_rejoin(), on every rank */
+			px->boxes_all = *l;
 		for (uint32_t i = 0; i < l->n; i++) {
 			bool g = false;
 
@@ -814,51 +872,16 @@ int pbox_shrink(struct pbox *px)
 		}
 		l->n = kept;
 	}
-	first_job = px->cfg.job.id; /* configured, or drawn by the rendezvous */
-	px->epoch++;
-	px->job = epoch_job(first_job, px->epoch);
-	px->n = px->cfg.worker.world_size = n;
-	px->rank = px->cfg.worker.rank = me;
-	px->udp = px->efd = -1;
-	px->n_boxes = 0;
-	px->tp = NULL;
-	px->dp = NULL;
-	px->unit = NULL;
-	/* nothing of the old incarnation's counters and state carries over */
-	px->n_eps = px->n_units = px->self_unit = px->n_chunks = px->n_frags = 0;
-	px->chunk_unit = px->chunk_local = NULL;
-	px->total_bytes = 0;
-	px->n_new = px->cap_new = px->announced = px->applied = 0;
-	px->newt = NULL;
-	px->ag = NULL;
-	px->ag_rows = px->ag_cap = px->probed = px->segments = 0;
-	px->ag_last_ns = px->calls = 0;
-	px->probe_on = false;
-	memset(px->hist, 0, sizeof(px->hist));
-	px->peer_fd = NULL;
-	px->peer_buf = NULL;
-	px->peer_len = NULL;
-	px->peer_bye = NULL;
-	px->peer_heard = NULL;
-	px->hb_sent_ns = 0;
-	px->ss_pub = NULL;
-	px->subq = px->subq_tail = NULL;
-	px->aborting = false;
-	px->fail = 0;
-	px->fail_msg[0] = 0;
-	px->fail_from = UINT32_MAX;
-	px->fail_told = false;
-	memset(&px->st_pub, 0, sizeof(px->st_pub));
-	memset(&px->frag, 0, sizeof(*px) - offsetof(struct pbox, frag)); /* engine only */
+	renew(px, n, me);
 	if (box[0])
 		wk_log(px, CFG_LOG_WARNING,
 		       "the box at %s is gone: the job goes on without it, its chunks on %s; "
-		       "the next start uses it again",
+		       "pbox_rejoin() or the next start takes it back",
 		       box,
 		       px->cfg.box.control.n ? "the other boxes and the workers' SS_GPUs"
 					     : "the workers' SS_GPUs (k = 0)");
 	wk_log(px, CFG_LOG_INFO, "shrink: incarnation %u of job %u, %u ranks, job id %u at the box",
-	       px->epoch, first_job, n, px->job);
+	       px->epoch, px->cfg.job.id, n, px->job);
 	rc = wk_boot(px);
 	if (rc == PBOX_OK && resume)
 		redo = rs_agree(px, next, &zero, &n_zero);
@@ -868,13 +891,53 @@ int pbox_shrink(struct pbox *px)
 		rc = give_zeros(px, zero, n_zero);
 	free(next);
 	free(zero);
-	if (rc) {
-		/* the context is failed with this; pbox_finalize() frees it */
-		pthread_mutex_lock(&px->mu);
-		px->fail = rc;
-		snprintf(px->fail_msg, sizeof(px->fail_msg), "%s", pbox_last_error());
-		pthread_mutex_unlock(&px->mu);
-		return rc;
-	}
+	if (rc)
+		return failed_with(px, rc);
 	return redo ? PBOX_REDO : PBOX_OK;
+}
+
+/*
+ * pbox_rejoin(): the boxes a shrink left out, back. The same ranks begin a
+ * new incarnation with every box of [box] control; one that still does not
+ * answer within a heartbeat is left out again (a warning names it).
+ */
+int pbox_rejoin(struct pbox *px)
+{
+	uint32_t was, busy = 0;
+	int rc;
+
+	if (!px)
+		return wk_err(PBOX_EINVAL, "pbox_rejoin: context is NULL");
+	if (px->phase != WK_PH_STARTED)
+		return wk_err(PBOX_ESTATE, "pbox_rejoin: the context is not started");
+	pthread_mutex_lock(&px->mu);
+	rc = px->fail;
+	for (uint32_t i = 0; i < px->n_t; i++)
+		busy += px->t[i]->busy != NULL;
+	pthread_mutex_unlock(&px->mu);
+	if (rc)
+		return wk_err(PBOX_ESTATE,
+			      "pbox_rejoin: the context failed (%s): pbox_shrink() first",
+			      px->fail_msg);
+	if (busy || px->cuda)
+		return wk_err(PBOX_ESTATE, "pbox_rejoin: %s",
+			      busy ? "push-pulls are in flight" : "not with CUDA tensors (yet)");
+	/* every rank alike: rank 0 alone knows which boxes answer */
+	if (!px->boxes_all.n)
+		return PBOX_OK; /* no box was ever left out */
+	was = px->cfg.box.control.n;
+	stop_engine(px);
+	wk_resume_free(px);
+	wk_free_net(px);
+	keep_tensors(px);
+	px->cfg.box.control = px->boxes_all;
+	renew(px, px->n, px->rank);
+	wk_log(px, CFG_LOG_INFO,
+	       "rejoin: incarnation %u of job %u with the %u boxes of [box] "
+	       "control (%u before), job id %u",
+	       px->epoch, px->cfg.job.id, px->cfg.box.control.n, was, px->job);
+	rc = wk_boot(px);
+	if (rc == PBOX_OK)
+		rc = wk_engine_start(px);
+	return rc ? failed_with(px, rc) : PBOX_OK;
 }

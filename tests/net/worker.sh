@@ -420,20 +420,31 @@ check "the box's host cut off: the workers find it silent and go on without it w
 		 [ \$(grep -l 'RESULT bench .* n=4 k=0.00 .*verified=yes' $log/boxcut-w*.log | wc -l) -eq 4 ]"
 restart_box $((2 * wbw / 2)) || exit 1
 
+# Then pboxd started again, and taken back by pbox_rejoin() before
+# iteration 9 (pbox-bench --rejoin 9): the last iterations at k = 2 again.
 worker_cfgs 1
-run_surviving boxgone 10
+run_past_two boxgone 12 --survive --rejoin 9
 kill -9 "$pboxd_pid"
 wait "$pboxd_pid" 2>/dev/null
 pboxd_pid=
+for _ in $(seq 100); do
+	[ "$(grep -l 'recovered:' "$log"/boxgone-w*.log 2>/dev/null | wc -l)" -eq "$N" ] && break
+	sleep 0.1
+done
+restart_box $((2 * wbw / 2)) || exit 1
+box_back=$(grep -ho "iteration [0-9]*/12" "$log"/boxgone-w*.log | awk -F'[ /]' '{ if ($2 > m) m = $2 } END { print m + 1 }')
 survived=1
 for r in 0 1 2 3; do
 	wait "${pids[$r]}" || survived=0
 done
 recovered boxgone 0 1 2 3
 grep -h "is gone: the job goes on\|interrupted .* push-pulls here" "$log"/boxgone-w*.log | sed 's/^.*\] /        /'
-check "pboxd killed: the 4 workers go on without it (k = 0, its chunks on their SS_GPUs), the iteration in flight resumed (not redone), every sum exact to the last iteration" \
-	bash -c "[ $survived = 1 ] && [ \$(grep -l 'recovered: rank [0-3] of 4 (was 4), k=0.00, resuming the iteration' $log/boxgone-w*.log | wc -l) -eq 4 ] &&
-		 [ \$(grep -l 'RESULT bench .* n=4 k=0.00 .*verified=yes' $log/boxgone-w*.log | wc -l) -eq 4 ]"
+grep -h "rejoined" "$log"/boxgone-w*.log | sed 's/^/        /'
+check "pboxd killed: the 4 workers go on without it (k = 0, its chunks on their SS_GPUs), the iteration in flight resumed (not redone), every sum exact" \
+	bash -c "[ $survived = 1 ] && [ \$(grep -l 'recovered: rank [0-3] of 4 (was 4), k=0.00, resuming the iteration' $log/boxgone-w*.log | wc -l) -eq 4 ]"
+check "pboxd back (started again by iteration ${box_back:-?} of 12): pbox_rejoin() before iteration 9 takes it back (k = 2 again) and the job ends at k = 2, every sum exact" \
+	bash -c "[ $survived = 1 ] && [ \$(grep -l 'rejoined before iteration 9: k=2.00 (was 0.00)' $log/boxgone-w*.log | wc -l) -eq 4 ] &&
+		 [ \$(grep -l 'RESULT bench .* n=4 k=2.00 .*verified=yes' $log/boxgone-w*.log | wc -l) -eq 4 ]"
 
 # ---- two boxes in one job ---------------------------------------------------------
 # pboxd A on port p0 at 3/2 B, pboxd B on port p1 at B/2 (one core each, in

@@ -74,12 +74,19 @@ done
 kill -9 "$pboxd_pid"
 wait "$pboxd_pid" 2>/dev/null
 pboxd_pid=
+for _ in $(seq 100); do # then pboxd again, taken back by pbox.torch.rejoin() at step 8
+	[ "$(grep -l 'went on as' "$log"/survive-h*.log 2>/dev/null | wc -l)" -eq "$N" ] && break
+	sleep 0.1
+done
+restart_box 10000 || exit 1
 survived=1
 for p in "${pids[@]}"; do wait "$p" || survived=0; done
-grep -h "went on as" "$log"/survive-h*.log | cut -c1-220 | sed 's/^/        /'
+grep -h "went on as\|rejoined" "$log"/survive-h*.log | cut -c1-220 | sed 's/^/        /'
 check "pboxd killed mid-training: every rank goes on without the box (pbox.torch.shrink()), resuming the step in flight, to its last step, with equal parameters" \
 	bash -c "[ $survived = 1 ] && [ \$(grep -l 'went on as rank [0-3] of 4 .*resuming the step' $log/survive-h*.log | wc -l) -eq $N ] &&
 		 [ \$(grep -h 'ok, 10 steps' $log/survive-h*.log | awk '{ print \$NF }' | sort -u | wc -l) -eq 1 ] &&
 		 [ \$(grep -l 'ok, 10 steps' $log/survive-h*.log | wc -l) -eq $N ]"
+check "pboxd started again: pbox.torch.rejoin() at step 8 takes it back on every rank (k = 2)" \
+	bash -c "[ \$(grep -l 'step 8: rejoined, k=2.00' $log/survive-h*.log | wc -l) -eq $N ]"
 echo "python-cluster: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

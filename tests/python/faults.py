@@ -21,7 +21,9 @@
         pbox) and finish as ranks 0..2 of 3
     faults.py rank survive-box -   one rank of that loop, started by the
         harness on every host (tests/python/cluster.sh), which kills pboxd
-        once every rank printed step 3: every rank goes on without the box
+        once every rank printed step 3: every rank goes on without the box,
+        and takes it back (pbox.torch.rejoin()) at step 8, the harness
+        having started pboxd again
 
 Starts the 4 ranks itself (torchrun would end the others when one dies),
 with torchrun's environment; prints one line per rank, "RANK r ok ..." or
@@ -63,7 +65,12 @@ def survive_main(rank, box, ddp):
             os._exit(3)
         if box:  # a step the harness can see, and time to kill pboxd in
             print("RANK %d step %d" % (rank, step), flush=True)
-            time.sleep(0.3)
+            time.sleep(0.5)
+        if box and step == 8:  # the harness started pboxd again at step 4 or so
+            t0 = time.monotonic()
+            k = pbox.torch.rejoin(pg)
+            print("RANK %d step %d: rejoined, k=%.2f, in %.3f s" %
+                  (rank, step, k, time.monotonic() - t0), flush=True)
         g = torch.Generator().manual_seed(1000 * rank + step)  # this rank's batch
         x, y = torch.randn(64, 256, generator=g), torch.randint(0, 10, (64,), generator=g)
         model.zero_grad()

@@ -198,6 +198,19 @@ int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out
  * tensors gets PBOX_REDO: their sums so far are in GPU memory.
  */
 int pbox_shrink(struct pbox *px);
+
+/*
+ * Take back the boxes pbox_shrink() left out, once they are back (libpbox
+ * 3.3): every rank calls it at the same point of its work (between steps),
+ * with nothing in flight. The same ranks begin a new incarnation of the job
+ * with every box of [box] control, k and the layout computed again; a box
+ * that still does not answer within [tuning] heartbeat is left out again
+ * (a warning names it: pbox_layout()'s k says what came back). PBOX_OK at
+ * once where no box was left out. Not after a failure (pbox_shrink()
+ * first), nor with CUDA tensors or local aggregation (PBOX_ESTATE).
+ */
+int pbox_rejoin(struct pbox *px);
+
 /* PBOX_EAGAIN while @op is in flight; otherwise its result, and @op is
  * released. */
 int pbox_test(struct pbox_handle *op);

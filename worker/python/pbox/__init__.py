@@ -61,6 +61,7 @@ except AttributeError:
     pass
 try:  # libpbox 3.2
     library.pbox_shrink.argtypes = [_P]
+    library.pbox_rejoin.argtypes = [_P]
 except AttributeError:
     pass
 library.pbox_layout.argtypes = [_P, _P]
@@ -144,6 +145,11 @@ class Context:
         if rc < 0:
             _check(rc)
         return rc == OK
+
+    def rejoin(self):
+        """Take back the boxes a shrink left out, where they answer again
+        (pbox_rejoin()): every rank at the same point, nothing in flight."""
+        _check(library.pbox_rejoin(self._px))
 
     def finalize(self):
         if self._px:

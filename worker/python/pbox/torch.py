@@ -40,7 +40,7 @@ from torch._C._distributed_c10d import ProcessGroup, Work, _create_work_from_fut
 
 import pbox
 
-__all__ = ["ProcessGroupPbox", "allreduce_hook", "hook_state", "shrink"]
+__all__ = ["ProcessGroupPbox", "allreduce_hook", "hook_state", "rejoin", "shrink"]
 
 _DTYPES = {torch.float32: pbox.FP32, torch.float16: pbox.FP16, torch.bfloat16: pbox.BF16}
 _SLOTS = 4  # push-pulls of one (dtype, count) in flight at once
@@ -454,6 +454,21 @@ def shrink(group=None):
     if not isinstance(g, ProcessGroupPbox):
         raise RuntimeError("pbox: shrink() takes a pbox group, not %s" % type(g).__name__)
     return g._shrink()
+
+
+def rejoin(group=None):
+    """After shrink() went on without the box: take it back once it answers
+    again (libpbox's pbox_rejoin()). Every rank calls it at the same point
+    (between steps), with no collective of the group in flight; the group
+    stays the same. Returns k, the boxes' bandwidth over a worker's (0: the
+    box is still away)."""
+    g = group if group is not None else dist.distributed_c10d._get_default_group()
+    if not isinstance(g, ProcessGroupPbox) or g._ctx is None:
+        raise RuntimeError("pbox: rejoin() takes a live pbox group")
+    for fut in list(g._busy.values()):
+        fut.wait()
+    g._ctx.rejoin()
+    return g._ctx.layout().k
 
 
 def _create(store, rank, size, timeout):
