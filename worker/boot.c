@@ -798,9 +798,13 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 		size_t off = (size_t)snprintf(msg, sizeof(msg), "rank%s",
 					      px->n - 1 - got > 1 ? "s" : "");
 
-		for (r = 1; r < px->n && off < sizeof(msg) - 64; r++)
-			if (px->peer_fd[r] < 0)
+		for (r = 1; r < px->n; r++) {
+			if (px->peer_fd[r] >= 0)
+				continue;
+			px->gone[r] = true; /* a second pbox_shrink() goes on without it */
+			if (off < sizeof(msg) - 64)
 				off += (size_t)snprintf(msg + off, sizeof(msg) - off, " %u", r);
+		}
 		snprintf(msg + off, sizeof(msg) - off,
 			 " never reached rank 0 at %s:%u within %.1f s ([tuning] deadline)",
 			 wk_ipstr(px->cfg.data.address.be, ip), px->cfg.data.port,
@@ -852,6 +856,20 @@ out:
 	return rc;
 }
 
+/* Rank 0's "rank[s] R... never reached rank 0": those ranks are gone. */
+static void never_reached(struct pbox *px, const char *p)
+{
+	p += strncmp(p, "ranks ", 6) == 0 ? 6 : strncmp(p, "rank ", 5) == 0 ? 5 : strlen(p);
+	while (*p >= '0' && *p <= '9') {
+		char *end;
+		unsigned long r = strtoul(p, &end, 10);
+
+		if (r < px->n)
+			px->gone[r] = true;
+		p = *end == ' ' ? end + 1 : end;
+	}
+}
+
 /* Every other rank's side. */
 static int boot_rank(struct pbox *px, uint64_t deadline)
 {
@@ -868,6 +886,7 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 	while ((fd = wk_tcp_to(root->ip_be, root->port)) < 0 && wk_now() < deadline)
 		usleep(20000); /* rank 0 is not listening yet */
 	if (fd < 0) {
+		px->gone[0] = true; /* a second pbox_shrink() goes on without it */
 		rc = wk_err(PBOX_ETIMEDOUT,
 			    "pbox_start: cannot reach %s within %.1f s ([tuning] deadline): %s",
 			    name, (double)px->cfg.tuning.deadline_us / 1e6, strerror(errno));
@@ -895,6 +914,8 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 		     : strstr(line, "never reached") ? PBOX_ETIMEDOUT
 		     : strstr(line, "box")	     ? PBOX_EBOX
 						     : PBOX_EPEER;
+		if (rc == PBOX_ETIMEDOUT) /* "ranks 2 3 never reached": gone for a second shrink */
+			never_reached(px, line + 4);
 		rc = wk_err(rc, "pbox_start: %s", line + 4);
 		goto out;
 	}

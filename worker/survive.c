@@ -25,7 +25,9 @@
  * The bootstrap's own check is the survivors' agreement: a survivor that
  * counts another set of ranks gone sends another peers list and every
  * survivor fails naming it. A rank that disappears during the shrink is
- * named as one that never reached rank 0.
+ * named as one that never reached rank 0 (or rank 0 as one that could not
+ * be reached), and recorded as gone: another pbox_shrink() goes on
+ * without it.
  */
 #include "pbox_int.h"
 

@@ -91,6 +91,10 @@ struct rank_run {
 	unsigned die_after;   /* the process exits (no finalize) after this many iterations */
 	int dead;	      /* survive: the rank that dies (-1: none) */
 	bool survive;	      /* a failed iteration: pbox_shrink(), then it again */
+	bool die_in_shrink;   /* survive: the process exits instead of pbox_shrink() */
+	int dead2;	      /* survive: a rank lost during the shrink (-1: none) */
+	int shrink1_rc;	      /* then: the first pbox_shrink()'s result, and its message */
+	char msg1[WK_ERR_LEN];
 	bool shrunk;
 	double recovery_ms; /* from the failed wait to the shrink's return */
 	struct pbox_machine_info mi;
@@ -191,8 +195,15 @@ static void *rank_main(void *arg)
 			struct timespec a, b;
 			int rc;
 
+			if (rr->die_in_shrink)
+				_exit(0); /* lost during the others' shrink */
 			clock_gettime(CLOCK_MONOTONIC, &a);
 			rc = pbox_shrink(px);
+			if (rc < 0 && rr->dead2 >= 0) { /* one more lost meanwhile: without it */
+				rr->shrink1_rc = rc;
+				snprintf(rr->msg1, sizeof(rr->msg1), "%s", pbox_last_error());
+				rc = pbox_shrink(px);
+			}
 			clock_gettime(CLOCK_MONOTONIC, &b);
 			if (rc != PBOX_REDO) { /* a rank lost: its parts are gone, redo */
 				snprintf(rr->msg, sizeof(rr->msg), "pbox_shrink: %d %s", rc,
@@ -212,7 +223,8 @@ static void *rank_main(void *arg)
 				float want = 0;
 
 				for (unsigned r = 0; r < rr->n; r++)
-					if (!rr->shrunk || (int)r != rr->dead)
+					if (!rr->shrunk ||
+					    ((int)r != rr->dead && (int)r != rr->dead2))
 						want += val(r, i + t, v);
 				if (get(buf[t], i, dt[t]) != want)
 					rr->wrong = true;
@@ -607,6 +619,7 @@ static void shrink_after(unsigned dead)
 	for (unsigned r = 0; r < NR; r++) {
 		rr[r].survive = true;
 		rr[r].dead = (int)dead;
+		rr[r].dead2 = -1;
 	}
 	rr[dead].die_after = 2;
 	base_port(); /* the same ports in the child */
@@ -654,6 +667,57 @@ END_TEST
 START_TEST(test_shrink_root_dies)
 {
 	shrink_after(0);
+}
+END_TEST
+
+/* Rank 2 dies mid-run, and rank 3 as the others shrink: their first
+ * pbox_shrink() fails at the deadline naming it (the new rank 2, which never
+ * reached the new rank 0), and a second one goes on without it: ranks 0
+ * and 1 finish as a job of two with exact sums. */
+START_TEST(test_shrink_lost_during_shrink)
+{
+	struct rank_run rr[NR];
+	pthread_t th[2];
+	pid_t pid[2];
+	int st;
+
+	setup_runs(rr, NR, PBOX_FP32, 8);
+	for (unsigned r = 0; r < NR; r++) {
+		rr[r].survive = true;
+		rr[r].dead = 2;
+		rr[r].dead2 = 3;
+	}
+	rr[2].die_after = 2;
+	rr[3].die_in_shrink = true;
+	base_port();
+	for (unsigned c = 0; c < 2; c++) {
+		pid[c] = fork();
+		ck_assert_int_ge(pid[c], 0);
+		if (pid[c] == 0) {
+			rank_main(&rr[2 + c]);
+			_exit(1); /* not reached */
+		}
+	}
+	for (unsigned r = 0; r < 2; r++)
+		ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &rr[r]), 0);
+	for (unsigned r = 0; r < 2; r++)
+		pthread_join(th[r], NULL);
+	for (unsigned c = 0; c < 2; c++)
+		ck_assert_int_eq(waitpid(pid[c], &st, 0), pid[c]);
+	for (unsigned r = 0; r < 2; r++) {
+		ck_assert_msg(rr[r].start_rc == 0 && rr[r].run_rc == 0, "rank %u: %s", r,
+			      rr[r].msg);
+		ck_assert_int_eq(rr[r].shrink1_rc, PBOX_ETIMEDOUT);
+		ck_assert_msg(strstr(rr[r].msg1, "rank 2 never reached rank 0"), "rank %u: %s", r,
+			      rr[r].msg1);
+		ck_assert_msg(!rr[r].wrong, "rank %u: a wrong sum after the shrinks", r);
+		ck_assert_uint_eq(rr[r].li.world_size, 2);
+		ck_assert_uint_eq(rr[r].li.rank, r);
+		ck_assert_int_eq(rr[r].fin_rc, 0);
+		printf("shrink twice: rank %u: %s; then rank %u of 2 after %.1f ms\n", r,
+		       rr[r].msg1, rr[r].li.rank, rr[r].recovery_ms);
+		free(rr[r].layout);
+	}
 }
 END_TEST
 
@@ -1213,6 +1277,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_shrink_rank_dies);
 	tcase_add_test(tc, test_shrink_root_dies);
 	tcase_add_test(tc, test_resume_plan);
+	tcase_add_test(tc, test_shrink_lost_during_shrink);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -190,7 +190,9 @@ int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out
  *    may hold some sums already; redo the step from its inputs (a training
  *    loop recomputes the batch).
  * Returns once every survivor is in, or fails as pbox_start() does (a
- * survivor that counts other ranks lost: PBOX_EMISMATCH). One thread,
+ * survivor that counts other ranks lost: PBOX_EMISMATCH; one lost during
+ * the shrink: PBOX_ETIMEDOUT at [tuning] deadline, naming it, and another
+ * pbox_shrink() goes on without it). One thread,
  * nothing in flight; not with local aggregation yet (PBOX_ESTATE), nor after
  * a failure that lost nobody (PBOX_ESTATE). Called before this context
  * failed (the loss seen first by another library on the same ranks), it
