@@ -37,6 +37,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -97,6 +99,7 @@ struct ctl_conn {
 	uint32_t src_be;	     /* the client's address, for CTL_PER_SOURCE */
 	uint64_t last_ns;	     /* the last request */
 	uint64_t stalled_ns;	     /* since when replies wait and none is taken; 0 */
+	int outq;		     /* replies in the kernel's send queue, last look */
 	unsigned jobs;		     /* jobs this connection registered */
 	struct nic_ctl_session sess; /* authed once the client proved the box key */
 	char peer[48];
@@ -958,11 +961,13 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 static void conn_close(struct box_ctl *c, int slot, const char *why)
 {
 	struct ctl_conn *cn = &c->conn[slot];
+	uint64_t stalled = cn->stalled_ns ? now_ns() - cn->stalled_ns : 0;
 	unsigned i;
 
 	/* whatever came last, this is why it goes: also when the kernel's user
-	 * timeout (CTL_DEAD_S) ended it first while its replies sat unread */
-	if (cn->drop || (cn->out_len && cn->stalled_ns)) {
+	 * timeout (CTL_DEAD_S) ended it first while its replies sat unread (in
+	 * our buffer, or for over a second in the kernel's queue) */
+	if (cn->drop || (stalled && (cn->out_len || (cn->outq && stalled > 1000000000ull)))) {
 		why = "was dropped: it did not read its replies";
 		printf("pboxd: control connection from %s %s\n", cn->peer, why);
 	}
@@ -1046,6 +1051,25 @@ static int conn_write(struct ctl_conn *cn, uint64_t now)
 	cn->out_len = cn->out_off = 0;
 	cn->stalled_ns = 0;
 	return 0;
+}
+
+/* Replies the client does not take may all sit in the kernel's send queue:
+ * they stall too while the queue does not shrink, and are dropped as those
+ * in ours are (1), so that the kernel's user timeout does not end it first
+ * under another name. */
+static int kernel_stall(struct ctl_conn *cn, uint64_t now)
+{
+	int q = 0;
+
+	if (ioctl(cn->fd, SIOCOUTQ, &q) != 0 || q <= 0) {
+		cn->stalled_ns = 0;
+		cn->outq = 0;
+		return 0;
+	}
+	if (!cn->stalled_ns || q < cn->outq)
+		cn->stalled_ns = now;
+	cn->outq = q;
+	return now - cn->stalled_ns > CTL_STALL_NS;
 }
 
 static void conn_options(int fd)
@@ -1157,6 +1181,8 @@ int box_ctl_run(struct box_ctl *c)
 			if (cn->fd < 0)
 				continue;
 			if (cn->out_len && conn_write(cn, now) != 0)
+				cn->drop = true;
+			if (!cn->out_len && kernel_stall(cn, now)) /* all with the kernel */
 				cn->drop = true;
 			if (cn->drop)
 				conn_close(c, (int)i, "was dropped: it did not read its replies");

@@ -912,6 +912,8 @@ int pbox_rejoin(struct pbox *px)
 		return wk_err(PBOX_EINVAL, "pbox_rejoin: context is NULL");
 	if (px->phase != WK_PH_STARTED)
 		return wk_err(PBOX_ESTATE, "pbox_rejoin: the context is not started");
+	if (px->loc)
+		return wk_err(PBOX_ESTATE, "pbox_rejoin: not with local aggregation (yet)");
 	pthread_mutex_lock(&px->mu);
 	rc = px->fail;
 	for (uint32_t i = 0; i < px->n_t; i++)
