@@ -1059,8 +1059,13 @@ static int conn_write(struct ctl_conn *cn, uint64_t now)
  * under another name. */
 static int kernel_stall(struct ctl_conn *cn, uint64_t now)
 {
+	struct tcp_info ti;
+	socklen_t tl = sizeof(ti);
 	int q = 0;
 
+	/* ended by the kernel (its queue purged): conn_read() closes it, named */
+	if (getsockopt(cn->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 && ti.tcpi_state == TCP_CLOSE)
+		return 0;
 	if (ioctl(cn->fd, SIOCOUTQ, &q) != 0 || q <= 0) {
 		cn->stalled_ns = 0;
 		cn->outq = 0;

@@ -210,6 +210,7 @@ check "the client that did not read was dropped, not waited for (the job above t
 	grep -q 'dropped=yes' "$log/noread.log"
 check "one address holds at most 16 control connections (the non-reader's, one that proved the box key and 14 of 99; 85 refused); after 10 s the 14 idle ones are closed, the one that proved the key is not" \
 	bash -c "grep -q 'IDLE open=14 refused=85 closed=14 authed=open' '$log/idle.log'"
+grep -h "control connection from .*${boxaddr%:*}\|did not read" "$log/pboxd.log" | sed 's/^/        /'
 check "pboxd says why it dropped them" bash -c "grep -q 'did not read its replies' '$log/pboxd.log'"
 
 # a registrar's host cut off: its job freed by the box within the stated 11 s
