@@ -603,6 +603,18 @@ START_TEST(test_local_mismatch)
 }
 END_TEST
 
+/* A rank's process that died (as a crash would: it left its configuration
+ * file behind), waited for and cleaned up after. */
+static void reap(pid_t pid, unsigned rank)
+{
+	char path[128];
+	int st;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	snprintf(path, sizeof(path), "/tmp/pbox-unit-%d-%u.ini", (int)pid, rank);
+	unlink(path);
+}
+
 /* A rank dies mid-run (its own process, gone without finalize): the three
  * survivors get the error naming it, shrink to a job of three without
  * restarting, do the failed iteration again and finish the run with exact
@@ -613,7 +625,6 @@ static void shrink_after(unsigned dead)
 	pthread_t th[NR];
 	unsigned live = dead == 0; /* a survivor */
 	pid_t pid;
-	int st;
 
 	setup_runs(rr, NR, PBOX_FP32, 8);
 	for (unsigned r = 0; r < NR; r++) {
@@ -635,7 +646,7 @@ static void shrink_after(unsigned dead)
 	for (unsigned r = 0; r < NR; r++)
 		if (r != dead)
 			pthread_join(th[r], NULL);
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	reap(pid, dead);
 	for (unsigned r = 0; r < NR; r++) {
 		if (r == dead)
 			continue;
@@ -679,7 +690,6 @@ START_TEST(test_shrink_lost_during_shrink)
 	struct rank_run rr[NR];
 	pthread_t th[2];
 	pid_t pid[2];
-	int st;
 
 	setup_runs(rr, NR, PBOX_FP32, 8);
 	for (unsigned r = 0; r < NR; r++) {
@@ -703,7 +713,7 @@ START_TEST(test_shrink_lost_during_shrink)
 	for (unsigned r = 0; r < 2; r++)
 		pthread_join(th[r], NULL);
 	for (unsigned c = 0; c < 2; c++)
-		ck_assert_int_eq(waitpid(pid[c], &st, 0), pid[c]);
+		reap(pid[c], 2 + c);
 	for (unsigned r = 0; r < 2; r++) {
 		ck_assert_msg(rr[r].start_rc == 0 && rr[r].run_rc == 0, "rank %u: %s", r,
 			      rr[r].msg);
@@ -825,7 +835,6 @@ START_TEST(test_local_rank_dies)
 	struct rank_run rr[NR];
 	pthread_t th[NR];
 	pid_t pid;
-	int st;
 
 	setup_runs(rr, NR, PBOX_FP32, 200);
 	for (unsigned r = 0; r < NR; r++) {
@@ -846,7 +855,7 @@ START_TEST(test_local_rank_dies)
 	for (unsigned r = 0; r < NR; r++)
 		if (r != 1)
 			pthread_join(th[r], NULL);
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	reap(pid, 1);
 	for (unsigned r = 0; r < NR; r++) {
 		if (r == 1)
 			continue;
