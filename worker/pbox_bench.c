@@ -6,7 +6,7 @@
  *   pbox-bench --config FILE [--model resnet50|vgg16|bert-large | --size B]
  *              [--tensors T] [--dtype fp32|fp16|bf16] [--iters N] [--warmup W]
  *              [--layout] [--quiet] [--backprop GAP_US [--fifo]] [--survive]
- *              [--rejoin ITER]
+ *              [--rejoin ITER] [--sync]
  *
  * --survive: an iteration that fails because a rank or the box was lost
  * goes on with the survivors (pbox_shrink()): after a lost box its failed
@@ -15,6 +15,12 @@
  * the smaller job; each recovery is printed with its time. --rejoin V:
  * pbox_rejoin() before iteration V (1-based), taking back a box lost and
  * back since.
+ *
+ * --sync: before each iteration, a barrier (a one-element allreduce, not
+ * timed), so that every rank's iteration starts together: without it the
+ * ranks start as their own checking and refilling of the last iteration's
+ * tensors end, which on a shared host differs by up to 0.2 s, and the
+ * earliest rank's time includes that wait (perf/cluster uses it).
  *
  * Every rank runs it with its own configuration (PBOX_* overrides apply).
  * Per iteration the tensors are pushed in backward order (the last layer's
@@ -65,6 +71,7 @@ struct opts {
 	bool backprop, fifo;
 	bool survive;	 /* pbox_shrink() after a lost rank or box, and on */
 	uint64_t rejoin; /* pbox_rejoin() before this iteration (0: never) */
+	bool sync;	 /* a barrier before each iteration */
 };
 
 /* Layer i's key and priority: the layer itself, or (--fifo) the order its
@@ -206,8 +213,7 @@ static void usage(FILE *f)
 		"                  [--dtype fp32|fp16|bf16] [--iters N] [--warmup W] [--layout] "
 		"[--quiet]\n"
 		"                  [--late] [--mixed] [--backprop GAP_US [--fifo]] [--survive]\n"
-		"                  [--rejoin ITER]\n"
-		"                  [--rejoin ITER]\n"
+		"                  [--rejoin ITER] [--sync]\n"
 		"  --model NAME  tensor sizes of %s\n"
 		"  --size BYTES  one model of BYTES (K/M/G suffix) in T equal tensors (default 1)\n"
 		"  --late        declare nothing: the first iteration grows the job, as a\n"
@@ -217,7 +223,9 @@ static void usage(FILE *f)
 		"                the time from the end of backward to layer 0's sum (fwd_ms)\n"
 		"  --fifo        with --backprop: first come, first served, not by layer\n"
 		"  --survive     a rank or the box lost: go on with the survivors (pbox_shrink)\n"
-		"  --rejoin ITER before iteration ITER, take back a box lost and back (pbox_rejoin)\n",
+		"  --rejoin ITER before iteration ITER, take back a box lost and back (pbox_rejoin)\n"
+		"  --sync        a barrier (a one-element allreduce, not timed) before each\n"
+		"                iteration: the ranks start it together\n",
 		model_names);
 }
 
@@ -257,7 +265,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"warmup", 1, 0, 'w'},	 {"layout", 0, 0, 'l'}, {"quiet", 0, 0, 'q'},
 		{"late", 0, 0, 'L'},	 {"mixed", 0, 0, 'M'},	{"help", 0, 0, 'h'},
 		{"backprop", 1, 0, 'b'}, {"fifo", 0, 0, 'f'},	{"survive", 0, 0, 'S'},
-		{"rejoin", 1, 0, 'R'},	 {0, 0, 0, 0}};
+		{"rejoin", 1, 0, 'R'},	 {"sync", 0, 0, 'y'},	{0, 0, 0, 0}};
 	uint64_t v;
 	int c;
 
@@ -296,6 +304,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case 'S':
 			o->survive = true;
+			break;
+		case 'y':
+			o->sync = true;
 			break;
 		case 'R':
 			if (parse_u64(optarg, &o->rejoin) || !o->rejoin) {
@@ -344,7 +355,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		}
 	}
 	if (optind != argc || (o->model && o->size) || !o->iters || !o->tensors ||
-	    (o->fifo && !o->backprop))
+	    (o->fifo && !o->backprop) || (o->sync && o->survive))
 		return -1;
 	return 0;
 }
@@ -486,6 +497,24 @@ static void print_traffic(struct pbox *px, uint32_t rank)
 			       ss[i].retrans);
 }
 
+/* --sync: every rank adds 1 under @key; 0 once all @n have, before the
+ * next iteration's clock starts. */
+static int barrier(struct pbox *px, uint64_t key, uint32_t n)
+{
+	struct pbox_handle *h;
+	float one = 1;
+
+	if (pbox_push_pull(px, key, &one, &one, 1, PBOX_FP32, &h) || pbox_wait(h)) {
+		fprintf(stderr, "pbox-bench: barrier: %s\n", pbox_last_error());
+		return -1;
+	}
+	if (one != (float)n) {
+		fprintf(stderr, "pbox-bench: barrier: WRONG SUM %g for %u ranks\n", one, n);
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o = {.tensors = 1, .iters = 10, .warmup = 1};
@@ -525,6 +554,8 @@ int main(int argc, char **argv)
 							dtype_of(&o, i), prio_of(&o, i))))
 			break;
 	}
+	if (i == m.n && o.sync && !o.late && pbox_declare(px, m.n, 1, PBOX_FP32, 0))
+		i = 0; /* the barrier's key follows the layers' */
 	if (!buf || !ops || !ok || i < m.n) {
 		fprintf(stderr, "pbox-bench: %s\n",
 			buf && ops && ok ? pbox_last_error() : "out of memory");
@@ -561,6 +592,8 @@ int main(int argc, char **argv)
 			for (i = 0; i < m.n; i++)
 				fill(buf[i], m.count[i], dtype_of(&o, i), &tb[o.mixed ? i % 3 : 0]);
 			memset(ok, 0, m.n);
+			if (o.sync && barrier(px, m.n, li.world_size))
+				goto out;
 			t0 = now_ns();
 		}
 		for (i = m.n; i-- > 0;) {    /* backward order: the last layer first */
