@@ -22,7 +22,10 @@
 #
 #   perf/cluster/cluster.sh [BUILD_DIR]   N (4), B Mb/s (200 for n=4, 100 for
 #                                         n=8), SIZE (64M, 32M), ITERS (3),
-#                                         OUT (BUILD_DIR/perf/cluster)
+#                                         OUT (BUILD_DIR/perf/cluster), KS (the
+#                                         k to measure: 0..N), MODES (unified
+#                                         ps ssgpu ring), TUNING (more [tuning]
+#                                         lines, ';'-separated)
 set -uo pipefail
 
 N=${N:-4}
@@ -32,6 +35,8 @@ case $N in
 *) B=${B:-100} SIZE=${SIZE:-32M} ports=4 ;;
 esac
 ITERS=${ITERS:-3}
+KS=${KS:-$(seq -s ' ' 0 "$N")}
+MODES=${MODES:-unified ps ssgpu ring}
 . "$(dirname "$0")/../../tests/net/lib.sh"
 
 need_root cluster
@@ -75,8 +80,10 @@ pbox() {
 	local mode=$1 k=$2 name="pbox-$1-k$2" ms
 	# the previous run's job is gone from the box before this one registers
 	[ "$k" -gt 0 ] && ! jobs_gone && echo "cluster: the box still holds a job before $name"
-	worker_cfgs $((k > 0)) "layout = $mode"
-	bench_ran "$name" "pbox $mode at k=$k" --size "$SIZE" --tensors 4 --iters "$ITERS" \
+	local extra=()
+	[ -n "${TUNING:-}" ] && IFS=';' read -ra extra <<<"$TUNING"
+	worker_cfgs $((k > 0)) "layout = $mode" "${extra[@]}"
+	bench_ran "$name" "pbox $mode at k=$k" --size "$SIZE" --tensors 4 --iters "$ITERS" --sync \
 		--warmup 1 || return 1
 	ms=$(slowest "$name")
 	record "$mode" "$k" "$ms"
@@ -106,15 +113,19 @@ echo "cluster: n=$N workers at B=$B Mb/s, M=$SIZE fp32 ($bytes bytes), box of $p
 pbox_net_up "$tag" "$ports" "$N" || exit 1
 echo "n,k,bandwidth_mbps,bytes,mode,time_ms,theory_ms,t_opt_ms,ratio_to_theory,goodput_gbps,theory_gbps" >"$csv"
 
+# wants MODE [K]: MODE is measured in this run (and K, when given)
+wants() { [[ " $MODES " == *" $1 "* ]] && { [ $# -lt 2 ] || [[ " $KS " == *" $2 "* ]]; }; }
+
 shape 0 || exit 1
-gloo_ring
-pbox unified 0
+wants ring && gloo_ring
+wants unified 0 && pbox unified 0
 for ((k = 1; k <= N; k++)); do
+	[[ " $KS " == *" $k "* ]] || continue
 	shape "$k" || exit 1
 	restart_box $((k * wbw / ports)) || exit 1
-	pbox unified "$k"
-	pbox ps "$k"
-	[ "$k" = 1 ] && pbox ssgpu 1
+	wants unified && pbox unified "$k"
+	wants ps && pbox ps "$k"
+	[ "$k" = 1 ] && wants ssgpu && pbox ssgpu 1
 done
 
 # Fig. 12: goodput per worker (M over the allreduce time) against k

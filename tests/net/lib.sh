@@ -34,7 +34,7 @@ cleanup() {
 	[ -n "${pboxd2_pid:-}" ] && kill "$pboxd2_pid" 2>/dev/null && wait "$pboxd2_pid" 2>/dev/null
 	pbox_net_down "$tag"
 	rm -rf "/var/run/dpdk/$prefix" "/var/run/dpdk/${prefix}b" /dev/hugepages/"$prefix"*
-	if [ "$fail" -ne 0 ]; then
+	if [ "$fail" -ne 0 ] || [ -n "${KEEP_LOGS:-}" ]; then
 		echo "integration: logs kept in $log"
 	else
 		rm -rf "$log"
