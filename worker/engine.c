@@ -407,6 +407,19 @@ static bool link_busy(const struct pbox *px)
 	return px->cfg.tuning.pacing && px->tx_clock_ns > px->now_ns + px->pace_burst_ns;
 }
 
+/*
+ * New fragments start out a quantum at a time: the thread waits until the
+ * link has room for one, then fills it up to the burst. One wake-up and one
+ * send (GSO: a chunk's fragments to one SS) per quantum, where sending each
+ * fragment as its slot came cost a wake-up and a syscall per datagram,
+ * thousands a second per rank, the CPU the other ranks and the box needed.
+ */
+static bool link_short(const struct pbox *px)
+{
+	return px->cfg.tuning.pacing &&
+	       px->tx_clock_ns + px->pace_quantum_ns > px->now_ns + px->pace_burst_ns;
+}
+
 /* When the last datagram queued will have left: the time its wait starts. */
 static uint64_t departure(const struct pbox *px)
 {
@@ -539,6 +552,9 @@ static void cwnd_grow(struct pbox *px, uint32_t len)
 static void cwnd_cut(struct pbox *px, uint64_t now)
 {
 	uint64_t floor = 16 * (uint64_t)px->frag_size;
+
+	if (floor > px->credit) /* the window stays under the credit */
+		floor = px->credit;
 
 	if (now - px->cwnd_cut_ns < (px->srtt_ns ? px->srtt_ns : px->rto_min_ns))
 		return;
@@ -813,6 +829,8 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
 {
 	int sent = 0;
 
+	if (link_short(px))
+		return 0;
 	while (px->heap_n && !px->fail && !link_busy(px)) {
 		struct wk_part *p = px->heap[0];
 		struct wk_frag *f;
@@ -909,8 +927,8 @@ static uint64_t next_expiry(struct pbox *px, uint64_t now, uint64_t cap)
 	uint64_t best = cap;
 	uint32_t g;
 
-	if (link_busy(px)) {
-		uint64_t slot = px->tx_clock_ns - px->pace_burst_ns - now;
+	if (link_short(px)) {
+		uint64_t slot = px->tx_clock_ns + px->pace_quantum_ns - px->pace_burst_ns - now;
 
 		if (px->heap_n && slot < best)
 			best = slot;
@@ -1684,6 +1702,9 @@ int wk_engine_start(struct pbox *px)
 	px->pace_burst_ns = 64 * 1024 * 8000000ull / px->pace_kbps;
 	if (px->pace_burst_ns < 500000)
 		px->pace_burst_ns = 500000;
+	px->pace_quantum_ns = 32 * 1024 * 8000000ull / px->pace_kbps; /* a chunk's worth */
+	if (px->pace_quantum_ns > px->pace_burst_ns / 2)
+		px->pace_quantum_ns = px->pace_burst_ns / 2;
 	publish(px, wk_now());
 	if (pthread_create(&px->thr, NULL, engine, px) != 0) {
 		free(e->rbuf);
