@@ -33,7 +33,6 @@
 #define WINDOW_MIN_BYTES (32ull << 20)
 #define WINDOW_MIN_NS	 100000000ull
 #define TUNE_GAIN	 1.03
-#define CREDIT_MIN	 (64ull << 10)
 #define CREDIT_MAX	 (256ull << 20)
 #define PART_MAX	 (64ull << 20)
 
@@ -45,7 +44,7 @@ static uint64_t *coord(struct pbox *px)
 static bool in_range(const struct pbox *px, uint64_t v)
 {
 	if (px->tune.phase == WK_TUNE_CREDIT)
-		return v >= CREDIT_MIN && v <= CREDIT_MAX;
+		return v >= px->chunk_size && v <= CREDIT_MAX; /* a chunk at least, as configured */
 	return v >= px->chunk_size && v <= PART_MAX && v % px->chunk_size == 0;
 }
 

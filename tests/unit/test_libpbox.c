@@ -1191,6 +1191,12 @@ START_TEST(test_tune_search)
 	ck_assert_uint_le(tune_to(4 << 20, 1 << 20, 4 << 20, 1 << 20, px), 6);
 	ck_assert_uint_eq(px->credit, 4 << 20);
 	ck_assert_uint_eq(px->part_bytes, 1 << 20);
+	/* up from one chunk, a credit below a round trip's worth (perf/tune) */
+	tune_to(32 << 10, 1 << 20, 512 << 10, 1 << 20, px);
+	ck_assert_uint_eq(px->credit, 512 << 10);
+	/* down to a chunk, no further (the configuration's bound) */
+	tune_to(256 << 10, 1 << 20, 1 << 10, 1 << 20, px);
+	ck_assert_uint_eq(px->credit, 32 << 10);
 	/* within the bounds: a credit up to 256 MiB, a partition up to 64 MiB */
 	tune_to(128 << 10, 128 << 10, 1ull << 40, 1ull << 40, px);
 	ck_assert_uint_eq(px->credit, 256ull << 20);
