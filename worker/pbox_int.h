@@ -296,11 +296,11 @@ struct pbox {
 	uint64_t probe_rtt_ns;	     /* a probe's answer, smoothed: the network's own round trip */
 	uint64_t tail_next_ns;	     /* tail_probe()'s next look */
 	uint32_t stamp;
-	uint64_t now_ns;	/* the loop's clock, read once per turn */
-	uint64_t tx_clock_ns;	/* pacing: when our link has sent all we gave it */
-	uint64_t pace_burst_ns; /* how far ahead of now the link may be booked */
+	uint64_t now_ns;	  /* the loop's clock, read once per turn */
+	uint64_t tx_clock_ns;	  /* pacing: when our link has sent all we gave it */
+	uint64_t pace_burst_ns;	  /* how far ahead of now the link may be booked */
 	uint64_t pace_quantum_ns; /* the room new fragments wait for (send_new) */
-	uint64_t pace_kbps;	/* the rate we pace at: see pace_kbps() in pbox.c */
+	uint64_t pace_kbps;	  /* the rate we pace at: see pace_kbps() in pbox.c */
 	struct pbox_stats st;
 	uint64_t published_ns, control_ns;
 	bool bye_sent, bye_done;
