@@ -794,6 +794,12 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 		}
 		hello_free(&h);
 	}
+	/* Closed before any verdict goes out: a rank that hears ERR may call
+	 * pbox_shrink() again at once, and its connection must not land in this
+	 * incarnation's backlog, to be reset when we close it, while the next
+	 * incarnation waits for it (one more rank "never reached rank 0"). */
+	close(lfd);
+	lfd = -1;
 	if (!msg[0] && got + 1 < px->n) {
 		size_t off = (size_t)snprintf(msg, sizeof(msg), "rank%s",
 					      px->n - 1 - got > 1 ? "s" : "");
