@@ -799,6 +799,19 @@ static int failed_with(struct pbox *px, int rc)
 	return rc;
 }
 
+/* What pbox_shrink() and pbox_rejoin() (@fn) both need: a started context
+ * of one rank per machine. */
+static int can_renew(const struct pbox *px, const char *fn)
+{
+	if (!px)
+		return wk_err(PBOX_EINVAL, "%s: context is NULL", fn);
+	if (px->phase != WK_PH_STARTED)
+		return wk_err(PBOX_ESTATE, "%s: the context is not started", fn);
+	if (px->loc)
+		return wk_err(PBOX_ESTATE, "%s: not with local aggregation (yet)", fn);
+	return PBOX_OK;
+}
+
 int pbox_shrink(struct pbox *px)
 {
 	uint32_t n = 0, me = UINT32_MAX, gone = 0;
@@ -807,12 +820,8 @@ int pbox_shrink(struct pbox *px)
 	bool lost_box, resume;
 	int rc, redo = 1;
 
-	if (!px)
-		return wk_err(PBOX_EINVAL, "pbox_shrink: context is NULL");
-	if (px->phase != WK_PH_STARTED)
-		return wk_err(PBOX_ESTATE, "pbox_shrink: the context is not started");
-	if (px->loc)
-		return wk_err(PBOX_ESTATE, "pbox_shrink: not with local aggregation (yet)");
+	if ((rc = can_renew(px, "pbox_shrink")))
+		return rc;
 	/* called on a failure seen elsewhere first (another library's collective on
 	 * the same ranks): a lost rank or box is known here within a heartbeat */
 	for (uint64_t until = wk_now() + px->cfg.tuning.heartbeat_us * 1000 + 500000000ull;;) {
@@ -906,23 +915,20 @@ int pbox_shrink(struct pbox *px)
 int pbox_rejoin(struct pbox *px)
 {
 	uint32_t was, busy = 0;
+	char why[WK_ERR_LEN];
 	int rc;
 
-	if (!px)
-		return wk_err(PBOX_EINVAL, "pbox_rejoin: context is NULL");
-	if (px->phase != WK_PH_STARTED)
-		return wk_err(PBOX_ESTATE, "pbox_rejoin: the context is not started");
-	if (px->loc)
-		return wk_err(PBOX_ESTATE, "pbox_rejoin: not with local aggregation (yet)");
+	if ((rc = can_renew(px, "pbox_rejoin")))
+		return rc;
 	pthread_mutex_lock(&px->mu);
 	rc = px->fail;
+	snprintf(why, sizeof(why), "%s", px->fail_msg);
 	for (uint32_t i = 0; i < px->n_t; i++)
 		busy += px->t[i]->busy != NULL;
 	pthread_mutex_unlock(&px->mu);
 	if (rc)
 		return wk_err(PBOX_ESTATE,
-			      "pbox_rejoin: the context failed (%s): pbox_shrink() first",
-			      px->fail_msg);
+			      "pbox_rejoin: the context failed (%s): pbox_shrink() first", why);
 	if (busy || px->cuda)
 		return wk_err(PBOX_ESTATE, "pbox_rejoin: %s",
 			      busy ? "push-pulls are in flight" : "not with CUDA tensors (yet)");

@@ -113,14 +113,16 @@ echo "cluster: n=$N workers at B=$B Mb/s, M=$SIZE fp32 ($bytes bytes), box of $p
 pbox_net_up "$tag" "$ports" "$N" || exit 1
 echo "n,k,bandwidth_mbps,bytes,mode,time_ms,theory_ms,t_opt_ms,ratio_to_theory,goodput_gbps,theory_gbps" >"$csv"
 
+# listed WORDS W: W is one of the space-separated WORDS
+listed() { [[ " $1 " == *" $2 "* ]]; }
 # wants MODE [K]: MODE is measured in this run (and K, when given)
-wants() { [[ " $MODES " == *" $1 "* ]] && { [ $# -lt 2 ] || [[ " $KS " == *" $2 "* ]]; }; }
+wants() { listed "$MODES" "$1" && { [ $# -lt 2 ] || listed "$KS" "$2"; }; }
 
 shape 0 || exit 1
 wants ring && gloo_ring
 wants unified 0 && pbox unified 0
 for ((k = 1; k <= N; k++)); do
-	[[ " $KS " == *" $k "* ]] || continue
+	listed "$KS" "$k" || continue
 	shape "$k" || exit 1
 	restart_box $((k * wbw / ports)) || exit 1
 	wants unified && pbox unified "$k"
