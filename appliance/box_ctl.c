@@ -69,6 +69,7 @@
 #define CTL_OUT_MAX    (4u << 20) /* ENDPOINTS of 8192 endpoints is ~650 KB */
 #define CTL_OUT_LOW    (64u << 10)
 #define CTL_STALL_NS   (10ull * 1000000000ull)
+#define CTL_UNREAD_NS  (1000000000ull)
 #define CTL_IDLE_NS    (10ull * 1000000000ull)
 #define CTL_KA_IDLE    5
 #define CTL_KA_INTVL   2
@@ -100,6 +101,8 @@ struct ctl_conn {
 	uint64_t last_ns;	     /* the last request */
 	uint64_t stalled_ns;	     /* since when replies wait and none is taken; 0 */
 	int outq;		     /* replies in the kernel's send queue, last look */
+	bool unread;		     /* replies sat untaken over CTL_UNREAD_NS since the
+				      * queue was last empty: why it goes, whoever ends it */
 	unsigned jobs;		     /* jobs this connection registered */
 	struct nic_ctl_session sess; /* authed once the client proved the box key */
 	char peer[48];
@@ -961,13 +964,13 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 static void conn_close(struct box_ctl *c, int slot, const char *why)
 {
 	struct ctl_conn *cn = &c->conn[slot];
-	uint64_t stalled = cn->stalled_ns ? now_ns() - cn->stalled_ns : 0;
 	unsigned i;
 
 	/* whatever came last, this is why it goes: also when the kernel's user
 	 * timeout (CTL_DEAD_S) ended it first while its replies sat unread (in
-	 * our buffer, or for over a second in the kernel's queue) */
-	if (cn->drop || (stalled && (cn->out_len || (cn->outq && stalled > 1000000000ull)))) {
+	 * our buffer, or for over a second in the kernel's queue, which a
+	 * receiver that never reads may still shrink now and then) */
+	if (cn->drop || cn->unread || (cn->stalled_ns && cn->out_len)) {
 		why = "was dropped: it did not read its replies";
 		printf("pboxd: control connection from %s %s\n", cn->peer, why);
 	}
@@ -1041,6 +1044,8 @@ static int conn_write(struct ctl_conn *cn, uint64_t now)
 		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 			if (!cn->stalled_ns)
 				cn->stalled_ns = now;
+			if (now - cn->stalled_ns > CTL_UNREAD_NS)
+				cn->unread = true;
 			return now - cn->stalled_ns > CTL_STALL_NS ? -1 : 0;
 		}
 		if (w <= 0)
@@ -1069,11 +1074,14 @@ static int kernel_stall(struct ctl_conn *cn, uint64_t now)
 	if (ioctl(cn->fd, SIOCOUTQ, &q) != 0 || q <= 0) {
 		cn->stalled_ns = 0;
 		cn->outq = 0;
+		cn->unread = false;
 		return 0;
 	}
 	if (!cn->stalled_ns || q < cn->outq)
 		cn->stalled_ns = now;
 	cn->outq = q;
+	if (now - cn->stalled_ns > CTL_UNREAD_NS)
+		cn->unread = true;
 	return now - cn->stalled_ns > CTL_STALL_NS;
 }
 
