@@ -106,6 +106,7 @@ CUDA_OBJS := $(if $(filter 1,$(WITH_CUDA)),$(patsubst %.cu,$(BUILD)/obj/%.o,$(CU
 # The CUDA module: pbox_push_pull_cuda()'s stager (worker/cuda), with the
 # CUDA runtime linked in statically (it needs only the driver at run time).
 CUDA_MODULE := $(if $(CUDA_OBJS),$(BUILD)/lib/pbox-3/cuda.so)
+CUDA_DOUBLE := $(BUILD)/tests/double/cuda.so
 # make test-gpu's and perf/gpu's C program (tests/gpu/gpu_check.cu)
 GPU_CHECK   := $(if $(CUDA_OBJS),$(BUILD)/tests/gpu_check)
 
@@ -119,7 +120,7 @@ PY_SRCS  := $(wildcard worker/python/pbox/*.py)
 PY_FILES := $(patsubst worker/python/%,$(BUILD)/python/%,$(PY_SRCS))
 PY_SITE  ?= /usr/lib/python3/dist-packages
 
-BINS := $(DPDK_MODULE) $(CUDA_MODULE) $(GPU_CHECK) $(RING_BIN) $(BUILD)/bin/pbox-gen $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(BUILD)/bin/pbox-client $(BUILD)/tests/unit_tests \
+BINS := $(DPDK_MODULE) $(CUDA_MODULE) $(GPU_CHECK) $(RING_BIN) $(BUILD)/bin/pbox-gen $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(BUILD)/bin/pbox-client $(BUILD)/tests/unit_tests $(CUDA_DOUBLE) \
         $(BUILD)/perf/perf_sum $(BUILD)/lib/libpbox.a $(LIBPBOX_SO) $(BUILD)/bin/pbox-bench \
         $(PY_FILES)
 
@@ -228,6 +229,12 @@ $(BUILD)/tests/unit_tests: $(call obj,$(TEST_SRCS) $(LIBPBOX_SRCS) worker/models
 	@mkdir -p $(@D)
 	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(CHECK_LIBS) $(DPDK_LIBS) \
 		-lrte_net_ring
+
+# The unit tests' stand-in for the CUDA module (host memory, no GPU): local
+# aggregation's GPU path driven where there is no GPU; never installed.
+$(CUDA_DOUBLE): tests/double/cuda.c worker/cuda/stage.h worker/include/pbox.h
+	@mkdir -p $(@D)
+	$(Q)$(call say,CC,$@)$(CC) $(CFLAGS_ALL) $(INCLUDES) -shared -Wl,-z,defs -o $@ $< -lpthread
 
 $(BUILD)/perf/perf_sum: $(call obj,$(PERF_SUM_SRCS)) $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)

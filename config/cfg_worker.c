@@ -11,6 +11,7 @@ typedef struct wrk_cfg W;
 
 static const char *const transports[] = {"udp", "dpdk", NULL};
 static const char *const locals[] = {"auto", "on", "off", NULL}; /* enum wrk_local */
+static const char *const local_cudas[] = {"ipc", "host", NULL};	 /* enum wrk_local_cuda */
 /* In enum lay_mode's order (worker/layout.h). */
 const char *const cfg_layout_names[] = {"unified", "ps", "ssgpu", NULL};
 
@@ -31,6 +32,12 @@ static const struct cfg_key worker_keys[] = {
 		     "ranks that share a data address are one machine: they sum in shared "
 		     "memory first and one of them pushes for all (auto: not on loopback; "
 		     "on: loopback too; off: a machine per rank); the same on every rank"),
+	CFG_KEY_ENUM(W, worker.local_cuda, "local_cuda", local_cudas, "ipc",
+		     "how a machine's ranks sum CUDA tensors: ipc (on the GPU, each rank's "
+		     "device memory shared by CUDA IPC: ranks sharing a GPU, or GPUs that "
+		     "reach each other by NVLink or PCIe peer access) or host (staged through "
+		     "pinned host memory and summed by the CPU: GPUs that cannot); the same "
+		     "on every rank of a machine"),
 };
 
 static const struct cfg_key job_keys[] = {

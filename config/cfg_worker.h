@@ -9,12 +9,14 @@
 
 enum wrk_transport { WRK_TRANSPORT_UDP, WRK_TRANSPORT_DPDK };
 enum wrk_local { WRK_LOCAL_AUTO, WRK_LOCAL_ON, WRK_LOCAL_OFF };
+enum wrk_local_cuda { WRK_LOCAL_CUDA_IPC, WRK_LOCAL_CUDA_HOST };
 
 struct wrk_cfg {
 	struct {
 		uint32_t rank;
 		uint32_t world_size;
 		unsigned local_aggregation; /* enum wrk_local */
+		unsigned local_cuda;	    /* enum wrk_local_cuda */
 	} worker;
 	struct {
 		uint32_t id;

@@ -30,6 +30,19 @@
  * network. The socket is also each side's life line: a rank whose
  * connection closes without BYE has left, and the job fails naming it; a
  * failure of the leader's job reaches every local rank as FAIL.
+ *
+ * CUDA tensors ([worker] local_cuda = ipc, BytePS §4.2's path for GPUs that
+ * reach each other) are summed on the GPU instead, through the CUDA module:
+ * each rank has a device buffer per tensor, allocated once and shared by
+ * CUDA IPC (its handle in TENSOR, the leader's in TENSOR_OK). A rank copies
+ * its input into its buffer (after the caller's stream reached the call)
+ * and says IN once the copy has landed; the leader's kernel sums its own
+ * input and every buffer into its own, piece by piece, copies the piece to
+ * region 0 of the memfd (page-locked) for the network, and the network's
+ * sum back to its buffer and its output; then OUT, and each rank copies
+ * the piece from the leader's buffer to its output before TAKEN. Messages
+ * order the processes; events, polled by this thread, order the device.
+ * Host memory in that path carries only what goes on the network.
  */
 #include "pbox_int.h"
 #include "cuda/stage.h"
@@ -48,9 +61,17 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { LM_HELLO = 1, LM_READY, LM_FAIL, LM_TENSOR, LM_TENSOR_OK, LM_IN, LM_OUT, LM_TAKEN, LM_BYE };
+
+enum { LMF_DEV = 1 }; /* TENSOR, TENSOR_OK: a CUDA tensor; u.ipc the sender's buffer */
+
+/* A piece at the leader: waiting for its parts, on the network, its result
+ * out; CUDA tensors: summed on the GPU and copied for the network, its
+ * result copied back to the GPU. */
+enum { PC_WAIT, PC_NET, PC_DONE, PC_SUM, PC_BACK };
 
 #define LM_PROOF 16
 
@@ -58,8 +79,8 @@ enum { LM_HELLO = 1, LM_READY, LM_FAIL, LM_TENSOR, LM_TENSOR_OK, LM_IN, LM_OUT, 
 struct lmsg {
 	uint8_t type;
 	uint8_t dtype;
-	uint16_t pad;
-	int32_t code; /* FAIL */
+	uint16_t flags; /* LMF_* */
+	int32_t code;	/* FAIL */
 	uint32_t round, piece;
 	uint64_t key, count;
 	union {
@@ -69,6 +90,7 @@ struct lmsg {
 			uint8_t proof[LM_PROOF];
 		} hello;
 		struct pbox_layout_info ready;
+		struct wk_cuda_ipc ipc;
 		char text[WK_ERR_LEN];
 	} u;
 };
@@ -92,7 +114,16 @@ struct wk_ltensor {
 	uint32_t *in;		  /* [j * n_pieces + i]: rank j's round in piece i, + 1 */
 	uint32_t *taken;	  /* [i]: ranks that took the last result of piece i */
 	struct pbox_handle **sub; /* [i]: its network push-pull */
-	uint8_t *st;		  /* [i]: this rank's op: 0 waiting, 1 on the network, 2 done */
+	uint8_t *st;		  /* [i]: this rank's op: PC_* */
+	/* CUDA tensors summed on the GPU */
+	bool kind;	       /* dev below is settled (by a push-pull or a TENSOR) */
+	bool dev;	       /* CUDA memory, summed on the GPU */
+	bool pinned;	       /* leader: region 0 page-locked */
+	void *dbuf;	       /* this rank's device buffer (the leader's takes the sum) */
+	struct wk_cuda_ipc dh; /* its IPC handle */
+	void **dpeer;	       /* leader: [j] rank j's buffer; the others: [0] the leader's */
+	void **ev;	       /* [i]: piece i's copy or sum in flight */
+	void *ev_in;	       /* the others: the copy of the input into dbuf */
 };
 
 struct wk_local {
@@ -119,6 +150,7 @@ struct wk_local {
 	float *acc; /* fp32 accumulator of one piece (fp16, bf16) */
 	const struct sum_ops *ops;
 	uint64_t piece_bytes;
+	uint32_t n_dev; /* ops in act on CUDA memory: the thread polls their events */
 };
 
 static bool leader(const struct wk_local *lc)
@@ -224,6 +256,14 @@ static ssize_t msg_recv(int fd, struct lmsg *m, int *memfd, int flags)
 			close(*memfd);
 		*memfd = -1;
 		errno = EPROTO;
+		return -1;
+	}
+	if ((m->type == LM_TENSOR || m->type == LM_TENSOR_OK) && (m->flags & LMF_DEV) &&
+	    (size_t)n < LM_SHORT + sizeof(m->u.ipc)) {
+		if (*memfd >= 0)
+			close(*memfd);
+		*memfd = -1;
+		errno = EPROTO; /* a CUDA tensor's message without its handle */
 		return -1;
 	}
 	if (m->type == LM_FAIL || m->type == LM_HELLO)
@@ -396,6 +436,8 @@ static void lt_free(struct wk_ltensor *t, uint32_t local_size)
 	free(t->taken);
 	free(t->sub);
 	free(t->st);
+	free(t->dpeer);
+	free(t->ev);
 	free(t);
 }
 
@@ -459,6 +501,119 @@ static int lt_map(const struct wk_local *lc, struct wk_ltensor *t, int memfd)
 		t->taken[i] = lc->local_size - 1; /* nobody waits for an earlier result */
 	return 0;
 }
+
+/* ---- CUDA tensors: the device side ---------------------------------------- */
+
+static const struct wk_cuda_ops *cu(const struct pbox *px)
+{
+	return px->cuda_ops;
+}
+
+/* @t's device side on this rank: its buffer and IPC handle, the table of
+ * opened buffers, the pieces' events; the leader's region 0 (mapped
+ * already) page-locked for the copies to and from the network. PBOX_OK, or
+ * a PBOX_E* with the error set. */
+static int lt_gpu(struct pbox *px, struct wk_ltensor *t)
+{
+	struct wk_local *lc = px->loc;
+	int rc;
+
+	if (t->dbuf)
+		return PBOX_OK;
+	if (!t->dpeer)
+		t->dpeer = calloc(lc->local_size, sizeof(*t->dpeer));
+	if (!t->ev)
+		t->ev = calloc(t->n_pieces, sizeof(*t->ev));
+	if (!t->dpeer || !t->ev)
+		return wk_err(PBOX_ENOMEM, "key %" PRIu64 ": out of memory", t->key);
+	rc = cu(px)->dev_alloc(px->cuda, t->bytes, &t->dbuf, &t->dh);
+	if (rc)
+		return rc;
+	if (leader(lc) && cu(px)->host_pin(px->cuda, t->map, t->stride) == PBOX_OK)
+		t->pinned = true;
+	else if (leader(lc))
+		wk_log(px, CFG_LOG_WARNING,
+		       "key %" PRIu64 ": its host memory for the network is not page-locked "
+		       "(%s): its copies to and from the GPU are slower",
+		       t->key, pbox_last_error());
+	return PBOX_OK;
+}
+
+/* Wait for @t's copies and sums in flight, and forget them. */
+static void lt_gpu_quiet(const struct pbox *px, struct wk_ltensor *t)
+{
+	for (uint32_t i = 0; t->ev && i < t->n_pieces; i++)
+		if (t->ev[i]) {
+			cu(px)->drop(px->cuda, t->ev[i]);
+			t->ev[i] = NULL;
+		}
+	if (t->ev_in) {
+		cu(px)->drop(px->cuda, t->ev_in);
+		t->ev_in = NULL;
+	}
+}
+
+/* @t's device side given back (the local thread, at its end). */
+static void lt_gpu_free(const struct pbox *px, struct wk_ltensor *t)
+{
+	if (!t->dev || !cu(px))
+		return;
+	lt_gpu_quiet(px, t);
+	for (uint32_t j = 0; t->dpeer && j < px->loc->local_size; j++)
+		if (t->dpeer[j]) {
+			cu(px)->dev_free(px->cuda, t->dpeer[j], 1);
+			t->dpeer[j] = NULL;
+		}
+	if (t->dbuf)
+		cu(px)->dev_free(px->cuda, t->dbuf, 0);
+	t->dbuf = NULL;
+	if (t->pinned)
+		cu(px)->host_unpin(px->cuda, t->map);
+	t->pinned = false;
+}
+
+/* Leader: piece @i of @op summed on the GPU (its own input first, then
+ * every local rank's buffer) into its buffer, then copied to region 0 for
+ * the network; t->ev[i] answers for both. */
+static int gpu_sum(struct pbox *px, struct pbox_handle *op, uint32_t i, uint64_t first, uint64_t n)
+{
+	const struct wk_local *lc = px->loc;
+	struct wk_ltensor *t = op->lt;
+	size_t esz = sum_dtype_size((enum sum_dtype)t->dtype);
+	const void *src[WK_CUDA_SUM_MAX];
+	uint64_t off = first * esz;
+	int rc;
+
+	if (lc->local_size > WK_CUDA_SUM_MAX)
+		return wk_err(PBOX_EINVAL,
+			      "key %" PRIu64 ": %u ranks on this machine, and the GPU sums at most "
+			      "%d: set [worker] local_cuda = host",
+			      t->key, lc->local_size, WK_CUDA_SUM_MAX);
+	src[0] = op->in + off;
+	for (uint32_t j = 1; j < lc->local_size; j++)
+		src[j] = (const uint8_t *)t->dpeer[j] + off;
+	rc = cu(px)->sum(px->cuda, (uint8_t *)t->dbuf + off, src, lc->local_size, n,
+			 (enum pbox_dtype)t->dtype, op->cev, NULL);
+	return rc ? rc
+		  : cu(px)->copy(px->cuda, t->map + off, (uint8_t *)t->dbuf + off, n * esz, NULL,
+				 &t->ev[i]);
+}
+
+/* Leader: the network's sum of piece @i back to its buffer (whence the
+ * others take it) and to its output; t->ev[i] answers for both. */
+static int gpu_back(struct pbox *px, struct pbox_handle *op, uint32_t i, uint64_t first, uint64_t n)
+{
+	struct wk_ltensor *t = op->lt;
+	size_t esz = sum_dtype_size((enum sum_dtype)t->dtype);
+	uint64_t off = first * esz;
+	uint8_t *d = (uint8_t *)t->dbuf + off;
+	int rc = cu(px)->copy(px->cuda, d, t->map + off, n * esz, NULL, NULL);
+
+	return rc ? rc : cu(px)->copy(px->cuda, op->out + off, d, n * esz, NULL, &t->ev[i]);
+}
+
+static void local_fail(struct pbox *px, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* ---- the API side ------------------------------------------------------- */
 
@@ -528,47 +683,70 @@ int wk_local_adopt(struct pbox *px)
 }
 
 int wk_local_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
-		       enum pbox_dtype dtype, struct pbox_handle **opp)
+		       enum pbox_dtype dtype, bool dev, void *stream, struct pbox_handle **opp)
 {
+	const char *fn = dev ? "pbox_push_pull_cuda" : "pbox_push_pull";
 	struct wk_local *lc = px->loc;
 	struct pbox_handle *op = calloc(1, sizeof(*op));
 	struct wk_ltensor *t;
 	int rc = PBOX_OK;
 
 	if (!op)
-		return wk_err(PBOX_ENOMEM, "pbox_push_pull: key %" PRIu64 ": out of memory", key);
+		return wk_err(PBOX_ENOMEM, "%s: key %" PRIu64 ": out of memory", fn, key);
 	op->px = px;
 	op->in = in;
 	op->out = out;
-	pthread_mutex_lock(&px->mu);
-	t = lt_find(lc, key);
-	if (px->fail) {
-		rc = wk_err(PBOX_EFAILED, "pbox_push_pull: the context failed earlier: %s",
-			    px->fail_msg);
-	} else if (lc->stop) {
-		rc = wk_err(PBOX_ESTATE,
-			    "pbox_push_pull: key %" PRIu64 ": the context is finalizing", key);
-	} else if (t && (t->count != count || t->dtype != (uint8_t)dtype)) {
-		rc = wk_err(PBOX_EINVAL,
-			    "pbox_push_pull: key %" PRIu64 ": %" PRIu64 " elements of %s, but the "
-			    "key was first used with %" PRIu64 " of %s",
-			    key, count, sum_dtype_name((enum sum_dtype)dtype), t->count,
-			    sum_dtype_name((enum sum_dtype)t->dtype));
-	} else if (t && t->busy) {
-		rc = wk_err(PBOX_ESTATE,
-			    "pbox_push_pull: key %" PRIu64 ": a push-pull of it is still in flight",
-			    key);
-	} else if (!t && !(t = lt_add(lc, key, count, (uint8_t)dtype, 0))) {
-		rc = wk_err(PBOX_ENOMEM, "pbox_push_pull: key %" PRIu64 ": out of memory", key);
-	}
-	/* the leader's first use puts the pieces into the order of new tensors */
-	if (rc == PBOX_OK && leader(lc) && !t->net)
-		rc = lt_net(px, t, "pbox_push_pull");
-	if (rc) {
-		pthread_mutex_unlock(&px->mu);
+	op->dev = dev;
+	/* where the caller's stream is now: the GPU work waits for it */
+	if (dev && (rc = cu(px)->mark(px->cuda, stream, &op->cev)) != PBOX_OK) {
 		free(op);
 		return rc;
 	}
+	pthread_mutex_lock(&px->mu);
+	t = lt_find(lc, key);
+	if (px->fail) {
+		rc = wk_err(PBOX_EFAILED, "%s: the context failed earlier: %s", fn, px->fail_msg);
+	} else if (lc->stop) {
+		rc = wk_err(PBOX_ESTATE, "%s: key %" PRIu64 ": the context is finalizing", fn, key);
+	} else if (t && (t->count != count || t->dtype != (uint8_t)dtype)) {
+		rc = wk_err(PBOX_EINVAL,
+			    "%s: key %" PRIu64 ": %" PRIu64 " elements of %s, but the "
+			    "key was first used with %" PRIu64 " of %s",
+			    fn, key, count, sum_dtype_name((enum sum_dtype)dtype), t->count,
+			    sum_dtype_name((enum sum_dtype)t->dtype));
+	} else if (t && t->kind && t->dev != dev) { /* the machine disagrees: all fail */
+		rc = wk_err(PBOX_EMISMATCH,
+			    "%s: key %" PRIu64 ": rank %u sums %s memory, but the key is summed "
+			    "on this machine as %s memory ([worker] local_cuda, and host or CUDA "
+			    "tensors, must be the same on every rank of a machine)",
+			    fn, key, lc->world_rank, dev ? "CUDA" : "host",
+			    t->dev ? "CUDA" : "host");
+	} else if (t && t->busy) {
+		rc = wk_err(PBOX_ESTATE,
+			    "%s: key %" PRIu64 ": a push-pull of it is still in flight", fn, key);
+	} else if (!t && !(t = lt_add(lc, key, count, (uint8_t)dtype, 0))) {
+		rc = wk_err(PBOX_ENOMEM, "%s: key %" PRIu64 ": out of memory", fn, key);
+	}
+	/* the leader's first use puts the pieces into the order of new tensors */
+	if (rc == PBOX_OK && leader(lc) && !t->net)
+		rc = lt_net(px, t, fn);
+	if (rc) {
+		pthread_mutex_unlock(&px->mu);
+		if (op->cev)
+			cu(px)->drop(px->cuda, op->cev);
+		free(op);
+		if (rc == PBOX_EMISMATCH) {
+			char msg[WK_ERR_LEN];
+
+			snprintf(msg, sizeof(msg), "%s", pbox_last_error());
+			local_fail(px, rc, "%s", msg);
+			kick(lc);
+			wk_err(rc, "%s", msg);
+		}
+		return rc;
+	}
+	t->kind = true;
+	t->dev = dev;
 	op->lt = t;
 	t->busy = op;
 	op->round = t->round++;
@@ -587,6 +765,10 @@ int wk_local_push_pull(struct pbox *px, uint64_t key, const void *in, void *out,
 /* Complete @op (the local thread; takes mu). */
 static void op_done(struct pbox *px, struct pbox_handle *op, int status, const char *msg)
 {
+	if (op->cev) { /* long passed: the work that waited for it is over */
+		cu(px)->drop(px->cuda, op->cev);
+		op->cev = NULL;
+	}
 	pthread_mutex_lock(&px->mu);
 	op->status = status;
 	if (msg)
@@ -601,8 +783,6 @@ static void op_done(struct pbox *px, struct pbox_handle *op, int status, const c
 /* ---- the local thread --------------------------------------------------- */
 
 /* Fail this rank (the others: what the leader or the socket said). */
-static void local_fail(struct pbox *px, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 static void local_fail(struct pbox *px, int code, const char *fmt, ...)
 {
 	char msg[WK_ERR_LEN];
@@ -636,10 +816,14 @@ static struct pbox_handle *take_queue(struct pbox *px)
 	return op;
 }
 
-/* Leader: @t's pieces still on the network, once its op failed: they end
- * with the job's failure, or with finalize (the engine still runs). */
-static void release(struct wk_ltensor *t)
+/* @t's work still in flight once its op failed: the GPU's copies and sums
+ * waited for (the caller's memory is not touched after its op ends); the
+ * leader's pieces on the network end with the job's failure, or with
+ * finalize (the engine still runs). */
+static void release(const struct pbox *px, struct wk_ltensor *t)
 {
+	if (t->dev)
+		lt_gpu_quiet(px, t);
 	for (uint32_t i = 0; t->sub && i < t->n_pieces; i++)
 		if (t->sub[i]) {
 			pbox_wait(t->sub[i]);
@@ -647,7 +831,8 @@ static void release(struct wk_ltensor *t)
 		}
 }
 
-/* Every op fails with @code and @msg; the leader tells its ranks, once. */
+/* Every op fails with @code and @msg; the leader tells its ranks, once,
+ * and a rank whose own failure it is tells the leader. */
 static void fail_ops(struct pbox *px, int code, const char *msg)
 {
 	struct wk_local *lc = px->loc;
@@ -660,7 +845,7 @@ static void fail_ops(struct pbox *px, int code, const char *msg)
 		op = next;
 	}
 	for (uint32_t a = 0; a < lc->n_act; a++) {
-		release(lc->act[a]->lt);
+		release(px, lc->act[a]->lt);
 		op_done(px, lc->act[a], code, msg);
 	}
 	lc->n_act = 0;
@@ -668,6 +853,8 @@ static void fail_ops(struct pbox *px, int code, const char *msg)
 		for (uint32_t j = 1; j < lc->local_size; j++)
 			if (lc->fd[j] >= 0)
 				say_fail(lc->fd[j], code, msg);
+	if (!lc->told && !leader(lc) && lc->fd[0] >= 0)
+		say_fail(lc->fd[0], code, msg);
 	lc->told = true;
 }
 
@@ -703,12 +890,78 @@ static void sum_piece(struct wk_local *lc, const struct wk_ltensor *t, uint32_t 
 	lc->ops->store[t->dtype](dst, lc->acc, n);
 }
 
+/* Leader: @op ends with @rc (and the message it set), its work in flight
+ * waited for first; true. */
+static bool lead_over(struct pbox *px, struct pbox_handle *op, int rc)
+{
+	char msg[WK_ERR_LEN];
+
+	snprintf(msg, sizeof(msg), "%s", pbox_last_error());
+	release(px, op->lt);
+	op_done(px, op, rc, msg);
+	return true;
+}
+
+/* A copy or sum on the GPU failed (the error set): every rank of the
+ * machine waits on it, so the machine's job fails, every op with it; false. */
+static bool gpu_fail(struct pbox *px)
+{
+	local_fail(px, PBOX_ENODEV, "%s", pbox_last_error());
+	return false;
+}
+
+/* Whether the GPU's work on piece @i of @t has landed (1: its event gone;
+ * also when there is none), 0 not yet, -1 it failed (the job with it). */
+static int landed(struct pbox *px, struct wk_ltensor *t, uint32_t i)
+{
+	int rc;
+
+	if (!t->ev || !t->ev[i])
+		return 1;
+	rc = cu(px)->done(px->cuda, t->ev[i]);
+	if (rc)
+		t->ev[i] = NULL;
+	if (rc < 0)
+		gpu_fail(px);
+	return rc < 0 ? -1 : rc;
+}
+
+/* Leader: piece @i's result is in @op's output: the others told; true when
+ * that was the op's last. */
+static bool piece_out(struct pbox *px, struct pbox_handle *op, uint32_t i)
+{
+	struct wk_local *lc = px->loc;
+	struct wk_ltensor *t = op->lt;
+
+	t->taken[i] = 0;
+	t->st[i] = PC_DONE;
+	for (uint32_t j = 1; j < lc->local_size; j++)
+		say(lc->fd[j], LM_OUT, t->key, op->round, i);
+	if (--op->left)
+		return false;
+	op_done(px, op, PBOX_OK, NULL);
+	return true;
+}
+
+/* Leader: whether piece @i of @op may be summed: every local part of this
+ * round is in, and every rank took the piece's last result. */
+static bool piece_ready(const struct wk_local *lc, const struct pbox_handle *op, uint32_t i)
+{
+	const struct wk_ltensor *t = op->lt;
+
+	for (uint32_t j = 1; j < lc->local_size; j++)
+		if (t->in[j * t->n_pieces + i] != op->round + 1)
+			return false;
+	return t->taken[i] == lc->local_size - 1;
+}
+
 /* Leader: move @op on as far as it goes; true when it is over. */
 static bool lead(struct pbox *px, struct pbox_handle *op)
 {
 	struct wk_local *lc = px->loc;
 	struct wk_ltensor *t = op->lt;
 	size_t esz = sum_dtype_size((enum sum_dtype)t->dtype);
+	int rc;
 
 	if (!t->map) {
 		if (lt_map(lc, t, -1)) {
@@ -718,79 +971,102 @@ static bool lead(struct pbox *px, struct pbox_handle *op)
 			return false;
 		}
 	}
+	if (op->dev && lt_gpu(px, t) != PBOX_OK)
+		return gpu_fail(px);
 	if (!op->lstarted) { /* first look: every piece waits */
-		memset(t->st, 0, t->n_pieces);
+		memset(t->st, PC_WAIT, t->n_pieces);
 		op->left = t->n_pieces;
 		op->lstarted = true;
 	}
 	for (uint32_t i = 0; i < t->n_pieces; i++) {
 		uint64_t first = (uint64_t)i * t->piece_elems, n = t->count - first;
-		int rc;
+		uint8_t *host = t->map + first * esz;
 
 		if (n > t->piece_elems)
 			n = t->piece_elems;
-		if (t->st[i] == 0) {
-			uint32_t j;
-
-			for (j = 1; j < lc->local_size; j++)
-				if (t->in[j * t->n_pieces + i] != op->round + 1)
-					break;
-			if (j < lc->local_size || t->taken[i] != lc->local_size - 1)
+		if (t->st[i] == PC_WAIT) {
+			if (!piece_ready(lc, op, i))
 				continue;
-			sum_piece(lc, t, i, op->in);
-			rc = wk_push_pull(px, local_piece_key(t->key, i), t->map + first * esz,
-					  t->map + first * esz, n, (enum pbox_dtype)t->dtype,
-					  &t->sub[i]);
-			if (rc) {
-				op_done(px, op, rc, pbox_last_error());
-				release(t);
-				return true;
+			if (op->dev && gpu_sum(px, op, i, first, n))
+				return gpu_fail(px);
+			if (!op->dev)
+				sum_piece(lc, t, i, op->in);
+			t->st[i] = PC_SUM;
+		}
+		if (t->st[i] == PC_SUM) { /* summed; on the GPU: once here for the network */
+			rc = landed(px, t, i);
+			if (rc <= 0) {
+				if (rc < 0)
+					return false;
+				continue;
 			}
-			t->st[i] = 1;
+			rc = wk_push_pull(px, local_piece_key(t->key, i), host, host, n,
+					  (enum pbox_dtype)t->dtype, &t->sub[i]);
+			if (rc)
+				return lead_over(px, op, rc);
+			t->st[i] = PC_NET;
 		}
-		if (t->st[i] != 1)
+		if (t->st[i] == PC_NET) {
+			rc = pbox_test(t->sub[i]);
+			if (rc == PBOX_EAGAIN)
+				continue;
+			t->sub[i] = NULL;
+			if (rc)
+				return lead_over(px, op, rc);
+			if (op->dev) {
+				if (gpu_back(px, op, i, first, n))
+					return gpu_fail(px);
+				t->st[i] = PC_BACK;
+				continue;
+			}
+			memcpy(op->out + first * esz, host, n * esz);
+			if (piece_out(px, op, i))
+				return true;
 			continue;
-		rc = pbox_test(t->sub[i]);
-		if (rc == PBOX_EAGAIN)
-			continue;
-		t->sub[i] = NULL;
-		if (rc) {
-			op_done(px, op, rc, pbox_last_error());
-			release(t);
-			return true;
 		}
-		memcpy(op->out + first * esz, t->map + first * esz, n * esz);
-		t->taken[i] = 0;
-		t->st[i] = 2;
-		for (uint32_t j = 1; j < lc->local_size; j++)
-			say(lc->fd[j], LM_OUT, t->key, op->round, i);
-		if (--op->left == 0) {
-			op_done(px, op, PBOX_OK, NULL);
+		if (t->st[i] == PC_BACK && landed(px, t, i) > 0 && piece_out(px, op, i))
 			return true;
-		}
 	}
 	return false;
 }
 
-/* The others: start @op (copy its part in, tell the leader); true when it
- * waits for results, false while the tensor's memory is not here yet. */
+/* The others: start @op (its part in, the leader told); true when it waits
+ * for results, false while the tensor's memory is not here yet or its
+ * input is still on its way to the GPU buffer. */
 static bool follow(struct pbox *px, struct pbox_handle *op)
 {
 	struct wk_local *lc = px->loc;
 	struct wk_ltensor *t = op->lt;
 	size_t esz = sum_dtype_size((enum sum_dtype)t->dtype);
 
-	if (!t->map) {
-		if (!t->asked) {
-			struct lmsg m = {.type = LM_TENSOR,
-					 .key = t->key,
-					 .count = t->count,
-					 .dtype = t->dtype};
+	if (!t->asked) {
+		struct lmsg m = {
+			.type = LM_TENSOR, .key = t->key, .count = t->count, .dtype = t->dtype};
+		size_t len = LM_SHORT;
 
-			msg_send(lc->fd[0], &m, LM_SHORT, -1);
-			t->asked = true;
+		if (t->dev) { /* its buffer, shared with the leader */
+			if (lt_gpu(px, t))
+				return gpu_fail(px);
+			m.flags = LMF_DEV;
+			m.u.ipc = t->dh;
+			len += sizeof(m.u.ipc);
 		}
+		msg_send(lc->fd[0], &m, len, -1);
+		t->asked = true;
+	}
+	if (!t->map || (t->dev && !t->dpeer[0]))
 		return false;
+	if (t->dev) { /* the input to the shared buffer first, after the caller's stream */
+		if (!t->ev_in &&
+		    cu(px)->copy(px->cuda, t->dbuf, op->in, t->bytes, op->cev, &t->ev_in))
+			return gpu_fail(px);
+		int rc = cu(px)->done(px->cuda, t->ev_in);
+
+		if (rc == 0)
+			return false;
+		t->ev_in = NULL;
+		if (rc < 0)
+			return gpu_fail(px);
 	}
 	op->left = t->n_pieces;
 	for (uint32_t i = 0; i < t->n_pieces; i++) { /* the leader sums piece i meanwhile */
@@ -798,11 +1074,38 @@ static bool follow(struct pbox *px, struct pbox_handle *op)
 
 		if (n > t->piece_elems)
 			n = t->piece_elems;
-		memcpy(t->map + lc->local_rank * t->stride + first * esz, op->in + first * esz,
-		       n * esz);
+		if (!t->dev)
+			memcpy(t->map + lc->local_rank * t->stride + first * esz,
+			       op->in + first * esz, n * esz);
 		say(lc->fd[0], LM_IN, t->key, op->round, i);
 	}
 	return true;
+}
+
+/* The others, CUDA tensors: the pieces of @op copied from the leader's
+ * buffer that have landed; true when it ended. */
+static bool follow_back(struct pbox *px, struct pbox_handle *op)
+{
+	struct wk_local *lc = px->loc;
+	struct wk_ltensor *t = op->lt;
+
+	for (uint32_t i = 0; i < t->n_pieces; i++) {
+		int rc;
+
+		if (!t->ev[i])
+			continue;
+		rc = landed(px, t, i);
+		if (rc < 0)
+			return false;
+		if (rc == 0)
+			continue;
+		say(lc->fd[0], LM_TAKEN, t->key, op->round, i);
+		if (--op->left == 0) {
+			op_done(px, op, PBOX_OK, NULL);
+			return true;
+		}
+	}
+	return false;
 }
 
 static int act_add(struct wk_local *lc, struct pbox_handle *op)
@@ -866,6 +1169,21 @@ static void from_rank(struct pbox *px, uint32_t j, const struct lmsg *m)
 				lc->world_rank, t->count, sum_dtype_name((enum sum_dtype)t->dtype));
 			return;
 		}
+		pthread_mutex_lock(&px->mu);
+		if (!t->kind) { /* the first word on it: the kind every rank must use */
+			t->kind = true;
+			t->dev = m->flags & LMF_DEV;
+		}
+		pthread_mutex_unlock(&px->mu);
+		if (t->dev != !!(m->flags & LMF_DEV)) {
+			local_fail(px, PBOX_EMISMATCH,
+				   "key %" PRIu64 ": rank %u sums %s memory, rank %u (on the same "
+				   "machine) %s memory; [worker] local_cuda must be the same on "
+				   "both",
+				   m->key, r, m->flags & LMF_DEV ? "CUDA" : "host", lc->world_rank,
+				   t->dev ? "CUDA" : "host");
+			return;
+		}
 		if (!t->map && lt_map(lc, t, -1)) {
 			local_fail(px, PBOX_ENOMEM,
 				   "key %" PRIu64 ": the machine's memory for it: %s", m->key,
@@ -874,13 +1192,33 @@ static void from_rank(struct pbox *px, uint32_t j, const struct lmsg *m)
 		}
 		{
 			struct lmsg ok = {.type = LM_TENSOR_OK, .key = m->key};
+			size_t len = LM_SHORT;
 
-			msg_send(lc->fd[j], &ok, LM_SHORT, t->memfd);
+			if (t->dev) { /* its buffer opened here, the leader's sent back */
+				if (t->dpeer && t->dpeer[j]) {
+					local_fail(px, PBOX_EINVAL,
+						   "rank %u on this machine asked for key %" PRIu64
+						   " twice",
+						   r, m->key);
+					return;
+				}
+				if (wk_cuda_load(px, "local aggregation") || lt_gpu(px, t) ||
+				    cu(px)->dev_open(px->cuda, &m->u.ipc, &t->dpeer[j])) {
+					local_fail(px, PBOX_ENODEV,
+						   "key %" PRIu64 ": rank %u's GPU memory: %s",
+						   m->key, r, pbox_last_error());
+					return;
+				}
+				ok.flags = LMF_DEV;
+				ok.u.ipc = t->dh;
+				len += sizeof(ok.u.ipc);
+			}
+			msg_send(lc->fd[j], &ok, len, t->memfd);
 		}
 		return;
 	case LM_IN:
 	case LM_TAKEN:
-		if (!t || !t->map || m->piece >= t->n_pieces) {
+		if (!t || !t->map || m->piece >= t->n_pieces || (t->dev && !t->dpeer[j])) {
 			local_fail(px, PBOX_EINVAL,
 				   "rank %u on this machine sent %s for key %" PRIu64 " piece %u, "
 				   "which it was never given",
@@ -921,7 +1259,22 @@ static void from_leader(struct pbox *px, const struct lmsg *m, int memfd)
 			local_fail(px, PBOX_EPEER,
 				   "key %" PRIu64 ": the machine's memory for it from rank %u: %s",
 				   m->key, lc->ranks[0], memfd < 0 ? "none came" : strerror(errno));
+			return;
 		}
+		if (t->dev != !!(m->flags & LMF_DEV)) {
+			local_fail(px, PBOX_EPEER,
+				   "key %" PRIu64
+				   ": rank %u (this machine's leader) answered for %s "
+				   "memory, this rank sums %s memory",
+				   m->key, lc->ranks[0], m->flags & LMF_DEV ? "CUDA" : "host",
+				   t->dev ? "CUDA" : "host");
+			return;
+		}
+		if (t->dev && cu(px)->dev_open(px->cuda, &m->u.ipc, &t->dpeer[0]))
+			local_fail(px, PBOX_ENODEV,
+				   "key %" PRIu64 ": the GPU memory of rank %u (this machine's "
+				   "leader): %s",
+				   m->key, lc->ranks[0], pbox_last_error());
 		return;
 	case LM_OUT:
 		op = t ? op_of(lc, t, m->round) : NULL;
@@ -938,6 +1291,20 @@ static void from_leader(struct pbox *px, const struct lmsg *m, int memfd)
 
 			if (n > t->piece_elems)
 				n = t->piece_elems;
+			if (t->dev) { /* TAKEN once its copy from the leader's buffer landed */
+				if (t->ev[m->piece] ||
+				    cu(px)->copy(px->cuda, op->out + first * esz,
+						 (const uint8_t *)t->dpeer[0] + first * esz,
+						 n * esz, NULL, &t->ev[m->piece])) {
+					local_fail(px, PBOX_EPEER,
+						   "key %" PRIu64 " round %u piece %u from rank %u "
+						   "(this machine's leader): %s",
+						   m->key, m->round, m->piece, lc->ranks[0],
+						   t->ev[m->piece] ? "its result came twice"
+								   : pbox_last_error());
+				}
+				return;
+			}
 			memcpy(op->out + first * esz, t->map + first * esz, n * esz);
 		}
 		say(lc->fd[0], LM_TAKEN, t->key, m->round, m->piece);
@@ -951,6 +1318,7 @@ static void from_leader(struct pbox *px, const struct lmsg *m, int memfd)
 	case LM_FAIL:
 		if (memfd >= 0)
 			close(memfd);
+		lc->told = true; /* the leader's word: not echoed back */
 		local_fail(px, m->code ? m->code : PBOX_EPEER, "%s", m->u.text);
 		return;
 	default:
@@ -1016,6 +1384,7 @@ static void progress(struct pbox *px)
 			op_done(px, op, PBOX_ENOMEM, "pbox_push_pull: out of memory");
 		op = next;
 	}
+	lc->n_dev = 0;
 	for (uint32_t a = 0; a < lc->n_act;) {
 		op = lc->act[a];
 		if (leader(lc) && lead(px, op)) {
@@ -1024,6 +1393,11 @@ static void progress(struct pbox *px)
 		}
 		if (!leader(lc) && !op->lstarted) /* then its results come as OUT */
 			op->lstarted = follow(px, op);
+		else if (!leader(lc) && op->dev && follow_back(px, op)) {
+			lc->act[a] = lc->act[--lc->n_act];
+			continue;
+		}
+		lc->n_dev += op->dev;
 		a++;
 	}
 }
@@ -1052,7 +1426,7 @@ static void *local_main(void *arg)
 	for (;;) {
 		char msg[WK_ERR_LEN];
 		bool stop;
-		int fail;
+		int fail, r;
 		uint64_t v;
 
 		pthread_mutex_lock(&px->mu);
@@ -1074,7 +1448,17 @@ static void *local_main(void *arg)
 				p[j] = (struct pollfd){.fd = lc->fd[j], .events = POLLIN};
 		else
 			p[1] = (struct pollfd){.fd = lc->fd[0], .events = POLLIN};
-		if (poll(p, nfd, 100) < 0 && errno != EINTR)
+		/* the GPU's events are polled: a short nap while any is out */
+		if (lc->n_dev) {
+			const struct timespec nap = {0, 20000};
+
+			r = poll(p, nfd, 0);
+			if (r == 0)
+				nanosleep(&nap, NULL);
+		} else {
+			r = poll(p, nfd, 100);
+		}
+		if (r < 0 && errno != EINTR)
 			break;
 		if (p[0].revents & POLLIN && read(lc->efd, &v, sizeof(v)) < 0) {
 			/* read by an earlier turn */
@@ -1083,10 +1467,14 @@ static void *local_main(void *arg)
 			if (p[j].revents)
 				drain(px, leader(lc) ? j : 0);
 	}
-	if (!leader(lc) && lc->fd[0] >= 0)
-		say(lc->fd[0], LM_BYE, 0, 0, 0);
 	lc->told = true; /* the leader's ranks said BYE: nothing to tell */
 	fail_ops(px, PBOX_EFAILED, "the context was finalized with this push-pull in flight");
+	/* GPU memory given back before BYE: the leader frees its buffer once
+	 * every rank has closed what it opened of it */
+	for (uint32_t i = 0; i < lc->n_t; i++)
+		lt_gpu_free(px, lc->t[i]);
+	if (!leader(lc) && lc->fd[0] >= 0)
+		say(lc->fd[0], LM_BYE, 0, 0, 0);
 	free(p);
 	return NULL;
 }

@@ -328,7 +328,7 @@ int wk_submit(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t
 		return wk_err(PBOX_EINVAL, "pbox_push_pull: key %" PRIu64 ": a NULL argument", key);
 	*opp = NULL;
 	rc = check_tensor("pbox_push_pull", key, count, dtype);
-	return rc ? rc : wk_local_push_pull(px, key, in, out, count, dtype, opp);
+	return rc ? rc : wk_local_push_pull(px, key, in, out, count, dtype, false, NULL, opp);
 }
 
 void wk_engine_kick(const struct pbox *px)
@@ -341,7 +341,7 @@ void wk_engine_kick(const struct pbox *px)
 }
 
 /* The CUDA module's operations, loaded on the first call (under cuda_mu). */
-static int cuda_ops(struct pbox *px)
+static int cuda_ops(struct pbox *px, const char *fn)
 {
 	wk_cuda_open_fn *open_cuda;
 	struct wk_cuda_host host;
@@ -351,7 +351,7 @@ static int cuda_ops(struct pbox *px)
 		return PBOX_OK;
 	if (px->cuda_failed) /* said once, the same each time */
 		return wk_err(PBOX_ENODEV, "%s", px->cuda_why);
-	open_cuda = (wk_cuda_open_fn *)wk_module_sym("pbox_push_pull_cuda", "cuda", WK_CUDA_ENTRY);
+	open_cuda = (wk_cuda_open_fn *)wk_module_sym(fn, "cuda", WK_CUDA_ENTRY);
 	host = (struct wk_cuda_host){.abi = WK_CUDA_ABI,
 				     .size = sizeof(host),
 				     .px = px,
@@ -368,6 +368,16 @@ static int cuda_ops(struct pbox *px)
 		return wk_err(PBOX_ENODEV, "%s", px->cuda_why);
 	}
 	return PBOX_OK;
+}
+
+int wk_cuda_load(struct pbox *px, const char *fn)
+{
+	int rc;
+
+	pthread_mutex_lock(&px->cuda_mu);
+	rc = cuda_ops(px, fn);
+	pthread_mutex_unlock(&px->cuda_mu);
+	return rc;
 }
 
 int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
@@ -388,11 +398,14 @@ int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out
 			    "pbox_push_pull_cuda: key %" PRIu64 ": before pbox_start()", key);
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&px->cuda_mu);
-	rc = cuda_ops(px);
-	pthread_mutex_unlock(&px->cuda_mu);
+	rc = wk_cuda_load(px, "pbox_push_pull_cuda");
 	if (rc)
 		return rc;
+	if (px->loc && px->cfg.worker.local_cuda == WRK_LOCAL_CUDA_IPC) { /* summed on the GPU */
+		rc = px->cuda_ops->check(px->cuda, key, in, out, count, dtype);
+		return rc ? rc
+			  : wk_local_push_pull(px, key, in, out, count, dtype, true, stream, opp);
+	}
 	op = calloc(1, sizeof(*op));
 	if (!op)
 		return wk_err(PBOX_ENOMEM, "pbox_push_pull_cuda: key %" PRIu64 ": out of memory",

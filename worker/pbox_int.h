@@ -169,6 +169,8 @@ struct pbox_handle {
 	void *cuda; /* pbox_push_pull_cuda(): the CUDA module's job (no tensor, never queued) */
 	struct wk_ltensor *lt; /* local aggregation (local.c): the machine's tensor, no t */
 	bool lstarted;	       /* local.c: its pieces under way */
+	bool dev;	       /* local.c: CUDA memory, summed on the GPU (local_cuda = ipc) */
+	void *cev;	       /* local.c, dev: the caller's stream where the call was made */
 };
 
 enum wk_frag_state { WK_IDLE, WK_INFLIGHT, WK_DONE };
@@ -477,8 +479,10 @@ int wk_local_start(struct pbox *px, uint64_t deadline);
 int wk_local_ready(struct pbox *px, int rc);
 int wk_local_declare(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
 		     enum pbox_dtype dtype, int prio);
+/* @dev: CUDA memory (pbox_push_pull_cuda(), [worker] local_cuda = ipc), after
+ * the work on @stream so far */
 int wk_local_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
-		       enum pbox_dtype dtype, struct pbox_handle **op);
+		       enum pbox_dtype dtype, bool dev, void *stream, struct pbox_handle **op);
 /* wakes local.c's thread: an op of the network job completed, a failure */
 void wk_local_kick(const struct pbox *px);
 void wk_local_stop(struct pbox *px);
@@ -493,6 +497,8 @@ uint32_t wk_local_world_rank(const struct pbox *px, uint32_t rank);
  * of any key (libpbox's own too) by the path the context takes. */
 int wk_add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
 		  enum pbox_dtype dtype, int priority, struct wk_tensor **out);
+/* pbox.c: the CUDA module loaded (px->cuda_ops), or a PBOX_E* saying why not */
+int wk_cuda_load(struct pbox *px, const char *fn);
 int wk_submit(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 	      enum pbox_dtype dtype, struct pbox_handle **op);
 

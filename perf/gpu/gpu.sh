@@ -8,7 +8,11 @@
 #                   back, no network): goal >= 0.8
 #   device_vs_host  4 ranks' allreduce of CUDA tensors over the same
 #                   allreduce of host tensors: goal <= 1.1
-# Last line: RESULT gpu staging=X device_vs_host=Y. Results in
+#   local_ipc_vs_host  the 4 ranks as one machine (local aggregation):
+#                   CUDA tensors summed on the GPU ([worker] local_cuda =
+#                   ipc) over the same through host memory by the CPU
+#                   (local_cuda = host): below 1 is the GPU path's gain
+# Last line: RESULT gpu staging=X device_vs_host=Y local_ipc_vs_host=Z. Results in
 # perf/gpu/results/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -9,8 +9,10 @@
  *   gpu_check perf [N]    staging throughput against the pinned-memory copy
  *                         peak measured in the same run, and an allreduce of
  *                         CUDA tensors against the same allreduce of host
- *                         tensors; last line RESULT gpu staging=X
- *                         device_vs_host=Y
+ *                         tensors, and the ranks as one machine (local
+ *                         aggregation) summing on the GPU against through
+ *                         host memory; last line RESULT gpu staging=X
+ *                         device_vs_host=Y local_ipc_vs_host=Z
  *
  * Exit 0 when every check held.
  */
@@ -378,6 +380,23 @@ int main(int argc, char **argv)
 	       2.0 * PERF_COUNT * 4 / peak / 1e9, stage * 1e3, 2.0 * PERF_COUNT * 4 / stage / 1e9);
 	printf("gpu: %u ranks: allreduce of CUDA tensors %.2f ms, of host tensors %.2f ms\n",
 	       n_ranks, dev * 1e3, host * 1e3);
-	printf("RESULT gpu staging=%.3f device_vs_host=%.3f\n", peak / stage, dev / host);
+	/* the same ranks as one machine: CUDA tensors summed on the GPU, then
+	 * through host memory by the CPU (BytePS §4.2's two paths) */
+	double local[2] = {0, 0};
+	const char *paths[2] = {"ipc", "host"};
+
+	setenv("PBOX_WORKER_LOCAL_AGGREGATION", "on", 1);
+	for (int k = 0; k < 2; k++) {
+		setenv("PBOX_WORKER_LOCAL_CUDA", paths[k], 1);
+		memset(ra, 0, sizeof(ra));
+		run(perf_rank, ra);
+		for (unsigned r = 0; r < n_ranks; r++)
+			local[k] = ra[r].dev_s > local[k] ? ra[r].dev_s : local[k];
+	}
+	printf("gpu: %u ranks as one machine: allreduce of CUDA tensors summed on the GPU "
+	       "(local_cuda = ipc) %.2f ms, through host memory (local_cuda = host) %.2f ms\n",
+	       n_ranks, local[0] * 1e3, local[1] * 1e3);
+	printf("RESULT gpu staging=%.3f device_vs_host=%.3f local_ipc_vs_host=%.3f\n", peak / stage,
+	       dev / host, local[0] / local[1]);
 	return 0;
 }

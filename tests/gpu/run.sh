@@ -2,13 +2,15 @@
 # make test-gpu: CUDA tensors, on a machine with an NVIDIA GPU (and, for the
 # PyTorch part, torch with CUDA). Ranks share the one GPU on loopback, no box.
 #   - the C API: gpu_check, 2 and 4 ranks, fp32/fp16/bf16, one piece to
-#     many, in place and not: every sum exact; then 4 ranks as one machine
-#     ([worker] local_aggregation = on: loopback counts): the CUDA pieces
-#     summed in shared memory by the CPU, one rank pushing (CPU-assisted,
-#     BytePS §4.2);
+#     many, in place and not: every sum exact; then 2 and 4 ranks as one
+#     machine ([worker] local_aggregation = on: loopback counts), one rank
+#     pushing, by both of BytePS §4.2's paths: summed on the GPU from each
+#     rank's buffer (local_cuda = ipc) and CPU-assisted, through shared host
+#     memory (local_cuda = host);
 #   - PyTorch: DDP on CUDA tensors, 4 ranks under torchrun, on the pbox
 #     backend and through pbox.torch.allreduce_hook: parameters equal on
-#     every rank and within 1e-4 of the same run on CPU tensors.
+#     every rank and within 1e-4 of the same run on CPU tensors; and the 4
+#     processes as one machine, CUDA IPC between them.
 # Runs from a build carried to a host without DPDK: tests/gpu/run.sh BUILD
 # (PY: the python with torch, python3 by default).
 set -uo pipefail
@@ -34,12 +36,19 @@ for n in 2 4; do
 		tail -5 "$out/c$n.log" | sed 's/^/        /'
 	fi
 done
-if PBOX_WORKER_LOCAL_AGGREGATION=on timeout 300 "$build/tests/gpu_check" check 4 >"$out/local.log" 2>&1; then
-	ok "C API, 4 ranks on one GPU as one machine (local aggregation, CPU-assisted): $(tail -1 "$out/local.log")"
-else
-	bad "C API, 4 ranks on one GPU as one machine (local aggregation, CPU-assisted)"
-	tail -5 "$out/local.log" | sed 's/^/        /'
-fi
+for path in ipc host; do
+	what="summed on the GPU, CUDA IPC"
+	[ $path = host ] && what="CPU-assisted, through host memory"
+	for n in 2 4; do
+		if PBOX_WORKER_LOCAL_AGGREGATION=on PBOX_WORKER_LOCAL_CUDA=$path timeout 300 \
+			"$build/tests/gpu_check" check $n >"$out/local-$path-$n.log" 2>&1; then
+			ok "C API, $n ranks on one GPU as one machine (local aggregation, $what): $(tail -1 "$out/local-$path-$n.log")"
+		else
+			bad "C API, $n ranks on one GPU as one machine (local aggregation, $what)"
+			tail -5 "$out/local-$path-$n.log" | sed 's/^/        /'
+		fi
+	done
+done
 
 if ! $py -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
 	bad "PyTorch: $py has no torch with CUDA"
@@ -47,11 +56,12 @@ if ! $py -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/
 	exit 1
 fi
 export PYTHONPATH=$PWD/$build/python
-run() { # DEVICE BACKEND MODEL PORT
+run() { # DEVICE BACKEND MODEL PORT (TAG: the run's name after MODEL)
+	local name=$1-$2-$3${TAG:-}
 	DDP_DEVICE=$1 timeout 300 $py -m torch.distributed.run --nproc_per_node 4 \
 		--master_addr 127.0.0.1 --master_port "$4" tests/python/ddp_train.py "$2" \
-		"$out/$1-$2-$3" "$3" >"$out/$1-$2-$3.log" 2>&1 && return 0
-	grep -v '^\s*$' "$out/$1-$2-$3.log" | grep -iE 'error|fail|pbox' | tail -8 | sed 's/^/        /'
+		"$out/$name" "$3" >"$out/$name.log" 2>&1 && return 0
+	grep -v '^\s*$' "$out/$name.log" | grep -iE 'error|fail|pbox' | tail -8 | sed 's/^/        /'
 	return 1
 }
 compare() { $py tests/python/compare.py "$out" "$@"; }
@@ -71,5 +81,12 @@ if run cuda hook fp32 29624 && compare cuda-hook-fp32 cpu-pbox-fp32; then
 else
 	bad "DDP on CUDA tensors with pbox.torch.allreduce_hook"
 fi
-echo "test-gpu: $((6 - fails)) passed, $fails failed"
+# one machine of 4 processes: CUDA IPC between them, one push for all
+if TAG=-local PBOX_WORKER_LOCAL_AGGREGATION=on PBOX_WORKER_LOCAL_CUDA=ipc run cuda pbox fp32 29625 &&
+	compare cuda-pbox-fp32-local cpu-pbox-fp32; then
+	ok "DDP on CUDA tensors, 4 processes as one machine (local aggregation on the GPU, CUDA IPC between processes): within 1e-4 of CPU tensors"
+else
+	bad "DDP on CUDA tensors, 4 processes as one machine (CUDA IPC)"
+fi
+echo "test-gpu: $((10 - fails)) passed, $fails failed"
 [ $fails = 0 ]

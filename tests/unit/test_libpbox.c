@@ -9,6 +9,7 @@
  * and the API's refusals.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +89,7 @@ struct rank_run {
 	int prio_shift;	      /* added to each declared tensor's priority */
 	struct pbox_stats st; /* at the end of the run */
 	unsigned per;	      /* ranks per machine, local aggregation on (0: off) */
+	bool cuda;	      /* pbox_push_pull_cuda() (the CUDA test double's "GPU") */
 	unsigned die_after;   /* the process exits (no finalize) after this many iterations */
 	int dead;	      /* survive: the rank that dies (-1: none) */
 	bool survive;	      /* a failed iteration: pbox_shrink(), then it again */
@@ -175,8 +177,10 @@ static void *rank_main(void *arg)
 				put(buf[t], i, dt[t], val(rr->rank, i + t, v));
 		}
 		for (unsigned t = NT; t-- > 0;) {
-			int rc = pbox_push_pull(px, key0 + t, buf[t], buf[t], count[t], dt[t],
-						&op[t]);
+			int rc = rr->cuda ? pbox_push_pull_cuda(px, key0 + t, buf[t], buf[t],
+								count[t], dt[t], NULL, &op[t])
+					  : pbox_push_pull(px, key0 + t, buf[t], buf[t], count[t],
+							   dt[t], &op[t]);
 
 			if (rc && !rr->run_rc) {
 				rr->run_rc = rc;
@@ -517,7 +521,7 @@ struct prio_run {
  * sum exact; the layout counts machines (its shares are n = machines'),
  * the ranks stay ranks; only the leaders send, and they agree on it.
  */
-static void local_runs(struct rank_run *rr, unsigned per, bool late)
+static void local_runs(struct rank_run *rr, unsigned per, bool late, bool cuda)
 {
 	static const enum pbox_dtype dts[NT] = {PBOX_FP32, PBOX_BF16, PBOX_FP16};
 	unsigned machines = NR / per;
@@ -527,6 +531,7 @@ static void local_runs(struct rank_run *rr, unsigned per, bool late)
 		rr[r].per = per;
 		rr[r].extra = "partition_size = 64K";
 		rr[r].late = rr[r].rebuild = late;
+		rr[r].cuda = cuda;
 		memcpy(rr[r].dts, dts, sizeof(dts));
 	}
 	run_ranks(rr, NR);
@@ -565,8 +570,8 @@ START_TEST(test_local_two_per_machine)
 {
 	struct rank_run rr[NR];
 
-	local_runs(rr, 2, false);
-	local_runs(rr, 2, true);
+	local_runs(rr, 2, false, false);
+	local_runs(rr, 2, true, false);
 }
 END_TEST
 
@@ -574,7 +579,64 @@ START_TEST(test_local_four_per_machine)
 {
 	struct rank_run rr[NR];
 
-	local_runs(rr, 4, true);
+	local_runs(rr, 4, true, false);
+}
+END_TEST
+
+/* CUDA tensors go through the CUDA test double (tests/double/cuda.c): host
+ * memory shared by handle, as CUDA IPC shares device memory, and a stream
+ * that runs only when an event is waited for. */
+static void use_cuda_double(void)
+{
+	char dir[PATH_MAX];
+	const char *b = getenv("TEST_BUILD_DIR");
+
+	ck_assert_ptr_nonnull(b);
+	snprintf(dir, sizeof(dir), "%s/tests/double", b);
+	ck_assert_int_eq(setenv("PBOX_MODULE_DIR", dir, 1), 0);
+}
+
+/* Local aggregation's GPU path ([worker] local_cuda = ipc): 2 and 4 ranks
+ * per machine, fp32, bf16 and fp16 tensors first used after the start,
+ * then rebuilt, in place: each rank's input copied to its shared buffer,
+ * the leader's sum of its own input and every buffer, the network, the
+ * result copied back; every sum exact, the layout counting machines, only
+ * the leaders on the network. (The CUDA code itself: make test-gpu.) */
+START_TEST(test_local_cuda_ipc)
+{
+	struct rank_run rr[NR];
+
+	use_cuda_double();
+	local_runs(rr, 2, true, true);
+	local_runs(rr, 4, true, true);
+}
+END_TEST
+
+/* One rank of a machine sums a key in host memory, the others as CUDA
+ * memory: every rank of the job fails, and the machine's ranks are told
+ * why. */
+START_TEST(test_local_cuda_mismatch)
+{
+	struct rank_run rr[NR];
+
+	use_cuda_double();
+	setup_runs(rr, NR, PBOX_FP32, 2);
+	for (unsigned r = 0; r < NR; r++) {
+		rr[r].per = 2;
+		rr[r].extra = "partition_size = 64K";
+		rr[r].cuda = r != 1;
+	}
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_msg(rr[r].start_rc == 0, "rank %u: %s", r, rr[r].msg);
+		ck_assert_msg(rr[r].run_rc != 0, "rank %u did not fail", r);
+		if (r < 2)
+			ck_assert_msg(strstr(rr[r].msg, "host memory") &&
+					      strstr(rr[r].msg, "CUDA memory"),
+				      "rank %u: %s", r, rr[r].msg);
+	}
+	for (unsigned r = 0; r < NR; r++)
+		free(rr[r].layout);
 }
 END_TEST
 
@@ -1285,6 +1347,8 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_local_two_per_machine);
 	tcase_add_test(tc, test_local_four_per_machine);
 	tcase_add_test(tc, test_local_mismatch);
+	tcase_add_test(tc, test_local_cuda_ipc);
+	tcase_add_test(tc, test_local_cuda_mismatch);
 	tcase_add_test(tc, test_local_rank_dies);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("survive"); /* pbox_shrink() (survive.c) */

@@ -28,6 +28,8 @@
  * is its own copy, so that a push-pull measures the staging alone against
  * the copy engines' peak.
  */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -35,12 +37,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "stage.h"
 
 namespace {
 
 enum piece_state { P_SLOT, P_IN, P_NET, P_BACK, P_DONE };
+
+#define STAGE_ALIASES 4096
 
 struct piece {
 	uint64_t key, off, count, bytes;
@@ -67,6 +72,7 @@ struct stager {
 	struct wk_cuda_host host;
 	int device;
 	cudaStream_t s_in, s_out;
+	cudaStream_t s_loc; /* local aggregation on the GPU: its copies and sums */
 	char *pool;
 	uint32_t n_slots, n_free;
 	int *free_slots;
@@ -76,6 +82,9 @@ struct stager {
 	struct job *head, *tail;
 	bool stop;
 	bool stage_only; /* PBOX_CUDA_STAGE_ONLY: no network */
+	/* dev_open() of a rank in this process: its pointer, nothing opened */
+	void *alias[STAGE_ALIASES];
+	uint32_t n_alias;
 };
 
 size_t dtype_size(enum pbox_dtype d)
@@ -293,14 +302,14 @@ int answer(struct stager *sg, struct job *j)
 	return st;
 }
 
-int st_push_pull(void *stager, uint64_t key, const void *in, void *out, uint64_t count,
-		 enum pbox_dtype dtype, void *stream, void **jobp)
+/* pbox_push_pull_cuda()'s checks of its memory, whichever path takes it. */
+int st_check(void *stager, uint64_t key, const void *in, void *out, uint64_t count,
+	     enum pbox_dtype dtype)
 {
 	struct stager *sg = static_cast<struct stager *>(stager);
 	size_t es = dtype_size(dtype);
 	uint64_t bytes = count * es, per = sg->host.piece_bytes / es;
 	struct cudaPointerAttributes a[2];
-	struct job *j;
 	cudaError_t e;
 
 	for (int k = 0; k < 2; k++) {
@@ -326,6 +335,20 @@ int st_push_pull(void *stager, uint64_t key, const void *in, void *out, uint64_t
 	if ((count + per - 1) / per > 0xfffffu)
 		return sg->host.err(PBOX_EINVAL,
 				    "pbox_push_pull_cuda: key %" PRIu64 ": more than 2^20 pieces", key);
+	return PBOX_OK;
+}
+
+int st_push_pull(void *stager, uint64_t key, const void *in, void *out, uint64_t count,
+		 enum pbox_dtype dtype, void *stream, void **jobp)
+{
+	struct stager *sg = static_cast<struct stager *>(stager);
+	size_t es = dtype_size(dtype);
+	uint64_t per = sg->host.piece_bytes / es;
+	struct job *j;
+	cudaError_t e;
+
+	if (st_check(stager, key, in, out, count, dtype) != PBOX_OK)
+		return PBOX_EINVAL;
 	j = static_cast<struct job *>(calloc(1, sizeof(*j)));
 	if (!j)
 		return sg->host.err(PBOX_ENOMEM, "pbox_push_pull_cuda: out of memory");
@@ -400,6 +423,8 @@ void stager_free(struct stager *sg)
 {
 	if (sg->pool)
 		cudaFreeHost(sg->pool);
+	if (sg->s_loc)
+		cudaStreamDestroy(sg->s_loc);
 	if (sg->s_out)
 		cudaStreamDestroy(sg->s_out);
 	if (sg->s_in)
@@ -421,6 +446,7 @@ void st_close(void *stager)
 	cudaSetDevice(sg->device);
 	cudaStreamSynchronize(sg->s_in);
 	cudaStreamSynchronize(sg->s_out);
+	cudaStreamSynchronize(sg->s_loc);
 	for (j = sg->head; j; j = next) { /* never waited for: the caller's loss */
 		next = j->next;
 		job_free(j);
@@ -430,7 +456,284 @@ void st_close(void *stager)
 	stager_free(sg);
 }
 
-const struct wk_cuda_ops ops = {st_push_pull, st_test, st_wait, st_close};
+/* ---- local aggregation on the GPU (local.c) ------------------------------ */
+
+/* The buffers of one sum, passed by value (a kernel parameter). */
+struct sum_args {
+	const void *src[WK_CUDA_SUM_MAX];
+	void *dst;
+	uint32_t n;
+	uint64_t count;
+};
+
+__device__ float to_f(float v)
+{
+	return v;
+}
+__device__ float to_f(__half v)
+{
+	return __half2float(v);
+}
+__device__ float to_f(__nv_bfloat16 v)
+{
+	return __bfloat162float(v);
+}
+__device__ void from_f(float *d, float v)
+{
+	*d = v;
+}
+__device__ void from_f(__half *d, float v)
+{
+	*d = __float2half_rn(v);
+}
+__device__ void from_f(__nv_bfloat16 *d, float v)
+{
+	*d = __float2bfloat16_rn(v);
+}
+
+/* dst = src[0] + src[1] + ... in that order, in fp32: what the CPU path
+ * (the AVX kernels' load, add, store) computes, bit for bit. */
+template <typename T> __global__ void sum_kernel(struct sum_args a)
+{
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+
+	for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; k < a.count;
+	     k += stride) {
+		float acc = to_f(static_cast<const T *>(a.src[0])[k]);
+
+		for (uint32_t j = 1; j < a.n; j++)
+			acc += to_f(static_cast<const T *>(a.src[j])[k]);
+		from_f(static_cast<T *>(a.dst) + k, acc);
+	}
+}
+
+int loc_fail(struct stager *sg, const char *what, cudaError_t e)
+{
+	return sg->host.err(e == cudaErrorMemoryAllocation ? PBOX_ENOMEM : PBOX_ENODEV,
+			    "local aggregation on GPU %d: %s: %s", sg->device, what,
+			    cudaGetErrorString(e));
+}
+
+/* After the work just queued on s_loc: a new event in *@ev (when asked). */
+int loc_record(struct stager *sg, void **ev, const char *what)
+{
+	cudaEvent_t x;
+	cudaError_t e;
+
+	if (!ev)
+		return PBOX_OK;
+	e = cudaEventCreateWithFlags(&x, cudaEventDisableTiming);
+	if (e == cudaSuccess) {
+		e = cudaEventRecord(x, sg->s_loc);
+		if (e != cudaSuccess)
+			cudaEventDestroy(x);
+	}
+	if (e != cudaSuccess)
+		return loc_fail(sg, what, e);
+	*ev = x;
+	return PBOX_OK;
+}
+
+int loc_after(struct stager *sg, void *after, const char *what)
+{
+	cudaError_t e = after ? cudaStreamWaitEvent(sg->s_loc, static_cast<cudaEvent_t>(after), 0)
+			      : cudaSuccess;
+
+	return e == cudaSuccess ? PBOX_OK : loc_fail(sg, what, e);
+}
+
+int st_mark(void *stager, void *stream, void **ev)
+{
+	struct stager *sg = static_cast<struct stager *>(stager);
+	cudaEvent_t x;
+	cudaError_t e;
+
+	cudaSetDevice(sg->device);
+	e = cudaEventCreateWithFlags(&x, cudaEventDisableTiming);
+	if (e == cudaSuccess) {
+		e = cudaEventRecord(x, static_cast<cudaStream_t>(stream));
+		if (e != cudaSuccess)
+			cudaEventDestroy(x);
+	}
+	if (e != cudaSuccess)
+		return loc_fail(sg, "an event on the caller's stream", e);
+	*ev = x;
+	return PBOX_OK;
+}
+
+int st_dev_alloc(void *stager, uint64_t bytes, void **dptr, struct wk_cuda_ipc *h)
+{
+	struct stager *sg = static_cast<struct stager *>(stager);
+	cudaIpcMemHandle_t mh;
+	cudaError_t e;
+
+	static_assert(sizeof(mh) == WK_CUDA_IPC_LEN, "cudaIpcMemHandle_t's size");
+	cudaSetDevice(sg->device);
+	e = cudaMalloc(dptr, bytes);
+	if (e != cudaSuccess)
+		return loc_fail(sg, "cudaMalloc", e);
+	e = cudaIpcGetMemHandle(&mh, *dptr);
+	if (e != cudaSuccess) {
+		cudaFree(*dptr);
+		*dptr = NULL;
+		return loc_fail(sg, "cudaIpcGetMemHandle", e);
+	}
+	memcpy(h->b, &mh, sizeof(mh));
+	h->ptr = (uint64_t)(uintptr_t)*dptr;
+	h->pid = (uint32_t)getpid();
+	return PBOX_OK;
+}
+
+int st_dev_open(void *stager, const struct wk_cuda_ipc *h, void **dptr)
+{
+	struct stager *sg = static_cast<struct stager *>(stager);
+	cudaIpcMemHandle_t mh;
+	cudaError_t e;
+
+	if (h->pid == (uint32_t)getpid()) { /* one address space: the pointer itself */
+		pthread_mutex_lock(&sg->mu);
+		if (sg->n_alias == STAGE_ALIASES) {
+			pthread_mutex_unlock(&sg->mu);
+			return sg->host.err(PBOX_ENOMEM,
+					    "local aggregation on GPU %d: over %d buffers of ranks "
+					    "in this process",
+					    sg->device, STAGE_ALIASES);
+		}
+		*dptr = reinterpret_cast<void *>(static_cast<uintptr_t>(h->ptr));
+		sg->alias[sg->n_alias++] = *dptr;
+		pthread_mutex_unlock(&sg->mu);
+		return PBOX_OK;
+	}
+	memcpy(&mh, h->b, sizeof(mh));
+	cudaSetDevice(sg->device);
+	/* another GPU's memory too, where the two can reach each other */
+	e = cudaIpcOpenMemHandle(dptr, mh, cudaIpcMemLazyEnablePeerAccess);
+	return e == cudaSuccess ? PBOX_OK
+				: loc_fail(sg,
+					   "cudaIpcOpenMemHandle (a local rank's GPU memory; "
+					   "[worker] local_cuda = host sums through host memory)",
+					   e);
+}
+
+void st_dev_free(void *stager, void *dptr, int opened)
+{
+	struct stager *sg = static_cast<struct stager *>(stager);
+
+	if (opened) { /* a pointer of this process's own: nothing was opened */
+		pthread_mutex_lock(&sg->mu);
+		for (uint32_t i = 0; i < sg->n_alias; i++)
+			if (sg->alias[i] == dptr) {
+				sg->alias[i] = sg->alias[--sg->n_alias];
+				pthread_mutex_unlock(&sg->mu);
+				return;
+			}
+		pthread_mutex_unlock(&sg->mu);
+	}
+	cudaSetDevice(sg->device);
+	if (opened)
+		cudaIpcCloseMemHandle(dptr);
+	else
+		cudaFree(dptr);
+}
+
+int st_host_pin(void *stager, void *p, uint64_t bytes)
+{
+	struct stager *sg = static_cast<struct stager *>(stager);
+	cudaError_t e;
+
+	cudaSetDevice(sg->device);
+	e = cudaHostRegister(p, bytes, cudaHostRegisterPortable);
+	return e == cudaSuccess ? PBOX_OK : loc_fail(sg, "cudaHostRegister", e);
+}
+
+void st_host_unpin(void *stager, void *p)
+{
+	struct stager *sg = static_cast<struct stager *>(stager);
+
+	cudaSetDevice(sg->device);
+	cudaHostUnregister(p);
+}
+
+int st_copy(void *stager, void *dst, const void *src, uint64_t bytes, void *after, void **ev)
+{
+	struct stager *sg = static_cast<struct stager *>(stager);
+	cudaError_t e;
+	int rc;
+
+	cudaSetDevice(sg->device);
+	rc = loc_after(sg, after, "waiting for the caller's stream");
+	if (rc)
+		return rc;
+	e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, sg->s_loc);
+	if (e != cudaSuccess)
+		return loc_fail(sg, "cudaMemcpyAsync", e);
+	return loc_record(sg, ev, "an event after a copy");
+}
+
+int st_sum(void *stager, void *dst, const void *const *src, uint32_t n, uint64_t count,
+	   enum pbox_dtype dtype, void *after, void **ev)
+{
+	struct stager *sg = static_cast<struct stager *>(stager);
+	struct sum_args a = {};
+	unsigned threads = 256, blocks;
+	cudaError_t e;
+	int rc;
+
+	if (n == 0 || n > WK_CUDA_SUM_MAX)
+		return sg->host.err(PBOX_EINVAL,
+				    "local aggregation on GPU %d: %u buffers to sum, at most %d",
+				    sg->device, n, WK_CUDA_SUM_MAX);
+	cudaSetDevice(sg->device);
+	rc = loc_after(sg, after, "waiting for the caller's stream");
+	if (rc)
+		return rc;
+	memcpy(a.src, src, n * sizeof(*src));
+	a.dst = dst;
+	a.n = n;
+	a.count = count;
+	blocks = (unsigned)((count + threads - 1) / threads);
+	if (blocks > 4096) /* a grid-stride loop past that */
+		blocks = 4096;
+	if (dtype == PBOX_FP32)
+		sum_kernel<float><<<blocks, threads, 0, sg->s_loc>>>(a);
+	else if (dtype == PBOX_FP16)
+		sum_kernel<__half><<<blocks, threads, 0, sg->s_loc>>>(a);
+	else
+		sum_kernel<__nv_bfloat16><<<blocks, threads, 0, sg->s_loc>>>(a);
+	e = cudaGetLastError();
+	if (e != cudaSuccess)
+		return loc_fail(sg, "the sum kernel", e);
+	return loc_record(sg, ev, "an event after a sum");
+}
+
+int st_done(void *stager, void *ev)
+{
+	struct stager *sg = static_cast<struct stager *>(stager);
+	cudaEvent_t x = static_cast<cudaEvent_t>(ev);
+	cudaError_t e;
+
+	cudaSetDevice(sg->device);
+	e = cudaEventQuery(x);
+	if (e == cudaErrorNotReady)
+		return 0;
+	cudaEventDestroy(x);
+	return e == cudaSuccess ? 1 : loc_fail(sg, "a copy or sum on the GPU", e);
+}
+
+void st_drop(void *stager, void *ev)
+{
+	struct stager *sg = static_cast<struct stager *>(stager);
+	cudaEvent_t x = static_cast<cudaEvent_t>(ev);
+
+	cudaSetDevice(sg->device);
+	cudaEventSynchronize(x);
+	cudaEventDestroy(x);
+}
+
+const struct wk_cuda_ops ops = {st_push_pull, st_test,	    st_wait,	 st_close,
+				st_check,     st_mark,	    st_dev_alloc, st_dev_open,
+				st_dev_free,  st_host_pin,  st_host_unpin, st_copy,
+				st_sum,	      st_done,	    st_drop};
 
 } // namespace
 
@@ -464,6 +767,8 @@ extern "C" int pbox_module_cuda_open(const struct wk_cuda_host *host, void **out
 		e = cudaStreamCreateWithFlags(&sg->s_in, cudaStreamNonBlocking);
 	if (e == cudaSuccess)
 		e = cudaStreamCreateWithFlags(&sg->s_out, cudaStreamNonBlocking);
+	if (e == cudaSuccess)
+		e = cudaStreamCreateWithFlags(&sg->s_loc, cudaStreamNonBlocking);
 	if (e == cudaSuccess) /* once per context, reused by every push-pull */
 		e = cudaHostAlloc(reinterpret_cast<void **>(&sg->pool),
 				  (size_t)sg->n_slots * host->piece_bytes, cudaHostAllocPortable);

@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define WK_CUDA_ABI   1u /* bump on any change below */
+#define WK_CUDA_ABI   2u /* bump on any change below */
 #define WK_CUDA_ENTRY "pbox_module_cuda_open"
 
 struct wk_cuda_host {
@@ -39,6 +39,17 @@ struct wk_cuda_host {
 	const char *(*last_error)(void);     /* pbox_last_error() */
 };
 
+/* A device allocation as another rank of the machine opens it: its CUDA IPC
+ * handle (cudaIpcMemHandle_t's bytes), and for a rank in the same process
+ * (CUDA opens no handle its own process exported) the pointer itself. */
+#define WK_CUDA_IPC_LEN 64
+struct wk_cuda_ipc {
+	uint8_t b[WK_CUDA_IPC_LEN];
+	uint64_t ptr;
+	uint32_t pid;
+	uint32_t pad;
+};
+
 /*
  * push_pull(): a checked pbox_push_pull_cuda(); *job is the module's
  * record of it. test() answers PBOX_EAGAIN or the job's status, wait()
@@ -53,7 +64,45 @@ struct wk_cuda_ops {
 	int (*test)(void *stager, void *job);
 	int (*wait)(void *stager, void *job);
 	void (*close)(void *stager);
+	/*
+	 * Local aggregation on the GPU (local.c, [worker] local_cuda = ipc):
+	 * device memory shared by the ranks of one machine through CUDA IPC,
+	 * copied and summed on the stager's device, in order on one stream of
+	 * its own, every step answered by an event that the caller polls.
+	 *
+	 * check(): pbox_push_pull_cuda()'s checks of @in and @out, as
+	 * push_pull() makes them. mark(): an event on the caller's @stream,
+	 * where the call was made (no host wait). dev_alloc(): @bytes of device
+	 * memory and its IPC handle; dev_open(): another process's allocation
+	 * by its handle; dev_free(): either (@opened: the latter).
+	 * host_pin()/host_unpin(): page-lock host memory for asynchronous copies
+	 * (a failure is not fatal: copies of pageable memory still land).
+	 * copy() and sum() queue their work after @after (a mark, or NULL) and,
+	 * with @ev, record an event after it; sum() writes to @dst the sum of
+	 * @n buffers of @count elements, accumulated in fp32 in the order given
+	 * (the CPU path's order: the same bits). done(): 1 when @ev's work has
+	 * landed (the event freed), 0 while it has not, a PBOX_E* when it failed
+	 * (freed, the error set). drop(): wait for @ev's work, then free it.
+	 * Each sets the calling thread's device itself.
+	 */
+	int (*check)(void *stager, uint64_t key, const void *in, void *out, uint64_t count,
+		     enum pbox_dtype dtype);
+	int (*mark)(void *stager, void *stream, void **ev);
+	int (*dev_alloc)(void *stager, uint64_t bytes, void **dptr, struct wk_cuda_ipc *h);
+	int (*dev_open)(void *stager, const struct wk_cuda_ipc *h, void **dptr);
+	void (*dev_free)(void *stager, void *dptr, int opened);
+	int (*host_pin)(void *stager, void *p, uint64_t bytes);
+	void (*host_unpin)(void *stager, void *p);
+	int (*copy)(void *stager, void *dst, const void *src, uint64_t bytes, void *after,
+		    void **ev);
+	int (*sum)(void *stager, void *dst, const void *const *src, uint32_t n, uint64_t count,
+		   enum pbox_dtype dtype, void *after, void **ev);
+	int (*done)(void *stager, void *ev);
+	void (*drop)(void *stager, void *ev);
 };
+
+/* The most buffers one sum() takes: a machine's ranks. */
+#define WK_CUDA_SUM_MAX 64
 
 /* The module's one entry: a stager for @host->px, or a PBOX_E* with the
  * error set (PBOX_ENODEV: no GPU, no driver). */

@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A stand-in for libpbox's CUDA module (pbox-3/cuda.so) in host memory, so
+ * that the unit tests drive local aggregation's GPU path (local.c, [worker]
+ * local_cuda = ipc) on machines without a GPU. Built as
+ * build/tests/double/cuda.so and loaded through PBOX_MODULE_DIR; never
+ * installed. It is not a GPU: the CUDA code itself (worker/cuda/stage.cu)
+ * is checked by make test-gpu.
+ *
+ * What it keeps of CUDA's contract, so that local.c's mistakes show here:
+ *  - "device memory" is shared memory (shm_open) that another process or
+ *    context opens only by its 64-byte handle, as cudaIpcOpenMemHandle();
+ *  - a stager's stream runs its copies and sums only when one of its
+ *    events is asked about or dropped, in the order they were queued, and
+ *    an event answers "not yet" the first time: code that reads a buffer
+ *    before it waits for the event sees the old bytes;
+ *  - sums accumulate in fp32 in the order given and round once.
+ * Only the GPU path is here: the staged path (push_pull()) answers
+ * PBOX_ENODEV.
+ */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cuda/stage.h"
+
+#define HDR 64 /* a mapping's header: its name and length, then the memory */
+
+struct hdr {
+	char name[48];
+	uint64_t len;
+};
+
+enum { OP_COPY, OP_SUM };
+
+struct op {
+	int kind;
+	void *dst;
+	const void *src[WK_CUDA_SUM_MAX];
+	uint32_t n;
+	uint64_t count, bytes;
+	enum pbox_dtype dtype;
+};
+
+struct dbl {
+	struct wk_cuda_host host;
+	pthread_mutex_t mu;
+	struct op *q; /* the stream: queued, not yet run */
+	uint64_t q_head, q_tail, q_cap;
+};
+
+struct ev {
+	struct dbl *d;
+	uint64_t upto; /* the stream's work before it */
+	int asked;
+};
+
+static atomic_uint serial;
+
+static float from_f16(uint16_t h)
+{
+	_Float16 v;
+
+	memcpy(&v, &h, 2);
+	return (float)v;
+}
+
+static uint16_t to_f16(float f)
+{
+	_Float16 v = (_Float16)f; /* round to nearest even */
+	uint16_t h;
+
+	memcpy(&h, &v, 2);
+	return h;
+}
+
+static float from_bf16(uint16_t b)
+{
+	uint32_t u = (uint32_t)b << 16;
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static uint16_t to_bf16(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); /* nearest even */
+}
+
+static float load(const void *p, uint64_t k, enum pbox_dtype dt)
+{
+	uint16_t h;
+	float f;
+
+	if (dt == PBOX_FP32) {
+		memcpy(&f, (const char *)p + 4 * k, 4);
+		return f;
+	}
+	memcpy(&h, (const char *)p + 2 * k, 2);
+	return dt == PBOX_FP16 ? from_f16(h) : from_bf16(h);
+}
+
+static void store(void *p, uint64_t k, enum pbox_dtype dt, float f)
+{
+	uint16_t h;
+
+	if (dt == PBOX_FP32) {
+		memcpy((char *)p + 4 * k, &f, 4);
+		return;
+	}
+	h = dt == PBOX_FP16 ? to_f16(f) : to_bf16(f);
+	memcpy((char *)p + 2 * k, &h, 2);
+}
+
+/* Under mu: run the stream up to @upto. */
+static void run_to(struct dbl *d, uint64_t upto)
+{
+	for (; d->q_head < upto; d->q_head++) {
+		const struct op *o = &d->q[d->q_head % d->q_cap];
+
+		if (o->kind == OP_COPY) {
+			memmove(o->dst, o->src[0], o->bytes);
+			continue;
+		}
+		for (uint64_t k = 0; k < o->count; k++) {
+			float acc = load(o->src[0], k, o->dtype);
+
+			for (uint32_t j = 1; j < o->n; j++)
+				acc += load(o->src[j], k, o->dtype);
+			store(o->dst, k, o->dtype, acc);
+		}
+	}
+}
+
+static int enqueue(struct dbl *d, const struct op *o, void **evp)
+{
+	struct ev *e = NULL;
+
+	pthread_mutex_lock(&d->mu);
+	if (d->q_tail - d->q_head == d->q_cap) /* full: run what is queued */
+		run_to(d, d->q_tail);
+	if (evp) {
+		e = calloc(1, sizeof(*e));
+		if (!e) {
+			pthread_mutex_unlock(&d->mu);
+			return d->host.err(PBOX_ENOMEM, "cuda double: out of memory");
+		}
+	}
+	d->q[d->q_tail++ % d->q_cap] = *o;
+	if (e) {
+		*e = (struct ev){.d = d, .upto = d->q_tail};
+		*evp = e;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return PBOX_OK;
+}
+
+/* Host memory stands for device memory here: any pointer will do, and
+ * pbox_push_pull_cuda() has refused NULL already. */
+static int dbl_check(void *s, uint64_t key, const void *in, void *out, uint64_t count,
+		     enum pbox_dtype dtype)
+{
+	(void)s;
+	(void)key;
+	(void)in;
+	(void)out;
+	(void)count;
+	(void)dtype;
+	return PBOX_OK;
+}
+
+static int dbl_mark(void *s, void *stream, void **evp)
+{
+	struct dbl *d = s;
+	struct ev *e = calloc(1, sizeof(*e));
+
+	(void)stream; /* the caller's work is done: host memory */
+	if (!e)
+		return d->host.err(PBOX_ENOMEM, "cuda double: out of memory");
+	pthread_mutex_lock(&d->mu);
+	*e = (struct ev){.d = d, .upto = d->q_tail};
+	pthread_mutex_unlock(&d->mu);
+	*evp = e;
+	return PBOX_OK;
+}
+
+static int dbl_dev_alloc(void *s, uint64_t bytes, void **dptr, struct wk_cuda_ipc *h)
+{
+	struct dbl *d = s;
+	struct hdr hd = {.len = bytes + HDR};
+	char *m;
+	int fd;
+
+	_Static_assert(sizeof(hd) <= WK_CUDA_IPC_LEN && sizeof(hd) <= HDR, "header");
+	snprintf(hd.name, sizeof(hd.name), "/pbox-cuda-double-%d-%u", (int)getpid(),
+		 atomic_fetch_add(&serial, 1));
+	fd = shm_open(hd.name, O_CREAT | O_EXCL | O_RDWR, 0600);
+	if (fd < 0)
+		return d->host.err(PBOX_ENOMEM, "cuda double: shm_open %s: failed", hd.name);
+	if (ftruncate(fd, (off_t)hd.len) != 0) {
+		close(fd);
+		shm_unlink(hd.name);
+		return d->host.err(PBOX_ENOMEM, "cuda double: ftruncate: failed");
+	}
+	m = mmap(NULL, hd.len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED) {
+		shm_unlink(hd.name);
+		return d->host.err(PBOX_ENOMEM, "cuda double: mmap: failed");
+	}
+	memcpy(m, &hd, sizeof(hd));
+	memset(h, 0, sizeof(*h));
+	memcpy(h->b, &hd, sizeof(hd));
+	*dptr = m + HDR;
+	return PBOX_OK;
+}
+
+static int dbl_dev_open(void *s, const struct wk_cuda_ipc *h, void **dptr)
+{
+	struct dbl *d = s;
+	struct hdr hd;
+	struct stat st;
+	char *m;
+	int fd;
+
+	memcpy(&hd, h->b, sizeof(hd));
+	hd.name[sizeof(hd.name) - 1] = 0;
+	fd = shm_open(hd.name, O_RDWR, 0);
+	if (fd < 0)
+		return d->host.err(PBOX_ENODEV, "cuda double: no memory by the handle %s", hd.name);
+	if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != hd.len) {
+		close(fd);
+		return d->host.err(PBOX_ENODEV, "cuda double: %s is another size", hd.name);
+	}
+	m = mmap(NULL, hd.len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return d->host.err(PBOX_ENOMEM, "cuda double: mmap: failed");
+	*dptr = m + HDR;
+	return PBOX_OK;
+}
+
+static void dbl_dev_free(void *s, void *dptr, int opened)
+{
+	struct hdr hd;
+	char *m = (char *)dptr - HDR;
+
+	(void)s;
+	memcpy(&hd, m, sizeof(hd));
+	if (!opened)
+		shm_unlink(hd.name);
+	munmap(m, hd.len);
+}
+
+static int dbl_host_pin(void *s, void *p, uint64_t bytes)
+{
+	(void)s;
+	(void)p;
+	(void)bytes;
+	return PBOX_OK;
+}
+
+static void dbl_host_unpin(void *s, void *p)
+{
+	(void)s;
+	(void)p;
+}
+
+/* @after: a mark; the caller's work before it is done already (host memory). */
+static int dbl_copy(void *s, void *dst, const void *src, uint64_t bytes, void *after, void **ev)
+{
+	struct op o = {.kind = OP_COPY, .dst = dst, .src = {src}, .n = 1, .bytes = bytes};
+
+	(void)after;
+	return enqueue(s, &o, ev);
+}
+
+static int dbl_sum(void *s, void *dst, const void *const *src, uint32_t n, uint64_t count,
+		   enum pbox_dtype dtype, void *after, void **ev)
+{
+	struct dbl *d = s;
+	struct op o = {.kind = OP_SUM, .dst = dst, .n = n, .count = count, .dtype = dtype};
+
+	(void)after;
+	if (n == 0 || n > WK_CUDA_SUM_MAX)
+		return d->host.err(PBOX_EINVAL, "cuda double: %u buffers to sum", n);
+	memcpy(o.src, src, n * sizeof(*src));
+	return enqueue(s, &o, ev);
+}
+
+static int dbl_done(void *s, void *evp)
+{
+	struct ev *e = evp;
+
+	(void)s;
+	if (!e->asked++)
+		return 0; /* not yet: the caller must come back */
+	pthread_mutex_lock(&e->d->mu);
+	run_to(e->d, e->upto);
+	pthread_mutex_unlock(&e->d->mu);
+	free(e);
+	return 1;
+}
+
+static void dbl_drop(void *s, void *evp)
+{
+	struct ev *e = evp;
+
+	(void)s;
+	pthread_mutex_lock(&e->d->mu);
+	run_to(e->d, e->upto);
+	pthread_mutex_unlock(&e->d->mu);
+	free(e);
+}
+
+static int dbl_push_pull(void *s, uint64_t key, const void *in, void *out, uint64_t count,
+			 enum pbox_dtype dtype, void *stream, void **job)
+{
+	const struct dbl *d = s;
+
+	(void)in;
+	(void)out;
+	(void)count;
+	(void)dtype;
+	(void)stream;
+	(void)job;
+	return d->host.err(PBOX_ENODEV,
+			   "pbox_push_pull_cuda: key %" PRIu64 ": the CUDA test double stages "
+			   "nothing ([worker] local_cuda = ipc only)",
+			   key);
+}
+
+static int dbl_test(void *s, void *job)
+{
+	(void)s;
+	(void)job;
+	return PBOX_ENODEV;
+}
+
+static void dbl_close(void *s)
+{
+	struct dbl *d = s;
+
+	pthread_mutex_lock(&d->mu);
+	run_to(d, d->q_tail);
+	pthread_mutex_unlock(&d->mu);
+	pthread_mutex_destroy(&d->mu);
+	free(d->q);
+	free(d);
+}
+
+static const struct wk_cuda_ops ops = {
+	.push_pull = dbl_push_pull,
+	.test = dbl_test,
+	.wait = dbl_test,
+	.close = dbl_close,
+	.check = dbl_check,
+	.mark = dbl_mark,
+	.dev_alloc = dbl_dev_alloc,
+	.dev_open = dbl_dev_open,
+	.dev_free = dbl_dev_free,
+	.host_pin = dbl_host_pin,
+	.host_unpin = dbl_host_unpin,
+	.copy = dbl_copy,
+	.sum = dbl_sum,
+	.done = dbl_done,
+	.drop = dbl_drop,
+};
+
+int pbox_module_cuda_open(const struct wk_cuda_host *host, void **out,
+			  const struct wk_cuda_ops **opsp);
+
+int pbox_module_cuda_open(const struct wk_cuda_host *host, void **out,
+			  const struct wk_cuda_ops **opsp)
+{
+	struct dbl *d;
+
+	if (host->abi != WK_CUDA_ABI || host->size != sizeof(*host))
+		return host->err(PBOX_ENODEV, "cuda double: built with another libpbox");
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return host->err(PBOX_ENOMEM, "cuda double: out of memory");
+	d->host = *host;
+	d->q_cap = 4096;
+	d->q = calloc(d->q_cap, sizeof(*d->q));
+	if (!d->q) {
+		free(d);
+		return host->err(PBOX_ENOMEM, "cuda double: out of memory");
+	}
+	pthread_mutex_init(&d->mu, NULL);
+	*out = d;
+	*opsp = &ops;
+	return PBOX_OK;
+}
