@@ -584,6 +584,35 @@ int st_dev_alloc(void *stager, uint64_t bytes, void **dptr, struct wk_cuda_ipc *
 	return PBOX_OK;
 }
 
+/* Another GPU's memory in this process: peer access from ours, as
+ * cudaIpcMemLazyEnablePeerAccess gives an opened handle. */
+int alias_reach(struct stager *sg, const void *p)
+{
+	struct cudaPointerAttributes at;
+	cudaError_t e;
+	int can = 0;
+
+	cudaSetDevice(sg->device);
+	e = cudaPointerGetAttributes(&at, p);
+	if (e != cudaSuccess)
+		return loc_fail(sg, "a local rank's buffer", e);
+	if (at.device == sg->device)
+		return PBOX_OK;
+	e = cudaDeviceCanAccessPeer(&can, sg->device, at.device);
+	if (e == cudaSuccess && !can)
+		return sg->host.err(PBOX_ENODEV,
+				    "local aggregation: GPU %d cannot reach GPU %d's memory; set "
+				    "[worker] local_cuda = host",
+				    sg->device, at.device);
+	if (e == cudaSuccess)
+		e = cudaDeviceEnablePeerAccess(at.device, 0);
+	if (e == cudaErrorPeerAccessAlreadyEnabled) {
+		cudaGetLastError(); /* not an error here: clear it */
+		e = cudaSuccess;
+	}
+	return e == cudaSuccess ? PBOX_OK : loc_fail(sg, "cudaDeviceEnablePeerAccess", e);
+}
+
 int st_dev_open(void *stager, const struct wk_cuda_ipc *h, void **dptr)
 {
 	struct stager *sg = static_cast<struct stager *>(stager);
@@ -602,7 +631,7 @@ int st_dev_open(void *stager, const struct wk_cuda_ipc *h, void **dptr)
 		*dptr = reinterpret_cast<void *>(static_cast<uintptr_t>(h->ptr));
 		sg->alias[sg->n_alias++] = *dptr;
 		pthread_mutex_unlock(&sg->mu);
-		return PBOX_OK;
+		return alias_reach(sg, *dptr);
 	}
 	memcpy(&mh, h->b, sizeof(mh));
 	cudaSetDevice(sg->device);
