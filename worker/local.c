@@ -615,6 +615,12 @@ static int gpu_back(struct pbox *px, struct pbox_handle *op, uint32_t i, uint64_
 static void local_fail(struct pbox *px, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* What a rank sums a key in, for the messages: "CUDA" or "host" memory. */
+static const char *mem_kind(bool dev)
+{
+	return dev ? "CUDA" : "host";
+}
+
 /* ---- the API side ------------------------------------------------------- */
 
 static void kick(const struct wk_local *lc)
@@ -719,8 +725,7 @@ int wk_local_push_pull(struct pbox *px, uint64_t key, const void *in, void *out,
 			    "%s: key %" PRIu64 ": rank %u sums %s memory, but the key is summed "
 			    "on this machine as %s memory ([worker] local_cuda, and host or CUDA "
 			    "tensors, must be the same on every rank of a machine)",
-			    fn, key, lc->world_rank, dev ? "CUDA" : "host",
-			    t->dev ? "CUDA" : "host");
+			    fn, key, lc->world_rank, mem_kind(dev), mem_kind(t->dev));
 	} else if (t && t->busy) {
 		rc = wk_err(PBOX_ESTATE,
 			    "%s: key %" PRIu64 ": a push-pull of it is still in flight", fn, key);
@@ -910,20 +915,26 @@ static bool gpu_fail(struct pbox *px)
 	return false;
 }
 
-/* Whether the GPU's work on piece @i of @t has landed (1: its event gone;
- * also when there is none), 0 not yet, -1 it failed (the job with it). */
-static int landed(struct pbox *px, struct wk_ltensor *t, uint32_t i)
+/* Whether the GPU's work behind *@ev has landed (1: the event gone; also
+ * when there is none), 0 not yet, -1 it failed (the job with it). */
+static int ev_landed(struct pbox *px, void **ev)
 {
 	int rc;
 
-	if (!t->ev || !t->ev[i])
+	if (!*ev)
 		return 1;
-	rc = cu(px)->done(px->cuda, t->ev[i]);
+	rc = cu(px)->done(px->cuda, *ev);
 	if (rc)
-		t->ev[i] = NULL;
+		*ev = NULL;
 	if (rc < 0)
 		gpu_fail(px);
 	return rc < 0 ? -1 : rc;
+}
+
+/* ev_landed() for piece @i of @t (host tensors have no events). */
+static int landed(struct pbox *px, struct wk_ltensor *t, uint32_t i)
+{
+	return t->ev ? ev_landed(px, &t->ev[i]) : 1;
 }
 
 /* Leader: piece @i's result is in @op's output: the others told; true when
@@ -987,10 +998,10 @@ static bool lead(struct pbox *px, struct pbox_handle *op)
 		if (t->st[i] == PC_WAIT) {
 			if (!piece_ready(lc, op, i))
 				continue;
-			if (op->dev && gpu_sum(px, op, i, first, n))
-				return gpu_fail(px);
 			if (!op->dev)
 				sum_piece(lc, t, i, op->in);
+			else if (gpu_sum(px, op, i, first, n))
+				return gpu_fail(px);
 			t->st[i] = PC_SUM;
 		}
 		if (t->st[i] == PC_SUM) { /* summed; on the GPU: once here for the network */
@@ -1060,13 +1071,8 @@ static bool follow(struct pbox *px, struct pbox_handle *op)
 		if (!t->ev_in &&
 		    cu(px)->copy(px->cuda, t->dbuf, op->in, t->bytes, op->cev, &t->ev_in))
 			return gpu_fail(px);
-		int rc = cu(px)->done(px->cuda, t->ev_in);
-
-		if (rc == 0)
+		if (ev_landed(px, &t->ev_in) <= 0) /* not yet, or the job failed */
 			return false;
-		t->ev_in = NULL;
-		if (rc < 0)
-			return gpu_fail(px);
 	}
 	op->left = t->n_pieces;
 	for (uint32_t i = 0; i < t->n_pieces; i++) { /* the leader sums piece i meanwhile */
@@ -1180,8 +1186,8 @@ static void from_rank(struct pbox *px, uint32_t j, const struct lmsg *m)
 				   "key %" PRIu64 ": rank %u sums %s memory, rank %u (on the same "
 				   "machine) %s memory; [worker] local_cuda must be the same on "
 				   "both",
-				   m->key, r, m->flags & LMF_DEV ? "CUDA" : "host", lc->world_rank,
-				   t->dev ? "CUDA" : "host");
+				   m->key, r, mem_kind(m->flags & LMF_DEV), lc->world_rank,
+				   mem_kind(t->dev));
 			return;
 		}
 		if (!t->map && lt_map(lc, t, -1)) {
@@ -1266,8 +1272,8 @@ static void from_leader(struct pbox *px, const struct lmsg *m, int memfd)
 				   "key %" PRIu64
 				   ": rank %u (this machine's leader) answered for %s "
 				   "memory, this rank sums %s memory",
-				   m->key, lc->ranks[0], m->flags & LMF_DEV ? "CUDA" : "host",
-				   t->dev ? "CUDA" : "host");
+				   m->key, lc->ranks[0], mem_kind(m->flags & LMF_DEV),
+				   mem_kind(t->dev));
 			return;
 		}
 		if (t->dev && cu(px)->dev_open(px->cuda, &m->u.ipc, &t->dpeer[0]))

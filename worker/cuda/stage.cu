@@ -346,9 +346,10 @@ int st_push_pull(void *stager, uint64_t key, const void *in, void *out, uint64_t
 	uint64_t per = sg->host.piece_bytes / es;
 	struct job *j;
 	cudaError_t e;
+	int rc = st_check(stager, key, in, out, count, dtype);
 
-	if (st_check(stager, key, in, out, count, dtype) != PBOX_OK)
-		return PBOX_EINVAL;
+	if (rc)
+		return rc;
 	j = static_cast<struct job *>(calloc(1, sizeof(*j)));
 	if (!j)
 		return sg->host.err(PBOX_ENOMEM, "pbox_push_pull_cuda: out of memory");
@@ -514,17 +515,14 @@ int loc_fail(struct stager *sg, const char *what, cudaError_t e)
 			    cudaGetErrorString(e));
 }
 
-/* After the work just queued on s_loc: a new event in *@ev (when asked). */
-int loc_record(struct stager *sg, void **ev, const char *what)
+/* A new event in *@ev after the work queued on @stream so far. */
+int record_on(struct stager *sg, cudaStream_t stream, void **ev, const char *what)
 {
 	cudaEvent_t x;
-	cudaError_t e;
+	cudaError_t e = cudaEventCreateWithFlags(&x, cudaEventDisableTiming);
 
-	if (!ev)
-		return PBOX_OK;
-	e = cudaEventCreateWithFlags(&x, cudaEventDisableTiming);
 	if (e == cudaSuccess) {
-		e = cudaEventRecord(x, sg->s_loc);
+		e = cudaEventRecord(x, stream);
 		if (e != cudaSuccess)
 			cudaEventDestroy(x);
 	}
@@ -532,6 +530,12 @@ int loc_record(struct stager *sg, void **ev, const char *what)
 		return loc_fail(sg, what, e);
 	*ev = x;
 	return PBOX_OK;
+}
+
+/* After the work just queued on s_loc: a new event in *@ev (when asked). */
+int loc_record(struct stager *sg, void **ev, const char *what)
+{
+	return ev ? record_on(sg, sg->s_loc, ev, what) : PBOX_OK;
 }
 
 int loc_after(struct stager *sg, void *after, const char *what)
@@ -545,20 +549,10 @@ int loc_after(struct stager *sg, void *after, const char *what)
 int st_mark(void *stager, void *stream, void **ev)
 {
 	struct stager *sg = static_cast<struct stager *>(stager);
-	cudaEvent_t x;
-	cudaError_t e;
 
 	cudaSetDevice(sg->device);
-	e = cudaEventCreateWithFlags(&x, cudaEventDisableTiming);
-	if (e == cudaSuccess) {
-		e = cudaEventRecord(x, static_cast<cudaStream_t>(stream));
-		if (e != cudaSuccess)
-			cudaEventDestroy(x);
-	}
-	if (e != cudaSuccess)
-		return loc_fail(sg, "an event on the caller's stream", e);
-	*ev = x;
-	return PBOX_OK;
+	return record_on(sg, static_cast<cudaStream_t>(stream), ev,
+			 "an event on the caller's stream");
 }
 
 int st_dev_alloc(void *stager, uint64_t bytes, void **dptr, struct wk_cuda_ipc *h)
