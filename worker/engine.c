@@ -1368,6 +1368,39 @@ static void tell_failure(struct pbox *px)
 	}
 }
 
+/*
+ * This rank leaves the job (local aggregation: its machine lost one of its
+ * ranks, and a machine goes on whole or not at all): the others are to
+ * count it gone, as if its process had died, and go on without it after
+ * pbox_shrink(). Rank 0 is told (LEAVE), and tells the others as it tells
+ * a lost rank; rank 0 itself tells every other that rank 0 is lost.
+ */
+void wk_leave(struct pbox *px, const char *fmt, ...)
+{
+	char msg[WK_ERR_LEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&px->mu);
+	if (!px->fail)
+		px->leave = true;
+	pthread_mutex_unlock(&px->mu);
+	wk_fail(px, PBOX_EPEER, "%s", msg);
+	wk_engine_kick(px);
+}
+
+static void tell_leaving(struct pbox *px)
+{
+	px->fail_told = true;
+	if (px->rank != 0 && px->peer_fd[0] >= 0)
+		wk_line_send(px->peer_fd[0], "LEAVE %.400s", px->fail_msg);
+	for (uint32_t q = 1; px->rank == 0 && q < px->n; q++)
+		if (px->peer_fd[q] >= 0)
+			wk_line_send(px->peer_fd[q], "LOST 0 %.400s", px->fail_msg);
+}
+
 /* FAIL from rank @r's connection: fail as the origin did, named. */
 static void told_failure(struct pbox *px, uint32_t r, const char *line)
 {
@@ -1456,6 +1489,8 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 			} else if (px->rank != 0 && sscanf(line, "LOST %u %n", &q, &off) == 1 &&
 				   q < px->n && off) {
 				lost(px, q, line + off); /* as rank 0 saw it */
+			} else if (px->rank == 0 && r != 0 && strncmp(line, "LEAVE ", 6) == 0) {
+				lost(px, r, line + 6); /* its machine lost a rank: it is gone */
 			} else if (strncmp(line, "FAIL ", 5) == 0) {
 				told_failure(px, r, line);
 			}
@@ -1502,8 +1537,17 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 			"unregistered",
 			px->job);
 	heartbeat(px, now);
-	if (px->fail && !px->fail_told) /* before this rank's caller can exit */
-		tell_failure(px);
+	if (px->fail && !px->fail_told) { /* before this rank's caller can exit */
+		bool leave;
+
+		pthread_mutex_lock(&px->mu);
+		leave = px->leave;
+		pthread_mutex_unlock(&px->mu);
+		if (leave)
+			tell_leaving(px);
+		else
+			tell_failure(px);
+	}
 	if (!finalizing)
 		return;
 	if (!px->bye_deadline)

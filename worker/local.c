@@ -64,9 +64,27 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { LM_HELLO = 1, LM_READY, LM_FAIL, LM_TENSOR, LM_TENSOR_OK, LM_IN, LM_OUT, LM_TAKEN, LM_BYE };
+enum {
+	LM_HELLO = 1,
+	LM_READY,
+	LM_FAIL,
+	LM_TENSOR,
+	LM_TENSOR_OK,
+	LM_IN,
+	LM_OUT,
+	LM_TAKEN,
+	LM_BYE,
+	LM_GONE,
+	LM_RENEW
+};
 
-enum { LMF_DEV = 1 }; /* TENSOR, TENSOR_OK: a CUDA tensor; u.ipc the sender's buffer */
+enum {
+	LMF_DEV = 1,   /* TENSOR, TENSOR_OK: a CUDA tensor; u.ipc the sender's buffer */
+	LMF_LEFT = 2,  /* FAIL: this machine left the job; its ranks cannot go on */
+	LMF_RENEW = 4, /* FAIL: the renewal (pbox_shrink(), pbox_rejoin()) failed */
+};
+
+#define LM_GONE_MAX 64 /* machines named by one GONE */
 
 /* A piece at the leader: waiting for its parts, on the network, its result
  * out; CUDA tensors: summed on the GPU and copied for the network, its
@@ -81,8 +99,9 @@ struct lmsg {
 	uint8_t dtype;
 	uint16_t flags; /* LMF_* */
 	int32_t code;	/* FAIL */
+	uint32_t epoch; /* the machine's incarnation: others' messages are stale */
 	uint32_t round, piece;
-	uint64_t key, count;
+	uint64_t key, count; /* GONE: count the machines in u.gone */
 	union {
 		struct {
 			uint32_t rank, world, mode, pid;
@@ -91,6 +110,7 @@ struct lmsg {
 		} hello;
 		struct pbox_layout_info ready;
 		struct wk_cuda_ipc ipc;
+		uint32_t gone[LM_GONE_MAX];
 		char text[WK_ERR_LEN];
 	} u;
 };
@@ -130,6 +150,7 @@ struct wk_local {
 	uint32_t world_rank, world_n, machines, machine, local_rank, local_size;
 	uint32_t *leader_of; /* machine -> the world rank of its leader */
 	uint32_t *ranks;     /* local rank -> world rank */
+	uint32_t *mach_of;   /* world rank -> its machine */
 	struct cfg_hostport *world_peers;
 	int lfd, efd;
 	int *fd;    /* leader: [j] local rank j's connection; others: [0] the leader's */
@@ -151,6 +172,23 @@ struct wk_local {
 	const struct sum_ops *ops;
 	uint64_t piece_bytes;
 	uint32_t n_dev; /* ops in act on CUDA memory: the thread polls their events */
+	/*
+	 * Renewal (pbox_shrink(), pbox_rejoin()): the leader renews its network
+	 * job, then its thread renumbers the world without the machines gone,
+	 * starts the tensors' rounds over and tells the others (GONE, then
+	 * RENEW, or FAIL with LMF_RENEW); their threads do the same on RENEW.
+	 * A machine is one failure domain: one that lost a rank leaves the job.
+	 */
+	uint32_t epoch;	 /* local thread; messages carry it */
+	bool left;	 /* under mu: this machine left the job (or lost its leader) */
+	bool renew_req;	 /* under mu, leader: its thread is to renew (below) */
+	int renew_rc;	 /* under mu: the renewal's result (the others: as told) */
+	bool renew_got;	 /* under mu, the others: a renewal was told (RENEW or FAIL) */
+	bool resumed;	 /* under mu, the others: pbox_shrink() took it; tell again */
+	bool quiet;	 /* under mu: its thread failed every op of the failure */
+	uint32_t *gone;	 /* the machines gone (before the renewal's numbers) */
+	uint32_t n_gone; /* under mu with gone */
+	char renew_msg[WK_ERR_LEN];
 };
 
 static bool leader(const struct wk_local *lc)
@@ -212,16 +250,18 @@ static int msg_send(int fd, const struct lmsg *m, size_t len, int memfd)
 	return sendmsg(fd, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
 }
 
-static int say(int fd, uint8_t type, uint64_t key, uint32_t round, uint32_t piece)
+static int say(const struct wk_local *lc, int fd, uint8_t type, uint64_t key, uint32_t round,
+	       uint32_t piece)
 {
-	struct lmsg m = {.type = type, .key = key, .round = round, .piece = piece};
+	struct lmsg m = {
+		.type = type, .epoch = lc->epoch, .key = key, .round = round, .piece = piece};
 
 	return msg_send(fd, &m, LM_SHORT, -1);
 }
 
-static int say_fail(int fd, int code, const char *msg)
+static int say_fail(const struct wk_local *lc, int fd, int code, uint16_t flags, const char *msg)
 {
-	struct lmsg m = {.type = LM_FAIL, .code = code};
+	struct lmsg m = {.type = LM_FAIL, .flags = flags, .code = code, .epoch = lc->epoch};
 
 	snprintf(m.u.text, sizeof(m.u.text), "%s", msg);
 	return msg_send(fd, &m, LM_SHORT + strlen(m.u.text) + 1, -1);
@@ -322,13 +362,15 @@ int wk_local_plan(struct pbox *px)
 	if (lc) {
 		lc->leader_of = calloc(m, sizeof(uint32_t));
 		lc->ranks = calloc(n, sizeof(uint32_t));
+		lc->gone = calloc(m, sizeof(uint32_t));
 		lc->world_peers = malloc(n * sizeof(*lc->world_peers));
 	}
-	if (!lc || !lc->leader_of || !lc->ranks || !lc->world_peers) {
+	if (!lc || !lc->leader_of || !lc->ranks || !lc->world_peers || !lc->gone) {
 		if (lc) {
 			free(lc->leader_of);
 			free(lc->ranks);
 			free(lc->world_peers);
+			free(lc->gone);
 		}
 		free(lc);
 		free(mach);
@@ -348,7 +390,7 @@ int wk_local_plan(struct pbox *px)
 				lc->local_rank = lc->local_size;
 			lc->ranks[lc->local_size++] = r;
 		}
-	free(mach);
+	lc->mach_of = mach;
 	lc->piece_bytes = px->cfg.tuning.partition_size;
 	lc->ops = sum_ops_best();
 	px->loc = lc;
@@ -842,6 +884,7 @@ static void fail_ops(struct pbox *px, int code, const char *msg)
 {
 	struct wk_local *lc = px->loc;
 	struct pbox_handle *op = take_queue(px);
+	bool left;
 
 	while (op) {
 		struct pbox_handle *next = op->next;
@@ -849,6 +892,9 @@ static void fail_ops(struct pbox *px, int code, const char *msg)
 		op_done(px, op, code, msg);
 		op = next;
 	}
+	pthread_mutex_lock(&px->mu);
+	left = lc->left;
+	pthread_mutex_unlock(&px->mu);
 	for (uint32_t a = 0; a < lc->n_act; a++) {
 		release(px, lc->act[a]->lt);
 		op_done(px, lc->act[a], code, msg);
@@ -857,9 +903,9 @@ static void fail_ops(struct pbox *px, int code, const char *msg)
 	if (!lc->told && leader(lc))
 		for (uint32_t j = 1; j < lc->local_size; j++)
 			if (lc->fd[j] >= 0)
-				say_fail(lc->fd[j], code, msg);
+				say_fail(lc, lc->fd[j], code, left ? LMF_LEFT : 0, msg);
 	if (!lc->told && !leader(lc) && lc->fd[0] >= 0)
-		say_fail(lc->fd[0], code, msg);
+		say_fail(lc, lc->fd[0], code, 0, msg);
 	lc->told = true;
 }
 
@@ -871,6 +917,358 @@ static struct wk_ltensor *lt_get(struct pbox *px, uint64_t key)
 	t = lt_find(px->loc, key);
 	pthread_mutex_unlock(&px->mu);
 	return t;
+}
+
+/* ---- renewal: pbox_shrink(), pbox_rejoin() --------------------------------- */
+
+/* Whether @m belongs to another incarnation of the machine (dropped):
+ * GONE and RENEW open the next one. */
+static bool stale(const struct wk_local *lc, const struct lmsg *m)
+{
+	switch (m->type) {
+	case LM_HELLO:
+	case LM_BYE:
+		return false;
+	case LM_GONE:
+	case LM_RENEW:
+		return m->epoch != lc->epoch + 1;
+	default:
+		return m->epoch != lc->epoch;
+	}
+}
+
+/*
+ * The world without the machines in lc->gone (their numbers before): the
+ * ranks keep their order and are renumbered from 0, as the network job's
+ * leaders are (survive.c). -1 where one is no machine this rank knows, or
+ * is its own. Under mu.
+ */
+static int renumber(struct pbox *px)
+{
+	struct wk_local *lc = px->loc;
+	uint32_t *newm = calloc(lc->machines, sizeof(uint32_t)), m2 = 0, n2 = 0, me = 0, j = 0;
+
+	if (!newm)
+		return -1;
+	for (uint32_t g = 0; g < lc->n_gone; g++) {
+		if (lc->gone[g] >= lc->machines || lc->gone[g] == lc->machine) {
+			free(newm);
+			return -1;
+		}
+		newm[lc->gone[g]] = UINT32_MAX;
+	}
+	for (uint32_t m = 0; m < lc->machines; m++)
+		if (newm[m] != UINT32_MAX)
+			newm[m] = m2++;
+	for (uint32_t r = 0; r < lc->world_n; r++) {
+		uint32_t nm = newm[lc->mach_of[r]];
+
+		if (nm == UINT32_MAX)
+			continue;
+		if (r == lc->world_rank)
+			me = n2;
+		lc->world_peers[n2] = lc->world_peers[r];
+		lc->mach_of[n2++] = nm;
+	}
+	lc->machine = newm[lc->machine];
+	lc->machines = m2;
+	lc->world_n = n2;
+	lc->world_rank = me;
+	for (uint32_t r = n2; r-- > 0;)
+		lc->leader_of[lc->mach_of[r]] = r;
+	for (uint32_t r = 0; r < n2; r++)
+		if (lc->mach_of[r] == lc->machine && j < lc->local_size)
+			lc->ranks[j++] = r;
+	lc->n_gone = 0;
+	if (!leader(lc)) { /* its own numbers are the world's */
+		px->n = px->cfg.worker.world_size = n2;
+		px->rank = px->cfg.worker.rank = me;
+		memcpy(px->cfg.peers, lc->world_peers, n2 * sizeof(*px->cfg.peers));
+	}
+	free(newm);
+	return 0;
+}
+
+/* Every tensor's rounds start over; its memory stays (the machine is the
+ * same). Under mu; its ops are over. */
+static void restart_all(struct wk_local *lc)
+{
+	for (uint32_t k = 0; k < lc->n_t; k++) {
+		struct wk_ltensor *t = lc->t[k];
+
+		t->round = 0;
+		t->busy = NULL;
+		if (t->in)
+			memset(t->in, 0, (size_t)lc->local_size * t->n_pieces * sizeof(uint32_t));
+		for (uint32_t i = 0; t->taken && i < t->n_pieces; i++)
+			t->taken[i] = lc->local_size - 1;
+		if (t->sub)
+			memset(t->sub, 0, t->n_pieces * sizeof(*t->sub));
+		if (t->st)
+			memset(t->st, PC_WAIT, t->n_pieces);
+	}
+}
+
+/* Leader's thread: the network job was renewed (or not: renew_rc); the
+ * machine follows, and its ranks are told. */
+static void leader_renew(struct pbox *px)
+{
+	struct wk_local *lc = px->loc;
+	struct lmsg m = {.type = LM_RENEW};
+	char msg[WK_ERR_LEN];
+	int rc;
+
+	pthread_mutex_lock(&px->mu);
+	rc = lc->renew_rc;
+	snprintf(msg, sizeof(msg), "%s", lc->renew_msg);
+	pthread_mutex_unlock(&px->mu);
+	if (rc == PBOX_OK) {
+		struct lmsg g = {.type = LM_GONE, .epoch = lc->epoch + 1};
+
+		for (uint32_t j = 1; j < lc->local_size; j++)
+			for (uint32_t at = 0; lc->fd[j] >= 0 && at < lc->n_gone;
+			     at += LM_GONE_MAX) {
+				g.count = lc->n_gone - at < LM_GONE_MAX ? lc->n_gone - at
+									: LM_GONE_MAX;
+				memcpy(g.u.gone, lc->gone + at, g.count * sizeof(uint32_t));
+				msg_send(lc->fd[j], &g, LM_SHORT + g.count * sizeof(uint32_t), -1);
+			}
+		pthread_mutex_lock(&px->mu);
+		rc = renumber(px) ? PBOX_ENOMEM : PBOX_OK;
+		restart_all(lc);
+		pthread_mutex_unlock(&px->mu);
+		if (rc)
+			snprintf(msg, sizeof(msg), "the machine's new numbers: out of memory");
+	}
+	if (rc == PBOX_OK) {
+		lc->epoch++;
+		lc->told = false;
+		rc = pbox_layout(px, &m.u.ready);
+		m.epoch = lc->epoch;
+		for (uint32_t j = 1; rc == PBOX_OK && j < lc->local_size; j++)
+			if (lc->fd[j] >= 0)
+				msg_send(lc->fd[j], &m, LM_SHORT + sizeof(m.u.ready), -1);
+	}
+	if (rc != PBOX_OK)
+		for (uint32_t j = 1; j < lc->local_size; j++)
+			if (lc->fd[j] >= 0)
+				say_fail(lc, lc->fd[j], rc, LMF_RENEW, msg);
+	pthread_mutex_lock(&px->mu);
+	lc->renew_req = false;
+	pthread_cond_broadcast(&px->cv);
+	pthread_mutex_unlock(&px->mu);
+}
+
+/* The others' thread: what pbox_shrink() (or pbox_rejoin()) here waits for. */
+static void told_renewal(struct pbox *px, int code, const char *msg)
+{
+	struct wk_local *lc = px->loc;
+
+	pthread_mutex_lock(&px->mu);
+	lc->renew_got = true;
+	lc->renew_rc = code;
+	lc->n_gone = 0;
+	snprintf(lc->renew_msg, sizeof(lc->renew_msg), "%s", msg);
+	pthread_cond_broadcast(&px->cv);
+	pthread_mutex_unlock(&px->mu);
+}
+
+/* The others' thread, RENEW: the machine's next incarnation @epoch, the
+ * world without the machines GONE named; -1 where they make no sense. */
+static int renew_here(struct pbox *px, uint32_t epoch)
+{
+	struct wk_local *lc = px->loc;
+	int rc;
+
+	lc->told = true; /* whatever was in flight was failed already */
+	fail_ops(px, PBOX_EFAILED, "the job was renewed while this push-pull was in flight");
+	pthread_mutex_lock(&px->mu);
+	rc = renumber(px);
+	if (rc == 0)
+		restart_all(lc);
+	pthread_mutex_unlock(&px->mu);
+	if (rc)
+		return rc;
+	lc->epoch = epoch;
+	told_renewal(px, PBOX_OK, "");
+	return 0;
+}
+
+/* Wait (under no lock) until @ok holds, or until @deadline; whether it held. */
+static bool wait_cond(struct pbox *px, bool (*ok)(const struct pbox *), uint64_t deadline)
+{
+	bool held;
+
+	pthread_mutex_lock(&px->mu);
+	while (!(held = ok(px)) && wk_now() < deadline) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 20000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&px->cv, &px->mu, &ts);
+	}
+	pthread_mutex_unlock(&px->mu);
+	return held;
+}
+
+static bool is_quiet(const struct pbox *px)
+{
+	return px->loc->quiet || !px->loc->thr_started;
+}
+
+static bool renewal_told(const struct pbox *px)
+{
+	return px->loc->renew_got || px->loc->left;
+}
+
+static bool failed_or_told(const struct pbox *px)
+{
+	return px->fail || renewal_told(px);
+}
+
+/* pbox_shrink() and pbox_rejoin() (@fn): refused where this machine left
+ * the job (a rank of it was lost), or, for a rejoin (@idle), while any of
+ * its push-pulls is in flight. */
+int wk_local_can_renew(const struct pbox *px, const char *fn, bool idle)
+{
+	struct wk_local *lc = px->loc;
+	char why[WK_ERR_LEN];
+	bool left, busy = false;
+
+	pthread_mutex_lock((pthread_mutex_t *)&px->mu);
+	left = lc->left;
+	snprintf(why, sizeof(why), "%s", px->fail_msg);
+	for (uint32_t i = 0; i < lc->n_t; i++)
+		busy |= lc->t[i]->busy != NULL;
+	pthread_mutex_unlock((pthread_mutex_t *)&px->mu);
+	if (left)
+		return wk_err(PBOX_EFAILED,
+			      "%s: this rank's machine left the job, as a machine does when it "
+			      "loses a rank (%s): its ranks cannot go on",
+			      fn, why);
+	if (idle && busy)
+		return wk_err(PBOX_ESTATE, "%s: push-pulls are in flight", fn);
+	return PBOX_OK;
+}
+
+/* Leader, before its network job stops: the local thread failed every op
+ * (their network parts waited for), so none is left to touch it. */
+void wk_local_quiet(struct pbox *px)
+{
+	struct wk_local *lc = px->loc;
+
+	pthread_mutex_lock(&px->mu);
+	lc->quiet = false;
+	pthread_mutex_unlock(&px->mu);
+	kick(lc);
+	wait_cond(px, is_quiet, wk_now() + 5000000000ull);
+}
+
+/* Leader, after keep_tensors(): a tensor whose pieces are not all kept
+ * (some were not laid out yet) declares them again on its next use. */
+void wk_local_renet(struct pbox *px)
+{
+	struct wk_local *lc = px->loc;
+
+	pthread_mutex_lock(&px->mu);
+	for (uint32_t k = 0; k < lc->n_t; k++) {
+		struct wk_ltensor *t = lc->t[k];
+		uint32_t kept = 0;
+
+		for (uint32_t i = 0; t->net && i < t->n_pieces; i++)
+			for (uint32_t x = 0; x < px->n_t; x++)
+				kept += px->t[x]->key == local_piece_key(t->key, i);
+		if (!t->net || kept == t->n_pieces)
+			continue;
+		t->net = false;
+		for (uint32_t x = 0, y = 0; x <= px->n_t; x++) { /* its kept pieces go too */
+			bool mine = false;
+
+			if (x == px->n_t) {
+				px->n_t = y;
+				break;
+			}
+			for (uint32_t i = 0; i < t->n_pieces && !mine; i++)
+				mine = px->t[x]->key == local_piece_key(t->key, i);
+			if (mine)
+				free(px->t[x]);
+			else
+				px->t[y++] = px->t[x];
+		}
+	}
+	pthread_mutex_unlock(&px->mu);
+}
+
+/* Leader: the network job's renewal ended with @rc (@gone: the machines it
+ * went on without, their numbers before); its thread renews the machine
+ * and tells its ranks. @rc. */
+static bool renewed(const struct pbox *px)
+{
+	return !px->loc->renew_req || !px->loc->thr_started;
+}
+
+int wk_local_renew(struct pbox *px, int rc, const uint32_t *gone, uint32_t n_gone)
+{
+	struct wk_local *lc = px->loc;
+
+	pthread_mutex_lock(&px->mu);
+	lc->renew_rc = rc;
+	snprintf(lc->renew_msg, sizeof(lc->renew_msg), "%s", rc ? px->fail_msg : "");
+	if (n_gone)
+		memcpy(lc->gone, gone, n_gone * sizeof(uint32_t));
+	lc->n_gone = n_gone;
+	lc->renew_req = true;
+	pthread_mutex_unlock(&px->mu);
+	kick(lc);
+	wait_cond(px, renewed, UINT64_MAX);
+	return rc;
+}
+
+/*
+ * The others: pbox_shrink() (@shrink) or pbox_rejoin() waits for the
+ * leader's renewal of the machine: PBOX_REDO (a shrink: the failed
+ * iteration again, from its inputs), PBOX_OK (a rejoin), or the leader's
+ * error. A machine that left the job (or lost its leader) cannot go on.
+ */
+int wk_local_follow_renew(struct pbox *px, const char *fn, bool shrink)
+{
+	struct wk_local *lc = px->loc;
+	uint64_t wait_ns = px->cfg.tuning.deadline_us * 1000 + px->cfg.tuning.heartbeat_us * 1000 +
+			   1000000000ull;
+	int rc;
+
+	/* a shrink without a failure here yet: one is known within a heartbeat */
+	if (shrink && !wait_cond(px, failed_or_told,
+				 wk_now() + px->cfg.tuning.heartbeat_us * 1000 + 500000000ull))
+		return wk_err(PBOX_ESTATE, "%s: the job lost no rank and not its box", fn);
+	if (!wait_cond(px, renewal_told, wk_now() + wait_ns) || lc->left) {
+		if ((rc = wk_local_can_renew(px, fn, !shrink)))
+			return rc;
+		return wk_err(PBOX_ETIMEDOUT,
+			      "%s: rank %u, this machine's leader, renewed nothing within %.1f s "
+			      "(it must call %s too)",
+			      fn, lc->ranks[0], (double)wait_ns / 1e9, fn);
+	}
+	pthread_mutex_lock(&px->mu);
+	lc->renew_got = false;
+	rc = lc->renew_rc;
+	if (rc == PBOX_OK) {
+		px->fail = 0;
+		px->fail_msg[0] = 0;
+		lc->resumed = true; /* its thread tells the leader of failures again */
+	}
+	pthread_mutex_unlock(&px->mu);
+	if (rc)
+		return wk_err(rc, "%s: rank %u, this machine's leader: %s", fn, lc->ranks[0],
+			      lc->renew_msg);
+	kick(lc);
+	wk_log(px, CFG_LOG_INFO, "%s: rank %u of %u on %u machines (local rank %u)", fn,
+	       lc->world_rank, lc->world_n, lc->machines, lc->local_rank);
+	return shrink ? PBOX_REDO : PBOX_OK;
 }
 
 /* Leader: sum piece @i of @t (its own part @own and every local one) into region 0. */
@@ -947,7 +1345,7 @@ static bool piece_out(struct pbox *px, struct pbox_handle *op, uint32_t i)
 	t->taken[i] = 0;
 	t->st[i] = PC_DONE;
 	for (uint32_t j = 1; j < lc->local_size; j++)
-		say(lc->fd[j], LM_OUT, t->key, op->round, i);
+		say(lc, lc->fd[j], LM_OUT, t->key, op->round, i);
 	if (--op->left)
 		return false;
 	op_done(px, op, PBOX_OK, NULL);
@@ -1083,7 +1481,7 @@ static bool follow(struct pbox *px, struct pbox_handle *op)
 		if (!t->dev)
 			memcpy(t->map + lc->local_rank * t->stride + first * esz,
 			       op->in + first * esz, n * esz);
-		say(lc->fd[0], LM_IN, t->key, op->round, i);
+		say(lc, lc->fd[0], LM_IN, t->key, op->round, i);
 	}
 	return true;
 }
@@ -1105,7 +1503,7 @@ static bool follow_back(struct pbox *px, struct pbox_handle *op)
 			return false;
 		if (rc == 0)
 			continue;
-		say(lc->fd[0], LM_TAKEN, t->key, op->round, i);
+		say(lc, lc->fd[0], LM_TAKEN, t->key, op->round, i);
 		if (--op->left == 0) {
 			op_done(px, op, PBOX_OK, NULL);
 			return true;
@@ -1313,7 +1711,7 @@ static void from_leader(struct pbox *px, const struct lmsg *m, int memfd)
 			}
 			memcpy(op->out + first * esz, t->map + first * esz, n * esz);
 		}
-		say(lc->fd[0], LM_TAKEN, t->key, m->round, m->piece);
+		say(lc, lc->fd[0], LM_TAKEN, t->key, m->round, m->piece);
 		if (--op->left == 0) {
 			for (uint32_t a = 0; a < lc->n_act; a++)
 				if (lc->act[a] == op)
@@ -1324,8 +1722,43 @@ static void from_leader(struct pbox *px, const struct lmsg *m, int memfd)
 	case LM_FAIL:
 		if (memfd >= 0)
 			close(memfd);
-		lc->told = true; /* the leader's word: not echoed back */
+		lc->told = true;	    /* the leader's word: not echoed back */
+		if (m->flags & LMF_RENEW) { /* pbox_shrink() waits for this */
+			told_renewal(px, m->code < 0 ? m->code : PBOX_EPEER, m->u.text);
+			return;
+		}
+		if (m->flags & LMF_LEFT) {
+			pthread_mutex_lock(&px->mu);
+			lc->left = true;
+			pthread_cond_broadcast(&px->cv);
+			pthread_mutex_unlock(&px->mu);
+		}
 		local_fail(px, m->code ? m->code : PBOX_EPEER, "%s", m->u.text);
+		return;
+	case LM_GONE:
+		if (memfd >= 0)
+			close(memfd);
+		if (m->count > LM_GONE_MAX || lc->n_gone + m->count >= lc->machines) {
+			local_fail(px, PBOX_EPEER,
+				   "rank %u (this machine's leader) named more machines gone than "
+				   "there are (%u)",
+				   lc->ranks[0], lc->machines);
+			return;
+		}
+		pthread_mutex_lock(&px->mu);
+		memcpy(lc->gone + lc->n_gone, m->u.gone, m->count * sizeof(uint32_t));
+		lc->n_gone += (uint32_t)m->count;
+		pthread_mutex_unlock(&px->mu);
+		return;
+	case LM_RENEW:
+		if (memfd >= 0)
+			close(memfd);
+		lc->li = m->u.ready;
+		if (renew_here(px, m->epoch))
+			local_fail(px, PBOX_EPEER,
+				   "rank %u (this machine's leader) renewed the job without "
+				   "machines this rank does not know",
+				   lc->ranks[0]);
 		return;
 	default:
 		if (memfd >= 0)
@@ -1354,17 +1787,28 @@ static void drain(struct pbox *px, uint32_t j)
 			lc->fd[j] = -1;
 			if (bye)
 				return;
-			if (leader(lc))
-				local_fail(px, PBOX_EPEER,
-					   "rank %u (pid %d, on rank %u's machine) went away: %s",
-					   lc->ranks[j], (int)lc->pid[j], lc->world_rank,
-					   n == 0 ? "its connection closed" : strerror(errno));
+			pthread_mutex_lock(&px->mu);
+			lc->left = true; /* the machine is one failure domain */
+			pthread_cond_broadcast(&px->cv);
+			pthread_mutex_unlock(&px->mu);
+			if (leader(lc)) /* the others count this machine gone */
+				wk_leave(
+					px,
+					"rank %u (pid %d, on rank %u's machine) went away: %s; the "
+					"machine leaves the job",
+					lc->ranks[j], (int)lc->pid[j], lc->world_rank,
+					n == 0 ? "its connection closed" : strerror(errno));
 			else
 				local_fail(px, PBOX_EPEER,
 					   "rank %u (this machine's leader) went away: %s",
 					   lc->ranks[0],
 					   n == 0 ? "its connection closed" : strerror(errno));
 			return;
+		}
+		if (stale(lc, &m)) { /* of an earlier incarnation: its ops are over */
+			if (memfd >= 0)
+				close(memfd);
+			continue;
 		}
 		if (leader(lc)) {
 			if (memfd >= 0)
@@ -1435,13 +1879,27 @@ static void *local_main(void *arg)
 		int fail, r;
 		uint64_t v;
 
+		bool renew;
+
 		pthread_mutex_lock(&px->mu);
 		stop = lc->stop;
 		fail = px->fail;
+		renew = lc->renew_req;
 		snprintf(msg, sizeof(msg), "%s", px->fail_msg);
+		if (lc->resumed) { /* pbox_shrink() took the renewal: a new failure is told */
+			lc->resumed = false;
+			lc->told = false;
+		}
 		pthread_mutex_unlock(&px->mu);
-		if (fail)
+		if (fail) {
 			fail_ops(px, fail, msg);
+			pthread_mutex_lock(&px->mu);
+			lc->quiet = true;
+			pthread_cond_broadcast(&px->cv);
+			pthread_mutex_unlock(&px->mu);
+		}
+		if (renew)
+			leader_renew(px);
 		if (stop && !stop_by)
 			stop_by = wk_now() + px->cfg.tuning.deadline_us * 1000;
 		if (stop && (!leader(lc) || all_bye(lc) || wk_now() > stop_by))
@@ -1480,7 +1938,7 @@ static void *local_main(void *arg)
 	for (uint32_t i = 0; i < lc->n_t; i++)
 		lt_gpu_free(px, lc->t[i]);
 	if (!leader(lc) && lc->fd[0] >= 0)
-		say(lc->fd[0], LM_BYE, 0, 0, 0);
+		say(lc, lc->fd[0], LM_BYE, 0, 0, 0);
 	free(p);
 	return NULL;
 }
@@ -1547,7 +2005,7 @@ static int accept_ranks(struct pbox *px, uint64_t deadline)
 				j == lc->local_size ? " (and it is not a rank of this machine)"
 				: lc->fd[j] >= 0    ? " (and it came twice)"
 						    : "");
-			say_fail(fd, PBOX_EMISMATCH, msg);
+			say_fail(lc, fd, PBOX_EMISMATCH, 0, msg);
 			close(fd);
 			return wk_err(PBOX_EMISMATCH, "pbox_start: %s", msg);
 		}
@@ -1661,7 +2119,7 @@ int wk_local_ready(struct pbox *px, int rc)
 		snprintf(msg, sizeof(msg), "%s", pbox_last_error());
 		for (uint32_t j = 1; j < lc->local_size; j++)
 			if (lc->fd[j] >= 0)
-				say_fail(lc->fd[j], rc, msg);
+				say_fail(lc, lc->fd[j], rc, 0, msg);
 		wk_err(rc, "%s", msg);
 	}
 	if (rc == PBOX_OK) {
@@ -1714,6 +2172,8 @@ void wk_local_free(struct pbox *px)
 	free(lc->acc);
 	free(lc->leader_of);
 	free(lc->ranks);
+	free(lc->mach_of);
+	free(lc->gone);
 	free(lc->world_peers);
 	free(lc);
 	px->loc = NULL;

@@ -276,6 +276,7 @@ struct pbox {
 	 * other ranks were told (FAIL on the bootstrap connections) */
 	uint32_t fail_from;
 	bool fail_told;
+	bool leave; /* under mu: the failure is this rank's leaving (LEAVE, not FAIL) */
 	struct pbox_stats st_pub;
 	struct pbox_tuning tune_pub;
 	struct pbox_ss_stats *ss_pub;
@@ -474,6 +475,12 @@ void wk_tune_apply(struct pbox *px, unsigned phase, uint64_t v);
  * to local.c, and the leader's network job sees pieces.
  */
 int wk_local_plan(struct pbox *px);
+/* renewal with local aggregation (pbox_shrink(), pbox_rejoin()) */
+int wk_local_can_renew(const struct pbox *px, const char *fn, bool idle);
+int wk_local_follow_renew(struct pbox *px, const char *fn, bool shrink);
+void wk_local_quiet(struct pbox *px);
+void wk_local_renet(struct pbox *px);
+int wk_local_renew(struct pbox *px, int rc, const uint32_t *gone, uint32_t n_gone);
 int wk_local_adopt(struct pbox *px);
 int wk_local_start(struct pbox *px, uint64_t deadline);
 int wk_local_ready(struct pbox *px, int rc);
@@ -536,5 +543,6 @@ void wk_engine_take(struct pbox *px, struct pbox_handle *op);
 void wk_engine_join(struct pbox *px);
 /* Fail the context (engine side; takes mu). */
 void wk_fail(struct pbox *px, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void wk_leave(struct pbox *px, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif /* PBOX_INT_H */

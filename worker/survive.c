@@ -784,6 +784,7 @@ static void renew(struct pbox *px, uint32_t n, uint32_t me)
 	px->fail_msg[0] = 0;
 	px->fail_from = UINT32_MAX;
 	px->fail_told = false;
+	px->leave = false;
 	memset(&px->st_pub, 0, sizeof(px->st_pub));
 	memset(&px->frag, 0, sizeof(*px) - offsetof(struct pbox, frag)); /* engine only */
 }
@@ -800,28 +801,28 @@ static int failed_with(struct pbox *px, int rc)
 }
 
 /* What pbox_shrink() and pbox_rejoin() (@fn) both need: a started context
- * of one rank per machine. */
-static int can_renew(const struct pbox *px, const char *fn)
+ * (with local aggregation, of a machine still in the job). */
+static int can_renew(const struct pbox *px, const char *fn, bool idle)
 {
 	if (!px)
 		return wk_err(PBOX_EINVAL, "%s: context is NULL", fn);
 	if (px->phase != WK_PH_STARTED)
 		return wk_err(PBOX_ESTATE, "%s: the context is not started", fn);
-	if (px->loc)
-		return wk_err(PBOX_ESTATE, "%s: not with local aggregation (yet)", fn);
-	return PBOX_OK;
+	return px->loc ? wk_local_can_renew(px, fn, idle) : PBOX_OK;
 }
 
 int pbox_shrink(struct pbox *px)
 {
-	uint32_t n = 0, me = UINT32_MAX, gone = 0;
+	uint32_t n = 0, me = UINT32_MAX, gone = 0, *gm = NULL;
 	uint32_t *next, *zero = NULL, n_zero = 0;
 	char why[WK_ERR_LEN], box[192] = "";
 	bool lost_box, resume;
 	int rc, redo = 1;
 
-	if ((rc = can_renew(px, "pbox_shrink")))
+	if ((rc = can_renew(px, "pbox_shrink", false)))
 		return rc;
+	if (wk_local_led(px)) /* the machine's leader renews it */
+		return wk_local_follow_renew(px, "pbox_shrink", true);
 	/* called on a failure seen elsewhere first (another library's collective on
 	 * the same ranks): a lost rank or box is known here within a heartbeat */
 	for (uint64_t until = wk_now() + px->cfg.tuning.heartbeat_us * 1000 + 500000000ull;;) {
@@ -839,26 +840,40 @@ int pbox_shrink(struct pbox *px)
 	if (!rc || (!gone && !lost_box))
 		return wk_err(PBOX_ESTATE, "pbox_shrink: the job lost no rank and not its box%s%s",
 			      rc ? ": " : "", rc ? why : "");
+	if (px->loc) { /* its thread done with the network's handles; the machines gone */
+		wk_local_quiet(px);
+		gm = calloc(px->n, sizeof(*gm));
+		if (!gm)
+			return wk_err(PBOX_ENOMEM, "pbox_shrink: out of memory");
+	}
 	stop_engine(px);
-	for (uint32_t r = 0; r < px->n; r++) {
-		if (px->gone && px->gone[r])
+	for (uint32_t r = 0, g = 0; r < px->n; r++) {
+		if (px->gone && px->gone[r]) {
+			if (gm)
+				gm[g++] = r;
 			continue;
+		}
 		if (r == px->rank)
 			me = n;
 		px->cfg.peers[n++] = px->cfg.peers[r];
 	}
-	/* with every rank there, what the box's loss interrupted can go on */
-	resume = lost_box && !gone;
+	/* with every rank there, what the box's loss interrupted can go on
+	 * (not the pieces of a machine's sums: the machine starts over) */
+	resume = lost_box && !gone && !px->loc;
 	if (!resume)
 		wk_resume_free(px);
 	next = calloc(px->n_t + 1, sizeof(*next));
-	if (!next)
+	if (!next) {
+		free(gm);
 		return wk_err(PBOX_ENOMEM, "pbox_shrink: out of memory");
+	}
 	for (uint32_t i = 0, k = 0; i < px->n_t; i++)
 		if (px->t[i]->ready)
 			next[k++] = px->t[i]->round;
 	wk_free_net(px);
 	keep_tensors(px);
+	if (px->loc)
+		wk_local_renet(px);
 	if (lost_box) { /* rank 0 knows which: the others leave the boxes to it */
 		struct cfg_hostports *l = &px->cfg.box.control;
 		uint32_t kept = 0, off = 0;
@@ -903,7 +918,12 @@ int pbox_shrink(struct pbox *px)
 	free(next);
 	free(zero);
 	if (rc)
-		return failed_with(px, rc);
+		failed_with(px, rc);
+	if (px->loc) /* the machine follows; its ranks are told */
+		wk_local_renew(px, rc, gm, gone);
+	free(gm);
+	if (rc)
+		return rc;
 	return redo ? PBOX_REDO : PBOX_OK;
 }
 
@@ -918,8 +938,10 @@ int pbox_rejoin(struct pbox *px)
 	char why[WK_ERR_LEN];
 	int rc;
 
-	if ((rc = can_renew(px, "pbox_rejoin")))
+	if ((rc = can_renew(px, "pbox_rejoin", true)))
 		return rc;
+	if (wk_local_led(px)) /* the machine's leader renews it */
+		return wk_local_follow_renew(px, "pbox_rejoin", false);
 	pthread_mutex_lock(&px->mu);
 	rc = px->fail;
 	snprintf(why, sizeof(why), "%s", px->fail_msg);
@@ -933,8 +955,8 @@ int pbox_rejoin(struct pbox *px)
 		return wk_err(PBOX_ESTATE, "pbox_rejoin: %s",
 			      busy ? "push-pulls are in flight" : "not with CUDA tensors (yet)");
 	/* every rank alike: rank 0 alone knows which boxes answer */
-	if (!px->boxes_all.n)
-		return PBOX_OK; /* no box was ever left out */
+	if (!px->boxes_all.n) /* no box was ever left out */
+		return px->loc ? wk_local_renew(px, PBOX_OK, NULL, 0) : PBOX_OK;
 	was = px->cfg.box.control.n;
 	stop_engine(px);
 	wk_resume_free(px);
@@ -949,5 +971,9 @@ int pbox_rejoin(struct pbox *px)
 	rc = wk_boot(px);
 	if (rc == PBOX_OK)
 		rc = wk_engine_start(px);
-	return rc ? failed_with(px, rc) : PBOX_OK;
+	if (rc)
+		failed_with(px, rc);
+	if (px->loc)
+		wk_local_renew(px, rc, NULL, 0);
+	return rc;
 }

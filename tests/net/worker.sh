@@ -260,6 +260,38 @@ for p in 2 4; do
 		bad "k=2: $p ranks per machine (logs in $log)"
 	fi
 done
+
+# A machine is one failure domain: with 2 ranks on each of the 4 machines,
+# machine 2's second rank (world rank 5) is killed mid-run. Machine 2
+# leaves the job (its leader's pbox_shrink() says why), and the other
+# machines' 6 ranks go on as a job of 6 ranks on 3 machines (pbox-bench
+# --survive), every sum exact to the last iteration.
+local_cfgs 2
+pids=()
+for ((m = 0; m < N; m++)); do
+	for ((j = 0; j < 2; j++)); do
+		ip netns exec "$(pbox_ns "$tag" "w$m")" "$bench" --config "$log/w$m-$j.ini" --size "$SIZE" \
+			--tensors 8 --iters 10 --survive >"$log/lshrink-w$m-$j.log" 2>&1 &
+		pids+=($!)
+	done
+done
+for _ in $(seq 100); do
+	[ "$(grep -l 'iteration 2/' "$log"/lshrink-w*.log 2>/dev/null | wc -l)" -eq $((2 * N)) ] && break
+	sleep 0.2
+done
+kill -9 "${pids[5]}"
+wait "${pids[5]}" 2>/dev/null
+survived=1
+for i in 0 1 2 3 6 7; do
+	wait "${pids[$i]}" || survived=0
+done
+wait "${pids[4]}" 2>/dev/null
+grep -h "recovered:" "$log"/lshrink-w*.log | sed 's/^/        /'
+grep -h "pbox_shrink:" "$log"/lshrink-w2-0.log | sed 's/^/        /'
+check "2 ranks per machine, world rank 5 killed: its machine leaves the job, the other 6 ranks go on as a job of 6 on 3 machines, every sum exact to the last iteration" \
+	bash -c "[ $survived = 1 ] && [ \$(grep -l 'recovered: rank [0-5] of 6 (was 8)' $log/lshrink-w{0,1,3}-{0,1}.log | wc -l) -eq 6 ] &&
+		 [ \$(grep -l 'RESULT bench .*verified=yes' $log/lshrink-w{0,1,3}-{0,1}.log | wc -l) -eq 6 ] &&
+		 grep -q 'machine left the job' $log/lshrink-w2-0.log"
 worker_cfgs 1
 
 # ---- 1% loss on every link, both ways, the box's sends included ---------------

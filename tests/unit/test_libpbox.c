@@ -930,6 +930,87 @@ START_TEST(test_local_rank_dies)
 }
 END_TEST
 
+/*
+ * Local aggregation, a machine as one failure domain: ranks 0,1 and 2,3
+ * are two machines; rank @dead's process dies mid-run, and its machine's
+ * other rank @leaves can no longer go on (its pbox_shrink() fails naming
+ * the loss). The other machine shrinks to a job of its own two ranks,
+ * renumbered 0 and 1, does the failed iteration again and finishes with
+ * exact sums of its ranks' parts.
+ */
+static void local_shrink_after(unsigned dead, unsigned leaves)
+{
+	struct rank_run rr[NR];
+	pthread_t th[NR];
+	pid_t pid;
+
+	setup_runs(rr, NR, PBOX_FP32, 6);
+	for (unsigned r = 0; r < NR; r++) {
+		rr[r].per = 2;
+		rr[r].extra = "partition_size = 64K";
+		rr[r].survive = true;
+		rr[r].dead = (int)dead;
+		rr[r].dead2 = (int)leaves;
+	}
+	rr[dead].die_after = 2;
+	base_port(); /* the same ports in the child */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		rank_main(&rr[dead]);
+		_exit(1); /* not reached */
+	}
+	for (unsigned r = 0; r < NR; r++)
+		if (r != dead)
+			ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &rr[r]), 0);
+	for (unsigned r = 0; r < NR; r++)
+		if (r != dead)
+			pthread_join(th[r], NULL);
+	reap(pid, dead);
+	ck_assert_msg(rr[leaves].run_rc == PBOX_EFAILED && !rr[leaves].shrunk &&
+			      strstr(rr[leaves].msg, "machine left the job") &&
+			      strstr(rr[leaves].msg, "went away"),
+		      "rank %u: %d %s", leaves, rr[leaves].run_rc, rr[leaves].msg);
+	free(rr[leaves].layout);
+	for (unsigned r = 0; r < NR; r++) {
+		if (r == dead || r == leaves)
+			continue;
+		ck_assert_msg(rr[r].start_rc == 0 && rr[r].run_rc == 0, "rank %u: %s", r,
+			      rr[r].msg);
+		ck_assert_msg(rr[r].shrunk, "rank %u never lost rank %u", r, dead);
+		ck_assert_msg(!rr[r].wrong, "rank %u: a wrong sum after the shrink", r);
+		ck_assert_int_eq(rr[r].fin_rc, 0);
+		ck_assert_uint_eq(rr[r].li.world_size, 2);
+		ck_assert_uint_eq(rr[r].li.rank, r % 2);
+		printf("local shrink: rank %u went on as rank %u of %u after %.1f ms\n", r,
+		       rr[r].li.rank, rr[r].li.world_size, rr[r].recovery_ms);
+		free(rr[r].layout);
+	}
+}
+
+/* A rank that is not its machine's leader dies: the leader (rank 2) tells
+ * rank 0 it leaves. */
+START_TEST(test_local_shrink_rank_dies)
+{
+	local_shrink_after(3, 2);
+}
+END_TEST
+
+/* Rank 0's machine loses rank 1: rank 0, the network job's rank 0, tells
+ * every other leader it is lost; ranks 2 and 3 go on as 0 and 1. */
+START_TEST(test_local_shrink_root_leaves)
+{
+	local_shrink_after(1, 0);
+}
+END_TEST
+
+/* A machine's leader dies: its other rank cannot go on. */
+START_TEST(test_local_shrink_leader_dies)
+{
+	local_shrink_after(2, 3);
+}
+END_TEST
+
 static void *prio_main(void *arg)
 {
 	struct prio_run *pr = arg;
@@ -1350,6 +1431,9 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_local_cuda_ipc);
 	tcase_add_test(tc, test_local_cuda_mismatch);
 	tcase_add_test(tc, test_local_rank_dies);
+	tcase_add_test(tc, test_local_shrink_rank_dies);
+	tcase_add_test(tc, test_local_shrink_root_leaves);
+	tcase_add_test(tc, test_local_shrink_leader_dies);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("survive"); /* pbox_shrink() (survive.c) */
 	tcase_set_timeout(tc, 60);

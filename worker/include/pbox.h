@@ -193,8 +193,12 @@ int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out
  * survivor that counts other ranks lost: PBOX_EMISMATCH; one lost during
  * the shrink: PBOX_ETIMEDOUT at [tuning] deadline, naming it, and another
  * pbox_shrink() goes on without it). One thread,
- * nothing in flight; not with local aggregation yet (PBOX_ESTATE), nor after
- * a failure that lost nobody (PBOX_ESTATE). Called before this context
+ * nothing in flight; not after a failure that lost nobody (PBOX_ESTATE).
+ * With local aggregation a machine is one failure domain: a machine that
+ * loses a rank (its process, or its leader's) leaves the job, and its
+ * other ranks' pbox_shrink() fails (PBOX_EFAILED, naming the loss); the
+ * other machines go on without all of its ranks, PBOX_REDO, each rank with
+ * its new world rank, the machine's leader renewing it for its ranks. Called before this context
  * failed (the loss seen first by another library on the same ranks), it
  * waits up to [tuning] heartbeat for the loss to be known here. A job where any rank pushes CUDA
  * tensors gets PBOX_REDO: their sums so far are in GPU memory.
@@ -209,7 +213,8 @@ int pbox_shrink(struct pbox *px);
  * that still does not answer within [tuning] heartbeat is left out again
  * (a warning names it: pbox_layout()'s k says what came back). PBOX_OK at
  * once where no box was left out. Not after a failure (pbox_shrink()
- * first), nor with CUDA tensors or local aggregation (PBOX_ESTATE).
+ * first), nor with CUDA tensors (PBOX_ESTATE). With local aggregation every
+ * rank of a machine calls it; its leader renews the machine.
  */
 int pbox_rejoin(struct pbox *px);
 
