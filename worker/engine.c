@@ -1489,6 +1489,12 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 			} else if (px->rank != 0 && sscanf(line, "LOST %u %n", &q, &off) == 1 &&
 				   q < px->n && off) {
 				lost(px, q, line + off); /* as rank 0 saw it */
+			} else if (px->rank == 0 && r != 0 && strcmp(line, "REJOIN") == 0) {
+				px->peer_bye[r] = true; /* its connection closes next, not lost */
+				pthread_mutex_lock(&px->mu);
+				px->rejoins++;
+				pthread_cond_broadcast(&px->cv);
+				pthread_mutex_unlock(&px->mu);
 			} else if (px->rank == 0 && r != 0 && strncmp(line, "LEAVE ", 6) == 0) {
 				lost(px, r, line + 6); /* its machine lost a rank: it is gone */
 			} else if (strncmp(line, "FAIL ", 5) == 0) {
@@ -1536,6 +1542,15 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 			"the box says job %u is not registered: pboxd restarted, or the job was "
 			"unregistered",
 			px->job);
+	if (px->rank != 0 && px->peer_fd[0] >= 0) { /* pbox_rejoin(): REJOIN, once */
+		pthread_mutex_lock(&px->mu);
+		if (px->rejoin_req && !px->rejoin_sent) {
+			wk_line_send(px->peer_fd[0], "REJOIN");
+			px->rejoin_sent = true;
+			pthread_cond_broadcast(&px->cv);
+		}
+		pthread_mutex_unlock(&px->mu);
+	}
 	heartbeat(px, now);
 	if (px->fail && !px->fail_told) { /* before this rank's caller can exit */
 		bool leave;

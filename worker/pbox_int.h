@@ -277,6 +277,10 @@ struct pbox {
 	uint32_t fail_from;
 	bool fail_told;
 	bool leave; /* under mu: the failure is this rank's leaving (LEAVE, not FAIL) */
+	/* pbox_rejoin()'s barrier (under mu): the other ranks say REJOIN to rank 0,
+	 * which closes its connections only once all have */
+	bool rejoin_req, rejoin_sent;
+	uint32_t rejoins;
 	struct pbox_stats st_pub;
 	struct pbox_tuning tune_pub;
 	struct pbox_ss_stats *ss_pub;

@@ -785,6 +785,8 @@ static void renew(struct pbox *px, uint32_t n, uint32_t me)
 	px->fail_from = UINT32_MAX;
 	px->fail_told = false;
 	px->leave = false;
+	px->rejoin_req = px->rejoin_sent = false;
+	px->rejoins = 0;
 	memset(&px->st_pub, 0, sizeof(px->st_pub));
 	memset(&px->frag, 0, sizeof(*px) - offsetof(struct pbox, frag)); /* engine only */
 }
@@ -928,6 +930,36 @@ int pbox_shrink(struct pbox *px)
 }
 
 /*
+ * Before pbox_rejoin() ends this incarnation: each other rank says REJOIN
+ * to rank 0 (its engine, on its connection), and rank 0 waits for every
+ * one before it closes its connections, so that no rank still finishing
+ * its last step sees rank 0 go and counts it lost. A rank that never says
+ * it is waited for up to the deadline; the new bootstrap then names it.
+ */
+static void rejoin_barrier(struct pbox *px)
+{
+	uint64_t until = wk_now() + px->deadline_ns;
+
+	pthread_mutex_lock(&px->mu);
+	px->rejoin_req = true;
+	pthread_mutex_unlock(&px->mu);
+	wk_engine_kick(px);
+	pthread_mutex_lock(&px->mu);
+	while (wk_now() < until && (px->rank == 0 ? px->rejoins + 1 < px->n : !px->rejoin_sent)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&px->cv, &px->mu, &ts);
+	}
+	pthread_mutex_unlock(&px->mu);
+}
+
+/*
  * pbox_rejoin(): the boxes a shrink left out, back. The same ranks begin a
  * new incarnation with every box of [box] control; one that still does not
  * answer within a heartbeat is left out again (a warning names it).
@@ -958,6 +990,7 @@ int pbox_rejoin(struct pbox *px)
 	if (!px->boxes_all.n) /* no box was ever left out */
 		return px->loc ? wk_local_renew(px, PBOX_OK, NULL, 0) : PBOX_OK;
 	was = px->cfg.box.control.n;
+	rejoin_barrier(px);
 	stop_engine(px);
 	wk_resume_free(px);
 	wk_free_net(px);

@@ -292,6 +292,40 @@ check "2 ranks per machine, world rank 5 killed: its machine leaves the job, the
 	bash -c "[ $survived = 1 ] && [ \$(grep -l 'recovered: rank [0-5] of 6 (was 8)' $log/lshrink-w{0,1,3}-{0,1}.log | wc -l) -eq 6 ] &&
 		 [ \$(grep -l 'RESULT bench .*verified=yes' $log/lshrink-w{0,1,3}-{0,1}.log | wc -l) -eq 6 ] &&
 		 grep -q 'machine left the job' $log/lshrink-w2-0.log"
+
+# The box lost and taken back with 2 ranks per machine: pboxd killed mid-run,
+# the 8 ranks go on at k = 0 (the machines' pieces redone: a machine's sums
+# start over), pboxd started again and taken back by pbox_rejoin() before
+# iteration 9 on every rank, the leaders renewing their machines.
+pids=()
+for ((m = 0; m < N; m++)); do
+	for ((j = 0; j < 2; j++)); do
+		ip netns exec "$(pbox_ns "$tag" "w$m")" "$bench" --config "$log/w$m-$j.ini" --size "$SIZE" \
+			--tensors 8 --iters 12 --survive --rejoin 9 >"$log/lboxgone-w$m-$j.log" 2>&1 &
+		pids+=($!)
+	done
+done
+for _ in $(seq 100); do
+	[ "$(grep -l 'iteration 2/' "$log"/lboxgone-w*.log 2>/dev/null | wc -l)" -eq $((2 * N)) ] && break
+	sleep 0.2
+done
+kill -9 "$pboxd_pid"
+wait "$pboxd_pid" 2>/dev/null
+pboxd_pid=
+for _ in $(seq 100); do
+	[ "$(grep -l 'recovered:' "$log"/lboxgone-w*.log 2>/dev/null | wc -l)" -eq $((2 * N)) ] && break
+	sleep 0.1
+done
+restart_box $((2 * wbw / 2)) || exit 1
+survived=1
+for i in "${!pids[@]}"; do
+	wait "${pids[$i]}" || survived=0
+done
+grep -h "recovered:\|rejoined" "$log"/lboxgone-w*.log | sed 's/^/        /'
+check "2 ranks per machine, pboxd killed: the 8 ranks go on at k = 0 (redoing the iteration), and pbox_rejoin() before iteration 9 takes it back (k = 2), every sum exact" \
+	bash -c "[ $survived = 1 ] && [ \$(grep -l 'recovered: rank [0-7] of 8 (was 8), k=0.00, redoing' $log/lboxgone-w*.log | wc -l) -eq 8 ] &&
+		 [ \$(grep -l 'rejoined before iteration 9: k=2.00 (was 0.00)' $log/lboxgone-w*.log | wc -l) -eq 8 ] &&
+		 [ \$(grep -l 'RESULT bench .*verified=yes' $log/lboxgone-w*.log | wc -l) -eq 8 ]"
 worker_cfgs 1
 
 # ---- 1% loss on every link, both ways, the box's sends included ---------------
