@@ -1094,27 +1094,6 @@ static int renew_here(struct pbox *px, uint32_t epoch)
 	return 0;
 }
 
-/* Wait (under no lock) until @ok holds, or until @deadline; whether it held. */
-static bool wait_cond(struct pbox *px, bool (*ok)(const struct pbox *), uint64_t deadline)
-{
-	bool held;
-
-	pthread_mutex_lock(&px->mu);
-	while (!(held = ok(px)) && wk_now() < deadline) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 20000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&px->cv, &px->mu, &ts);
-	}
-	pthread_mutex_unlock(&px->mu);
-	return held;
-}
-
 static bool is_quiet(const struct pbox *px)
 {
 	return px->loc->quiet || !px->loc->thr_started;
@@ -1133,18 +1112,18 @@ static bool failed_or_told(const struct pbox *px)
 /* pbox_shrink() and pbox_rejoin() (@fn): refused where this machine left
  * the job (a rank of it was lost), or, for a rejoin (@idle), while any of
  * its push-pulls is in flight. */
-int wk_local_can_renew(const struct pbox *px, const char *fn, bool idle)
+int wk_local_can_renew(struct pbox *px, const char *fn, bool idle)
 {
 	struct wk_local *lc = px->loc;
 	char why[WK_ERR_LEN];
 	bool left, busy = false;
 
-	pthread_mutex_lock((pthread_mutex_t *)&px->mu);
+	pthread_mutex_lock(&px->mu);
 	left = lc->left;
 	snprintf(why, sizeof(why), "%s", px->fail_msg);
 	for (uint32_t i = 0; i < lc->n_t; i++)
 		busy |= lc->t[i]->busy != NULL;
-	pthread_mutex_unlock((pthread_mutex_t *)&px->mu);
+	pthread_mutex_unlock(&px->mu);
 	if (left)
 		return wk_err(PBOX_EFAILED,
 			      "%s: this rank's machine left the job, as a machine does when it "
@@ -1165,7 +1144,7 @@ void wk_local_quiet(struct pbox *px)
 	lc->quiet = false;
 	pthread_mutex_unlock(&px->mu);
 	kick(lc);
-	wait_cond(px, is_quiet, wk_now() + 5000000000ull);
+	wk_wait_cond(px, is_quiet, wk_now() + 5000000000ull);
 }
 
 /* Leader, after keep_tensors(): a tensor whose pieces are not all kept
@@ -1180,24 +1159,20 @@ void wk_local_renet(struct pbox *px)
 		uint32_t kept = 0;
 
 		for (uint32_t i = 0; t->net && i < t->n_pieces; i++)
-			for (uint32_t x = 0; x < px->n_t; x++)
-				kept += px->t[x]->key == local_piece_key(t->key, i);
+			kept += wk_find_tensor(px, local_piece_key(t->key, i)) != NULL;
 		if (!t->net || kept == t->n_pieces)
 			continue;
 		t->net = false;
-		for (uint32_t x = 0, y = 0; x <= px->n_t; x++) { /* its kept pieces go too */
-			bool mine = false;
+		for (uint32_t i = 0; i < t->n_pieces; i++) { /* its kept pieces go too */
+			struct wk_tensor *nt = wk_find_tensor(px, local_piece_key(t->key, i));
+			uint32_t x = 0;
 
-			if (x == px->n_t) {
-				px->n_t = y;
-				break;
-			}
-			for (uint32_t i = 0; i < t->n_pieces && !mine; i++)
-				mine = px->t[x]->key == local_piece_key(t->key, i);
-			if (mine)
-				free(px->t[x]);
-			else
-				px->t[y++] = px->t[x];
+			if (!nt)
+				continue;
+			while (px->t[x] != nt)
+				x++;
+			memmove(&px->t[x], &px->t[x + 1], (--px->n_t - x) * sizeof(*px->t));
+			free(nt);
 		}
 	}
 	pthread_mutex_unlock(&px->mu);
@@ -1224,7 +1199,7 @@ int wk_local_renew(struct pbox *px, int rc, const uint32_t *gone, uint32_t n_gon
 	lc->renew_req = true;
 	pthread_mutex_unlock(&px->mu);
 	kick(lc);
-	wait_cond(px, renewed, UINT64_MAX);
+	wk_wait_cond(px, renewed, UINT64_MAX);
 	return rc;
 }
 
@@ -1242,10 +1217,10 @@ int wk_local_follow_renew(struct pbox *px, const char *fn, bool shrink)
 	int rc;
 
 	/* a shrink without a failure here yet: one is known within a heartbeat */
-	if (shrink && !wait_cond(px, failed_or_told,
-				 wk_now() + px->cfg.tuning.heartbeat_us * 1000 + 500000000ull))
+	if (shrink && !wk_wait_cond(px, failed_or_told,
+				    wk_now() + px->cfg.tuning.heartbeat_us * 1000 + 500000000ull))
 		return wk_err(PBOX_ESTATE, "%s: the job lost no rank and not its box", fn);
-	if (!wait_cond(px, renewal_told, wk_now() + wait_ns) || lc->left) {
+	if (!wk_wait_cond(px, renewal_told, wk_now() + wait_ns) || lc->left) {
 		if ((rc = wk_local_can_renew(px, fn, !shrink)))
 			return rc;
 		return wk_err(PBOX_ETIMEDOUT,

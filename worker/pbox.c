@@ -162,7 +162,7 @@ int pbox_init(const char *config, struct pbox **out)
 }
 
 /* The tensor of @key, or NULL (under mu once started). */
-static struct wk_tensor *find_tensor(const struct pbox *px, uint64_t key)
+struct wk_tensor *wk_find_tensor(const struct pbox *px, uint64_t key)
 {
 	uint32_t lo = 0, hi = px->n_t;
 
@@ -253,7 +253,7 @@ int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype 
 	if (px->loc) /* started, with local aggregation */
 		return wk_local_declare(px, "pbox_declare", key, count, dtype, priority);
 	pthread_mutex_lock(&px->mu);
-	if (find_tensor(px, key))
+	if (wk_find_tensor(px, key))
 		rc = wk_err(PBOX_EINVAL, "pbox_declare: key %" PRIu64 " declared twice", key);
 	else
 		rc = wk_add_tensor(px, "pbox_declare", key, count, dtype, priority, &t);
@@ -446,7 +446,7 @@ int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint6
 	op->in = in;
 	op->out = out;
 	pthread_mutex_lock(&px->mu);
-	t = find_tensor(px, key);
+	t = wk_find_tensor(px, key);
 	if (px->fail) {
 		rc = failed(px, "pbox_push_pull");
 	} else if (px->finalizing) {
@@ -525,6 +525,28 @@ int pbox_test(struct pbox_handle *op)
 	st = op->done ? reap(op) : PBOX_EAGAIN;
 	pthread_mutex_unlock(&px->mu);
 	return st;
+}
+
+/* Wait (no lock held) until @ok holds under mu, each change of state
+ * broadcast on cv, or until @deadline; whether it held. */
+bool wk_wait_cond(struct pbox *px, bool (*ok)(const struct pbox *), uint64_t deadline)
+{
+	bool held;
+
+	pthread_mutex_lock(&px->mu);
+	while (!(held = ok(px)) && wk_now() < deadline) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&px->cv, &px->mu, &ts);
+	}
+	pthread_mutex_unlock(&px->mu);
+	return held;
 }
 
 int pbox_wait(struct pbox_handle *op)

@@ -480,7 +480,7 @@ void wk_tune_apply(struct pbox *px, unsigned phase, uint64_t v);
  */
 int wk_local_plan(struct pbox *px);
 /* renewal with local aggregation (pbox_shrink(), pbox_rejoin()) */
-int wk_local_can_renew(const struct pbox *px, const char *fn, bool idle);
+int wk_local_can_renew(struct pbox *px, const char *fn, bool idle);
 int wk_local_follow_renew(struct pbox *px, const char *fn, bool shrink);
 void wk_local_quiet(struct pbox *px);
 void wk_local_renet(struct pbox *px);
@@ -548,5 +548,7 @@ void wk_engine_join(struct pbox *px);
 /* Fail the context (engine side; takes mu). */
 void wk_fail(struct pbox *px, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void wk_leave(struct pbox *px, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+struct wk_tensor *wk_find_tensor(const struct pbox *px, uint64_t key);
+bool wk_wait_cond(struct pbox *px, bool (*ok)(const struct pbox *), uint64_t deadline);
 
 #endif /* PBOX_INT_H */

@@ -804,7 +804,7 @@ static int failed_with(struct pbox *px, int rc)
 
 /* What pbox_shrink() and pbox_rejoin() (@fn) both need: a started context
  * (with local aggregation, of a machine still in the job). */
-static int can_renew(const struct pbox *px, const char *fn, bool idle)
+static int can_renew(struct pbox *px, const char *fn, bool idle)
 {
 	if (!px)
 		return wk_err(PBOX_EINVAL, "%s: context is NULL", fn);
@@ -936,27 +936,18 @@ int pbox_shrink(struct pbox *px)
  * its last step sees rank 0 go and counts it lost. A rank that never says
  * it is waited for up to the deadline; the new bootstrap then names it.
  */
+static bool rejoin_met(const struct pbox *px)
+{
+	return px->rank == 0 ? px->rejoins + 1 >= px->n : px->rejoin_sent;
+}
+
 static void rejoin_barrier(struct pbox *px)
 {
-	uint64_t until = wk_now() + px->deadline_ns;
-
 	pthread_mutex_lock(&px->mu);
 	px->rejoin_req = true;
 	pthread_mutex_unlock(&px->mu);
 	wk_engine_kick(px);
-	pthread_mutex_lock(&px->mu);
-	while (wk_now() < until && (px->rank == 0 ? px->rejoins + 1 < px->n : !px->rejoin_sent)) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 10000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&px->cv, &px->mu, &ts);
-	}
-	pthread_mutex_unlock(&px->mu);
+	wk_wait_cond(px, rejoin_met, wk_now() + px->deadline_ns);
 }
 
 /*

@@ -266,19 +266,28 @@ done
 # leaves the job (its leader's pbox_shrink() says why), and the other
 # machines' 6 ranks go on as a job of 6 ranks on 3 machines (pbox-bench
 # --survive), every sum exact to the last iteration.
-local_cfgs 2
-pids=()
-for ((m = 0; m < N; m++)); do
-	for ((j = 0; j < 2; j++)); do
-		ip netns exec "$(pbox_ns "$tag" "w$m")" "$bench" --config "$log/w$m-$j.ini" --size "$SIZE" \
-			--tensors 8 --iters 10 --survive >"$log/lshrink-w$m-$j.log" 2>&1 &
-		pids+=($!)
+# run_local_past_two NAME ITERS [ARGS...]: pbox-bench on the 2 ranks of every
+# machine (local_cfgs 2), $pids[2m + j] rank j of machine m's own process
+# (run_past_two's, below, for one rank per machine), once every rank is
+# past its second iteration
+run_local_past_two() {
+	local name=$1 iters=$2 m j
+	shift 2
+	pids=()
+	for ((m = 0; m < N; m++)); do
+		for ((j = 0; j < 2; j++)); do
+			ip netns exec "$(pbox_ns "$tag" "w$m")" "$bench" --config "$log/w$m-$j.ini" \
+				--size "$SIZE" --tensors 8 --iters "$iters" "$@" >"$log/$name-w$m-$j.log" 2>&1 &
+			pids+=($!)
+		done
 	done
-done
-for _ in $(seq 100); do
-	[ "$(grep -l 'iteration 2/' "$log"/lshrink-w*.log 2>/dev/null | wc -l)" -eq $((2 * N)) ] && break
-	sleep 0.2
-done
+	for _ in $(seq 100); do
+		[ "$(grep -l 'iteration 2/' "$log"/"$name"-w*.log 2>/dev/null | wc -l)" -eq $((2 * N)) ] && break
+		sleep 0.2
+	done
+}
+local_cfgs 2
+run_local_past_two lshrink 10 --survive
 kill -9 "${pids[5]}"
 wait "${pids[5]}" 2>/dev/null
 survived=1
@@ -297,18 +306,7 @@ check "2 ranks per machine, world rank 5 killed: its machine leaves the job, the
 # the 8 ranks go on at k = 0 (the machines' pieces redone: a machine's sums
 # start over), pboxd started again and taken back by pbox_rejoin() before
 # iteration 9 on every rank, the leaders renewing their machines.
-pids=()
-for ((m = 0; m < N; m++)); do
-	for ((j = 0; j < 2; j++)); do
-		ip netns exec "$(pbox_ns "$tag" "w$m")" "$bench" --config "$log/w$m-$j.ini" --size "$SIZE" \
-			--tensors 8 --iters 12 --survive --rejoin 9 >"$log/lboxgone-w$m-$j.log" 2>&1 &
-		pids+=($!)
-	done
-done
-for _ in $(seq 100); do
-	[ "$(grep -l 'iteration 2/' "$log"/lboxgone-w*.log 2>/dev/null | wc -l)" -eq $((2 * N)) ] && break
-	sleep 0.2
-done
+run_local_past_two lboxgone 12 --survive --rejoin 9
 kill -9 "$pboxd_pid"
 wait "$pboxd_pid" 2>/dev/null
 pboxd_pid=

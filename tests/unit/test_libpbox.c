@@ -677,24 +677,13 @@ static void reap(pid_t pid, unsigned rank)
 	unlink(path);
 }
 
-/* A rank dies mid-run (its own process, gone without finalize): the three
- * survivors get the error naming it, shrink to a job of three without
- * restarting, do the failed iteration again and finish the run with exact
- * sums of their own parts, one layout, the new ranks 0..2. */
-static void shrink_after(unsigned dead)
+/* The NR ranks of @rr, rank @dead in a process of its own (so that it can
+ * die as a crash would), the others as threads; back once all ended. */
+static void run_one_dying(struct rank_run *rr, unsigned dead)
 {
-	struct rank_run rr[NR];
 	pthread_t th[NR];
-	unsigned live = dead == 0; /* a survivor */
 	pid_t pid;
 
-	setup_runs(rr, NR, PBOX_FP32, 8);
-	for (unsigned r = 0; r < NR; r++) {
-		rr[r].survive = true;
-		rr[r].dead = (int)dead;
-		rr[r].dead2 = -1;
-	}
-	rr[dead].die_after = 2;
 	base_port(); /* the same ports in the child */
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
@@ -709,6 +698,25 @@ static void shrink_after(unsigned dead)
 		if (r != dead)
 			pthread_join(th[r], NULL);
 	reap(pid, dead);
+}
+
+/* A rank dies mid-run (its own process, gone without finalize): the three
+ * survivors get the error naming it, shrink to a job of three without
+ * restarting, do the failed iteration again and finish the run with exact
+ * sums of their own parts, one layout, the new ranks 0..2. */
+static void shrink_after(unsigned dead)
+{
+	struct rank_run rr[NR];
+	unsigned live = dead == 0; /* a survivor */
+
+	setup_runs(rr, NR, PBOX_FP32, 8);
+	for (unsigned r = 0; r < NR; r++) {
+		rr[r].survive = true;
+		rr[r].dead = (int)dead;
+		rr[r].dead2 = -1;
+	}
+	rr[dead].die_after = 2;
+	run_one_dying(rr, dead);
 	for (unsigned r = 0; r < NR; r++) {
 		if (r == dead)
 			continue;
@@ -895,8 +903,6 @@ END_TEST
 START_TEST(test_local_rank_dies)
 {
 	struct rank_run rr[NR];
-	pthread_t th[NR];
-	pid_t pid;
 
 	setup_runs(rr, NR, PBOX_FP32, 200);
 	for (unsigned r = 0; r < NR; r++) {
@@ -904,20 +910,7 @@ START_TEST(test_local_rank_dies)
 		rr[r].extra = "partition_size = 64K";
 	}
 	rr[1].die_after = 2;
-	base_port(); /* the same ports in the child */
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		rank_main(&rr[1]);
-		_exit(1); /* not reached */
-	}
-	for (unsigned r = 0; r < NR; r++)
-		if (r != 1)
-			ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &rr[r]), 0);
-	for (unsigned r = 0; r < NR; r++)
-		if (r != 1)
-			pthread_join(th[r], NULL);
-	reap(pid, 1);
+	run_one_dying(rr, 1);
 	for (unsigned r = 0; r < NR; r++) {
 		if (r == 1)
 			continue;
@@ -941,8 +934,6 @@ END_TEST
 static void local_shrink_after(unsigned dead, unsigned leaves)
 {
 	struct rank_run rr[NR];
-	pthread_t th[NR];
-	pid_t pid;
 
 	setup_runs(rr, NR, PBOX_FP32, 6);
 	for (unsigned r = 0; r < NR; r++) {
@@ -953,20 +944,7 @@ static void local_shrink_after(unsigned dead, unsigned leaves)
 		rr[r].dead2 = (int)leaves;
 	}
 	rr[dead].die_after = 2;
-	base_port(); /* the same ports in the child */
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		rank_main(&rr[dead]);
-		_exit(1); /* not reached */
-	}
-	for (unsigned r = 0; r < NR; r++)
-		if (r != dead)
-			ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &rr[r]), 0);
-	for (unsigned r = 0; r < NR; r++)
-		if (r != dead)
-			pthread_join(th[r], NULL);
-	reap(pid, dead);
+	run_one_dying(rr, dead);
 	ck_assert_msg(rr[leaves].run_rc == PBOX_EFAILED && !rr[leaves].shrunk &&
 			      strstr(rr[leaves].msg, "machine left the job") &&
 			      strstr(rr[leaves].msg, "went away"),
