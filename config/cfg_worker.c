@@ -93,6 +93,10 @@ static const struct cfg_key tuning_keys[] = {
 	CFG_KEY(W, tuning.autotune, "autotune", CFG_BOOL, 0, 0, 0, "false",
 		"tune credit_bytes, then partition_size, online (ByteScheduler): doubled or "
 		"halved while goodput grows by 3%, then kept"),
+	CFG_KEY(W, tuning.priority, "priority", CFG_UINT, 0, 0, 99, "0",
+		"real-time priority (SCHED_FIFO, 1-99) of the progress thread, so that no "
+		"other thread of the host delays a send it has timed; 0: the default "
+		"scheduling. Needs CAP_SYS_NICE (or an rtprio limit)"),
 	CFG_KEY_ENUM(W, tuning.layout, "layout", cfg_layout_names, "unified",
 		     "unified (Theorem 1), ps (every chunk to the box) or ssgpu (the workers' "
 		     "SS_GPUs only); the same on every rank"),

@@ -45,7 +45,8 @@ struct wrk_cfg {
 		uint64_t heartbeat_us;
 		bool pacing;
 		bool autotune;
-		unsigned layout; /* enum lay_mode: cfg_layout_names[layout] */
+		uint32_t priority; /* SCHED_FIFO priority of the progress thread; 0: none */
+		unsigned layout;   /* enum lay_mode: cfg_layout_names[layout] */
 	} tuning;
 	struct {
 		unsigned kind;

@@ -25,7 +25,9 @@
 #                                         OUT (BUILD_DIR/perf/cluster), KS (the
 #                                         k to measure: 0..N), MODES (unified
 #                                         ps ssgpu ring), TUNING (more [tuning]
-#                                         lines, ';'-separated)
+#                                         lines, ';'-separated), WORKER_PRIORITY
+#                                         (the ranks' real-time priority: 10
+#                                         at n = 4, 0 (none) at n = 8)
 set -uo pipefail
 
 N=${N:-4}
@@ -37,6 +39,15 @@ esac
 ITERS=${ITERS:-3}
 KS=${KS:-$(seq -s ' ' 0 "$N")}
 MODES=${MODES:-unified ps ssgpu ring}
+# The ranks' progress threads at real-time priority ([tuning] priority) at
+# n = 4, as on hosts with cores to spare: here the ranks and the box share
+# 2 cores with the kernel's memory monitor (kdamond, 5-20 ms of a core twice
+# a second), and a rank kept off the CPU leaves its link idle for as long,
+# which a layout that loads every link evenly never makes up (n = 4, k = 0:
+# 1.03-1.07 of t_opt at the default priority, 1.014-1.016 at 10). At n = 8
+# the default: 8 real-time ranks starve the box's own data cores on these 2
+# cores (1.14-1.28 at k = 3 and 6, where the box carries most bytes).
+WORKER_PRIORITY=${WORKER_PRIORITY:-$((N <= 4 ? 10 : 0))}
 . "$(dirname "$0")/../../tests/net/lib.sh"
 
 need_root cluster
@@ -82,7 +93,7 @@ pbox() {
 	[ "$k" -gt 0 ] && ! jobs_gone && echo "cluster: the box still holds a job before $name"
 	local extra=()
 	[ -n "${TUNING:-}" ] && IFS=';' read -ra extra <<<"$TUNING"
-	worker_cfgs $((k > 0)) "layout = $mode" "${extra[@]}"
+	worker_cfgs $((k > 0)) "layout = $mode" "priority = $WORKER_PRIORITY" "${extra[@]}"
 	bench_ran "$name" "pbox $mode at k=$k" --size "$SIZE" --tensors 4 --iters "$ITERS" --sync \
 		--warmup 1 || return 1
 	ms=$(slowest "$name")

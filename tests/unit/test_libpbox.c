@@ -10,10 +10,14 @@
  */
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "pbox_int.h"
@@ -1197,6 +1201,61 @@ START_TEST(test_world_of_one_grows)
 }
 END_TEST
 
+/* The child of test_engine_priority: without CAP_SYS_NICE and with no
+ * rtprio limit, pbox_start() refuses, naming the key and the reason. */
+static int priority_refused(const char *path)
+{
+	struct __user_cap_header_struct hd = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct cd[2];
+	struct rlimit rl = {0, 0};
+	struct pbox *px;
+
+	if (setrlimit(RLIMIT_RTPRIO, &rl) || syscall(SYS_capget, &hd, cd))
+		return 2;
+	cd[CAP_SYS_NICE / 32].effective &= ~(1u << (CAP_SYS_NICE % 32));
+	if (syscall(SYS_capset, &hd, cd) || pbox_init(path, &px))
+		return 3;
+	if (pbox_start(px) != PBOX_EINVAL ||
+	    !strstr(pbox_last_error(), "[tuning] priority = 7: cannot run the progress thread") ||
+	    !strstr(pbox_last_error(), "Operation not permitted"))
+		return 4;
+	return 0;
+}
+
+/* [tuning] priority: the progress thread runs SCHED_FIFO at that priority
+ * (the tests run as root) and sums as before; a process that may not have
+ * it is refused at pbox_start(), naming the key. */
+START_TEST(test_engine_priority)
+{
+	char path[128];
+	struct pbox *px;
+	struct pbox_handle *op;
+	struct sched_param sp;
+	float x[4] = {1, 2, 3, 4};
+	int pol, st;
+	pid_t pid;
+
+	write_cfg(path, sizeof(path), 0, 1, "priority = 7", 0);
+	ck_assert_int_eq(pbox_init(path, &px), PBOX_OK);
+	ck_assert_int_eq(pbox_start(px), PBOX_OK);
+	ck_assert_int_eq(pthread_getschedparam(px->thr, &pol, &sp), 0);
+	ck_assert_int_eq(pol, SCHED_FIFO);
+	ck_assert_int_eq(sp.sched_priority, 7);
+	ck_assert_int_eq(pbox_push_pull(px, 9, x, x, 4, PBOX_FP32, &op), PBOX_OK);
+	ck_assert_int_eq(pbox_wait(op), PBOX_OK);
+	ck_assert(x[0] == 1 && x[3] == 4);
+	ck_assert_int_eq(pbox_finalize(px), PBOX_OK);
+
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(priority_refused(path));
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the refusal: child status %d", st);
+	unlink(path);
+}
+END_TEST
+
 /* Four ranks that meet at a rendezvous, @iters push-pulls each; rank 3
  * says world size @world3 (0: the true one). */
 static void rdv_runs(struct rank_run *rr, unsigned iters, int world3)
@@ -1393,6 +1452,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_module_missing);
 	tcase_add_test(tc, test_cuda_refusals);
 	tcase_add_test(tc, test_world_of_one_grows);
+	tcase_add_test(tc, test_engine_priority);
 	tcase_add_test(tc, test_rendezvous);
 	tcase_add_test(tc, test_rendezvous_mismatch);
 	tcase_add_test(tc, test_env_only);
