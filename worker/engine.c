@@ -1755,7 +1755,7 @@ static int start_thread(struct pbox *px)
 			err = pthread_create(&px->thr, &a, engine, px);
 		pthread_attr_destroy(&a);
 	}
-	if (err && sp.sched_priority)
+	if (err == EPERM && sp.sched_priority)
 		return wk_err(PBOX_EINVAL,
 			      "pbox_start: [tuning] priority = %d: cannot run the progress thread "
 			      "at that real-time priority: %s (it needs CAP_SYS_NICE or an "

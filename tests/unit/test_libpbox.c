@@ -704,6 +704,16 @@ static void run_one_dying(struct rank_run *rr, unsigned dead)
 	reap(pid, dead);
 }
 
+/* Survivor @r of rank @dead's death: its run went on past the shrink with
+ * exact sums, and it finalized. */
+static void went_on(const struct rank_run *rr, unsigned r, unsigned dead)
+{
+	ck_assert_msg(rr[r].start_rc == 0 && rr[r].run_rc == 0, "rank %u: %s", r, rr[r].msg);
+	ck_assert_msg(rr[r].shrunk, "rank %u never lost rank %u", r, dead);
+	ck_assert_msg(!rr[r].wrong, "rank %u: a wrong sum after the shrink", r);
+	ck_assert_int_eq(rr[r].fin_rc, 0);
+}
+
 /* A rank dies mid-run (its own process, gone without finalize): the three
  * survivors get the error naming it, shrink to a job of three without
  * restarting, do the failed iteration again and finish the run with exact
@@ -724,11 +734,7 @@ static void shrink_after(unsigned dead)
 	for (unsigned r = 0; r < NR; r++) {
 		if (r == dead)
 			continue;
-		ck_assert_msg(rr[r].start_rc == 0 && rr[r].run_rc == 0, "rank %u: %s", r,
-			      rr[r].msg);
-		ck_assert_msg(rr[r].shrunk, "rank %u never lost rank %u", r, dead);
-		ck_assert_msg(!rr[r].wrong, "rank %u: a wrong sum after the shrink", r);
-		ck_assert_int_eq(rr[r].fin_rc, 0);
+		went_on(rr, r, dead);
 		ck_assert_uint_eq(rr[r].li.world_size, NR - 1);
 		ck_assert_uint_eq(rr[r].li.rank, r < dead ? r : r - 1);
 		ck_assert_uint_eq(rr[r].n_chunks, rr[live].n_chunks);
@@ -957,11 +963,7 @@ static void local_shrink_after(unsigned dead, unsigned leaves)
 	for (unsigned r = 0; r < NR; r++) {
 		if (r == dead || r == leaves)
 			continue;
-		ck_assert_msg(rr[r].start_rc == 0 && rr[r].run_rc == 0, "rank %u: %s", r,
-			      rr[r].msg);
-		ck_assert_msg(rr[r].shrunk, "rank %u never lost rank %u", r, dead);
-		ck_assert_msg(!rr[r].wrong, "rank %u: a wrong sum after the shrink", r);
-		ck_assert_int_eq(rr[r].fin_rc, 0);
+		went_on(rr, r, dead);
 		ck_assert_uint_eq(rr[r].li.world_size, 2);
 		ck_assert_uint_eq(rr[r].li.rank, r % 2);
 		printf("local shrink: rank %u went on as rank %u of %u after %.1f ms\n", r,
