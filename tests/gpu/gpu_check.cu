@@ -346,7 +346,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gpu_check: no GPU here\n");
 		return 2;
 	}
-	port0 = 30000 + (unsigned)(getpid() % 1000) * 16;
+	/* below the kernel's ephemeral ports (32768 and up by default), which
+	 * a connection may hold */
+	port0 = 20000 + (unsigned)(getpid() % 750) * 16;
 	signal(SIGSEGV, on_fault);
 	signal(SIGBUS, on_fault);
 	memset(ra, 0, sizeof(ra));
