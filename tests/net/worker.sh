@@ -533,8 +533,8 @@ pboxd_pid=
 box_cfg $((wbw / 2))
 two_box_cfg a 0 0 $((3 * wbw / 2))
 two_box_cfg b 1 1 $((wbw / 2)) 9580 9581
-pbox_net_shape "$tag" box-p0 tbf rate "$((3 * wbw / 2))mbit" burst 128kb limit 16mb
-pbox_net_shape "$tag" box-p1 tbf rate "$((wbw / 2))mbit" burst 128kb limit 16mb
+box_port_shape 0 $((3 * wbw / 2))
+box_port_shape 1 $((wbw / 2))
 # one after the other: DPDK's af_packet names its fanout group by pid XOR
 # ifindex, and two pboxd started at once (consecutive pids, ifindexes one
 # apart) can draw the same group for their two interfaces (EINVAL)
