@@ -611,14 +611,18 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
 	struct pbox_hdr h;
 
 	for (uint32_t r = 0; r < px->n; r++) {
-		if (r == px->rank) {
-			deliver(px, g, out->buf, out->len, out->round);
+		if (r == px->rank)
 			continue;
-		}
 		result_hdr(px, seg, &h, r, chunk, frag, out, digest);
 		tx_add(px, e, seg->peer[r].ip_be, seg->peer[r].port, &h, out->buf, out->len, true);
 		px->st.ssgpu_results += out->len;
 	}
+	/* The peers' results leave before our own can complete a sum: its
+	 * waiter may end the process at once (a rank done with its last step),
+	 * and results still in our batch would go with it, the peers left to
+	 * call us dead with their sums one datagram away. */
+	tx_flush(px, e);
+	deliver(px, g, out->buf, out->len, out->round);
 }
 
 /* Fragment @g was just sent to @un (its push or a probe): into the timer
