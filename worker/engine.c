@@ -496,6 +496,11 @@ static void frag_done(struct pbox *px, uint32_t g)
 		active_del(px, op);
 	if (--op->left)
 		return;
+	/* What we have queued (peers' results, answers) leaves before the sum's
+	 * waiter hears of it: it may end the process at once (a rank done with
+	 * its last step), and the batch would go with it, the peers left to
+	 * call us dead with their sums one datagram away. */
+	tx_flush(px, px->eng);
 	bytes = op->t->bytes;
 	pthread_mutex_lock(&px->mu);
 	op_complete_locked(px, op, PBOX_OK, NULL); /* its waiter may free it from here */
@@ -617,11 +622,8 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
 		tx_add(px, e, seg->peer[r].ip_be, seg->peer[r].port, &h, out->buf, out->len, true);
 		px->st.ssgpu_results += out->len;
 	}
-	/* The peers' results leave before our own can complete a sum: its
-	 * waiter may end the process at once (a rank done with its last step),
-	 * and results still in our batch would go with it, the peers left to
-	 * call us dead with their sums one datagram away. */
-	tx_flush(px, e);
+	/* ours last: it may complete a sum, and frag_done() sends the batch,
+	 * the peers' results in it, before it says so */
 	deliver(px, g, out->buf, out->len, out->round);
 }
 
