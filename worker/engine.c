@@ -501,6 +501,8 @@ static void frag_done(struct pbox *px, uint32_t g)
 	 * its last step), and the batch would go with it, the peers left to
 	 * call us dead with their sums one datagram away. */
 	tx_flush(px, px->eng);
+	if (px->fail) /* the flush failed: wk_fail() has completed every op */
+		return;
 	bytes = op->t->bytes;
 	pthread_mutex_lock(&px->mu);
 	op_complete_locked(px, op, PBOX_OK, NULL); /* its waiter may free it from here */
@@ -1225,7 +1227,7 @@ static void on_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, 
 		uint64_t pushed = f->pushed;
 		bool clean = f->state == WK_INFLIGHT && f->tries == 1;
 
-		if (!deliver(px, g, p, h->len, h->round))
+		if (!deliver(px, g, p, h->len, h->round) || px->fail) /* fail: the flush */
 			return;
 		un->rx += h->len;
 		if (clean)
