@@ -75,7 +75,8 @@ enum {
 	LM_TAKEN,
 	LM_BYE,
 	LM_GONE,
-	LM_RENEW
+	LM_RENEW,
+	LM_REJOIN
 };
 
 enum {
@@ -153,11 +154,18 @@ struct wk_local {
 	uint32_t *mach_of;   /* world rank -> its machine */
 	struct cfg_hostport *world_peers;
 	int lfd, efd;
-	int *fd;    /* leader: [j] local rank j's connection; others: [0] the leader's */
-	bool *bye;  /* leader: [j] said BYE */
-	pid_t *pid; /* leader: [j] its process */
-	bool stop;  /* under mu: finalizing */
-	bool told;  /* the failure passed on */
+	int *fd;	/* leader: [j] local rank j's connection; others: [0] the leader's */
+	bool *bye;	/* leader: [j] said BYE (written under mu) */
+	uint32_t n_bye; /* leader, under mu: how many */
+	/* pbox_rejoin(): the others say REJOIN once they called it, with nothing
+	 * in flight; the leader renews the machine only once all have, so that
+	 * no rank still finishing its last step sees its push-pulls failed */
+	bool *rejoin;	   /* leader, under mu: [j] said REJOIN in this incarnation */
+	uint32_t n_rejoin; /* leader, under mu: how many */
+	bool rejoin_say;   /* the others, under mu: the thread is to say REJOIN */
+	pid_t *pid;	   /* leader: [j] its process */
+	bool stop;	   /* under mu: finalizing */
+	bool told;	   /* the failure passed on */
 	pthread_t thr;
 	bool thr_started;
 	struct pbox_layout_info li; /* the others: the leader's layout */
@@ -1055,6 +1063,8 @@ static void leader_renew(struct pbox *px)
 				say_fail(lc, lc->fd[j], rc, LMF_RENEW, msg);
 	pthread_mutex_lock(&px->mu);
 	lc->renew_req = false;
+	memset(lc->rejoin, 0, lc->local_size * sizeof(bool)); /* the next renewal's */
+	lc->n_rejoin = 0;
 	pthread_cond_broadcast(&px->cv);
 	pthread_mutex_unlock(&px->mu);
 }
@@ -1186,13 +1196,14 @@ static bool renewed(const struct pbox *px)
 	return !px->loc->renew_req || !px->loc->thr_started;
 }
 
-int wk_local_renew(struct pbox *px, int rc, const uint32_t *gone, uint32_t n_gone)
+/* wk_local_renew(), the others told @msg where @rc is an error. */
+static int renew_as(struct pbox *px, int rc, const char *msg, const uint32_t *gone, uint32_t n_gone)
 {
 	struct wk_local *lc = px->loc;
 
 	pthread_mutex_lock(&px->mu);
 	lc->renew_rc = rc;
-	snprintf(lc->renew_msg, sizeof(lc->renew_msg), "%s", rc ? px->fail_msg : "");
+	snprintf(lc->renew_msg, sizeof(lc->renew_msg), "%s", rc ? msg : "");
 	if (n_gone)
 		memcpy(lc->gone, gone, n_gone * sizeof(uint32_t));
 	lc->n_gone = n_gone;
@@ -1201,6 +1212,66 @@ int wk_local_renew(struct pbox *px, int rc, const uint32_t *gone, uint32_t n_gon
 	kick(lc);
 	wk_wait_cond(px, renewed, UINT64_MAX);
 	return rc;
+}
+
+int wk_local_renew(struct pbox *px, int rc, const uint32_t *gone, uint32_t n_gone)
+{
+	char msg[WK_ERR_LEN];
+
+	pthread_mutex_lock(&px->mu);
+	snprintf(msg, sizeof(msg), "%s", px->fail_msg);
+	pthread_mutex_unlock(&px->mu);
+	return renew_as(px, rc, msg, gone, n_gone);
+}
+
+static bool all_rejoin(const struct pbox *px)
+{
+	const struct wk_local *lc = px->loc;
+
+	return lc->n_rejoin + 1 >= lc->local_size || lc->n_bye || lc->left || px->fail;
+}
+
+/*
+ * Leader, pbox_rejoin(): every other rank of the machine called it too
+ * (REJOIN), so that none is still finishing its last step when the
+ * machine is renewed; up to [tuning] deadline. Where one did not, the
+ * others are told and nothing is renewed.
+ */
+int wk_local_rejoin_wait(struct pbox *px)
+{
+	struct wk_local *lc = px->loc;
+	char late[256] = "", msg[WK_ERR_LEN];
+	size_t off = 0;
+	bool met = wk_wait_cond(px, all_rejoin, wk_now() + px->cfg.tuning.deadline_us * 1000);
+
+	pthread_mutex_lock(&px->mu);
+	if (lc->left || px->fail) { /* pbox_shrink() takes it from here */
+		snprintf(msg, sizeof(msg), "%s", px->fail_msg);
+		pthread_mutex_unlock(&px->mu);
+		return wk_err(PBOX_ESTATE,
+			      "pbox_rejoin: the context failed (%s): pbox_shrink() first", msg);
+	}
+	if (met && !lc->n_bye) {
+		pthread_mutex_unlock(&px->mu);
+		return PBOX_OK;
+	}
+	for (uint32_t j = 1; j < lc->local_size && off < sizeof(late); j++)
+		if (lc->n_bye ? lc->bye[j] : !lc->rejoin[j])
+			off += (size_t)snprintf(late + off, sizeof(late) - off, "%s%u",
+						off ? ", " : "", lc->ranks[j]);
+	if (lc->n_bye)
+		snprintf(msg, sizeof(msg),
+			 "pbox_rejoin: rank %s of this machine finalized (every rank of a machine "
+			 "calls it at the same point)",
+			 late);
+	else
+		snprintf(msg, sizeof(msg),
+			 "pbox_rejoin: rank %s of this machine did not call it within %.1f s "
+			 "(every rank of a machine calls it at the same point)",
+			 late, (double)px->cfg.tuning.deadline_us / 1e6);
+	pthread_mutex_unlock(&px->mu);
+	renew_as(px, PBOX_ETIMEDOUT, msg, NULL, 0);
+	return wk_err(PBOX_ETIMEDOUT, "%s", msg);
 }
 
 /*
@@ -1220,6 +1291,12 @@ int wk_local_follow_renew(struct pbox *px, const char *fn, bool shrink)
 	if (shrink && !wk_wait_cond(px, failed_or_told,
 				    wk_now() + px->cfg.tuning.heartbeat_us * 1000 + 500000000ull))
 		return wk_err(PBOX_ESTATE, "%s: the job lost no rank and not its box", fn);
+	if (!shrink) { /* the leader renews once every rank of the machine is here */
+		pthread_mutex_lock(&px->mu);
+		lc->rejoin_say = true;
+		pthread_mutex_unlock(&px->mu);
+		kick(lc);
+	}
 	if (!wk_wait_cond(px, renewal_told, wk_now() + wait_ns) || lc->left) {
 		if ((rc = wk_local_can_renew(px, fn, !shrink)))
 			return rc;
@@ -1357,6 +1434,15 @@ static bool lead(struct pbox *px, struct pbox_handle *op)
 	}
 	if (op->dev && lt_gpu(px, t) != PBOX_OK)
 		return gpu_fail(px);
+	for (uint32_t j = 1; !op->lstarted && j < lc->local_size; j++)
+		if (lc->bye[j]) {
+			local_fail(px, PBOX_EPEER,
+				   "key %" PRIu64
+				   ": rank %u (on this machine) finalized: a push-pull "
+				   "needs every rank of the machine",
+				   t->key, lc->ranks[j]);
+			return false;
+		}
 	if (!op->lstarted) { /* first look: every piece waits */
 		memset(t->st, PC_WAIT, t->n_pieces);
 		op->left = t->n_pieces;
@@ -1613,8 +1699,27 @@ static void from_rank(struct pbox *px, uint32_t j, const struct lmsg *m)
 		local_fail(px, m->code ? m->code : PBOX_EPEER, "rank %u (on this machine): %s", r,
 			   m->u.text);
 		return;
+	case LM_REJOIN:
+		pthread_mutex_lock(&px->mu);
+		if (!lc->rejoin[j]) {
+			lc->rejoin[j] = true;
+			lc->n_rejoin++;
+			pthread_cond_broadcast(&px->cv);
+		}
+		pthread_mutex_unlock(&px->mu);
+		return;
 	case LM_BYE:
+		pthread_mutex_lock(&px->mu);
 		lc->bye[j] = true;
+		lc->n_bye++;
+		pthread_cond_broadcast(&px->cv); /* a pbox_rejoin() waiting for it */
+		pthread_mutex_unlock(&px->mu);
+		if (lc->n_act) /* they wait for its parts, which cannot come now */
+			local_fail(
+				px, PBOX_EPEER,
+				"rank %u (on this machine) finalized while the machine's "
+				"push-pulls were in flight: each needs every rank of the machine",
+				r);
 		return;
 	default:
 		local_fail(px, PBOX_EINVAL, "rank %u on this machine sent message type %u", r,
@@ -1853,8 +1958,7 @@ static void *local_main(void *arg)
 		bool stop;
 		int fail, r;
 		uint64_t v;
-
-		bool renew;
+		bool renew, rejoin;
 
 		pthread_mutex_lock(&px->mu);
 		stop = lc->stop;
@@ -1865,7 +1969,11 @@ static void *local_main(void *arg)
 			lc->resumed = false;
 			lc->told = false;
 		}
+		rejoin = lc->rejoin_say;
+		lc->rejoin_say = false;
 		pthread_mutex_unlock(&px->mu);
+		if (rejoin && !leader(lc) && lc->fd[0] >= 0)
+			say(lc, lc->fd[0], LM_REJOIN, 0, 0, 0);
 		if (fail) {
 			fail_ops(px, fail, msg);
 			pthread_mutex_lock(&px->mu);
@@ -2064,10 +2172,11 @@ int wk_local_start(struct pbox *px, uint64_t deadline)
 
 	lc->fd = malloc(nfd * sizeof(int));
 	lc->bye = calloc(nfd, sizeof(bool));
+	lc->rejoin = calloc(nfd, sizeof(bool));
 	lc->pid = calloc(nfd, sizeof(pid_t));
 	lc->acc = malloc(lc->piece_bytes / 2 * sizeof(float) + 64);
 	lc->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!lc->fd || !lc->bye || !lc->pid || !lc->acc || lc->efd < 0)
+	if (!lc->fd || !lc->bye || !lc->rejoin || !lc->pid || !lc->acc || lc->efd < 0)
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	for (uint32_t j = 0; j < nfd; j++)
 		lc->fd[j] = -1;
@@ -2143,6 +2252,7 @@ void wk_local_free(struct pbox *px)
 	free(lc->act);
 	free(lc->fd);
 	free(lc->bye);
+	free(lc->rejoin);
 	free(lc->pid);
 	free(lc->acc);
 	free(lc->leader_of);

@@ -416,6 +416,9 @@ int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out
 		free(op);
 		return rc;
 	}
+	pthread_mutex_lock(&px->mu);
+	px->cuda_jobs++;
+	pthread_mutex_unlock(&px->mu);
 	*opp = op;
 	return PBOX_OK;
 }
@@ -507,6 +510,18 @@ static int reap(struct pbox_handle *op)
 	return st;
 }
 
+/* A staged CUDA push-pull answered with its status: the module freed its
+ * job; pbox_rejoin() counts what is still in flight. */
+static void cuda_answered(struct pbox_handle *op)
+{
+	struct pbox *px = op->px;
+
+	pthread_mutex_lock(&px->mu);
+	px->cuda_jobs--;
+	pthread_mutex_unlock(&px->mu);
+	free(op);
+}
+
 int pbox_test(struct pbox_handle *op)
 {
 	struct pbox *px;
@@ -518,7 +533,7 @@ int pbox_test(struct pbox_handle *op)
 	if (op->cuda) {
 		st = px->cuda_ops->test(px->cuda, op->cuda);
 		if (st != PBOX_EAGAIN)
-			free(op);
+			cuda_answered(op);
 		return st;
 	}
 	pthread_mutex_lock(&px->mu);
@@ -559,7 +574,7 @@ int pbox_wait(struct pbox_handle *op)
 	px = op->px;
 	if (op->cuda) {
 		st = px->cuda_ops->wait(px->cuda, op->cuda);
-		free(op);
+		cuda_answered(op);
 		return st;
 	}
 	pthread_mutex_lock(&px->mu);

@@ -242,6 +242,7 @@ struct pbox {
 	bool gro;	    /* the socket takes GRO-coalesced datagrams (UDP_GRO) */
 	struct wk_dpdk *dp; /* [transport] kind = dpdk: the port; NULL with UDP */
 	void *cuda;	    /* the CUDA module's stager, from the first CUDA push-pull */
+	uint32_t cuda_jobs; /* under mu: its push-pulls not yet answered (pbox_test/wait) */
 	const struct wk_cuda_ops *cuda_ops; /* worker/cuda/stage.h */
 	pthread_mutex_t cuda_mu;	    /* loading the module */
 	bool cuda_failed;		    /* it did not load, or found no GPU: */
@@ -485,6 +486,7 @@ int wk_local_follow_renew(struct pbox *px, const char *fn, bool shrink);
 void wk_local_quiet(struct pbox *px);
 void wk_local_renet(struct pbox *px);
 int wk_local_renew(struct pbox *px, int rc, const uint32_t *gone, uint32_t n_gone);
+int wk_local_rejoin_wait(struct pbox *px);
 int wk_local_adopt(struct pbox *px);
 int wk_local_start(struct pbox *px, uint64_t deadline);
 int wk_local_ready(struct pbox *px, int rc);

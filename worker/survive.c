@@ -806,10 +806,21 @@ static int failed_with(struct pbox *px, int rc)
  * (with local aggregation, of a machine still in the job). */
 static int can_renew(struct pbox *px, const char *fn, bool idle)
 {
+	uint32_t jobs;
+
 	if (!px)
 		return wk_err(PBOX_EINVAL, "%s: context is NULL", fn);
 	if (px->phase != WK_PH_STARTED)
 		return wk_err(PBOX_ESTATE, "%s: the context is not started", fn);
+	pthread_mutex_lock(&px->mu);
+	jobs = px->cuda_jobs;
+	pthread_mutex_unlock(&px->mu);
+	/* staged CUDA push-pulls: their pieces may not all be submitted yet */
+	if (idle && jobs)
+		return wk_err(
+			PBOX_ESTATE,
+			"%s: push-pulls are in flight (%u of CUDA tensors not yet waited for)", fn,
+			jobs);
 	return px->loc ? wk_local_can_renew(px, fn, idle) : PBOX_OK;
 }
 
@@ -974,9 +985,10 @@ int pbox_rejoin(struct pbox *px)
 	if (rc)
 		return wk_err(PBOX_ESTATE,
 			      "pbox_rejoin: the context failed (%s): pbox_shrink() first", why);
-	if (busy || px->cuda)
-		return wk_err(PBOX_ESTATE, "pbox_rejoin: %s",
-			      busy ? "push-pulls are in flight" : "not with CUDA tensors (yet)");
+	if (busy)
+		return wk_err(PBOX_ESTATE, "pbox_rejoin: push-pulls are in flight");
+	if (px->loc && (rc = wk_local_rejoin_wait(px))) /* the machine's ranks, all here */
+		return rc;
 	/* every rank alike: rank 0 alone knows which boxes answer */
 	if (!px->boxes_all.n) /* no box was ever left out */
 		return px->loc ? wk_local_renew(px, PBOX_OK, NULL, 0) : PBOX_OK;

@@ -15,8 +15,11 @@
  *    an event answers "not yet" the first time: code that reads a buffer
  *    before it waits for the event sees the old bytes;
  *  - sums accumulate in fp32 in the order given and round once.
- * Only the GPU path is here: the staged path (push_pull()) answers
- * PBOX_ENODEV.
+ * The staged path (push_pull()) keeps the module's contract with libpbox,
+ * not its pipeline: pieces of [tuning] partition_size under the module's
+ * keys (wk_cuda_piece_key()), each a host push-pull of a staging copy of
+ * @in, @out written only once every piece has its sum and never after the
+ * job is answered; a job answers "not yet" the first time it is tested.
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -324,28 +327,101 @@ static void dbl_drop(void *s, void *evp)
 	free(e);
 }
 
+/* A staged push-pull: the staging copy ("the pinned pool") and its
+ * pieces' host push-pulls. */
+struct sjob {
+	char *stage, *out;
+	uint64_t bytes;
+	uint32_t n, asked;
+	struct pbox_handle **h; /* NULL once answered */
+	int rc;			/* the first failure */
+	char msg[256];
+};
+
+static size_t dt_size(enum pbox_dtype dt)
+{
+	return dt == PBOX_FP32 ? 4 : 2;
+}
+
+static void sjob_fail(struct sjob *j, int rc, const char *msg)
+{
+	if (j->rc)
+		return;
+	j->rc = rc;
+	snprintf(j->msg, sizeof(j->msg), "%s", msg);
+}
+
 static int dbl_push_pull(void *s, uint64_t key, const void *in, void *out, uint64_t count,
 			 enum pbox_dtype dtype, void *stream, void **job)
 {
 	const struct dbl *d = s;
+	uint64_t per = d->host.piece_bytes / dt_size(dtype), n = (count + per - 1) / per;
+	struct sjob *j = calloc(1, sizeof(*j));
 
-	(void)in;
-	(void)out;
-	(void)count;
-	(void)dtype;
-	(void)stream;
-	(void)job;
-	return d->host.err(PBOX_ENODEV,
-			   "pbox_push_pull_cuda: key %" PRIu64 ": the CUDA test double stages "
-			   "nothing ([worker] local_cuda = ipc only)",
-			   key);
+	(void)stream; /* the caller's work is done: host memory */
+	if (j) {
+		j->bytes = count * dt_size(dtype);
+		j->stage = malloc(j->bytes);
+		j->h = calloc(n, sizeof(*j->h));
+	}
+	if (!j || !j->stage || !j->h) {
+		if (j)
+			free(j->stage);
+		free(j ? j->h : NULL);
+		free(j);
+		return d->host.err(PBOX_ENOMEM, "cuda double: out of memory");
+	}
+	j->out = out;
+	j->n = (uint32_t)n;
+	memcpy(j->stage, in, j->bytes);
+	for (uint32_t i = 0; i < j->n && !j->rc; i++) {
+		uint64_t c = i + 1 < j->n ? per : count - i * per;
+		char *p = j->stage + i * per * dt_size(dtype);
+		int rc = d->host.push_pull(d->host.px, wk_cuda_piece_key(key, i), p, p, c, dtype,
+					   &j->h[i]);
+
+		if (rc)
+			sjob_fail(j, rc, d->host.last_error());
+	}
+	*job = j;
+	return PBOX_OK;
 }
 
+/* PBOX_EAGAIN, or the job's status with the job freed (the error set). */
 static int dbl_test(void *s, void *job)
 {
-	(void)s;
-	(void)job;
-	return PBOX_ENODEV;
+	const struct dbl *d = s;
+	struct sjob *j = job;
+	int rc;
+
+	if (!j->asked++)
+		return PBOX_EAGAIN;
+	for (uint32_t i = 0; i < j->n; i++) {
+		if (!j->h[i])
+			continue;
+		rc = d->host.test(j->h[i]);
+		if (rc == PBOX_EAGAIN)
+			return PBOX_EAGAIN;
+		j->h[i] = NULL;
+		if (rc)
+			sjob_fail(j, rc, d->host.last_error());
+	}
+	if (!j->rc) /* every piece summed: the result to "device memory" */
+		memcpy(j->out, j->stage, j->bytes);
+	rc = j->rc ? d->host.err(j->rc, "%s", j->msg) : PBOX_OK;
+	free(j->stage);
+	free(j->h);
+	free(j);
+	return rc;
+}
+
+static int dbl_wait(void *s, void *job)
+{
+	int rc;
+
+	while ((rc = dbl_test(s, job)) == PBOX_EAGAIN)
+		usleep(100);
+	return rc;
 }
 
 static void dbl_close(void *s)
@@ -363,7 +439,7 @@ static void dbl_close(void *s)
 static const struct wk_cuda_ops ops = {
 	.push_pull = dbl_push_pull,
 	.test = dbl_test,
-	.wait = dbl_test,
+	.wait = dbl_wait,
 	.close = dbl_close,
 	.check = dbl_check,
 	.mark = dbl_mark,

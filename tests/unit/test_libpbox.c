@@ -108,6 +108,15 @@ struct rank_run {
 	double recovery_ms; /* from the failed wait to the shrink's return */
 	struct pbox_machine_info mi;
 	struct pbox_layout_info li;
+	/* pbox_rejoin() at iteration rejoin_at (0: never): first by rank 0 with
+	 * its push-pulls in flight, the others' held at @bar (refused: busy_rc,
+	 * busy_msg), then by every rank after the iteration (rejoined) */
+	unsigned rejoin_at;
+	pthread_barrier_t *bar;
+	int busy_rc;
+	char busy_msg[WK_ERR_LEN];
+	bool rejoined;
+	bool skip_rejoin; /* this rank does not call it after the iteration */
 };
 
 static float val(unsigned r, uint64_t i, unsigned v)
@@ -183,6 +192,8 @@ static void *rank_main(void *arg)
 			for (uint64_t i = 0; i < count[t]; i++)
 				put(buf[t], i, dt[t], val(rr->rank, i + t, v));
 		}
+		if (rr->rejoin_at == v + 1 && rr->rank != 0)
+			pthread_barrier_wait(rr->bar); /* rank 0's in flight first */
 		for (unsigned t = NT; t-- > 0;) {
 			int rc = rr->cuda ? pbox_push_pull_cuda(px, key0 + t, buf[t], buf[t],
 								count[t], dt[t], NULL, &op[t])
@@ -193,6 +204,11 @@ static void *rank_main(void *arg)
 				rr->run_rc = rc;
 				snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
 			}
+		}
+		if (rr->rejoin_at == v + 1 && rr->rank == 0) { /* its sums wait for the others */
+			rr->busy_rc = pbox_rejoin(px);
+			snprintf(rr->busy_msg, sizeof(rr->busy_msg), "%s", pbox_last_error());
+			pthread_barrier_wait(rr->bar);
 		}
 		for (unsigned t = NT; t-- > 0;) { /* every handle, failed or not */
 			int rc = op[t] ? pbox_wait(op[t]) : PBOX_OK;
@@ -240,6 +256,14 @@ static void *rank_main(void *arg)
 				if (get(buf[t], i, dt[t]) != want)
 					rr->wrong = true;
 			}
+		if (rr->rejoin_at == v + 1 && !rr->run_rc &&
+		    !rr->skip_rejoin) { /* nothing in flight */
+			rr->run_rc = pbox_rejoin(px);
+			rr->rejoined = !rr->run_rc;
+			if (rr->run_rc)
+				snprintf(rr->msg, sizeof(rr->msg), "pbox_rejoin: %s",
+					 pbox_last_error());
+		}
 	}
 	pbox_stats(px, &rr->st, NULL, 0);
 	if (rr->shrunk)
@@ -528,26 +552,32 @@ struct prio_run {
  * sum exact; the layout counts machines (its shares are n = machines'),
  * the ranks stay ranks; only the leaders send, and they agree on it.
  */
-static void local_runs(struct rank_run *rr, unsigned per, bool late, bool cuda)
+static void local_runs(struct rank_run *rr, unsigned per, bool late, bool cuda, unsigned rejoin_at)
 {
 	static const enum pbox_dtype dts[NT] = {PBOX_FP32, PBOX_BF16, PBOX_FP16};
 	unsigned machines = NR / per;
+	pthread_barrier_t bar;
 
 	setup_runs(rr, NR, PBOX_FP32, 3);
+	ck_assert_int_eq(pthread_barrier_init(&bar, NULL, NR), 0);
 	for (unsigned r = 0; r < NR; r++) {
 		rr[r].per = per;
 		rr[r].extra = "partition_size = 64K";
 		rr[r].late = rr[r].rebuild = late;
 		rr[r].cuda = cuda;
+		rr[r].rejoin_at = rejoin_at;
+		rr[r].bar = &bar;
 		memcpy(rr[r].dts, dts, sizeof(dts));
 	}
 	run_ranks(rr, NR);
+	pthread_barrier_destroy(&bar);
 	for (unsigned r = 0; r < NR; r++) {
 		bool lead = r % per == 0;
 
 		ck_assert_msg(rr[r].start_rc == 0 && rr[r].run_rc == 0, "rank %u: %s", r,
 			      rr[r].msg);
 		ck_assert_msg(!rr[r].wrong, "rank %u: a wrong sum", r);
+		ck_assert(rr[r].rejoined == (rejoin_at != 0));
 		ck_assert_int_eq(rr[r].fin_rc, 0);
 		ck_assert_uint_eq(rr[r].mi.machines, machines);
 		ck_assert_uint_eq(rr[r].mi.machine, r / per);
@@ -569,6 +599,10 @@ static void local_runs(struct rank_run *rr, unsigned per, bool late, bool cuda)
 			ck_assert_uint_eq(rr[r].st.tx_bytes, 0);
 		}
 	}
+	if (rejoin_at) /* rank 0's own push-pulls in flight: refused, nothing lost */
+		ck_assert_msg(rr[0].busy_rc == PBOX_ESTATE && strstr(rr[0].busy_msg, "in flight"),
+			      "pbox_rejoin() with push-pulls in flight: %d %s", rr[0].busy_rc,
+			      rr[0].busy_msg);
 	for (unsigned r = 0; r < NR; r++)
 		free(rr[r].layout);
 }
@@ -577,8 +611,8 @@ START_TEST(test_local_two_per_machine)
 {
 	struct rank_run rr[NR];
 
-	local_runs(rr, 2, false, false);
-	local_runs(rr, 2, true, false);
+	local_runs(rr, 2, false, false, 0);
+	local_runs(rr, 2, true, false, 0);
 }
 END_TEST
 
@@ -586,8 +620,89 @@ START_TEST(test_local_four_per_machine)
 {
 	struct rank_run rr[NR];
 
-	local_runs(rr, 4, true, false);
+	local_runs(rr, 4, true, false, 0);
 }
+
+/* Four ranks on one machine; @tweak changes them before the run. */
+static void one_machine(struct rank_run *rr, void (*tweak)(struct rank_run *))
+{
+	setup_runs(rr, NR, PBOX_FP32, 3);
+	for (unsigned r = 0; r < NR; r++) {
+		rr[r].per = NR;
+		rr[r].extra = "partition_size = 64K";
+	}
+	tweak(rr);
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_msg(rr[r].start_rc == 0, "rank %u: %s", r, rr[r].msg);
+		ck_assert_msg(!rr[r].wrong, "rank %u: a wrong sum", r);
+		free(rr[r].layout);
+	}
+}
+
+static void finalizes_early(struct rank_run *rr)
+{
+	rr[3].iters = 1;
+}
+
+/* A rank that finalizes while the others of its machine go on: their
+ * push-pulls need its part, which cannot come; each fails at once, naming
+ * it, instead of waiting for ever. */
+START_TEST(test_local_rank_finalizes_early)
+{
+	struct rank_run rr[NR];
+
+	one_machine(rr, finalizes_early);
+	ck_assert_msg(rr[3].run_rc == 0 && rr[3].fin_rc == 0, "rank 3: %s", rr[3].msg);
+	for (unsigned r = 0; r < 3; r++)
+		ck_assert_msg(rr[r].run_rc != 0 && strstr(rr[r].msg, "rank 3 (on this machine) "
+								     "finalized"),
+			      "rank %u: %d %s", r, rr[r].run_rc, rr[r].msg);
+}
+END_TEST
+
+static pthread_barrier_t bar4;
+
+static void rejoin_but_3(struct rank_run *rr)
+{
+	for (unsigned r = 0; r < NR; r++) {
+		rr[r].rejoin_at = 2;
+		rr[r].bar = &bar4;
+	}
+	rr[3].skip_rejoin = true;
+}
+
+/* pbox_rejoin() called by every rank of the machine but one, which goes on
+ * to its next step: the leader renews nothing, and it and the ranks that
+ * called it fail after [tuning] deadline (3 s here), naming the one that
+ * did not; none of them loses a sum or waits for ever. */
+START_TEST(test_local_rejoin_missing)
+{
+	struct rank_run rr[NR];
+
+	ck_assert_int_eq(pthread_barrier_init(&bar4, NULL, NR), 0);
+	one_machine(rr, rejoin_but_3);
+	pthread_barrier_destroy(&bar4);
+	for (unsigned r = 0; r < 3; r++)
+		ck_assert_msg(rr[r].run_rc == PBOX_ETIMEDOUT &&
+				      strstr(rr[r].msg, "rank 3 of this machine did not call it"),
+			      "rank %u: %d %s", r, rr[r].run_rc, rr[r].msg);
+	ck_assert_msg(rr[3].run_rc != 0, "rank 3 went on alone");
+}
+END_TEST
+
+/* pbox_rejoin() with local aggregation, between steps: every rank of each
+ * machine calls it, the leaders renew their machines (the tensors' rounds
+ * from 0, their shared memory kept), and the next step is exact; refused
+ * while this rank's push-pulls are in flight. (A box taken back so:
+ * tests/net/worker.sh.) */
+START_TEST(test_local_rejoin)
+{
+	struct rank_run rr[NR];
+
+	local_runs(rr, 2, true, false, 2);
+}
+END_TEST
 END_TEST
 
 /* CUDA tensors go through the CUDA test double (tests/double/cuda.c): host
@@ -614,8 +729,39 @@ START_TEST(test_local_cuda_ipc)
 	struct rank_run rr[NR];
 
 	use_cuda_double();
-	local_runs(rr, 2, true, true);
-	local_runs(rr, 4, true, true);
+	local_runs(rr, 2, true, true, 0);
+	local_runs(rr, 4, true, true, 2); /* and pbox_rejoin() with CUDA tensors */
+}
+END_TEST
+
+/* The staged path of CUDA tensors (pbox_push_pull_cuda() without local
+ * aggregation), through the test double's stager: pieces under the
+ * module's keys, each a host push-pull of its staging copy; every sum
+ * exact. pbox_rejoin() is refused while a CUDA push-pull's handle is not
+ * yet answered (its pieces may not all be submitted), and goes on once
+ * every handle was waited for. (The CUDA code itself: make test-gpu.) */
+START_TEST(test_cuda_staged)
+{
+	struct rank_run rr[NR];
+	pthread_barrier_t bar;
+
+	use_cuda_double();
+	setup_runs(rr, NR, PBOX_BF16, 3);
+	ck_assert_int_eq(pthread_barrier_init(&bar, NULL, NR), 0);
+	for (unsigned r = 0; r < NR; r++) {
+		rr[r].extra = "partition_size = 64K";
+		rr[r].cuda = true;
+		rr[r].rejoin_at = 2;
+		rr[r].bar = &bar;
+	}
+	run_ranks(rr, NR);
+	pthread_barrier_destroy(&bar);
+	check_exact(rr);
+	ck_assert_msg(rr[0].busy_rc == PBOX_ESTATE && strstr(rr[0].busy_msg, "3 of CUDA tensors"),
+		      "pbox_rejoin() with CUDA push-pulls in flight: %d %s", rr[0].busy_rc,
+		      rr[0].busy_msg);
+	for (unsigned r = 0; r < NR; r++)
+		ck_assert_msg(rr[r].rejoined, "rank %u did not rejoin", r);
 }
 END_TEST
 
@@ -1456,6 +1602,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_api_refusals);
 	tcase_add_test(tc, test_module_missing);
 	tcase_add_test(tc, test_cuda_refusals);
+	tcase_add_test(tc, test_cuda_staged);
 	tcase_add_test(tc, test_world_of_one_grows);
 	tcase_add_test(tc, test_engine_priority);
 	tcase_add_test(tc, test_rendezvous);
@@ -1470,6 +1617,9 @@ Suite *libpbox_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_local_two_per_machine);
 	tcase_add_test(tc, test_local_four_per_machine);
+	tcase_add_test(tc, test_local_rejoin);
+	tcase_add_test(tc, test_local_rejoin_missing);
+	tcase_add_test(tc, test_local_rank_finalizes_early);
 	tcase_add_test(tc, test_local_mismatch);
 	tcase_add_test(tc, test_local_cuda_ipc);
 	tcase_add_test(tc, test_local_cuda_mismatch);

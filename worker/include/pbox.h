@@ -213,8 +213,10 @@ int pbox_shrink(struct pbox *px);
  * that still does not answer within [tuning] heartbeat is left out again
  * (a warning names it: pbox_layout()'s k says what came back). PBOX_OK at
  * once where no box was left out. Not after a failure (pbox_shrink()
- * first), nor with CUDA tensors (PBOX_ESTATE). With local aggregation every
- * rank of a machine calls it; its leader renews the machine.
+ * first), nor while a push-pull is in flight, of host or CUDA memory, one
+ * whose handle was not yet answered by pbox_test() or pbox_wait()
+ * (PBOX_ESTATE). With local aggregation every rank of a machine calls it;
+ * its leader renews the machine.
  */
 int pbox_rejoin(struct pbox *px);
 
