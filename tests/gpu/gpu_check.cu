@@ -5,7 +5,10 @@
  *
  *   gpu_check check [N]   fp32, fp16 and bf16 tensors of one piece, many
  *                         pieces and a partial last piece, in place and
- *                         not, each rank's own stream: every sum exact
+ *                         not, each rank's own stream: every sum exact;
+ *                         pbox_rejoin() refused with a staged push-pull in
+ *                         flight, and between steps taken (the machine
+ *                         renewed with local aggregation)
  *   gpu_check perf [N]    staging throughput against the pinned-memory copy
  *                         peak measured in the same run, and an allreduce of
  *                         CUDA tensors against the same allreduce of host
@@ -160,8 +163,19 @@ void *check_rank(void *p)
 	struct pbox *px = open_rank(a->r, "partition_size = 256K");
 	cudaStream_t s;
 
+	struct pbox_machine_info mi;
+	bool local;
+
+	pbox_machine(px, &mi);
+	local = mi.local_size > 1;
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-	for (unsigned it = 0; it < 3; it++)
+	for (unsigned it = 0; it < 3; it++) {
+		/* between steps, with CUDA tensors: the machine renewed where local */
+		if (it == 2 && pbox_rejoin(px)) {
+			fprintf(stderr, "gpu_check: rank %u: pbox_rejoin: %s\n", a->r,
+				pbox_last_error());
+			a->fails++;
+		}
 		for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 			uint64_t n = cases[c].count;
 			enum pbox_dtype dt = cases[c].dt;
@@ -178,8 +192,19 @@ void *check_rank(void *p)
 				CK(cudaMalloc(&d_out, bytes));
 			/* queued on the rank's stream: the push-pull must wait for it */
 			CK(cudaMemcpyAsync(d_in, h, bytes, cudaMemcpyHostToDevice, s));
-			if (pbox_push_pull_cuda(px, 100 + c, d_in, d_out, n, dt, s, &op) ||
-			    pbox_wait(op)) {
+			if (pbox_push_pull_cuda(px, 100 + c, d_in, d_out, n, dt, s, &op)) {
+				fprintf(stderr, "gpu_check: rank %u: %s\n", a->r, pbox_last_error());
+				exit(1);
+			}
+			/* staged: in flight until its handle is answered, whatever the GPU did */
+			if (it == 1 && c == 0 && !local && pbox_rejoin(px) != PBOX_ESTATE) {
+				fprintf(stderr,
+					"gpu_check: rank %u: pbox_rejoin() with a CUDA push-pull in "
+					"flight was not refused\n",
+					a->r);
+				a->fails++;
+			}
+			if (pbox_wait(op)) {
 				fprintf(stderr, "gpu_check: rank %u: %s\n", a->r, pbox_last_error());
 				exit(1);
 			}
@@ -204,6 +229,7 @@ void *check_rank(void *p)
 			cudaFree(d_in);
 			free(h);
 		}
+	}
 	cudaStreamDestroy(s);
 	if (pbox_finalize(px)) {
 		fprintf(stderr, "gpu_check: rank %u: finalize: %s\n", a->r, pbox_last_error());

@@ -2,7 +2,9 @@
 # make test-gpu: CUDA tensors, on a machine with an NVIDIA GPU (and, for the
 # PyTorch part, torch with CUDA). Ranks share the one GPU on loopback, no box.
 #   - the C API: gpu_check, 2 and 4 ranks, fp32/fp16/bf16, one piece to
-#     many, in place and not: every sum exact; then 2 and 4 ranks as one
+#     many, in place and not: every sum exact, and pbox_rejoin() with CUDA
+#     tensors (refused while one is in flight, taken between steps); then 2
+#     and 4 ranks as one
 #     machine ([worker] local_aggregation = on: loopback counts), one rank
 #     pushing, by both of BytePS §4.2's paths: summed on the GPU from each
 #     rank's buffer (local_cuda = ipc) and CPU-assisted, through shared host
