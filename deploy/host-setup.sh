@@ -18,14 +18,15 @@ set -euo pipefail
 # test:  lint (cppcheck, clang-format), libFuzzer and sanitizers (clang,
 #        compiler-rt), the emulated network (iproute2, ping, the tc BPF loss
 #        program: libbpf), Prometheus (promtool and a server for the scrape
-#        test), curl, PyTorch (the pbox backend's DDP test)
+#        test), curl, PyTorch (the pbox backend's DDP test), systemd
+#        (systemd-analyze verify of the installed units)
 # perf:  Gloo's ring (perf/cluster), gnuplot for the charts, dpdk-dev
 #        (dpdk-testpmd for perf/dataplane)
 # image: mmdebstrap, GRUB, partitioning and ext4, qemu for the boot test
 pkgs_build=(build-essential pkg-config git libdpdk-dev dpdk libnuma-dev libinih-dev check
 	libsubunit-dev libmicrohttpd-dev libsodium-dev)
 pkgs_test=(cppcheck clang-format clang libclang-rt-14-dev iproute2 iputils-ping procps
-	libbpf-dev linux-libc-dev prometheus curl ca-certificates python3 python3-torch)
+	libbpf-dev linux-libc-dev prometheus curl ca-certificates python3 python3-torch systemd)
 pkgs_perf=(libgloo-dev gnuplot-nox dpdk-dev)
 pkgs_image=(mmdebstrap grub-pc-bin fdisk e2fsprogs qemu-system-x86 qemu-utils)
 

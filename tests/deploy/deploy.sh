@@ -37,12 +37,11 @@ check "units name the installed paths, pboxd ordered after pbox-setup and restar
 		grep -q '^After=pbox-setup.service' '$dest/lib/systemd/system/pboxd.service' &&
 		grep -q '^Restart=on-failure' '$dest/lib/systemd/system/pboxd.service' &&
 		! grep -q '@[A-Z]*@' '$dest'/lib/systemd/system/*.service"
-if command -v systemd-analyze >/dev/null; then
-	# (the commands are not on this host's /usr: only that may be said)
-	check "systemd-analyze verify: the units are valid (no unknown key, no bad dependency)" \
-		bash -c "systemd-analyze verify '$dest/lib/systemd/system/pboxd.service' \
-			'$dest/lib/systemd/system/pbox-setup.service' 2>&1 | grep -v 'is not executable' | (! grep .)"
-fi
+# (the commands are not on this host's /usr: only that may be said)
+check "systemd-analyze verify: the units are valid (no unknown key, no bad dependency)" \
+	bash -c "command -v systemd-analyze >/dev/null &&
+		systemd-analyze verify '$dest/lib/systemd/system/pboxd.service' \
+		'$dest/lib/systemd/system/pbox-setup.service' 2>&1 | grep -v 'is not executable' | (! grep .)"
 make -s -C "$src" BUILD="$build" uninstall DESTDIR="$dest" PREFIX=/usr >"$tmp/uninstall.log" 2>&1
 check "make uninstall removes every file install put" \
 	bash -c "! find '$dest' -type f -o -type l | grep ."
