@@ -423,8 +423,8 @@ uninstall:
 	$(if $(DESTDIR),,-systemctl daemon-reload 2>/dev/null)
 
 # The appliance image (deploy/mkimage.sh) and its boot test in qemu
-# (deploy/boot-test.sh); both need root. IMAGE_DIR holds the disk, kernel,
-# initrd and package manifest.
+# (deploy/boot-test.sh), booted by BIOS and then by UEFI; both need root.
+# IMAGE_DIR holds the disk, kernel, initrd and package manifest.
 IMAGE_DIR ?= $(BUILD)/image
 
 image: all
@@ -432,6 +432,7 @@ image: all
 
 boot-test: all
 	deploy/boot-test.sh $(BUILD) $(IMAGE_DIR)
+	FIRMWARE=uefi deploy/boot-test.sh $(BUILD) $(IMAGE_DIR)
 
 clean:
 	rm -rf $(BUILD)

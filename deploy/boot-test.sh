@@ -5,7 +5,9 @@
 #   deploy/boot-test.sh [BUILD_DIR] [IMAGE_DIR]
 #
 # The server: q35 with an emulated IOMMU (intel-iommu), KVM where /dev/kvm
-# works (else TCG), 2 CPUs, the image's disk (GRUB, the kernel, systemd;
+# works (else TCG), 2 CPUs, booted by FIRMWARE: bios (SeaBIOS, GRUB from the
+# MBR) or uefi (OVMF, GRUB from the ESP's removable-media path, with a
+# fresh, empty NVRAM: no boot entry), the image's disk (GRUB, the kernel, systemd;
 # written to a snapshot, the image stays as built), a config drive labelled
 # PBOXCFG with box.ini and the management NIC's .network, a management NIC
 # and 4 virtio-net data NICs (behind the IOMMU). Every NIC is a tap in a
@@ -19,8 +21,8 @@
 # worker; the box's counters read over the management NIC (STATS) agree;
 # a clean shutdown (ACPI power button: systemd stops pboxd, the machine
 # powers off). Prints PASS/FAIL lines and the time each step took.
-# Needs root, qemu-system-x86, and the image (make image).
-#   W (2), ROUNDS (20), BYTES (4M), BOOT_TIMEOUT (300 s)
+# Needs root, qemu-system-x86, ovmf for uefi, and the image (make image).
+#   FIRMWARE (bios), W (2), ROUNDS (20), BYTES (4M), BOOT_TIMEOUT (300 s)
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,6 +33,8 @@ W=${W:-2}
 ROUNDS=${ROUNDS:-20}
 BYTES=$(numfmt --from=iec "${BYTES:-4M}")
 BOOT_TIMEOUT=${BOOT_TIMEOUT:-300}
+FIRMWARE=${FIRMWARE:-bios}
+ovmf=/usr/share/OVMF
 . "$src/tests/net/pbox-net.sh"
 client="$build/bin/pbox-client"
 ns="pbox-boot$$"
@@ -46,6 +50,14 @@ CHECK_SUFFIX=elapsed
 command -v qemu-system-x86_64 >/dev/null || { echo "boot-test: no qemu: apt-get install qemu-system-x86"; exit 1; }
 [ -r "$img/pbox.raw" ] || { echo "boot-test: no $img/pbox.raw: make image"; exit 1; }
 [ -x "$client" ] || { echo "boot-test: no $client: make"; exit 1; }
+case $FIRMWARE in
+bios) firmware=() ;;
+uefi)
+	[ -r "$ovmf/OVMF_CODE.fd" ] && [ -r "$ovmf/OVMF_VARS.fd" ] ||
+		{ echo "boot-test: no $ovmf/OVMF_CODE.fd: apt-get install ovmf"; exit 1; }
+	;;
+*) echo "boot-test: FIRMWARE=$FIRMWARE: bios or uefi"; exit 1 ;;
+esac
 
 cleanup() {
 	if [ -n "$qemu_pid" ] && kill -0 "$qemu_pid" 2>/dev/null; then
@@ -103,6 +115,11 @@ Address=198.18.0.1/24
 EOF
 truncate -s 8M "$log/cfg.img"
 mkfs.ext4 -q -L PBOXCFG -d "$log/cfg" "$log/cfg.img" || { bad "config drive"; exit 1; }
+if [ "$FIRMWARE" = uefi ]; then # the firmware read-only, its variables a copy of the empty ones
+	cp "$ovmf/OVMF_VARS.fd" "$log/vars.fd"
+	firmware=(-drive "if=pflash,format=raw,unit=0,readonly=on,file=$ovmf/OVMF_CODE.fd"
+		-drive "if=pflash,format=raw,unit=1,file=$log/vars.fd")
+fi
 
 # KVM when the image's kernel really boots under it (it then panics at once
 # for want of a root, and the machine stops): nested KVM may hang a Linux
@@ -125,9 +142,9 @@ for j in 1 2 3 4; do
 	nics+=(-netdev "tap,id=d$j,ifname=tap$j,script=no,downscript=no"
 		-device "virtio-net-pci,netdev=d$j,mac=52:54:00:00:01:0$j,addr=0x$((10 + j - 1)),disable-legacy=on,iommu_platform=on,ats=on")
 done
-echo "boot-test: qemu ($accel): q35 + intel-iommu, 2 CPUs, 2 GB, 1 management and 4 data NICs; logs in $log"
+echo "boot-test: qemu ($accel, $FIRMWARE): q35 + intel-iommu, 2 CPUs, 2 GB, 1 management and 4 data NICs; logs in $log"
 in_ns qemu-system-x86_64 -machine q35,accel="$accel",kernel-irqchip=split -cpu "$cpu" -smp 2 -m 2048 \
-	-device intel-iommu,intremap=on,caching-mode=on,device-iotlb=on \
+	"${firmware[@]}" -device intel-iommu,intremap=on,caching-mode=on,device-iotlb=on \
 	-drive file="$img/pbox.raw",format=raw,if=virtio,snapshot=on \
 	-drive file="$log/cfg.img",format=raw,if=virtio,readonly=on \
 	"${nics[@]}" -display none -serial "file:$log/console.log" \
@@ -149,7 +166,14 @@ if [ "$up" -eq 0 ]; then
 	tail -40 "$log/console.log" | sed 's/^/        /'
 	exit 1
 fi
-ok "booted; pboxd up from systemd, serving on the management NIC: $(tail -1 "$log/endpoints.txt")"
+ok "booted ($FIRMWARE); pboxd up from systemd, serving on the management NIC: $(tail -1 "$log/endpoints.txt")"
+if [ "$FIRMWARE" = uefi ]; then # not a fallback: the kernel found the firmware's EFI tables
+	if grep -q "efi: EFI v.* by EDK II" "$log/console.log"; then
+		ok "UEFI boot: GRUB from the ESP's EFI/BOOT/BOOTX64.EFI with no NVRAM entry; the kernel on OVMF's EFI"
+	else
+		bad "UEFI boot: no 'efi: EFI v... by EDK II' from the kernel"
+	fi
+fi
 n_eps=$(grep -c '^EP ' "$log/endpoints.txt")
 if [ "$n_eps" -eq 4 ] && grep -q 'ip=198.18.4.1' "$log/endpoints.txt"; then
 	ok "the 4 virtio data NICs are pboxd's endpoints (DPDK on vfio-pci behind the IOMMU)"
@@ -220,5 +244,5 @@ else
 	tail -15 "$log/console.log" | sed 's/^/        /'
 fi
 
-echo "boot-test: $pass passed, $fail failed in $(($(date +%s) - t_start)) s"
+echo "boot-test ($FIRMWARE): $pass passed, $fail failed in $(($(date +%s) - t_start)) s"
 [ "$fail" -eq 0 ]

@@ -14,8 +14,11 @@
 # the config drive or the image brings a .network file of its own.
 #
 # Writes to IMAGE_DIR (BUILD_DIR/image):
-#   pbox.raw         the disk: MBR, one ext4 partition (label pboxroot),
-#                    GRUB for BIOS boot, serial and VGA console; dd it to a
+#   pbox.raw         the disk: MBR, an EFI system partition (FAT32, label
+#                    PBOXEFI) and the ext4 root (label pboxroot); GRUB for
+#                    BIOS boot (MBR and the gap before the ESP) and for UEFI
+#                    (EFI/BOOT/BOOTX64.EFI, the removable-media path: no
+#                    NVRAM entry needed); serial and VGA console; dd it to a
 #                    disk, or boot it in qemu
 #   pbox.qcow2       the same, for virtual machines
 #   vmlinuz, initrd.img   the kernel and initrd inside it (for direct boot)
@@ -34,8 +37,9 @@
 #   EXTRA_PACKAGES  more Debian packages (e.g. openssh-server)
 #   ROOT_PASSWORD   set root's password (else root is locked: console login
 #                   off; the box needs no login to serve)
-# Needs root, mmdebstrap, grub-pc-bin, e2fsprogs, fdisk, and qemu-utils for
-# qcow2. No loop device, no mount: it runs in a container too.
+# Needs root, mmdebstrap, grub-pc-bin, grub-efi-amd64-bin, dosfstools,
+# mtools, e2fsprogs, fdisk, and qemu-utils for qcow2. No loop device, no
+# mount: it runs in a container too.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -54,10 +58,13 @@ ROOT_PASSWORD=${ROOT_PASSWORD:-}
 die() { echo "mkimage: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "needs root (mmdebstrap in root mode, a chroot)"
 grub=/usr/lib/grub/i386-pc
-for t in mmdebstrap grub-mkimage mkfs.ext4 sfdisk; do
-	command -v "$t" >/dev/null || die "no $t: apt-get install mmdebstrap grub-pc-bin e2fsprogs fdisk"
+grub_efi=/usr/lib/grub/x86_64-efi
+for t in mmdebstrap grub-mkimage mkfs.ext4 sfdisk mkfs.vfat mcopy; do
+	command -v "$t" >/dev/null ||
+		die "no $t: apt-get install mmdebstrap grub-pc-bin grub-efi-amd64-bin e2fsprogs fdisk dosfstools mtools"
 done
 [ -f "$grub/boot.img" ] || die "no $grub/boot.img: apt-get install grub-pc-bin"
+[ -f "$grub_efi/linux.mod" ] || die "no $grub_efi: apt-get install grub-efi-amd64-bin"
 [ -x "$build/bin/pboxd" ] || die "no $build/bin/pboxd: make"
 [ -z "$CONFIG" ] || [ -r "$CONFIG" ] || die "CONFIG=$CONFIG: cannot read it"
 [ -z "$NETWORK" ] || [ -r "$NETWORK" ] || die "NETWORK=$NETWORK: cannot read it"
@@ -134,8 +141,9 @@ kver=$(basename "$(ls -d "$root"/lib/modules/*)")
 [ -f "$root/boot/vmlinuz-$kver" ] && [ -f "$root/boot/initrd.img-$kver" ] ||
 	die "no kernel or initrd for $kver in the root"
 cmdline="root=LABEL=pboxroot ro console=tty0 console=ttyS0,115200 intel_iommu=on iommu=pt"
-mkdir -p "$root/boot/grub/i386-pc"
+mkdir -p "$root/boot/grub/i386-pc" "$root/boot/grub/x86_64-efi"
 cp "$grub"/*.mod "$grub"/*.lst "$root/boot/grub/i386-pc/"
+cp "$grub_efi"/*.mod "$grub_efi"/*.lst "$root/boot/grub/x86_64-efi/"
 cat >"$root/boot/grub/grub.cfg" <<EOF
 # pbox appliance: serial and VGA console
 serial --unit=0 --speed=115200
@@ -156,32 +164,51 @@ if [ -n "$LOCK" ]; then
 fi
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
 
-echo "mkimage: disk of $SIZE (MBR, ext4 root, GRUB)"
+# The disk, MBR: the EFI system partition (type ef) from 1 MiB, the root
+# (type 83, the active one) after it. BIOS firmware runs the MBR's code,
+# UEFI firmware the ESP's EFI/BOOT/BOOTX64.EFI; both GRUBs find the root by
+# its label and read the one grub.cfg there.
+esp_mib=64
+echo "mkimage: disk of $SIZE (MBR: EFI system partition, ext4 root; GRUB for BIOS and UEFI)"
 raw=$work/pbox.raw
 rm -f "$raw"
 truncate -s "$SIZE" "$raw"
-echo 'label: dos
-start=2048, type=83, bootable' | sfdisk -q "$raw"
-part_bytes=$(($(stat -c %s "$raw") - 2048 * 512))
+printf 'label: dos\nstart=2048, size=%d, type=ef\nstart=%d, type=83, bootable\n' \
+	$((esp_mib * 2048)) $(((1 + esp_mib) * 2048)) | sfdisk -q "$raw"
+part_bytes=$(($(stat -c %s "$raw") - (1 + esp_mib) * 1024 * 1024))
 truncate -s "$part_bytes" "$work/root.ext4"
 mkfs.ext4 -q -L pboxroot -d "$root" "$work/root.ext4" ||
 	die "mkfs.ext4 -d: the root ($(du -sh "$root" | cut -f1)) does not fit in SIZE=$SIZE?"
-dd if="$work/root.ext4" of="$raw" bs=1M seek=1 conv=notrunc,sparse status=none
+dd if="$work/root.ext4" of="$raw" bs=1M seek=$((1 + esp_mib)) conv=notrunc,sparse status=none
 rm -f "$work/root.ext4"
-# GRUB for BIOS boot, without a loop device (containers have no partition
-# nodes): boot.img in the MBR's code area, core.img in the gap before the
-# partition (its blocklist defaults to "sector 2 onwards", which is where it
-# lands). core.img finds the root by its label, whichever BIOS disk it is.
+# GRUB, without a loop device (containers have no partition nodes). Its
+# first words for either firmware: find the root by its label, whichever
+# disk it is, and take the rest from there.
 cat >"$work/early.cfg" <<'EOF'
 search --no-floppy --label pboxroot --set root
 set prefix=($root)/boot/grub
 EOF
+# BIOS: boot.img in the MBR's code area, core.img in the gap before the ESP
+# (its blocklist defaults to "sector 2 onwards", which is where it lands)
 grub-mkimage -O i386-pc -d "$grub" -c "$work/early.cfg" -p /boot/grub -o "$work/core.img" \
 	biosdisk part_msdos ext2 search search_label normal configfile ||
-	die "grub-mkimage failed"
-[ "$(stat -c %s "$work/core.img")" -le $((2047 * 512)) ] || die "core.img does not fit before the partition"
+	die "grub-mkimage (i386-pc) failed"
+[ "$(stat -c %s "$work/core.img")" -le $((2047 * 512)) ] || die "core.img does not fit before the ESP"
 dd if="$grub/boot.img" of="$raw" bs=440 count=1 conv=notrunc status=none
 dd if="$work/core.img" of="$raw" bs=512 seek=1 conv=notrunc status=none
+# UEFI: GRUB as the removable-media boot file of a FAT32 ESP, made by
+# mkfs.vfat and mtools in a file, then written where the partition is
+grub-mkimage -O x86_64-efi -d "$grub_efi" -c "$work/early.cfg" -p /boot/grub \
+	-o "$work/BOOTX64.EFI" part_msdos ext2 fat search search_label normal configfile ||
+	die "grub-mkimage (x86_64-efi) failed"
+rm -f "$work/esp.img"
+mkfs.vfat -F 32 -n PBOXEFI -C "$work/esp.img" $((esp_mib * 1024)) >/dev/null ||
+	die "mkfs.vfat failed"
+mmd -i "$work/esp.img" ::/EFI ::/EFI/BOOT &&
+	mcopy -i "$work/esp.img" "$work/BOOTX64.EFI" ::/EFI/BOOT/BOOTX64.EFI ||
+	die "mtools: the ESP's EFI/BOOT/BOOTX64.EFI"
+dd if="$work/esp.img" of="$raw" bs=1M seek=1 conv=notrunc status=none
+rm -f "$work/esp.img"
 
 cp "$root/boot/vmlinuz-$kver" "$out/vmlinuz"
 cp "$root/boot/initrd.img-$kver" "$out/initrd.img"
