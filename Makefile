@@ -423,7 +423,8 @@ uninstall:
 	$(if $(DESTDIR),,-systemctl daemon-reload 2>/dev/null)
 
 # The appliance image (deploy/mkimage.sh) and its boot test in qemu
-# (deploy/boot-test.sh), booted by BIOS and then by UEFI; both need root.
+# (deploy/boot-test.sh), booted by BIOS, by UEFI, and by UEFI with Secure
+# Boot on; both need root.
 # IMAGE_DIR holds the disk, kernel, initrd and package manifest.
 IMAGE_DIR ?= $(BUILD)/image
 
@@ -433,6 +434,7 @@ image: all
 boot-test: all
 	deploy/boot-test.sh $(BUILD) $(IMAGE_DIR)
 	FIRMWARE=uefi deploy/boot-test.sh $(BUILD) $(IMAGE_DIR)
+	FIRMWARE=uefi-sb deploy/boot-test.sh $(BUILD) $(IMAGE_DIR)
 
 clean:
 	rm -rf $(BUILD)

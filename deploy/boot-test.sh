@@ -6,8 +6,10 @@
 #
 # The server: q35 with an emulated IOMMU (intel-iommu), KVM where /dev/kvm
 # works (else TCG), 2 CPUs, booted by FIRMWARE: bios (SeaBIOS, GRUB from the
-# MBR) or uefi (OVMF, GRUB from the ESP's removable-media path, with a
-# fresh, empty NVRAM: no boot entry), the image's disk (GRUB, the kernel, systemd;
+# MBR), uefi (OVMF, shim and GRUB from the ESP's removable-media path, a
+# fresh NVRAM with no boot entry) or uefi-sb (the same with Secure Boot on:
+# OVMF with Microsoft's keys enrolled, so shim, GRUB and the kernel must
+# each pass its signature check), the image's disk (GRUB, the kernel, systemd;
 # written to a snapshot, the image stays as built), a config drive labelled
 # PBOXCFG with box.ini and the management NIC's .network, a management NIC
 # and 4 virtio-net data NICs (behind the IOMMU). Every NIC is a tap in a
@@ -21,7 +23,7 @@
 # worker; the box's counters read over the management NIC (STATS) agree;
 # a clean shutdown (ACPI power button: systemd stops pboxd, the machine
 # powers off). Prints PASS/FAIL lines and the time each step took.
-# Needs root, qemu-system-x86, ovmf for uefi, and the image (make image).
+# Needs root, qemu-system-x86, ovmf for uefi and uefi-sb, and the image.
 #   FIRMWARE (bios), W (2), ROUNDS (20), BYTES (4M), BOOT_TIMEOUT (300 s)
 set -uo pipefail
 
@@ -50,14 +52,17 @@ CHECK_SUFFIX=elapsed
 command -v qemu-system-x86_64 >/dev/null || { echo "boot-test: no qemu: apt-get install qemu-system-x86"; exit 1; }
 [ -r "$img/pbox.raw" ] || { echo "boot-test: no $img/pbox.raw: make image"; exit 1; }
 [ -x "$client" ] || { echo "boot-test: no $client: make"; exit 1; }
+smm=
 case $FIRMWARE in
 bios) firmware=() ;;
-uefi)
-	[ -r "$ovmf/OVMF_CODE.fd" ] && [ -r "$ovmf/OVMF_VARS.fd" ] ||
-		{ echo "boot-test: no $ovmf/OVMF_CODE.fd: apt-get install ovmf"; exit 1; }
-	;;
-*) echo "boot-test: FIRMWARE=$FIRMWARE: bios or uefi"; exit 1 ;;
+uefi) code=OVMF_CODE.fd vars=OVMF_VARS.fd ;;
+uefi-sb) code=OVMF_CODE.secboot.fd vars=OVMF_VARS.ms.fd smm=,smm=on ;;
+*) echo "boot-test: FIRMWARE=$FIRMWARE: bios, uefi or uefi-sb"; exit 1 ;;
 esac
+if [ "$FIRMWARE" != bios ] && { [ ! -r "$ovmf/$code" ] || [ ! -r "$ovmf/$vars" ]; }; then
+	echo "boot-test: no $ovmf/$code or $vars: apt-get install ovmf"
+	exit 1
+fi
 
 cleanup() {
 	if [ -n "$qemu_pid" ] && kill -0 "$qemu_pid" 2>/dev/null; then
@@ -115,10 +120,14 @@ Address=198.18.0.1/24
 EOF
 truncate -s 8M "$log/cfg.img"
 mkfs.ext4 -q -L PBOXCFG -d "$log/cfg" "$log/cfg.img" || { bad "config drive"; exit 1; }
-if [ "$FIRMWARE" = uefi ]; then # the firmware read-only, its variables a copy of the empty ones
-	cp "$ovmf/OVMF_VARS.fd" "$log/vars.fd"
-	firmware=(-drive "if=pflash,format=raw,unit=0,readonly=on,file=$ovmf/OVMF_CODE.fd"
+if [ "$FIRMWARE" != bios ]; then # the firmware read-only, its variables a copy (no boot entry)
+	cp "$ovmf/$vars" "$log/vars.fd"
+	firmware=(-drive "if=pflash,format=raw,unit=0,readonly=on,file=$ovmf/$code"
 		-drive "if=pflash,format=raw,unit=1,file=$log/vars.fd")
+	# Secure Boot's variables are writable by SMM only; OVMF's SMM build
+	# stops before any output where the chipset offers S3
+	[ -n "$smm" ] && firmware+=(-global driver=cfi.pflash01,property=secure,value=on
+		-global ICH9-LPC.disable_s3=1)
 fi
 
 # KVM when the image's kernel really boots under it (it then panics at once
@@ -143,7 +152,7 @@ for j in 1 2 3 4; do
 		-device "virtio-net-pci,netdev=d$j,mac=52:54:00:00:01:0$j,addr=0x$((10 + j - 1)),disable-legacy=on,iommu_platform=on,ats=on")
 done
 echo "boot-test: qemu ($accel, $FIRMWARE): q35 + intel-iommu, 2 CPUs, 2 GB, 1 management and 4 data NICs; logs in $log"
-in_ns qemu-system-x86_64 -machine q35,accel="$accel",kernel-irqchip=split -cpu "$cpu" -smp 2 -m 2048 \
+in_ns qemu-system-x86_64 -machine q35,accel="$accel",kernel-irqchip=split$smm -cpu "$cpu" -smp 2 -m 2048 \
 	"${firmware[@]}" -device intel-iommu,intremap=on,caching-mode=on,device-iotlb=on \
 	-drive file="$img/pbox.raw",format=raw,if=virtio,snapshot=on \
 	-drive file="$log/cfg.img",format=raw,if=virtio,readonly=on \
@@ -167,11 +176,19 @@ if [ "$up" -eq 0 ]; then
 	exit 1
 fi
 ok "booted ($FIRMWARE); pboxd up from systemd, serving on the management NIC: $(tail -1 "$log/endpoints.txt")"
-if [ "$FIRMWARE" = uefi ]; then # not a fallback: the kernel found the firmware's EFI tables
+if [ "$FIRMWARE" != bios ]; then # not a fallback: the kernel found the firmware's EFI tables
 	if grep -q "efi: EFI v.* by EDK II" "$log/console.log"; then
-		ok "UEFI boot: GRUB from the ESP's EFI/BOOT/BOOTX64.EFI with no NVRAM entry; the kernel on OVMF's EFI"
+		ok "UEFI boot: shim and GRUB from the ESP's EFI/BOOT with no NVRAM entry; the kernel on OVMF's EFI"
 	else
 		bad "UEFI boot: no 'efi: EFI v... by EDK II' from the kernel"
+	fi
+	sb=$(grep -o "secureboot: Secure boot [a-z]*" "$log/console.log" | head -1)
+	if [ "$FIRMWARE" = uefi-sb ] && [ "$sb" = "secureboot: Secure boot enabled" ]; then
+		ok "Secure Boot on: shim, GRUB and the kernel passed their signature checks ($sb; $(grep -o 'Kernel is locked down[^;]*' "$log/console.log" | head -1))"
+	elif [ "$FIRMWARE" = uefi ] && [ "$sb" != "secureboot: Secure boot enabled" ]; then
+		ok "Secure Boot off: ${sb:-no secureboot line}"
+	else
+		bad "Secure Boot: $FIRMWARE, but the kernel says '${sb:-nothing}'"
 	fi
 fi
 n_eps=$(grep -c '^EP ' "$log/endpoints.txt")

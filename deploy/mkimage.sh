@@ -16,10 +16,11 @@
 # Writes to IMAGE_DIR (BUILD_DIR/image):
 #   pbox.raw         the disk: MBR, an EFI system partition (FAT32, label
 #                    PBOXEFI) and the ext4 root (label pboxroot); GRUB for
-#                    BIOS boot (MBR and the gap before the ESP) and for UEFI
-#                    (EFI/BOOT/BOOTX64.EFI, the removable-media path: no
-#                    NVRAM entry needed); serial and VGA console; dd it to a
-#                    disk, or boot it in qemu
+#                    BIOS boot (MBR and the gap before the ESP) and, for
+#                    UEFI with Secure Boot on or off, Debian's signed shim
+#                    and GRUB at the removable-media path (EFI/BOOT/
+#                    BOOTX64.EFI: no NVRAM entry needed); serial and VGA
+#                    console; dd it to a disk, or boot it in qemu
 #   pbox.qcow2       the same, for virtual machines
 #   vmlinuz, initrd.img   the kernel and initrd inside it (for direct boot)
 #   packages.lock    every package and version in the image
@@ -101,12 +102,37 @@ if [ -n "$LOCK" ]; then # every listed package at its locked version
 	done
 fi
 
+# UEFI's boot files, from the same mirror, unpacked for the ESP and not
+# installed (their kernel hooks would rewrite grub.cfg at a kernel update):
+# Debian's shim, signed by Microsoft's UEFI CA, and GRUB, signed by Debian,
+# so that the image boots with Secure Boot on as well as off. Fetched by a
+# hook while the root's apt still has its lists and network
+mkdir -p "$work/efi"
+cat >"$work/efi-hook" <<EOF
+#!/bin/sh
+set -e
+chroot "\$1" sh -c 'cd /tmp && apt-get download -q shim-signed shim-helpers-amd64-signed grub-efi-amd64-signed'
+mv "\$1"/tmp/*.deb "$work/efi/"
+EOF
+chmod +x "$work/efi-hook"
+
 echo "mkimage: Debian $SUITE from $MIRROR, ${#pkgs[@]} packages and their dependencies"
 mmdebstrap --variant=minbase --mode=root --format=directory \
 	--include="$(IFS=,; echo "${pkgs[*]}")" \
 	--essential-hook='echo "do_symlinks = no" >"$1/etc/kernel-img.conf"' \
+	--customize-hook="$work/efi-hook" \
 	"$SUITE" "$root" "$MIRROR" >"$work/mmdebstrap.log" 2>&1 ||
 	{ tail -30 "$work/mmdebstrap.log"; die "mmdebstrap failed"; }
+ls "$work"/efi/*.deb >/dev/null 2>&1 || die "no shim and signed GRUB were downloaded"
+efi_pkgs=""
+for d in "$work"/efi/*.deb; do
+	dpkg-deb -x "$d" "$work/efi/x"
+	efi_pkgs+="$(dpkg-deb -f "$d" Package)=$(dpkg-deb -f "$d" Version) "
+done
+shim=$work/efi/x/usr/lib/shim/shimx64.efi.signed
+mokmgr=$work/efi/x/usr/lib/shim/mmx64.efi.signed
+grub_signed=$work/efi/x/usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed
+[ -f "$shim" ] && [ -f "$mokmgr" ] && [ -f "$grub_signed" ] || die "the shim or signed GRUB packages lack their EFI files"
 
 echo "mkimage: pbox into the root"
 make -s -C "$src" BUILD="$build" install DESTDIR="$root" PREFIX=/usr >/dev/null
@@ -196,17 +222,27 @@ grub-mkimage -O i386-pc -d "$grub" -c "$work/early.cfg" -p /boot/grub -o "$work/
 [ "$(stat -c %s "$work/core.img")" -le $((2047 * 512)) ] || die "core.img does not fit before the ESP"
 dd if="$grub/boot.img" of="$raw" bs=440 count=1 conv=notrunc status=none
 dd if="$work/core.img" of="$raw" bs=512 seek=1 conv=notrunc status=none
-# UEFI: GRUB as the removable-media boot file of a FAT32 ESP, made by
-# mkfs.vfat and mtools in a file, then written where the partition is
-grub-mkimage -O x86_64-efi -d "$grub_efi" -c "$work/early.cfg" -p /boot/grub \
-	-o "$work/BOOTX64.EFI" part_msdos ext2 fat search search_label normal configfile ||
-	die "grub-mkimage (x86_64-efi) failed"
+# UEFI: a FAT32 ESP, made by mkfs.vfat and mtools in a file, then written
+# where the partition is. At the removable-media path, as Debian's
+# grub-install --removable lays it out: shim as BOOTX64.EFI, which starts
+# grubx64.efi beside it (verified by Debian's key under Secure Boot) and,
+# when asked to enrol a key, MokManager (mmx64.efi). The signed GRUB reads
+# grub.cfg from its own directory: find the root by its label, then the one
+# grub.cfg there; it verifies the kernel through shim.
+cat >"$work/efi/grub.cfg" <<'EOF'
+search --no-floppy --label pboxroot --set root
+set prefix=($root)/boot/grub
+configfile $prefix/grub.cfg
+EOF
 rm -f "$work/esp.img"
 mkfs.vfat -F 32 -n PBOXEFI -C "$work/esp.img" $((esp_mib * 1024)) >/dev/null ||
 	die "mkfs.vfat failed"
 mmd -i "$work/esp.img" ::/EFI ::/EFI/BOOT &&
-	mcopy -i "$work/esp.img" "$work/BOOTX64.EFI" ::/EFI/BOOT/BOOTX64.EFI ||
-	die "mtools: the ESP's EFI/BOOT/BOOTX64.EFI"
+	mcopy -i "$work/esp.img" "$shim" ::/EFI/BOOT/BOOTX64.EFI &&
+	mcopy -i "$work/esp.img" "$grub_signed" ::/EFI/BOOT/grubx64.efi &&
+	mcopy -i "$work/esp.img" "$mokmgr" ::/EFI/BOOT/mmx64.efi &&
+	mcopy -i "$work/esp.img" "$work/efi/grub.cfg" ::/EFI/BOOT/grub.cfg ||
+	die "mtools: the ESP's EFI/BOOT"
 dd if="$work/esp.img" of="$raw" bs=1M seek=1 conv=notrunc status=none
 rm -f "$work/esp.img"
 
@@ -221,6 +257,7 @@ command -v qemu-img >/dev/null && qemu-img convert -O qcow2 "$out/pbox.raw" "$ou
 	echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "pbox=$(git -C "$src" describe --always --dirty 2>/dev/null || echo unknown)"
 	echo "kernel=$kver"
+	echo "efi=$efi_pkgs(on the ESP, not installed)"
 	echo "cmdline=$cmdline"
 	echo "packages=$(wc -l <"$work/packages.lock")"
 	echo "config=${CONFIG:-none (config drive)}"
