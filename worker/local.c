@@ -1434,7 +1434,7 @@ static bool lead(struct pbox *px, struct pbox_handle *op)
 	}
 	if (op->dev && lt_gpu(px, t) != PBOX_OK)
 		return gpu_fail(px);
-	for (uint32_t j = 1; !op->lstarted && j < lc->local_size; j++)
+	for (uint32_t j = 1; lc->n_bye && j < lc->local_size; j++) /* its part cannot come */
 		if (lc->bye[j]) {
 			local_fail(px, PBOX_EPEER,
 				   "key %" PRIu64
@@ -1714,13 +1714,7 @@ static void from_rank(struct pbox *px, uint32_t j, const struct lmsg *m)
 		lc->n_bye++;
 		pthread_cond_broadcast(&px->cv); /* a pbox_rejoin() waiting for it */
 		pthread_mutex_unlock(&px->mu);
-		if (lc->n_act) /* they wait for its parts, which cannot come now */
-			local_fail(
-				px, PBOX_EPEER,
-				"rank %u (on this machine) finalized while the machine's "
-				"push-pulls were in flight: each needs every rank of the machine",
-				r);
-		return;
+		return; /* lead() fails the ops in flight, which need its part */
 	default:
 		local_fail(px, PBOX_EINVAL, "rank %u on this machine sent message type %u", r,
 			   m->type);
