@@ -22,15 +22,15 @@ set -euo pipefail
 #        (systemd-analyze verify of the installed units)
 # perf:  Gloo's ring (perf/cluster), gnuplot for the charts, dpdk-dev
 #        (dpdk-testpmd for perf/dataplane)
-# image: mmdebstrap, GRUB for BIOS and UEFI, partitioning, ext4 and FAT (the
-#        ESP, by dosfstools and mtools), qemu and OVMF for the boot test
+# image: mmdebstrap, GRUB for BIOS (UEFI's signed shim and GRUB come from the
+#        image's mirror), partitioning, ext4 and FAT (the ESP, by dosfstools
+#        and mtools), qemu and OVMF for the boot test
 pkgs_build=(build-essential pkg-config git libdpdk-dev dpdk libnuma-dev libinih-dev check
 	libsubunit-dev libmicrohttpd-dev libsodium-dev)
 pkgs_test=(cppcheck clang-format clang libclang-rt-14-dev iproute2 iputils-ping procps
 	libbpf-dev linux-libc-dev prometheus curl ca-certificates python3 python3-torch systemd)
 pkgs_perf=(libgloo-dev gnuplot-nox dpdk-dev)
-pkgs_image=(mmdebstrap grub-pc-bin grub-efi-amd64-bin dosfstools mtools fdisk e2fsprogs qemu-system-x86
-	qemu-utils ovmf)
+pkgs_image=(mmdebstrap grub-pc-bin dosfstools mtools fdisk e2fsprogs qemu-system-x86 qemu-utils ovmf)
 
 perf=0 image=0 check=0
 for a in "$@"; do

@@ -38,9 +38,9 @@
 #   EXTRA_PACKAGES  more Debian packages (e.g. openssh-server)
 #   ROOT_PASSWORD   set root's password (else root is locked: console login
 #                   off; the box needs no login to serve)
-# Needs root, mmdebstrap, grub-pc-bin, grub-efi-amd64-bin, dosfstools,
-# mtools, e2fsprogs, fdisk, and qemu-utils for qcow2. No loop device, no
-# mount: it runs in a container too.
+# Needs root, mmdebstrap, grub-pc-bin, dosfstools, mtools, e2fsprogs,
+# fdisk, and qemu-utils for qcow2. No loop device, no mount: it runs in a
+# container too.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -59,13 +59,11 @@ ROOT_PASSWORD=${ROOT_PASSWORD:-}
 die() { echo "mkimage: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "needs root (mmdebstrap in root mode, a chroot)"
 grub=/usr/lib/grub/i386-pc
-grub_efi=/usr/lib/grub/x86_64-efi
 for t in mmdebstrap grub-mkimage mkfs.ext4 sfdisk mkfs.vfat mcopy; do
 	command -v "$t" >/dev/null ||
-		die "no $t: apt-get install mmdebstrap grub-pc-bin grub-efi-amd64-bin e2fsprogs fdisk dosfstools mtools"
+		die "no $t: apt-get install mmdebstrap grub-pc-bin e2fsprogs fdisk dosfstools mtools"
 done
 [ -f "$grub/boot.img" ] || die "no $grub/boot.img: apt-get install grub-pc-bin"
-[ -f "$grub_efi/linux.mod" ] || die "no $grub_efi: apt-get install grub-efi-amd64-bin"
 [ -x "$build/bin/pboxd" ] || die "no $build/bin/pboxd: make"
 [ -z "$CONFIG" ] || [ -r "$CONFIG" ] || die "CONFIG=$CONFIG: cannot read it"
 [ -z "$NETWORK" ] || [ -r "$NETWORK" ] || die "NETWORK=$NETWORK: cannot read it"
@@ -167,9 +165,8 @@ kver=$(basename "$(ls -d "$root"/lib/modules/*)")
 [ -f "$root/boot/vmlinuz-$kver" ] && [ -f "$root/boot/initrd.img-$kver" ] ||
 	die "no kernel or initrd for $kver in the root"
 cmdline="root=LABEL=pboxroot ro console=tty0 console=ttyS0,115200 intel_iommu=on iommu=pt"
-mkdir -p "$root/boot/grub/i386-pc" "$root/boot/grub/x86_64-efi"
+mkdir -p "$root/boot/grub/i386-pc"
 cp "$grub"/*.mod "$grub"/*.lst "$root/boot/grub/i386-pc/"
-cp "$grub_efi"/*.mod "$grub_efi"/*.lst "$root/boot/grub/x86_64-efi/"
 cat >"$root/boot/grub/grub.cfg" <<EOF
 # pbox appliance: serial and VGA console
 serial --unit=0 --speed=115200
