@@ -101,8 +101,10 @@ struct ctl_conn {
 	uint64_t last_ns;	     /* the last request */
 	uint64_t stalled_ns;	     /* since when replies wait and none is taken; 0 */
 	int outq;		     /* replies in the kernel's send queue, last look */
+	uint64_t backlog_ns;	     /* since when replies wait, ours or the kernel's
+				      * (taken in part or not); 0: both queues empty */
 	bool unread;		     /* replies sat untaken over CTL_UNREAD_NS since the
-				      * queue was last empty: why it goes, whoever ends it */
+				      * queues were last empty: why it goes, whoever ends it */
 	unsigned jobs;		     /* jobs this connection registered */
 	struct nic_ctl_session sess; /* authed once the client proved the box key */
 	char peer[48];
@@ -1032,6 +1034,30 @@ static void conn_read(struct box_ctl *c, int slot)
 	}
 }
 
+/* Replies wait for the client (@now): since when, whatever it takes of them
+ * meanwhile, as long as it still acknowledges what reaches it (its window
+ * closed: it does not read). A client that reads empties both queues within
+ * a round trip; one that does not is named for it when it goes, whether we
+ * drop it for the stall, the kernel's user timeout ends it first (a
+ * receiver that never reads may still take a little now and then, which
+ * restarts the stall but not this), or it goes by itself. A host that no
+ * longer acknowledges anything was cut off or died: not counted. */
+static void backlog(struct ctl_conn *cn, uint64_t now)
+{
+	struct tcp_info ti;
+	socklen_t tl = sizeof(ti);
+
+	if (getsockopt(cn->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0 ||
+	    ti.tcpi_last_ack_recv > CTL_UNREAD_NS / 1000000) {
+		cn->backlog_ns = 0;
+		return;
+	}
+	if (!cn->backlog_ns)
+		cn->backlog_ns = now;
+	if (now - cn->backlog_ns > CTL_UNREAD_NS)
+		cn->unread = true;
+}
+
 /* Send what the client will take now; 0, or -1 when it is to be dropped. */
 static int conn_write(struct ctl_conn *cn, uint64_t now)
 {
@@ -1046,6 +1072,7 @@ static int conn_write(struct ctl_conn *cn, uint64_t now)
 				cn->stalled_ns = now;
 			if (now - cn->stalled_ns > CTL_UNREAD_NS)
 				cn->unread = true;
+			backlog(cn, now);
 			return now - cn->stalled_ns > CTL_STALL_NS ? -1 : 0;
 		}
 		if (w <= 0)
@@ -1074,14 +1101,14 @@ static int kernel_stall(struct ctl_conn *cn, uint64_t now)
 	if (ioctl(cn->fd, SIOCOUTQ, &q) != 0 || q <= 0) {
 		cn->stalled_ns = 0;
 		cn->outq = 0;
+		cn->backlog_ns = 0;
 		cn->unread = false;
 		return 0;
 	}
 	if (!cn->stalled_ns || q < cn->outq)
 		cn->stalled_ns = now;
 	cn->outq = q;
-	if (now - cn->stalled_ns > CTL_UNREAD_NS)
-		cn->unread = true;
+	backlog(cn, now);
 	return now - cn->stalled_ns > CTL_STALL_NS;
 }
 
