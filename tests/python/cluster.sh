@@ -8,7 +8,7 @@
 # within 1e-4 of Gloo's (fp32), also with DDP on a Gloo group and its
 # buckets summed through pboxd by pbox.torch.allreduce_hook; fp32 and bf16
 # parameters in one group train with every rank equal; the box registered the jobs, grew the mixed one by
-# a bf16 segment, summed fragments for them, and freed them when training
+# a segment of its other dtype, summed fragments for them, and freed them when training
 # ended; then a training loop that goes on without the box when pboxd is
 # killed (pbox.torch.shrink()). Needs root and hugepages; everything is torn
 # down on exit.
@@ -34,6 +34,16 @@ for m in fp32 mixed; do
 		bad "DDP, $m parameters, through pboxd"
 	fi
 done
+# the box's state for the DDP job in proportion to its share: two buffers of
+# what the layout gave the box (rank 0's figure) in whole chunks, not one
+# set per step in flight (it was 4x)
+job=$(grep -o 'job [0-9]* registered' "$log/pboxd.log" | head -1 | cut -d' ' -f2)
+state=$(grep -E "job $job (registered|grew)" "$log/pboxd.log" | grep -o '[0-9]* bytes of state' | tail -1 | cut -d' ' -f1)
+read -r share chunk < <(sed -n 's/.*laid out [0-9]* bytes (box \([0-9]*\)) .* in chunks of \([0-9]*\)$/\1 \2/p' \
+	"$log/pbox-fp32-h0.log")
+check "the box's state for the DDP job: ${state:-?} bytes, within 5% of two buffers of its share (${share:-?} bytes, in chunks of ${chunk:-?})" \
+	awk -v s="${state:-0}" -v b="${share:-0}" -v c="${chunk:-0}" \
+	'BEGIN { n = int((b + c - 1) / c); exit !(b > 0 && s <= 1.05 * 2 * n * c) }'
 c1=$(stat completed)
 if torch_ddp gloo fp32 29610; then
 	ok "DDP, fp32 parameters, on Gloo over the same links ($(grep -oh 'gloo: .* per step' "$log/gloo-fp32-h0.log"))"
@@ -51,8 +61,14 @@ else
 	bad "DDP on a Gloo group with pbox.torch.allreduce_hook through pboxd"
 fi
 c3=$(stat completed)
-check "the box summed for them: 3 jobs registered, the mixed one grown by a bf16 segment; $((c1 - c0)) fragments completed for the backend, $((c3 - c2)) for the hook" \
-	bash -c "[ \$(grep -c 'registered by' '$log/pboxd.log') -ge 3 ] && grep -q 'grew by [0-9]* bf16 chunks' '$log/pboxd.log' && [ $((c1 - c0)) -gt 0 ] && [ $((c3 - c2)) -gt 0 ]"
+# (the mixed job registers with the dtype of its first sum, DDP's broadcast
+# of the bf16 parameters, and grows by the other)
+mixed_job=$(grep -o 'job [0-9]* registered' "$log/pboxd.log" | sed -n 2p | cut -d' ' -f2)
+check "the box summed for them: 3 jobs registered, the mixed one holding a bf16 and an fp32 segment; $((c1 - c0)) fragments completed for the backend, $((c3 - c2)) for the hook" \
+	bash -c "[ \$(grep -c 'registered by' '$log/pboxd.log') -ge 3 ] &&
+		 grep -qE 'job $mixed_job (registered by .* bf16,|grew by [0-9]* bf16 chunks)' '$log/pboxd.log' &&
+		 grep -qE 'job $mixed_job (registered by .* fp32,|grew by [0-9]* fp32 chunks)' '$log/pboxd.log' &&
+		 [ $((c1 - c0)) -gt 0 ] && [ $((c3 - c2)) -gt 0 ]"
 check "the box freed every job when training ended (jobs 0, state 0 bytes)" jobs_gone
 
 # a training loop on the pbox group, through pboxd, and pboxd killed once

@@ -58,8 +58,11 @@ dev = torch.device(os.environ.get("DDP_DEVICE", "cpu"))
 torch.manual_seed(0)
 model = Net().to(dev)
 ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.1)
+group = dist.distributed_c10d._get_default_group()
 if mode == "hook":
-    ddp.register_comm_hook(pbox.torch.hook_state(), pbox.torch.allreduce_hook)
+    hs = pbox.torch.hook_state()
+    group = hs.group
+    ddp.register_comm_hook(hs, pbox.torch.allreduce_hook)
 elif mode == "powersgd":
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
 
@@ -83,6 +86,13 @@ for step in range(steps):
         print("%s step %d loss %.4f" % (mode, step, float(loss)), flush=True)
 if rank == 0:
     print("%s: %.1f ms per step" % (mode, (time.monotonic() - t0) * 1000 / steps), flush=True)
+if rank == 0 and mode != "gloo":
+    # what pbox laid out (keys' state on the SSes) against the gradients' size:
+    # DDP's buckets of the first step, and the rebuilt ones after it
+    li = group._ctx.layout()
+    grads = sum(p.numel() * p.element_size() for p in model.parameters())
+    print("%s: laid out %d bytes (box %d) for %d bytes of gradients, in chunks of %d" %
+          (mode, li.total_bytes, li.box_bytes, grads, li.chunk_size), flush=True)
 torch.save([p.detach().float().cpu() for p in model.parameters()], "%s-%d.pt" % (out, rank))
 dist.barrier()
 dist.destroy_process_group()

@@ -50,6 +50,26 @@ if run hook fp32 29578 && compare hook-fp32 gloo-fp32; then
 else
 	bad "DDP with pbox.torch.allreduce_hook"
 fi
+# state in proportion to the model: a DDP bucket sums under one key step
+# after step (it took a key per step for 4 steps, 4x the model's state on
+# the box and every SS_GPU); at most the first step's buckets and DDP's
+# rebuilt ones, 2x the gradients
+for r in pbox-fp32 hook-fp32; do
+	got=$(grep -oh 'laid out [0-9]* bytes (box [0-9]*) for [0-9]* bytes' "$out/$r.log")
+	if [ -n "$got" ] && echo "$got" | awk '{ exit !($3 <= 2 * $8) }'; then
+		ok "$r: state in proportion to the model: $got of gradients"
+	else
+		bad "$r: state in proportion to the model (at most 2x the gradients): ${got:-no figure}"
+	fi
+done
+# calls of one shape in flight at once: one after the other on one key
+if timeout 120 $py -m torch.distributed.run --redirects 2 --tee 2 --nproc_per_node 4 \
+	--master_addr 127.0.0.1 --master_port 29583 tests/python/same_shape.py >"$out/same.log" 2>&1; then
+	ok "six all_reduces of one shape in flight at once (another shape's between them): every sum exact, one key per shape ($(grep -o 'laid out [0-9]* bytes' "$out/same.log" | head -1))"
+else
+	bad "all_reduces of one shape in flight at once"
+	grep -v '^\[default[0-9]\]:\s*$' "$out/same.log" | grep -v '^ ' | tail -8 | sed 's/^/        /'
+fi
 # CPU tensors: torch 2.x's PowerSGD hook calls torch.cuda.synchronize() on
 # their device whenever a GPU is visible ("Expected a cuda device, but got:
 # cpu", on any backend), so the GPU is hidden from this run

@@ -43,7 +43,6 @@ import pbox
 __all__ = ["ProcessGroupPbox", "allreduce_hook", "hook_state", "rejoin", "shrink"]
 
 _DTYPES = {torch.float32: pbox.FP32, torch.float16: pbox.FP16, torch.bfloat16: pbox.BF16}
-_SLOTS = 4  # push-pulls of one (dtype, count) in flight at once
 _CALLBACK_THREADS = 4  # futures' callbacks that may block at once (nested collectives)
 
 
@@ -188,8 +187,7 @@ class ProcessGroupPbox(ProcessGroup):
     def _serve(self):
         self.resumed = False
         self._failed = []  # allreduces the box's loss interrupted: shrink() resumes them
-        self._slot = {}
-        self._busy = {}
+        self._busy = {}  # key: the future of its latest allreduce
         self._q = queue.Queue()
         self._pool = concurrent.futures.ThreadPoolExecutor(_CALLBACK_THREADS, "pbox-callback")
         self._thr = threading.Thread(target=self._complete, name="pbox-completion", daemon=True)
@@ -216,6 +214,15 @@ class ProcessGroupPbox(ProcessGroup):
                 item.set()
                 return
             handle, done = item
+            if handle is None:  # deferred by allreduce(): every earlier one is done
+                start, resume, done = done
+                try:
+                    handle = start()
+                except pbox.Error as e:
+                    if e.status == pbox.EFAILED:  # the job failed before it started
+                        self._failed.append(resume)
+                    self._pool.submit(_run, done, e)
+                    continue
             try:
                 handle.wait()
                 err = None
@@ -245,18 +252,20 @@ class ProcessGroupPbox(ProcessGroup):
         ctx, self._ctx = self._ctx, None
         resumed = ctx.shrink()
         li = ctx.layout()
-        if resumed:  # the allreduces that raised go on where they were
-            handles = [(ctx.push_pull(key, flat.data_ptr(), flat.data_ptr(), count, dt), finish)
-                       for key, flat, count, dt, finish in self._failed]
+        if resumed:  # the allreduces that raised go on where they were, one
+            # key's calls one after the other, as they were started
+            handles, last = [], {}
+            for key, flat, count, dt, finish in self._failed:
+                if key in last:
+                    last[key].wait()
+                last[key] = ctx.push_pull(key, flat.data_ptr(), flat.data_ptr(), count, dt)
+                handles.append((last[key], finish))
             for handle, finish in handles:
                 handle.wait()
                 finish()
         self._failed = []
         g = ProcessGroupPbox(None, li.rank, li.world_size, None, ctx=ctx)
         g.resumed = resumed
-        if resumed:  # the same keys as before for what comes next: a rank that had
-            # not started an all_reduce when the box went starts it as the others resume it
-            g._slot = self._slot
         return g
 
     def _no_gloo(self, what):
@@ -265,18 +274,17 @@ class ProcessGroupPbox(ProcessGroup):
 
     # ---- collectives --------------------------------------------------------
 
-    def _key(self, dt, count):
-        """Call c of this (dtype, count) uses slot c mod _SLOTS on every rank: the
-        same key for the same collective everywhere, whatever completes first."""
-        c = self._slot.get((dt, count), 0)
-        self._slot[(dt, count)] = c + 1
+    @staticmethod
+    def _key(dt, count):
+        """Every call of one (dtype, count) sums under one key on every rank,
+        call after call: its state on the box and the SS_GPUs is the one
+        tensor's, reused as the same tensor is summed step after step (a key
+        per call in flight would hold that state once per call: a DDP
+        bucket, called once a step, took a fresh key for every one of four
+        steps). Calls of one shape in flight at once go one after the other
+        on it (allreduce() defers the later ones)."""
         # below 2^63: the keys above are libpbox's own (the pieces of CUDA tensors)
-        key = (zlib.crc32(b"%d:%d" % (dt, count)) & 0x7FFFFFFF) << 32 | \
-            (count & 0xFFFFFFF) << 3 | c % _SLOTS
-        prev = self._busy.get(key)
-        if prev is not None:
-            prev.wait()  # the same slot's previous push-pull: done on every rank
-        return key
+        return (zlib.crc32(b"%d:%d" % (dt, count)) & 0x7FFFFFFF) << 32 | (count & 0xFFFFFFF) << 3
 
     def allreduce(self, tensors, opts=None):
         op = _op_code(opts.reduceOp) if opts is not None else _SUM
@@ -316,16 +324,20 @@ class ProcessGroupPbox(ProcessGroup):
 
         # what shrink() resumes after the box's loss (its buffer kept alive here)
         resume = (key, flat, count, dt, finish)
-        try:
-            if cuda:  # after the work queued so far on the caller's stream (torch.cat's too)
-                handle = self._ctx.push_pull_cuda(key, flat.data_ptr(), flat.data_ptr(), count,
-                                                  dt, torch.cuda.current_stream(dev).cuda_stream)
-            else:
-                handle = self._ctx.push_pull(key, flat.data_ptr(), flat.data_ptr(), count, dt)
-        except pbox.Error as e:
-            if e.status == pbox.EFAILED:  # the job failed before this one started
-                self._failed.append(resume)
-            raise
+        stream = torch.cuda.current_stream(dev) if cuda else None
+
+        def start(later=None):
+            if not cuda:
+                return self._ctx.push_pull(key, flat.data_ptr(), flat.data_ptr(), count, dt)
+            # after the work queued so far on the caller's stream (torch.cat's
+            # too); started later, after what was queued there by this call
+            # (@later, an event recorded then), on a stream of its own
+            s = stream
+            if later is not None:
+                s = torch.cuda.Stream(dev)
+                s.wait_event(later)
+            return self._ctx.push_pull_cuda(key, flat.data_ptr(), flat.data_ptr(), count, dt,
+                                            s.cuda_stream)
 
         def done(err):
             if err is not None:
@@ -336,7 +348,28 @@ class ProcessGroupPbox(ProcessGroup):
             finish()
             fut.set_result(tensors)
 
+        prev = self._busy.get(key)
         self._busy[key] = fut
+        if prev is not None and not prev.done():
+            # the same key's previous call is still in flight: started by the
+            # completion thread once every push-pull queued before it (that
+            # one among them) is complete, the same order on every rank
+            later = None
+            if cuda:
+                later = torch.cuda.Event()
+                later.record(stream)
+            self._q.put((None, (lambda: start(later), resume, done)))
+            return _work(fut)
+        try:
+            handle = start()
+        except pbox.Error as e:
+            if e.status == pbox.EFAILED:  # the job failed before this one started
+                self._failed.append(resume)
+            if prev is None:
+                del self._busy[key]
+            else:
+                self._busy[key] = prev
+            raise
         self._q.put((handle, done))
         return _work(fut)
 
