@@ -54,27 +54,34 @@
  * No client can stall the control plane: sockets are non-blocking and each
  * connection's replies wait in a bounded buffer of its own; a client that
  * lets CTL_OUT_MAX pile up, or does not read for CTL_STALL_NS, is dropped.
- * Connections that have not proved the box key are closed after CTL_IDLE_NS
- * without a request (one that has may wait as long as it likes: a job's
- * rank 0 holds its connection through a whole run, with or without chunks
- * on the box yet); at most CTL_PER_SOURCE come from one address. Every connection
+ * A connection that has not proved the box key holds a slot for at most
+ * CTL_PROVE_NS from its accept, with lines of at most CTL_UNPROVED_LINE
+ * bytes; at most CTL_MAX_UNPROVED such are open, CTL_UNPROVED_PER_SOURCE
+ * from one address, and a new one takes the place of the oldest (from its
+ * own address first) when they are full: one that never proves cannot keep
+ * a key holder out. Proved connections keep the other slots for themselves,
+ * at most CTL_PER_SOURCE from one address, and may wait as long as they
+ * like (a job's rank 0 holds its connection through a whole run). Every connection
  * has TCP keepalive (probes after CTL_KA_IDLE s idle, CTL_KA_CNT of them
  * CTL_KA_INTVL s apart) and a TCP user timeout, so the job of a registrar
  * whose host died or was cut off is freed within CTL_DEAD_S seconds.
  */
-#define CTL_MAX_CONNS  256
-#define CTL_PER_SOURCE 16
-#define CTL_LINE_MAX   NIC_CTL_LINE_MAX
-#define CTL_REPLY_MAX  256
-#define CTL_OUT_MAX    (4u << 20) /* ENDPOINTS of 8192 endpoints is ~650 KB */
-#define CTL_OUT_LOW    (64u << 10)
-#define CTL_STALL_NS   (10ull * 1000000000ull)
-#define CTL_UNREAD_NS  (1000000000ull)
-#define CTL_IDLE_NS    (10ull * 1000000000ull)
-#define CTL_KA_IDLE    5
-#define CTL_KA_INTVL   2
-#define CTL_KA_CNT     3
-#define CTL_DEAD_S     (CTL_KA_IDLE + CTL_KA_INTVL * CTL_KA_CNT) /* 11 s */
+#define CTL_MAX_CONNS		256
+#define CTL_PER_SOURCE		16 /* proved */
+#define CTL_MAX_UNPROVED	64
+#define CTL_UNPROVED_PER_SOURCE 4
+#define CTL_PROVE_NS		(2ull * 1000000000ull)
+#define CTL_UNPROVED_LINE	256 /* AUTH's line is 37 bytes, PROVE's 71 */
+#define CTL_LINE_MAX		NIC_CTL_LINE_MAX
+#define CTL_REPLY_MAX		256
+#define CTL_OUT_MAX		(4u << 20) /* ENDPOINTS of 8192 endpoints is ~650 KB */
+#define CTL_OUT_LOW		(64u << 10)
+#define CTL_STALL_NS		(10ull * 1000000000ull)
+#define CTL_UNREAD_NS		(1000000000ull)
+#define CTL_KA_IDLE		5
+#define CTL_KA_INTVL		2
+#define CTL_KA_CNT		3
+#define CTL_DEAD_S		(CTL_KA_IDLE + CTL_KA_INTVL * CTL_KA_CNT) /* 11 s */
 
 struct ctl_job {
 	uint32_t id;
@@ -96,9 +103,9 @@ struct ctl_conn {
 	char *out; /* replies not yet taken by the client */
 	size_t out_len, out_off;
 	bool drop;		     /* over CTL_OUT_MAX: close once the loop comes round */
-	bool bye;		     /* failed the key proof: close once its ERR is sent */
-	uint32_t src_be;	     /* the client's address, for CTL_PER_SOURCE */
-	uint64_t last_ns;	     /* the last request */
+	const char *bye;	     /* why it goes once its ERR is sent; NULL: it stays */
+	uint32_t src_be;	     /* the client's address, for the per-source caps */
+	uint64_t born_ns;	     /* accepted: CTL_PROVE_NS from here to proved */
 	uint64_t stalled_ns;	     /* since when replies wait and none is taken; 0 */
 	int outq;		     /* replies in the kernel's send queue, last look */
 	uint64_t backlog_ns;	     /* since when replies wait, ours or the kernel's
@@ -809,6 +816,33 @@ static void say_stat(void *arg, const struct box_stat_desc *d, uint64_t value)
 	so->n++;
 }
 
+/* The oldest connection yet to prove the box key, from @src_be (0: from
+ * anywhere); CTL_MAX_CONNS when there is none. */
+static unsigned oldest_unproved(const struct box_ctl *c, uint32_t src_be)
+{
+	unsigned i, old = CTL_MAX_CONNS;
+
+	for (i = 0; i < CTL_MAX_CONNS; i++) {
+		const struct ctl_conn *cn = &c->conn[i];
+
+		if (cn->fd >= 0 && !cn->sess.authed && (!src_be || cn->src_be == src_be) &&
+		    (old == CTL_MAX_CONNS || cn->born_ns < c->conn[old].born_ns))
+			old = i;
+	}
+	return old;
+}
+
+/* Connections from @src_be: proved (@proved) or not. */
+static unsigned count_from(const struct box_ctl *c, uint32_t src_be, bool proved)
+{
+	unsigned i, n = 0;
+
+	for (i = 0; i < CTL_MAX_CONNS; i++)
+		n += c->conn[i].fd >= 0 && (!src_be || c->conn[i].src_be == src_be) &&
+		     c->conn[i].sess.authed == proved;
+	return n;
+}
+
 /* AUTH <client nonce>: the box's proof; PROVE <proof>: the client's. */
 static void do_auth(struct box_ctl *c, int slot, const char *verb, const char *arg)
 {
@@ -841,13 +875,18 @@ static void do_auth(struct box_ctl *c, int slot, const char *verb, const char *a
 	if (!sodium_is_zero(s->nb, sizeof(s->nb)) && arg && strlen(arg) == 64 &&
 	    sodium_hex2bin(proof, sizeof(proof), arg, 64, NULL, &got, NULL) == 0 &&
 	    got == sizeof(proof) && sodium_memcmp(proof, s->client_proof, sizeof(proof)) == 0) {
+		if (count_from(c, cn->src_be, true) >= CTL_PER_SOURCE) {
+			say(c, cn->fd, "ERR too many control connections from this address");
+			cn->bye = "had one proved connection too many from its address";
+			return;
+		}
 		s->authed = true;
 		say(c, cn->fd, "OK");
 		return;
 	}
 	say(c, cn->fd, "ERR PROVE: wrong proof: this client does not hold the box key");
 	printf("pboxd: control connection from %s failed the box key proof\n", cn->peer);
-	cn->bye = true;
+	cn->bye = "failed the box key proof";
 }
 
 static void do_request(struct box_ctl *c, int slot, char *line)
@@ -859,8 +898,14 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 	const char *bad;
 	unsigned i;
 
-	if (!verb || c->conn[slot].bye)
+	if (c->conn[slot].bye)
 		return;
+	if (!verb) { /* one reply per request, this one too */
+		say(c, fd,
+		    "ERR an empty request (ENDPOINTS, AUTH, PROVE, REGISTER, GROW, "
+		    "UNREGISTER, LIST, STATS)");
+		return;
+	}
 	if (strcmp(verb, "AUTH") == 0 || strcmp(verb, "PROVE") == 0) {
 		do_auth(c, slot, verb, rest ? strtok_r(rest, " \t", &save) : NULL);
 		return;
@@ -1013,7 +1058,6 @@ static void conn_read(struct box_ctl *c, int slot)
 		return;
 	cn->len += (size_t)r;
 	cn->buf[cn->len] = '\0';
-	cn->last_ns = now_ns();
 	/* requests are answered while the replies fit: the rest waits in the
 	 * socket until the client takes what it was sent */
 	while (cn->out_len - cn->out_off < CTL_OUT_LOW &&
@@ -1023,7 +1067,10 @@ static void conn_read(struct box_ctl *c, int slot)
 		*nl = '\0';
 		if (nl > cn->buf && nl[-1] == '\r')
 			nl[-1] = '\0';
-		do_request(c, slot, cn->buf);
+		if (memchr(cn->buf, '\0', (size_t)(nl - cn->buf)))
+			say(c, cn->fd, "ERR a request holds a NUL byte");
+		else
+			do_request(c, slot, cn->buf);
 		memmove(cn->buf, cn->buf + used, cn->len - used);
 		cn->len -= used;
 		cn->buf[cn->len] = '\0';
@@ -1031,6 +1078,10 @@ static void conn_read(struct box_ctl *c, int slot)
 	if (cn->len == CTL_LINE_MAX) {
 		say(c, cn->fd, "ERR request longer than %d bytes", CTL_LINE_MAX);
 		cn->drop = true;
+	} else if (!cn->sess.authed && cn->len > CTL_UNPROVED_LINE) {
+		say(c, cn->fd, "ERR request longer than %d bytes before the box key is proved",
+		    CTL_UNPROVED_LINE);
+		cn->bye = "sent a line too long before proving the box key";
 	}
 }
 
@@ -1125,8 +1176,8 @@ static void conn_options(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-/* A refusal to a connection that gets no slot: one try, never waited for. */
-static void refuse(int fd, const char *why)
+/* ERR @why to a connection about to go: one try, never waited for. */
+static void say_last(int fd, const char *why)
 {
 	char line[160];
 	int n = snprintf(line, sizeof(line), "ERR %s\n", why);
@@ -1134,41 +1185,54 @@ static void refuse(int fd, const char *why)
 	if (send(fd, line, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
 		/* it goes either way */
 	}
+}
+
+/* A refusal to a connection that gets no slot. */
+static void refuse(int fd, const char *why)
+{
+	say_last(fd, why);
 	close(fd);
 }
 
+/* A new connection, yet to prove the box key: it takes the place of the
+ * oldest unproved one where those are full, from its own address first. */
 static void conn_accept(struct box_ctl *c, uint64_t now)
 {
 	struct sockaddr_in peer;
 	socklen_t pl = sizeof(peer);
 	int fd = accept4(c->lfd, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	unsigned i, free_slot = CTL_MAX_CONNS, same = 0;
+	uint32_t src = peer.sin_addr.s_addr;
+	unsigned i, free_slot = CTL_MAX_CONNS, old = CTL_MAX_CONNS;
+	struct ctl_conn *cn;
 
 	if (fd < 0)
 		return;
-	for (i = 0; i < CTL_MAX_CONNS; i++) {
-		if (c->conn[i].fd < 0) {
-			if (free_slot == CTL_MAX_CONNS)
-				free_slot = i;
-		} else if (c->conn[i].src_be == peer.sin_addr.s_addr) {
-			same++;
-		}
-	}
-	if (same >= CTL_PER_SOURCE) {
+	if (count_from(c, src, true) >= CTL_PER_SOURCE) {
 		refuse(fd, "too many control connections from this address");
 		return;
 	}
-	if (free_slot == CTL_MAX_CONNS) {
+	if (count_from(c, src, false) >= CTL_UNPROVED_PER_SOURCE)
+		old = oldest_unproved(c, src);
+	else if (count_from(c, 0, false) >= CTL_MAX_UNPROVED)
+		old = oldest_unproved(c, 0);
+	if (old < CTL_MAX_CONNS) {
+		say_last(c->conn[old].fd, "a newer connection took this one's place: prove the "
+					  "box key within 2 s of connecting");
+		conn_close(c, (int)old,
+			   "gave its place to a newer one: it had not proved the box key");
+	}
+	for (i = 0; i < CTL_MAX_CONNS && free_slot == CTL_MAX_CONNS; i++)
+		if (c->conn[i].fd < 0)
+			free_slot = i;
+	if (free_slot == CTL_MAX_CONNS) { /* every other slot holds a proved one */
 		refuse(fd, "too many control connections");
 		return;
 	}
 	conn_options(fd);
-	c->conn[free_slot] =
-		(struct ctl_conn){.fd = fd, .src_be = peer.sin_addr.s_addr, .last_ns = now};
-	inet_ntop(AF_INET, &peer.sin_addr, c->conn[free_slot].peer,
-		  sizeof(c->conn[free_slot].peer));
-	snprintf(c->conn[free_slot].peer + strlen(c->conn[free_slot].peer),
-		 sizeof(c->conn[free_slot].peer) - strlen(c->conn[free_slot].peer), ":%u",
+	cn = &c->conn[free_slot];
+	*cn = (struct ctl_conn){.fd = fd, .src_be = src, .born_ns = now};
+	inet_ntop(AF_INET, &peer.sin_addr, cn->peer, sizeof(cn->peer));
+	snprintf(cn->peer + strlen(cn->peer), sizeof(cn->peer) - strlen(cn->peer), ":%u",
 		 ntohs(peer.sin_port));
 }
 
@@ -1227,10 +1291,9 @@ int box_ctl_run(struct box_ctl *c)
 			if (cn->drop)
 				conn_close(c, (int)i, "was dropped: it did not read its replies");
 			else if (cn->bye && !cn->out_len)
-				conn_close(c, (int)i, "failed the box key proof");
-			else if (!cn->sess.authed && !cn->out_len &&
-				 now - cn->last_ns > CTL_IDLE_NS)
-				conn_close(c, (int)i, "was idle");
+				conn_close(c, (int)i, cn->bye);
+			else if (!cn->sess.authed && now - cn->born_ns > CTL_PROVE_NS)
+				conn_close(c, (int)i, "did not prove the box key in time");
 		}
 		if (c->n_zombies) {
 			box_ctl_lock(c);

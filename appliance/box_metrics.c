@@ -337,11 +337,13 @@ struct box_metrics *box_metrics_start(struct box *b, struct box_ctl *c)
 	sa.sin_addr.s_addr = b->cfg->mgmt.address.be;
 	sa.sin_port = htons(port);
 	inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
-	/* Bounded like the control plane: few connections, short timeouts. */
+	/* Bounded like the control plane: at most 4 connections from one address
+	 * (a few addresses cannot take every slot from a scrape), each closed
+	 * after 2 s without a byte. */
 	m->d = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, port, NULL, NULL, on_request,
-		m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, 32u,
-		MHD_OPTION_PER_IP_CONNECTION_LIMIT, 8u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+		m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, 256u,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, 4u, MHD_OPTION_CONNECTION_TIMEOUT, 2u,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536, MHD_OPTION_END);
 	if (!m->d) {
 		fprintf(stderr,

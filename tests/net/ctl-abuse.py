@@ -6,16 +6,32 @@
         hold it SECONDS; print "NOREAD sent=K dropped=yes|no" (dropped: the
         box closed it)
   ctl-abuse.py auth HOST PORT KEYFILE     what an unauthenticated client gets:
-        STATS before the handshake, a PROVE with a wrong key (the box must
-        close the connection), then the handshake with the right key and
-        STATS; prints one line per step
+        STATS, a blank line and a line holding a NUL before the handshake (an
+        ERR each), a PROVE with a wrong key (the box must close the
+        connection), a line over 256 bytes before the proof (ERR, closed),
+        then the handshake with the right key and STATS; prints one line per
+        step
   ctl-abuse.py idle HOST PORT N SECONDS [KEYFILE]     open N connections
         that say nothing, hold them SECONDS; print "IDLE open=A refused=R
-        closed=C" (refused: answered ERR at once; closed: by the box while
-        held). With KEYFILE the first one proves the box key first (a job's
-        rank 0 holding its connection with nothing to say), and " authed=open"
-        or " authed=closed" follows: the box must keep that one
+        closed=C evicted=E" (refused: answered ERR at once; closed: by the
+        box while held; evicted: closed with the ERR that a newer connection
+        took its place). With KEYFILE the first one proves the box key first
+        (a job's rank 0 holding its connection with nothing to say), and
+        " authed=open" or " authed=closed" follows: the box must keep that one
+  ctl-abuse.py drip HOST PORT SECONDS KEYFILE SRC,SRC,...    16 connections
+        from each SRC address, each dripping an endless AUTH line one byte
+        every 0.5 s, each one the box closes opened again 50 ms later; meanwhile
+        a key holder connects and proves the key every 0.25 s, from the
+        first SRC and from the default address in turn. Prints "DRIP
+        opened=O max_age=A keyholder=K/T" (max_age: the longest any
+        dripping connection stayed open, s; K of T handshakes taken)
+  ctl-abuse.py httpdrip HOST PORT SECONDS SRC,SRC,...    8 connections from
+        each SRC to the metrics port, each dripping an endless HTTP header
+        one byte every 0.5 s (opened again 50 ms after it is closed); meanwhile a scrape
+        of /metrics every 0.25 s from the default address. Prints "HTTPDRIP
+        opened=O max_age=A scrapes=K/T"
 """
+import select
 import hashlib
 import hmac
 import os
@@ -63,6 +79,10 @@ def auth(host, port, keyfile):
     s = socket.create_connection((host, port), timeout=5)
     s.sendall(b"STATS\n")
     print("BEFORE " + (_line(s) or "closed"), flush=True)
+    s.sendall(b"  \t \n")  # one reply per request, an empty one too
+    print("BLANK " + (_line(s) or "closed"), flush=True)
+    s.sendall(b"STA\0TS\n")
+    print("NUL " + (_line(s) or "closed"), flush=True)
     # an impostor ignores that the box's proof did not verify, and proves anyway
     print("WRONGKEY " + ("taken" if handshake(s, bytes(32), False) else "refused"), flush=True)
     time.sleep(0.5)
@@ -71,6 +91,10 @@ def auth(host, port, keyfile):
         print("AFTER " + (_line(s) or "closed"), flush=True)
     except OSError:
         print("AFTER closed", flush=True)
+    s = socket.create_connection((host, port), timeout=5)
+    s.sendall(b"AUTH " + b"0" * 300)  # longer than any line before the proof
+    print("LONG " + (_line(s) or "closed") + (" closed" if s.recv(10) == b"" else " open"),
+          flush=True)
     s = socket.create_connection((host, port), timeout=5)
     ok = handshake(s, key)
     s.sendall(b"STATS\n")
@@ -108,6 +132,108 @@ def noread(host, port, n, hold, keyfile):
     print(f"NOREAD sent={sent} dropped={'yes' if dropped else 'no'}", flush=True)
 
 
+class _Drip:
+    """Connections from @srcs that drip @line one byte at a time, each opened
+    again when the server closes it; the longest any stayed open."""
+
+    def __init__(self, host, port, srcs, per, line):
+        self.addr, self.line = (host, port), line
+        self.conns, self.opened, self.max_age, self.due = {}, 0, 0.0, []
+        for src in srcs:
+            for _ in range(per):
+                self.open(src)
+
+    def open(self, src):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind((src, 0))
+        s.setblocking(False)
+        try:
+            s.connect(self.addr)
+        except (BlockingIOError, InterruptedError):
+            pass
+        self.conns[s] = [src, time.monotonic(), 0, time.monotonic()]
+        self.opened += 1
+
+    def close(self, s):
+        src, t0 = self.conns.pop(s)[:2]
+        self.max_age = max(self.max_age, time.monotonic() - t0)
+        s.close()
+        self.due.append((time.monotonic() + 0.05, src))
+
+    def step(self, every=0.5):
+        now = time.monotonic()
+        while self.due and self.due[0][0] <= now:
+            self.open(self.due.pop(0)[1])
+        for s, st in list(self.conns.items()):
+            if now - st[3] >= every:
+                st[3] = now
+                try:
+                    s.send(self.line[st[2] % len(self.line):][:1])
+                    st[2] += 1
+                except (BlockingIOError, InterruptedError):
+                    pass
+                except OSError:
+                    self.close(s)
+        r, _, _ = select.select(list(self.conns), [], [], 0.02)
+        for s in r:
+            try:
+                if not s.recv(4096):
+                    self.close(s)
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                self.close(s)
+
+    def end(self):
+        for s in list(self.conns):
+            s.close()
+
+
+def drip(host, port, secs, keyfile, srcs):
+    key = read_key(keyfile)
+    d = _Drip(host, port, srcs, 16, b"AUTH " + b"0" * 10000)
+    taken = tries = 0
+    end = time.monotonic() + secs
+    nxt = time.monotonic()
+    while time.monotonic() < end:
+        d.step()
+        if time.monotonic() >= nxt:
+            nxt += 0.25
+            try:
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                if tries % 2 == 0:
+                    s.bind((srcs[0], 0))
+                s.settimeout(3)
+                s.connect((host, port))
+                taken += handshake(s, key)
+                s.close()
+            except OSError:
+                pass
+            tries += 1
+    d.end()
+    print(f"DRIP opened={d.opened} max_age={d.max_age:.1f} keyholder={taken}/{tries}", flush=True)
+
+
+def httpdrip(host, port, secs, srcs):
+    d = _Drip(host, port, srcs, 8, b"GET /metrics HTTP/1.1\r\n" + b"X-Drip: " + b"a" * 10000)
+    got = tries = 0
+    end = time.monotonic() + secs
+    nxt = time.monotonic()
+    while time.monotonic() < end:
+        d.step()
+        if time.monotonic() >= nxt:
+            nxt += 0.25
+            tries += 1
+            try:
+                with socket.create_connection((host, port), timeout=3) as s:
+                    s.sendall(b"GET /metrics HTTP/1.0\r\nHost: box\r\n\r\n")
+                    got += s.recv(12).startswith(b"HTTP/1.")
+            except OSError:
+                pass
+    d.end()
+    print(f"HTTPDRIP opened={d.opened} max_age={d.max_age:.1f} scrapes={got}/{tries}", flush=True)
+
+
 def idle(host, port, n, hold, keyfile=None):
     conns, refused, authed = [], 0, None
     if keyfile:
@@ -129,14 +255,20 @@ def idle(host, port, n, hold, keyfile=None):
         conns.append(s)
     print(f"IDLE open={len(conns)} refused={refused}", flush=True)
     time.sleep(hold)
-    closed = 0
+    closed = evicted = 0
     for s in conns:
         s.settimeout(0.01)
         try:
-            if s.recv(200) == b"":
-                closed += 1
+            got = b""
+            while True:
+                more = s.recv(4096)
+                if not more:
+                    closed += 1
+                    break
+                got += more
         except (socket.timeout, OSError):
             pass
+        evicted += got.startswith(b"ERR a newer connection took this one's place")
     tail = ""
     if authed:
         authed.settimeout(0.01)
@@ -146,13 +278,18 @@ def idle(host, port, n, hold, keyfile=None):
             tail = " authed=open"
         except OSError:
             tail = " authed=closed"
-    print(f"IDLE open={len(conns)} refused={refused} closed={closed}{tail}", flush=True)
+    print(f"IDLE open={len(conns)} refused={refused} closed={closed} evicted={evicted}{tail}",
+          flush=True)
 
 
 if __name__ == "__main__":
     mode, host, port = sys.argv[1:4]
     if mode == "auth":
         auth(host, int(port), sys.argv[4])
+    elif mode == "drip":
+        drip(host, int(port), float(sys.argv[4]), sys.argv[5], sys.argv[6].split(","))
+    elif mode == "httpdrip":
+        httpdrip(host, int(port), float(sys.argv[4]), sys.argv[5].split(","))
     elif mode == "noread":
         noread(host, int(port), int(sys.argv[4]), float(sys.argv[5]), sys.argv[6])
     else:

@@ -62,8 +62,10 @@ check "two jobs at once: each job's pushes summed into its own state only (summe
 ip netns exec "$box_ns" python3 "$here/ctl-abuse.py" auth "${boxaddr%:*}" "${boxaddr#*:}" "$log/box.key" \
 	>"$log/auth.log" 2>&1
 sed 's/^/        /' "$log/auth.log"
-check "control plane: STATS refused before the handshake; a wrong key's proof refused and the connection closed; the right key's taken" \
+check "control plane: STATS refused before the handshake; a blank line and one holding a NUL answered ERR; a wrong key's proof refused and the connection closed; a line over 256 bytes before the proof refused and closed; the right key's taken" \
 	bash -c "grep -q '^BEFORE ERR STATS: authenticate first' '$log/auth.log' &&
+		grep -q '^BLANK ERR an empty request' '$log/auth.log' && grep -q '^NUL ERR a request holds a NUL' '$log/auth.log' &&
+		grep -q '^LONG ERR request longer than 256 bytes before the box key is proved closed' '$log/auth.log' &&
 		grep -q '^WRONGKEY refused' '$log/auth.log' && grep -q '^AFTER closed' '$log/auth.log' &&
 		grep -q '^RIGHTKEY taken STAT ' '$log/auth.log'"
 check "pboxd logs the failed proof, and no key or token in its log" \
@@ -208,10 +210,28 @@ wait "$noread_pid" "$idle_pid"
 sed 's/^/        /' "$log/noread.log" "$log/idle.log"
 check "the client that did not read was dropped, not waited for (the job above took $took s)" \
 	grep -q 'dropped=yes' "$log/noread.log"
-check "one address holds at most 16 control connections (the non-reader's, one that proved the box key and 14 of 99; 85 refused); after 10 s the 14 idle ones are closed, the one that proved the key is not" \
-	bash -c "grep -q 'IDLE open=14 refused=85 closed=14 authed=open' '$log/idle.log'"
+check "one address holds at most 4 connections yet to prove the box key: each of 99 idle ones took its place, the oldest closed with ERR (evicted >= 90); all 99 closed, the one that proved the key is not" \
+	bash -c "grep -qE 'IDLE open=99 refused=0 closed=99 evicted=(9[0-9]) authed=open' '$log/idle.log'"
 grep -h "control connection from .*${boxaddr%:*}\|did not read" "$log/pboxd.log" | sed 's/^/        /'
 check "pboxd says why it dropped them" bash -c "grep -q 'did not read its replies' '$log/pboxd.log'"
+
+# nobody holds the box's doors without the key: 18 addresses x 16
+# connections dripping an endless AUTH line one byte every 0.5 s (each one
+# the box closes opened again 50 ms later), then 18 x 8 dripping an HTTP header
+# to /metrics; meanwhile a key holder connects every 0.25 s (from one of those
+# addresses and from another), and Prometheus scrapes every 0.25 s
+srcs=$(seq -s, -f '198.18.0.%g' 10 27)
+ip -n "$box_ns" link set lo up
+for a in ${srcs//,/ }; do ip -n "$box_ns" addr add "$a/32" dev lo; done
+ip netns exec "$box_ns" python3 "$abuse" drip "${boxaddr%:*}" "${boxaddr#*:}" 6 "$log/box.key" "$srcs" \
+	>"$log/drip.log" 2>&1
+ip netns exec "$box_ns" python3 "$abuse" httpdrip "${boxaddr%:*}" 9571 6 "$srcs" >>"$log/drip.log" 2>&1
+sed 's/^/        /' "$log/drip.log"
+check "control plane under a slow drip from 18 addresses x 16 connections: every key holder's handshake taken, no connection open unproved past 2 s (+0.1 s poll, +0.5 s drip)" \
+	bash -c "grep -qE '^DRIP .* keyholder=([1-9][0-9]*)/\\1\$' '$log/drip.log' &&
+		 awk '/^DRIP/ { split(\$3, a, \"=\"); exit !(a[2] <= 2.8) }' '$log/drip.log'"
+check "/metrics under a slow header drip from 18 addresses x 8 connections: every scrape answered" \
+	bash -c "grep -qE '^HTTPDRIP .* scrapes=([1-9][0-9]*)/\\1\$' '$log/drip.log'"
 
 # a registrar's host cut off: its job freed by the box within the stated 11 s
 wns 0 "$client" --box "$boxaddr" --job 8 --token 1 --n "$W" --rank 0 --register \
