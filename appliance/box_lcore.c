@@ -224,6 +224,9 @@ static void handle_burst(struct box_lcore *lc, unsigned slot, struct rte_mbuf **
 	uint16_t i;
 
 	lc->st.rx_pkts += n;
+	/* the SS paces answers to one rank by this (ss.h, struct ss_answered) */
+	lc->jobs.now_ns =
+		(uint64_t)((unsigned __int128)rte_rdtsc() * 1000000000u / rte_get_tsc_hz());
 	for (i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);

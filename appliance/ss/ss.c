@@ -67,7 +67,7 @@ const char *ss_job_desc_check(const struct ss_job_desc *d)
 
 /* The layout, computed once for sizing and once for carving. */
 struct layout {
-	size_t frag, bitmap, peer, res, acc, txref, end;
+	size_t frag, bitmap, peer, answered, res, acc, txref, end;
 	uint32_t n_frags;
 };
 
@@ -102,6 +102,9 @@ static void layout(const struct ss_job_desc *d, size_t txref_size, struct layout
 	x = align_up(x, 8);
 	l->peer = x;
 	x += (size_t)d->n * sizeof(struct nic_addr);
+	x = align_up(x, 8);
+	l->answered = x;
+	x += F * d->n * sizeof(struct ss_answered);
 	x = align_up(x, 16);
 	l->txref = x;
 	x += F * 2 * txref_size;
@@ -149,6 +152,7 @@ struct ss_job *ss_job_init(void *mem, const struct ss_job_desc *d, size_t txref_
 	j->acc = d->dtype == SUM_FP32 ? NULL : (float *)(void *)(base + l.acc);
 	j->txref = base + l.txref;
 	j->peer = (struct nic_addr *)(base + l.peer);
+	j->answered = (struct ss_answered *)(void *)(base + l.answered);
 	for (e = 0; e < d->n_eps; e++) {
 		j->ep_first[e] = first;
 		j->ep_chunks[e] = d->ep_chunks[e];
@@ -177,6 +181,7 @@ struct ss_job *ss_job_init(void *mem, const struct ss_job_desc *d, size_t txref_
 	}
 	memset(j->bitmap, 0, (size_t)l.n_frags * j->words * sizeof(uint64_t));
 	memset(j->peer, 0, (size_t)d->n * sizeof(struct nic_addr));
+	memset(j->answered, 0, (size_t)l.n_frags * d->n * sizeof(struct ss_answered));
 	if (d->ranks) {
 		for (e = 0; e < d->n; e++) {
 			j->peer[e].ip_be = d->ranks[e].ip_be;
@@ -202,12 +207,40 @@ static void needless(struct ss_job *j, struct ss_out *out, bool resent)
 	j->cnt.needless += resent;
 }
 
-/* The result of @round to the sender alone; @resent: a resend that asked
- * for it (needless: the sender had pushed its part before). */
-static enum ss_verdict answer(struct ss_job *j, uint32_t f, uint32_t round, uint16_t len,
-			      bool resent, struct ss_out *out)
+/* May fragment @f's result of @round go to @rank alone now? See
+ * struct ss_answered. */
+static bool pace(struct ss_job *j, uint32_t f, uint16_t rank, uint32_t round)
+{
+	struct ss_answered *a;
+	uint32_t now_us;
+
+	if (!j->clock_ns || !*j->clock_ns)
+		return true;
+	a = &j->answered[(size_t)f * j->n + rank];
+	now_us = (uint32_t)(*j->clock_ns / 1000);
+	if (a->times && a->round_lo == (uint16_t)round &&
+	    now_us - a->at_us < (SS_ANSWER_GAP_NS / 1000)
+					<< (a->times <= SS_ANSWER_DOUBLINGS ? a->times - 1
+									    : SS_ANSWER_DOUBLINGS))
+		return false;
+	if (a->round_lo != (uint16_t)round || !a->times) {
+		a->round_lo = (uint16_t)round;
+		a->times = 0;
+	}
+	a->at_us = now_us;
+	a->times += a->times < UINT8_MAX;
+	return true;
+}
+
+/* The result of @round to the sender (@rank) alone, paced; @resent: a
+ * resend that asked for it (needless: the sender had pushed its part
+ * before). */
+static enum ss_verdict answer(struct ss_job *j, uint32_t f, uint16_t rank, uint32_t round,
+			      uint16_t len, bool resent, struct ss_out *out)
 {
 	needless(j, out, resent);
+	if (!pace(j, f, rank, round))
+		return drop(j, out, SS_DROP_PACED);
 	out->buf = ss_job_res(j, f, round & 1);
 	out->txref = j->txref_size ? ss_job_txref(j, f, round & 1) : NULL;
 	out->len = len;
@@ -237,16 +270,18 @@ static enum ss_verdict probe(struct ss_job *j, uint32_t f, const struct pbox_hdr
 		if (fr->done) {
 			if (!fr->len) /* the initial pseudo-round has no result */
 				return drop(j, out, SS_DROP_STALE);
-			return h->flags & PBOX_F_PULL ? answer(j, f, fr->round, fr->len, false, out)
-						      : SS_DONE;
+			return h->flags & PBOX_F_PULL
+				       ? answer(j, f, h->rank, fr->round, fr->len, false, out)
+				       : SS_DONE;
 		}
 		return *bits >> (h->rank % 64) & 1 ? SS_WAITING : SS_NACK;
 	}
 	if (h->round == fr->round + 1 && fr->done)
 		return SS_NACK; /* nobody's part of it is in yet */
 	if (h->round == fr->round - 1 && fr->has_prev)
-		return h->flags & PBOX_F_PULL ? answer(j, f, h->round, fr->prev_len, false, out)
-					      : SS_DONE;
+		return h->flags & PBOX_F_PULL
+			       ? answer(j, f, h->rank, h->round, fr->prev_len, false, out)
+			       : SS_DONE;
 	return drop(j, out, SS_DROP_STALE);
 }
 
@@ -297,7 +332,7 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		if (fr->done) {
 			if (!fr->len) /* the initial pseudo-round has no result */
 				return drop(j, out, SS_DROP_STALE);
-			return answer(j, f, fr->round, fr->len, resent, out);
+			return answer(j, f, h->rank, fr->round, fr->len, resent, out);
 		}
 		if (*bits & bit) {
 			needless(j, out, resent);
@@ -319,7 +354,7 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		memset(&j->bitmap[(size_t)f * j->words], 0, j->words * sizeof(uint64_t));
 		j->ops->load[j->dtype](acc_of(j, f, fr->round), payload, elems);
 	} else if (h->round == fr->round - 1 && fr->has_prev) {
-		return answer(j, f, h->round, fr->prev_len, resent, out);
+		return answer(j, f, h->rank, h->round, fr->prev_len, resent, out);
 	} else {
 		return drop(j, out, SS_DROP_STALE);
 	}
@@ -354,6 +389,7 @@ int ss_table_add(struct ss_table *t, struct ss_job *j)
 	t->id[t->n] = j->id;
 	t->job[t->n] = j;
 	t->n++;
+	j->clock_ns = &t->now_ns;
 	return 0;
 }
 
@@ -368,6 +404,7 @@ int ss_table_grow(struct ss_table *t, struct ss_job *seg)
 			while (j->next)
 				j = j->next;
 			seg->next = NULL;
+			seg->clock_ns = &t->now_ns;
 			j->next = seg;
 			return 0;
 		}

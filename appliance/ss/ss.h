@@ -65,7 +65,8 @@
 	_(LEN, len, "payload length wrong for the round")                                          \
 	_(DUP, dup, "duplicate of an incomplete round")                                            \
 	_(STALE, stale, "round neither current, next nor previous")                                \
-	_(BUSY, busy, "result buffer still being transmitted")
+	_(BUSY, busy, "result buffer still being transmitted")                                     \
+	_(PACED, paced, "result sent to this rank again too soon (a replayed probe or resend)")
 
 enum ss_drop {
 #define SS__DROP_ENUM(n, id, s) SS_DROP_##n,
@@ -160,6 +161,25 @@ struct ss_frag {
 	uint8_t has_prev;  /* the shadow holds a result */
 };
 
+/*
+ * When a result last went to one rank alone (an answer to its probe or
+ * resend), per fragment and rank: a round's result goes to a rank again
+ * only SS_ANSWER_GAP_NS (the worker's least probe gap) after the last,
+ * the gap doubling with each answer of that round up to 512 times (the
+ * worker backs off too, and needing more than a few answers of one round
+ * means its every result is lost). A probe or resend replayed 1000 times
+ * in a second draws 10 results, not 1000: about what the replays cost the
+ * replayer in bytes, instead of 112 times that.
+ */
+#define SS_ANSWER_GAP_NS    1000000u
+#define SS_ANSWER_DOUBLINGS 9
+struct ss_answered {
+	uint32_t at_us;	   /* the clock's microseconds, wrapping */
+	uint16_t round_lo; /* the round answered (its low bits) */
+	uint8_t times;	   /* answers of that round so far */
+	uint8_t pad;
+};
+
 struct ss_job {
 	/* accessed on the data path */
 	uint32_t id;
@@ -176,6 +196,8 @@ struct ss_job {
 	float *acc;		       /* fp16/bf16: frag_size / elem floats per fragment */
 	uint8_t *txref;		       /* 2 per fragment, txref_size each */
 	struct nic_addr *peer;	       /* each rank's address (MAC: as last heard from) */
+	struct ss_answered *answered;  /* n per fragment */
+	const uint64_t *clock_ns;      /* the transport's time (ss_table's); NULL: unpaced */
 	bool bound;		       /* peer[] fixed at registration (ss_job_desc.ranks) */
 	uint32_t ep_first[SS_MAX_EPS]; /* first fragment of each endpoint */
 	uint32_t ep_chunks[SS_MAX_EPS];
@@ -259,6 +281,7 @@ static inline struct ss_job *ss_job_seg(struct ss_job *j, unsigned ep, uint32_t 
  * jobs at a time) with the last hit first. */
 struct ss_table {
 	uint32_t n, last;
+	uint64_t now_ns; /* set by the transport per burst: answers are paced by it */
 	uint32_t id[SS_MAX_JOBS];
 	struct ss_job *job[SS_MAX_JOBS];
 };

@@ -146,6 +146,17 @@ check "retransmissions were answered (answers > 0)" test "$(stat answers)" -gt 0
 for ((i = 0; i < W; i++)); do
 	pbox_net_impair "$tag" "w$i" 0 0
 done
+# a replayed probe draws no flood: after 3 exact rounds, each rank sends one
+# genuine pull probe of the last round 1000 times, 1 ms apart (the box
+# answered every copy with a whole result on 8d91b51: 112 bytes out per
+# byte in); a round's answers to one rank are paced, 1 ms doubling to 512 ms
+check "a pull probe replayed 1000 times, 1 ms apart, by each of $W ranks: the sums exact" \
+	run_job 12 fp32 3 262144 --replay 1000
+amp=$(grep -ho 'amplification [0-9.]*' "$log"/job12-w*.log | awk '{ if ($2 > m) m = $2 } END { print m + 0 }')
+grep -h 'replayed' "$log"/job12-w*.log | sed 's/^/        /'
+check "replayed probes: at most 1.5 bytes of results out per byte of probes in (worst rank: $amp; measured 112 on 8d91b51), paced ones counted as ss_paced" \
+	bash -c "awk -v a='$amp' 'BEGIN { exit !(a > 0 && a <= 1.5) }' && [ '$(stat ss_paced)' -gt 0 ]"
+
 
 # a storm of malformed and foreign packets during a run. (IP fragments are
 # sent too but not expected: net_af_packet's socket asks the kernel to

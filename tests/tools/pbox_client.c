@@ -24,6 +24,10 @@
  *   --port P          our UDP port (default 9700): several clients on one host
  *   --addr IP         our address (default: the route's): one source address on
  *                     a host that reaches the box's ports through several links
+ *   --replay K        after the rounds, one pull probe of the last round (its
+ *                     result is ours already) sent K times, 1 ms apart, as a
+ *                     replaying attacker would: the results it drew back
+ *                     and the amplification (bytes out over bytes in)
  *   --storm N         send N of each kind of malformed datagram instead
  *   --storm-raw IFACE also N of each malformed frame through AF_PACKET
  *   --quiet           only the summary line
@@ -84,7 +88,7 @@ struct opts {
 	uint16_t rank, n, port;
 	uint8_t dtype;
 	uint64_t bytes;
-	uint32_t rounds, window, rto_ms, deadline_s, storm;
+	uint32_t rounds, window, rto_ms, deadline_s, storm, replay;
 	const char *storm_raw;
 	const char *ranks;		 /* --ranks, for REGISTER */
 	struct nic_addr rank_addr[1024]; /* --ranks parsed (n of them) */
@@ -573,6 +577,67 @@ out:
 	return rc;
 }
 
+/* ---- replay ----------------------------------------------------------------- */
+
+/* Results of round @v for us that arrived, their bytes on the wire added to
+ * @bytes; nothing else is counted. */
+static unsigned count_results(uint32_t v, uint64_t *bytes)
+{
+	static uint8_t buf[PBOX_HDR_LEN + MAX_FRAGB];
+	struct nic_wire_expect exp = {.accept_ops = 1u << PBOX_OP_RESULT};
+	struct pbox_hdr h;
+	unsigned n = 0;
+	ssize_t r;
+
+	while ((r = recv(sock, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		if (nic_wire_parse_hdr(buf, (size_t)r, &exp, &h) == NIC_DROP_NONE &&
+		    h.job == o.job && h.round == v && h.rank == o.rank &&
+		    nic_mac_ok(&mac, &h, buf + PBOX_HDR_LEN)) {
+			n++;
+			*bytes += NIC_HDRS_LEN - PBOX_HDR_LEN + (uint64_t)r;
+		}
+	return n;
+}
+
+/* --replay: one genuine pull probe of round @v (the first fragment's), sent
+ * o.replay times 1 ms apart, as one who captured it would replay it. */
+static void replay(uint32_t v)
+{
+	uint8_t buf[PBOX_HDR_LEN];
+	static const uint8_t none[1];
+	const struct ep *e = &eps[chunk_ep[0]];
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(e->port)};
+	struct pbox_hdr h = {.op = PBOX_OP_PROBE,
+			     .dtype = o.dtype,
+			     .flags = PBOX_F_PULL,
+			     .rank = o.rank,
+			     .job = o.job,
+			     .chunk = chunk_local[0],
+			     .round = v};
+	struct timespec ms = {0, 1000000};
+	uint64_t in = (uint64_t)o.replay * NIC_HDRS_LEN, out = 0;
+	unsigned got = 0, k;
+
+	to.sin_addr.s_addr = e->ip_be;
+	h.mac = nic_mac_of(&mac, &h, none);
+	nic_wire_put_hdr(buf, &h);
+	count_results(v, &out); /* what was there before: not ours to count */
+	out = 0;
+	for (k = 0; k < o.replay; k++) {
+		if (sendto(sock, buf, sizeof(buf), 0, (struct sockaddr *)&to, sizeof(to)) < 0)
+			break;
+		nanosleep(&ms, NULL);
+		got += count_results(v, &out);
+	}
+	for (k = 0; k < 100; k++) { /* the last answers' way back */
+		nanosleep(&ms, NULL);
+		got += count_results(v, &out);
+	}
+	printf("pbox-client: rank %u: one pull probe replayed %u times (%" PRIu64
+	       " bytes): %u results back (%" PRIu64 " bytes): amplification %.2f\n",
+	       o.rank, o.replay, in, got, out, in ? (double)out / (double)in : 0.0);
+}
+
 /* ---- storm ------------------------------------------------------------------ */
 
 static void udp_to(const void *p, size_t n, const struct ep *e, uint16_t port)
@@ -799,7 +864,7 @@ static void usage(FILE *f)
 		   "         [--register --ranks IP:PORT,...] [--hold] [--dtype fp32|fp16|bf16]\n"
 		   "         [--bytes B] [--addr IP]\n"
 		   "         [--rounds V] [--window W] [--rto-ms MS] [--deadline-s S] [--port P]\n"
-		   "         [--storm N] [--storm-raw IFACE] [--quiet]\n"
+		   "         [--storm N] [--storm-raw IFACE] [--replay K] [--quiet]\n"
 		   "         [--key-file F] [--mac header|payload|off]\n");
 }
 
@@ -815,7 +880,7 @@ static const struct {
 	{'B', &o.bytes, 8, 1ull << 40}, {'V', &o.rounds, 4, UINT32_MAX},
 	{'w', &o.window, 4, 1u << 20},	{'R', &o.rto_ms, 4, 600000},
 	{'D', &o.deadline_s, 4, 86400}, {'s', &o.storm, 4, 1u << 20},
-	{'p', &o.port, 2, UINT16_MAX},
+	{'p', &o.port, 2, UINT16_MAX},	{'P', &o.replay, 4, 1u << 20},
 };
 
 /* Option @c's number into its field; -1 (said why) when it is no number in
@@ -853,15 +918,29 @@ static int num_opt(const struct option *lo, int c, const char *arg)
 
 static int parse_args(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{"box", 1, 0, 'b'},    {"job", 1, 0, 'j'},	  {"token", 1, 0, 't'},
-		{"rank", 1, 0, 'r'},   {"n", 1, 0, 'n'},	  {"dtype", 1, 0, 'd'},
-		{"bytes", 1, 0, 'B'},  {"rounds", 1, 0, 'V'},	  {"window", 1, 0, 'w'},
-		{"rto-ms", 1, 0, 'R'}, {"deadline-s", 1, 0, 'D'}, {"port", 1, 0, 'p'},
-		{"storm", 1, 0, 's'},  {"storm-raw", 1, 0, 'S'},  {"register", 0, 0, 'g'},
-		{"hold", 0, 0, 'H'},   {"quiet", 0, 0, 'q'},	  {"ranks", 1, 0, 'A'},
-		{"addr", 1, 0, 'L'},   {"key-file", 1, 0, 'k'},	  {"mac", 1, 0, 'M'},
-		{0, 0, 0, 0}};
+	static const struct option lo[] = {{"box", 1, 0, 'b'},
+					   {"job", 1, 0, 'j'},
+					   {"token", 1, 0, 't'},
+					   {"rank", 1, 0, 'r'},
+					   {"n", 1, 0, 'n'},
+					   {"dtype", 1, 0, 'd'},
+					   {"bytes", 1, 0, 'B'},
+					   {"rounds", 1, 0, 'V'},
+					   {"window", 1, 0, 'w'},
+					   {"rto-ms", 1, 0, 'R'},
+					   {"deadline-s", 1, 0, 'D'},
+					   {"port", 1, 0, 'p'},
+					   {"storm", 1, 0, 's'},
+					   {"storm-raw", 1, 0, 'S'},
+					   {"register", 0, 0, 'g'},
+					   {"hold", 0, 0, 'H'},
+					   {"quiet", 0, 0, 'q'},
+					   {"ranks", 1, 0, 'A'},
+					   {"addr", 1, 0, 'L'},
+					   {"key-file", 1, 0, 'k'},
+					   {"mac", 1, 0, 'M'},
+					   {"replay", 1, 0, 'P'},
+					   {0, 0, 0, 0}};
 	int c;
 	bool have_box = false;
 
@@ -1032,6 +1111,8 @@ int main(int argc, char **argv)
 		       o.rank, o.rounds, o.bytes, sum_dtype_name((enum sum_dtype)o.dtype),
 		       (double)o.bytes * o.rounds * 8 / (double)(t1 - t0), retransmits, dup_results,
 		       bad_macs);
+	if (o.rounds && o.replay)
+		replay(o.rounds - 1);
 hold:
 	fflush(stdout);
 	if (o.hold)

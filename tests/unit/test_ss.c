@@ -528,6 +528,7 @@ START_TEST(test_ss_reply_of_every_drop)
 		{SS_DROP_DUP, PBOX_OP_ACK, 0},
 		{SS_DROP_STALE, 0, 0},
 		{SS_DROP_BUSY, 0, 0},
+		{SS_DROP_PACED, 0, 0},
 	};
 	unsigned i;
 
@@ -643,6 +644,103 @@ START_TEST(test_ss_ranks_bound_to_addresses)
 }
 END_TEST
 
+/* A round's result goes to one rank alone (a pull probe, a resend of a
+ * completed round) at most once per SS_ANSWER_GAP_NS, doubling per answer
+ * of that round: a probe replayed a hundred times gets one result, not a
+ * hundred. Other ranks, other rounds and the fan-out are not paced, and a
+ * paced probe is not answered at all. */
+START_TEST(test_ss_answers_paced)
+{
+	void *mem;
+	struct ss_job *j = make_job(3, SUM_FP32, &mem);
+	uint64_t now = 5000000000ull;
+	uint8_t p[3][FRAG];
+	struct pbox_hdr h;
+	struct ss_out out;
+	unsigned answered = 0, i;
+	uint16_t err;
+
+	j->clock_ns = &now;
+	for (uint16_t r = 0; r < 3; r++) {
+		fill(SUM_FP32, p[r], FRAG / 4, r, 0, 0);
+		h = hdr(j, r, 1, 2, 0, FRAG);
+		ck_assert_int_eq(ss_push(j, 1, &h, p[r], &who, &out),
+				 r == 2 ? SS_COMPLETE : SS_SUMMED);
+	}
+	for (i = 0; i < 100; i++) /* one pull probe replayed 100 times at once */
+		answered += probe_f(j, 2, 0, true, &out) == SS_ANSWER;
+	ck_assert_uint_eq(answered, 1);
+	ck_assert_uint_eq(out.why, SS_DROP_PACED);
+	ck_assert_uint_eq(ss_reply_of(SS_DROP_PACED, &err), 0);
+	ck_assert_uint_eq(j->cnt.drop[SS_DROP_PACED], 99);
+	ck_assert_int_eq(probe_f(j, 1, 0, true, &out), SS_ANSWER); /* another rank */
+	h = hdr(j, 2, 1, 2, 0, FRAG);
+	h.flags = PBOX_F_RETRANS; /* a resend of the completed round: paced alike */
+	ck_assert_int_eq(ss_push(j, 1, &h, p[2], &who, &out), SS_DROP);
+	ck_assert_uint_eq(out.why, SS_DROP_PACED);
+	now += SS_ANSWER_GAP_NS; /* a probe gap later: answered again */
+	ck_assert_int_eq(ss_push(j, 1, &h, p[2], &who, &out), SS_ANSWER);
+	ck_assert_int_eq(check_sum(SUM_FP32, out.buf, FRAG / 4, 3, 0, 0), 0);
+	now += SS_ANSWER_GAP_NS; /* then twice the gap */
+	ck_assert_int_eq(probe_f(j, 2, 0, true, &out), SS_DROP);
+	now += SS_ANSWER_GAP_NS;
+	ck_assert_int_eq(probe_f(j, 2, 0, true, &out), SS_ANSWER);
+	for (answered = 0, i = 0; i < 1000; i++) { /* 100 replays a ms for 10 ms */
+		now += SS_ANSWER_GAP_NS / 100;
+		answered += probe_f(j, 2, 0, true, &out) == SS_ANSWER;
+	}
+	ck_assert_uint_le(answered, 2); /* 4 ms, then 8 ms apart */
+	ck_assert_uint_ge(answered, 1);
+	/* round 1: rank 2's answers start afresh (its shadow, round 0, too) */
+	fill(SUM_FP32, p[0], FRAG / 4, 0, 1, 0);
+	h = hdr(j, 0, 1, 2, 1, FRAG);
+	ck_assert_int_eq(ss_push(j, 1, &h, p[0], &who, &out), SS_SUMMED);
+	ck_assert_int_eq(probe_f(j, 2, 0, true, &out), SS_DROP); /* round 0 still paced */
+	now += 16ull * SS_ANSWER_GAP_NS;
+	ck_assert_int_eq(probe_f(j, 2, 0, true, &out), SS_ANSWER);
+	j->clock_ns = NULL; /* no clock (a transport that does not pace): every one */
+	ck_assert_int_eq(probe_f(j, 2, 0, true, &out), SS_ANSWER);
+	ck_assert_int_eq(probe_f(j, 2, 0, true, &out), SS_ANSWER);
+	free(mem);
+}
+END_TEST
+
+/* A rank's Ethernet address is learnt only from a push that adds its part
+ * to a round: a duplicate, a probe, or a resend of a completed or earlier
+ * round from elsewhere (a replay: its MAC holds) leaves it as it was. */
+START_TEST(test_ss_mac_learnt_from_new_parts_only)
+{
+	void *mem;
+	struct ss_job *j = make_job(2, SUM_FP32, &mem);
+	struct nic_addr other = who;
+	uint8_t p[FRAG] = {0};
+	struct pbox_hdr h;
+	struct ss_out out;
+
+	other.mac[5] = 0x66;
+	h = hdr(j, 1, 1, 2, 0, FRAG);
+	ck_assert_int_eq(ss_push(j, 1, &h, p, &who, &out), SS_SUMMED);
+	ck_assert_int_eq(memcmp(j->peer[1].mac, who.mac, 6), 0);
+	ck_assert_int_eq(ss_push(j, 1, &h, p, &other, &out), SS_DROP); /* duplicate */
+	h.op = PBOX_OP_PROBE;
+	h.len = 0;
+	ck_assert_int_eq(ss_push(j, 1, &h, &h, &other, &out), SS_WAITING); /* probe */
+	h = hdr(j, 0, 1, 2, 0, FRAG);
+	ck_assert_int_eq(ss_push(j, 1, &h, p, &who, &out), SS_COMPLETE);
+	h = hdr(j, 1, 1, 2, 0, FRAG); /* the completed round's push replayed */
+	ck_assert_int_eq(ss_push(j, 1, &h, p, &other, &out), SS_ANSWER);
+	h = hdr(j, 0, 1, 2, 1, FRAG);
+	ck_assert_int_eq(ss_push(j, 1, &h, p, &who, &out), SS_SUMMED);
+	h = hdr(j, 1, 1, 2, 0, FRAG); /* an earlier round's */
+	ck_assert_int_eq(ss_push(j, 1, &h, p, &other, &out), SS_ANSWER);
+	ck_assert_int_eq(memcmp(j->peer[1].mac, who.mac, 6), 0);
+	h = hdr(j, 1, 1, 2, 1, FRAG); /* its part of round 1, from its new address */
+	ck_assert_int_eq(ss_push(j, 1, &h, p, &other, &out), SS_COMPLETE);
+	ck_assert_int_eq(memcmp(j->peer[1].mac, other.mac, 6), 0);
+	free(mem);
+}
+END_TEST
+
 Suite *ss_suite(void)
 {
 	Suite *s = suite_create("ss");
@@ -656,6 +754,8 @@ Suite *ss_suite(void)
 	tcase_add_loop_test(tc, test_ss_rounds, SUM_FP32, SUM_DTYPE_COUNT);
 	tcase_add_test(tc, test_ss_busy);
 	tcase_add_test(tc, test_ss_probes);
+	tcase_add_test(tc, test_ss_answers_paced);
+	tcase_add_test(tc, test_ss_mac_learnt_from_new_parts_only);
 	tcase_add_loop_test(tc, test_ss_random, SUM_FP32, SUM_DTYPE_COUNT);
 	tcase_add_test(tc, test_ss_table);
 	tcase_add_test(tc, test_ss_segments);
