@@ -74,7 +74,7 @@ WORKER_SRCS := worker/pbox_worker.c
 # (configuration, SS core, sum kernels, wire code).
 # libpbox links no DPDK (and no CUDA) library: what needs one is a module
 # under $(BUILD)/lib/pbox-3, loaded when a job asks for it (worker/module.c).
-LIBPBOX_SRCS := worker/pbox.c worker/boot.c worker/grow.c worker/engine.c worker/layout.c worker/units.c worker/tune.c worker/module.c \
+LIBPBOX_SRCS := worker/pbox.c worker/gather.c worker/boot.c worker/grow.c worker/engine.c worker/layout.c worker/units.c worker/tune.c worker/module.c \
                 worker/rdv.c worker/local.c worker/survive.c
 LIBPBOX_CORE := config/cfg.c config/cfg_box.c config/cfg_worker.c appliance/ss/ss.c appliance/ss/sum.c \
                 appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c nic/nic_wire.c \

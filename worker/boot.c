@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "cfg_box.h"
+#include "gather.h"
 #include "layout.h"
 #include "nic_ctl.h"
 #include "pbox_int.h"
@@ -318,15 +319,41 @@ static int send_hello(const struct pbox *px, int fd)
 	return rc ? rc : wk_line_send(fd, "END");
 }
 
-/* One HELLO from @fd into @h (tensors allocated); 0, or -1 with @why. */
-static int read_hello(int fd, uint64_t deadline, struct hello *h, char *why, size_t why_cap)
+/* A HELLO is its line, a T line per tensor and END. */
+static size_t hello_whole(const char *buf, size_t len, void *arg)
 {
-	char buf[4096], line[LINE_CAP], *p;
-	uint32_t len = 0, i = 0;
-	int r = wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline);
+	const char *end;
+
+	(void)arg;
+	if (memchr(buf, '\n', len) && strncmp(buf, "HELLO ", 6))
+		return (size_t)-1;
+	for (const char *p = buf; (end = memchr(p, '\n', len - (size_t)(p - buf))); p = end + 1)
+		if (end - p >= 3 && !strncmp(p, "END", 3) &&
+		    (end - p == 3 || (end - p == 4 && p[3] == '\r')))
+			return (size_t)(end - buf) + 1;
+	return 0;
+}
+
+/* The next line of @*p (a whole HELLO) into @line; 0 when there is none. */
+static int next_line(const char **p, char *line, size_t cap)
+{
+	size_t n = strcspn(*p, "\n");
+
+	if (!**p)
+		return 0;
+	snprintf(line, cap, "%.*s", (int)(n && (*p)[n - 1] == '\r' ? n - 1 : n), *p);
+	*p += n + ((*p)[n] == '\n');
+	return 1;
+}
+
+/* A whole HELLO (@msg) into @h (tensors allocated); 0, or -1 with @why. */
+static int parse_hello(const char *msg, struct hello *h, char *why, size_t why_cap)
+{
+	char line[LINE_CAP], *p;
+	uint32_t i = 0;
 
 	memset(h, 0, sizeof(*h));
-	if (r <= 0 || strncmp(line, "HELLO ", 6)) {
+	if (!next_line(&msg, line, sizeof(line)) || strncmp(line, "HELLO ", 6)) {
 		snprintf(why, why_cap, "no HELLO");
 		return -1;
 	}
@@ -358,16 +385,15 @@ static int read_hello(int fd, uint64_t deadline, struct hello *h, char *why, siz
 		return -1;
 	}
 	for (;;) {
-		r = wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline);
-		if (r <= 0) {
+		char dt[8];
+		int d = -1;
+
+		if (!next_line(&msg, line, sizeof(line))) {
 			snprintf(why, why_cap, "HELLO cut short");
 			return -1;
 		}
 		if (strcmp(line, "END") == 0)
 			break;
-		char dt[8];
-		int d = -1;
-
 		if (i < h->v[HF_tensors] && sscanf(line, "T %" SCNu64 " %" SCNu64 " %7s %d",
 						   &h->key[i], &h->count[i], dt, &h->prio[i]) == 4)
 			d = nic_dtype_parse(dt);
@@ -740,10 +766,53 @@ void wk_set_key(struct pbox *px, uint64_t nonce)
 }
 
 /* Rank 0's side. */
+/* A whole HELLO (@m) on @fd into its rank's place: 0; 1 when it disagrees
+ * with ours (@why, the job's verdict; the rank is in its place to hear it);
+ * -1 when it is refused (@why, told to its sender, which is closed by the
+ * caller): not a HELLO, no such rank, one already here, or another job's
+ * token (its sender learns nothing of ours). */
+static int take_hello(struct pbox *px, int fd, const char *m, char *why, size_t cap)
+{
+	struct hello h, me;
+	int rc = 0;
+
+	own_hello(px, &me);
+	if (parse_hello(m, &h, why, cap)) {
+		char what[WK_ERR_LEN / 2];
+
+		snprintf(what, sizeof(what), "%.200s", why);
+		snprintf(why, cap, "a connection sent %.200s", what);
+		hello_free(&h);
+		return -1;
+	}
+	if (h.rank == 0 || h.rank >= px->n || px->peer_fd[h.rank] >= 0) {
+		snprintf(why, cap, "rank %u connected to rank 0 %s (world_size %u at rank 0)",
+			 h.rank,
+			 h.rank && h.rank < px->n ? "twice (the first holds)"
+						  : "but no such rank exists",
+			 px->n);
+		wk_line_send(fd, "ERR %s", why);
+		rc = -1;
+	} else if (h.v[HF_token] != me.v[HF_token]) {
+		snprintf(why, cap,
+			 "rank %u and rank 0 disagree on the job's token ([job] token): a HELLO "
+			 "from another job",
+			 h.rank);
+		wk_line_send(fd, "ERR %s", why);
+		rc = -1;
+	} else {
+		px->peer_fd[h.rank] = fd;
+		rc = compare(px, &h, why, cap);
+	}
+	hello_free(&h);
+	return rc;
+}
+
 static int boot_root(struct pbox *px, uint64_t deadline)
 {
 	struct box_eps *eps = calloc(1, sizeof(*eps));
-	char msg[WK_ERR_LEN] = "", ip[INET_ADDRSTRLEN];
+	char msg[WK_ERR_LEN] = "", ip[INET_ADDRSTRLEN], refused[WK_ERR_LEN / 2] = "";
+	struct wk_gather *door = NULL;
 	int lfd = -1, rc = PBOX_OK;
 	uint32_t got = 0, r, frag = (uint32_t)own_frag(px);
 	uint64_t nonce = 0;
@@ -757,47 +826,49 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 			    strerror(errno));
 		goto out;
 	}
-	/* every other rank's HELLO, compared with ours as it comes; after a
-	 * mismatch still every rank, so that all of them hear why */
+	door = wk_gather_open(lfd, LINE_CAP * ((size_t)px->n_t + 2) + 65536, hello_whole, NULL);
+	if (!door) {
+		rc = wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+		goto out;
+	}
+	/* every other rank's HELLO, gathered from all connections at once (one
+	 * that says nothing holds nobody up), compared with ours as it comes;
+	 * after a mismatch still every rank, so that all of them hear why. A
+	 * HELLO that cannot be a rank's of this job (no such rank, one already
+	 * here, another job's token) is refused to its sender and logged, and
+	 * the true rank is waited for up to the deadline. */
 	while (got + 1 < px->n) {
-		struct hello h;
-		char why[128];
-		int fd = wk_accept(lfd, deadline);
+		char why[WK_ERR_LEN / 2];
+		const char *m;
+		size_t len;
+		int fd, t = wk_gather_next(door, deadline, &fd, &m, &len, why, sizeof(why));
 
-		if (fd < 0)
+		if (t == 0)
 			break;
-		if (read_hello(fd, deadline, &h, why, sizeof(why))) {
-			wk_log(px, CFG_LOG_WARNING, "bootstrap: a connection sent %s; ignored",
-			       why);
-			hello_free(&h);
-			close(fd);
+		if (t < 0) {
+			wk_log(px, CFG_LOG_WARNING, "bootstrap: %s; ignored", why);
 			continue;
 		}
-		if (h.rank == 0 || h.rank >= px->n || px->peer_fd[h.rank] >= 0) {
-			char dup[WK_ERR_LEN];
-
-			snprintf(dup, sizeof(dup),
-				 "rank %u connected to rank 0 %s (world_size %u at rank 0)", h.rank,
-				 h.rank && h.rank < px->n ? "twice" : "but no such rank exists",
-				 px->n);
-			wk_line_send(fd, "ERR %s", dup);
+		t = take_hello(px, fd, m, why, sizeof(why));
+		if (t < 0) {
+			wk_log(px, CFG_LOG_WARNING, "bootstrap: %s; refused", why);
 			close(fd);
-			if (!msg[0]) {
-				snprintf(msg, sizeof(msg), "%s", dup);
-				rc = PBOX_EMISMATCH;
-			}
-		} else {
-			px->peer_fd[h.rank] = fd;
-			got++;
-			if (!msg[0] && compare(px, &h, msg, sizeof(msg)))
-				rc = PBOX_EMISMATCH;
+			if (!refused[0])
+				snprintf(refused, sizeof(refused), "%s", why);
+			continue;
 		}
-		hello_free(&h);
+		got++;
+		if (t > 0 && !msg[0]) {
+			rc = PBOX_EMISMATCH;
+			snprintf(msg, sizeof(msg), "%s", why);
+		}
 	}
 	/* Closed before any verdict goes out: a rank that hears ERR may call
 	 * pbox_shrink() again at once, and its connection must not land in this
 	 * incarnation's backlog, to be reset when we close it, while the next
 	 * incarnation waits for it (one more rank "never reached rank 0"). */
+	wk_gather_close(door);
+	door = NULL;
 	close(lfd);
 	lfd = -1;
 	if (!msg[0] && got + 1 < px->n) {
@@ -812,9 +883,10 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 				off += (size_t)snprintf(msg + off, sizeof(msg) - off, " %u", r);
 		}
 		snprintf(msg + off, sizeof(msg) - off,
-			 " never reached rank 0 at %s:%u within %.1f s ([tuning] deadline)",
+			 " never reached rank 0 at %s:%u within %.1f s ([tuning] deadline)%s%s%s",
 			 wk_ipstr(px->cfg.data.address.be, ip), px->cfg.data.port,
-			 (double)px->cfg.tuning.deadline_us / 1e6);
+			 (double)px->cfg.tuning.deadline_us / 1e6, refused[0] ? " (refused: " : "",
+			 refused, refused[0] ? ")" : "");
 		rc = PBOX_ETIMEDOUT;
 	}
 	if (!msg[0] && px->cfg.box.control.n) {
@@ -856,6 +928,7 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 	if (msg[0])
 		rc = wk_err(rc, "pbox_start: %s", msg);
 out:
+	wk_gather_close(door);
 	if (lfd >= 0)
 		close(lfd);
 	free(eps);

@@ -42,6 +42,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "gather.h"
 #include "pbox_int.h"
 
 #define RDV_LINE   256
@@ -165,11 +166,53 @@ struct joiner {
 	uint8_t pk[crypto_box_PUBLICKEYBYTES];
 };
 
+/* A JOIN is one line. */
+static size_t one_line(const char *buf, size_t len, void *arg)
+{
+	const char *nl = memchr(buf, '\n', len);
+
+	(void)arg;
+	return nl ? (size_t)(nl - buf) + 1 : 0;
+}
+
+/* @line's JOIN into its rank's place: the rank (1 to n - 1); or 0 when it
+ * is refused (@why for its sender and the log), -1 when it is no JOIN
+ * (dropped unanswered). */
+static int take_join(struct pbox *px, struct joiner *j, const char *line, char *why, size_t cap)
+{
+	char epip[INET_ADDRSTRLEN], pk[2 * crypto_box_PUBLICKEYBYTES + 1];
+	struct cfg_hostport ep;
+	uint32_t rank, world;
+	unsigned port;
+
+	if (sscanf(line, "JOIN rank=%" SCNu32 " world_size=%" SCNu32 " ep=%15[0-9.]:%u pk=%64s",
+		   &rank, &world, epip, &port, pk) != 5 ||
+	    parse_ep(epip, port, &ep) || strlen(pk) != 2 * crypto_box_PUBLICKEYBYTES)
+		return -1;
+	if (world != px->n)
+		snprintf(why, cap,
+			 "rank %u joined the rendezvous with world_size %u, rank 0 has %u", rank,
+			 world, px->n);
+	else if (rank == 0 || rank >= px->n)
+		snprintf(why, cap, "rank %u joined the rendezvous but no such rank exists", rank);
+	else if (j[rank].fd >= 0)
+		snprintf(why, cap, "rank %u joined the rendezvous twice (the first JOIN holds)",
+			 rank);
+	else if (unhex(pk, j[rank].pk, crypto_box_PUBLICKEYBYTES))
+		return -1;
+	else {
+		px->cfg.peers[rank] = ep;
+		return (int)rank;
+	}
+	return 0;
+}
+
 static int rdv_root(struct pbox *px, uint64_t deadline)
 {
 	const struct cfg_hostport *at = &px->cfg.rendezvous.address;
 	struct joiner *j = calloc(px->n, sizeof(*j));
-	char ip[INET_ADDRSTRLEN], err[WK_ERR_LEN] = "";
+	char ip[INET_ADDRSTRLEN], err[WK_ERR_LEN] = "", refused[WK_ERR_LEN / 2] = "";
+	struct wk_gather *door = NULL;
 	uint32_t got = 1, job = 0;
 	uint64_t token = 0;
 	int lfd, rc = PBOX_OK;
@@ -187,47 +230,43 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 			    wk_ipstr(at->ip_be, ip), at->port, strerror(errno));
 		goto out;
 	}
-	while (got < px->n && !err[0]) {
-		char buf[RDV_LINE * 2], line[RDV_LINE], pk[2 * crypto_box_PUBLICKEYBYTES + 1];
-		char epip[INET_ADDRSTRLEN];
-		struct cfg_hostport ep;
-		uint32_t len = 0, rank, world;
-		unsigned port;
-		int fd = wk_accept(lfd, deadline);
+	door = wk_gather_open(lfd, RDV_LINE, one_line, NULL);
+	if (!door) {
+		rc = wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+		goto out;
+	}
+	/* Every JOIN on its own connection, all gathered at once: one that
+	 * says nothing holds nobody up. A JOIN that conflicts (another world
+	 * size, a rank out of range or taken) is refused to its sender and
+	 * logged, and the rest wait on for the true rank up to the deadline. */
+	while (got < px->n) {
+		char line[RDV_LINE], why[192];
+		const char *msg;
+		size_t len;
+		int fd, r = wk_gather_next(door, deadline, &fd, &msg, &len, why, sizeof(why));
 
-		if (fd < 0)
+		if (r == 0)
 			break;
-		if (wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1 ||
-		    sscanf(line,
-			   "JOIN rank=%" SCNu32 " world_size=%" SCNu32 " ep=%15[0-9.]:%u pk=%64s",
-			   &rank, &world, epip, &port, pk) != 5 ||
-		    parse_ep(epip, port, &ep) || strlen(pk) != 2 * crypto_box_PUBLICKEYBYTES) {
+		if (r < 0) {
+			wk_log(px, CFG_LOG_WARNING, "rendezvous: %s; ignored", why);
+			continue;
+		}
+		snprintf(line, sizeof(line), "%.*s", (int)strcspn(msg, "\r\n"), msg);
+		r = take_join(px, j, line, why, sizeof(why));
+		if (r < 0) {
 			wk_log(px, CFG_LOG_WARNING,
 			       "rendezvous: a connection sent no JOIN; ignored");
 			close(fd);
-			continue;
-		}
-		if (world != px->n)
-			snprintf(err, sizeof(err),
-				 "rank %u joined the rendezvous with world_size %u, rank 0 has %u",
-				 rank, world, px->n);
-		else if (rank == 0 || rank >= px->n || j[rank].fd >= 0)
-			snprintf(err, sizeof(err), "rank %u joined the rendezvous %s", rank,
-				 rank && rank < px->n ? "twice" : "but no such rank exists");
-		if (err[0]) {
-			wk_line_send(fd, "ERR %s", err);
+		} else if (r == 0) {
+			wk_log(px, CFG_LOG_WARNING, "rendezvous: %s: refused", why);
+			wk_line_send(fd, "ERR %s", why);
 			close(fd);
-			break;
+			if (!refused[0])
+				snprintf(refused, sizeof(refused), "%s", why);
+		} else {
+			j[r].fd = fd;
+			got++;
 		}
-		if (unhex(pk, j[rank].pk, crypto_box_PUBLICKEYBYTES)) {
-			wk_log(px, CFG_LOG_WARNING,
-			       "rendezvous: rank %u sent a malformed key; ignored", rank);
-			close(fd);
-			continue;
-		}
-		j[rank].fd = fd;
-		px->cfg.peers[rank] = ep;
-		got++;
 	}
 	for (uint32_t r = 1; !err[0] && r < px->n; r++)
 		for (uint32_t q = 0; q < r && j[r].fd >= 0; q++)
@@ -244,7 +283,8 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 		for (uint32_t r = 1; r < px->n && off < sizeof(err) - 16; r++)
 			if (j[r].fd < 0)
 				off += (size_t)snprintf(err + off, sizeof(err) - off, " %u", r);
-		snprintf(err + off, sizeof(err) - off, " never joined");
+		snprintf(err + off, sizeof(err) - off, " never joined%s%s%s",
+			 refused[0] ? " (refused: " : "", refused, refused[0] ? ")" : "");
 	}
 	if (!err[0] && draw_job(&job, &token))
 		snprintf(err, sizeof(err), "no random numbers: %s", strerror(errno));
@@ -266,11 +306,13 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 				     wk_ipstr(px->cfg.peers[q].ip_be, ip), px->cfg.peers[q].port);
 		wk_line_send(j[r].fd, "END");
 	}
-	if (err[0])
-		rc = wk_err(timed_out ? PBOX_ETIMEDOUT : PBOX_EMISMATCH, "pbox_start: %s", err);
+	if (err[0]) /* a refused JOIN explains a missing rank: a mismatch */
+		rc = wk_err(timed_out && !refused[0] ? PBOX_ETIMEDOUT : PBOX_EMISMATCH,
+			    "pbox_start: %s", err);
 	else
 		set_job(px, job, token);
 out:
+	wk_gather_close(door);
 	for (uint32_t r = 0; r < px->n; r++)
 		if (j[r].fd >= 0)
 			close(j[r].fd);

@@ -8,15 +8,18 @@
  * bootstrap's and the agreement's mismatch errors, the missing-rank error,
  * and the API's refusals.
  */
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -98,6 +101,7 @@ struct rank_run {
 	unsigned per;	      /* ranks per machine, local aggregation on (0: off) */
 	bool cuda;	      /* pbox_push_pull_cuda() (the CUDA test double's "GPU") */
 	unsigned die_after;   /* the process exits (no finalize) after this many iterations */
+	unsigned delay_ms;    /* pbox_start() this much later than the others */
 	int dead;	      /* survive: the rank that dies (-1: none) */
 	bool survive;	      /* a failed iteration: pbox_shrink(), then it again */
 	bool die_in_shrink;   /* survive: the process exits instead of pbox_shrink() */
@@ -173,6 +177,8 @@ static void *rank_main(void *arg)
 		if (!rr->late)
 			pbox_declare(px, 100 + t, rr->counts[t], rr->dt, (int)t + rr->prio_shift);
 	}
+	if (rr->delay_ms)
+		usleep(rr->delay_ms * 1000);
 	rr->start_rc = pbox_start(px);
 	if (rr->start_rc) {
 		snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
@@ -1447,6 +1453,106 @@ START_TEST(test_rendezvous_mismatch)
 }
 END_TEST
 
+/* Whoever reaches rank 0's door first, without the job's token: one
+ * connection that says nothing, one that sends a message that conflicts
+ * (a JOIN with another world size; a HELLO with a forged token), and one
+ * that drips a first message a byte every 100 ms, all there before the
+ * ranks (which start 300 ms late). */
+struct intruder {
+	unsigned port;
+	bool rdv;
+	volatile bool stop;
+	int fd[3];
+};
+
+static int connect_to(unsigned port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	for (int i = 0; i < 3000; i++) { /* until rank 0 listens */
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			return fd;
+		if (fd >= 0)
+			close(fd);
+		usleep(1000);
+	}
+	return -1;
+}
+
+static void *intrude(void *arg)
+{
+	struct intruder *in = arg;
+	char msg[512];
+	size_t n, k = 0;
+
+	if (in->rdv)
+		n = (size_t)snprintf(msg, sizeof(msg),
+				     "JOIN rank=2 world_size=9 ep=127.0.0.1:1 pk=%064d\n", 0);
+	else
+		n = (size_t)snprintf(msg, sizeof(msg),
+				     "HELLO rank=3 world_size=%u job=0 token=1 chunk_size=32768 "
+				     "mtu=1500 bandwidth=1000 peers=0 layout=0 heartbeat=0 "
+				     "tensors=0\nEND\n",
+				     (unsigned)NR);
+	for (int i = 0; i < 3; i++)
+		in->fd[i] = connect_to(in->port);
+	if (in->fd[1] >= 0 && write(in->fd[1], msg, n) < 0)
+		in->fd[1] = -1;
+	while (!in->stop) {
+		if (in->fd[2] >= 0 && k < n && write(in->fd[2], msg + k++, 1) < 0)
+			break;
+		usleep(100000);
+	}
+	for (int i = 0; i < 3; i++)
+		if (in->fd[i] >= 0)
+			close(in->fd[i]);
+	return NULL;
+}
+
+static void intruded_runs(struct rank_run *rr, bool rdv)
+{
+	struct intruder in = {.port = base_port() + (rdv ? 7 : 0), .rdv = rdv};
+	pthread_t th;
+
+	setup_runs(rr, NR, PBOX_FP32, 2);
+	for (unsigned r = 0; r < NR; r++) {
+		rr[r].rdv = rdv;
+		rr[r].delay_ms = r ? 300 : 0;
+	}
+	ck_assert_int_eq(pthread_create(&th, NULL, intrude, &in), 0);
+	run_ranks(rr, NR);
+	in.stop = true;
+	pthread_join(th, NULL);
+	ck_assert_msg(in.fd[0] >= 0 && in.fd[1] >= 0 && in.fd[2] >= 0,
+		      "the intruder could not reach rank 0");
+	check_exact(rr);
+}
+
+/* The rendezvous: the job starts and sums exactly all the same (rank 0 used
+ * to serve one connection at a time, to the deadline, and to end the job
+ * at a JOIN with another world size). */
+START_TEST(test_rendezvous_intruders)
+{
+	struct rank_run rr[NR];
+
+	intruded_runs(rr, true);
+}
+END_TEST
+
+/* The same at a static job's bootstrap: a forged HELLO for rank 3 with
+ * another token is refused to its sender, which learns nothing of rank 0's
+ * token (it used to end the job, and to be told rank 0's token hash). */
+START_TEST(test_bootstrap_intruders)
+{
+	struct rank_run rr[NR];
+
+	intruded_runs(rr, false);
+}
+END_TEST
+
 /* No file at all: the defaults and the environment. */
 START_TEST(test_env_only)
 {
@@ -1607,6 +1713,8 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_engine_priority);
 	tcase_add_test(tc, test_rendezvous);
 	tcase_add_test(tc, test_rendezvous_mismatch);
+	tcase_add_test(tc, test_rendezvous_intruders);
+	tcase_add_test(tc, test_bootstrap_intruders);
 	tcase_add_test(tc, test_env_only);
 	tcase_add_test(tc, test_tune_search);
 	tcase_add_test(tc, test_late_mixed);
