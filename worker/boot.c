@@ -90,6 +90,37 @@ int wk_line_send(int fd, const char *fmt, ...)
 	return 0;
 }
 
+int wk_verdict_send(int fd, int code, const bool *gone, uint32_t n, const char *text)
+{
+	char list[256] = "-";
+	size_t off = 0;
+
+	for (uint32_t r = 0; gone && r < n && off < sizeof(list) - 12; r++)
+		if (gone[r])
+			off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%u",
+						off ? "," : "", r);
+	return wk_line_send(fd, "ERR code=%d gone=%s %s", code, list, text);
+}
+
+int wk_verdict_parse(const char *line, int *code, bool *gone, uint32_t n, const char **text)
+{
+	char list[256];
+	int used = 0;
+
+	if (sscanf(line, "ERR code=%d gone=%255s %n", code, list, &used) != 2 || !used)
+		return -1;
+	if (*code < PBOX_ENODEV || *code > PBOX_EINVAL)
+		*code = PBOX_EPEER;
+	for (char *p = list, *end; *p >= '0' && *p <= '9'; p = *end == ',' ? end + 1 : end) {
+		unsigned long r = strtoul(p, &end, 10);
+
+		if (r < n && gone)
+			gone[r] = true;
+	}
+	*text = line + used;
+	return 0;
+}
+
 /* Take one line out of @buf (@*len bytes); 1 when there was one. */
 static int take_line(char *buf, uint32_t *len, char *out, size_t out_cap)
 {
@@ -791,14 +822,14 @@ static int take_hello(struct pbox *px, int fd, const char *m, char *why, size_t 
 			 h.rank && h.rank < px->n ? "twice (the first holds)"
 						  : "but no such rank exists",
 			 px->n);
-		wk_line_send(fd, "ERR %s", why);
+		wk_verdict_send(fd, PBOX_EMISMATCH, NULL, 0, why);
 		rc = -1;
 	} else if (h.v[HF_token] != me.v[HF_token]) {
 		snprintf(why, cap,
 			 "rank %u and rank 0 disagree on the job's token ([job] token): a HELLO "
 			 "from another job",
 			 h.rank);
-		wk_line_send(fd, "ERR %s", why);
+		wk_verdict_send(fd, PBOX_EMISMATCH, NULL, 0, why);
 		rc = -1;
 	} else {
 		px->peer_fd[h.rank] = fd;
@@ -811,14 +842,18 @@ static int take_hello(struct pbox *px, int fd, const char *m, char *why, size_t 
 static int boot_root(struct pbox *px, uint64_t deadline)
 {
 	struct box_eps *eps = calloc(1, sizeof(*eps));
+	bool *missing = calloc(px->n, sizeof(bool)); /* ranks that never reached us */
 	char msg[WK_ERR_LEN] = "", ip[INET_ADDRSTRLEN], refused[WK_ERR_LEN / 2] = "";
 	struct wk_gather *door = NULL;
 	int lfd = -1, rc = PBOX_OK;
 	uint32_t got = 0, r, frag = (uint32_t)own_frag(px);
 	uint64_t nonce = 0;
 
-	if (!eps)
+	if (!eps || !missing) {
+		free(eps);
+		free(missing);
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	}
 	lfd = wk_tcp_listen(px->cfg.data.address.be, (uint16_t)px->cfg.data.port);
 	if (lfd < 0) {
 		rc = wk_err(PBOX_ENET, "pbox_start: rank 0 cannot listen on TCP %s:%u: %s",
@@ -879,6 +914,7 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 			if (px->peer_fd[r] >= 0)
 				continue;
 			px->gone[r] = true; /* a second pbox_shrink() goes on without it */
+			missing[r] = true;
 			if (off < sizeof(msg) - 64)
 				off += (size_t)snprintf(msg + off, sizeof(msg) - off, " %u", r);
 		}
@@ -915,7 +951,7 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 		if (px->peer_fd[r] < 0)
 			continue;
 		if (msg[0]) {
-			wk_line_send(px->peer_fd[r], "ERR %s", msg);
+			wk_verdict_send(px->peer_fd[r], rc, missing, px->n, msg);
 			continue;
 		}
 		wk_line_send(px->peer_fd[r], "GO frag=%u eps=%u nonce=%#" PRIx64, frag, eps->n,
@@ -931,22 +967,9 @@ out:
 	wk_gather_close(door);
 	if (lfd >= 0)
 		close(lfd);
+	free(missing);
 	free(eps);
 	return rc;
-}
-
-/* Rank 0's "rank[s] R... never reached rank 0": those ranks are gone. */
-static void never_reached(struct pbox *px, const char *p)
-{
-	p += strncmp(p, "ranks ", 6) == 0 ? 6 : strncmp(p, "rank ", 5) == 0 ? 5 : strlen(p);
-	while (*p >= '0' && *p <= '9') {
-		char *end;
-		unsigned long r = strtoul(p, &end, 10);
-
-		if (r < px->n)
-			px->gone[r] = true;
-		p = *end == ' ' ? end + 1 : end;
-	}
 }
 
 /* Every other rank's side. */
@@ -987,15 +1010,13 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 		goto out;
 	}
 	if (strncmp(line, "ERR ", 4) == 0) {
-		/* rank 0's verdict, the same on every rank */
-		rc = strstr(line, "disagree") || strstr(line, "connected to rank 0")
-			     ? PBOX_EMISMATCH
-		     : strstr(line, "never reached") ? PBOX_ETIMEDOUT
-		     : strstr(line, "box")	     ? PBOX_EBOX
-						     : PBOX_EPEER;
-		if (rc == PBOX_ETIMEDOUT) /* "ranks 2 3 never reached": gone for a second shrink */
-			never_reached(px, line + 4);
-		rc = wk_err(rc, "pbox_start: %s", line + 4);
+		const char *text = line + 4;
+
+		/* rank 0's verdict, its code the same on every rank, and the
+		 * ranks it names gone for a second shrink */
+		if (wk_verdict_parse(line, &rc, px->gone, px->n, &text))
+			rc = PBOX_EPEER;
+		rc = wk_err(rc, "pbox_start: %s", text);
 		goto out;
 	}
 	if (sscanf(line, "GO frag=%u eps=%u nonce=%" SCNx64, &frag, &n_eps, &nonce) != 3 ||

@@ -561,8 +561,9 @@ int main(int argc, char **argv)
 			buf && ops && ok ? pbox_last_error() : "out of memory");
 		goto out;
 	}
-	if (pbox_start(px)) {
-		fprintf(stderr, "pbox-bench: %s\n", pbox_last_error());
+	st = pbox_start(px);
+	if (st) { /* the words, and the code (the same on every rank) */
+		fprintf(stderr, "pbox-bench: %s (%s)\n", pbox_last_error(), pbox_strerror(st));
 		goto out;
 	}
 	pbox_layout(px, &li);

@@ -341,6 +341,14 @@ void wk_tcp_dead_after(int fd, uint64_t us);
 int wk_accept(int lfd, uint64_t deadline);
 /* @ip_be as a.b.c.d in @buf (INET_ADDRSTRLEN bytes). */
 const char *wk_ipstr(uint32_t ip_be, char *buf);
+/* Rank 0's verdict to a rank that will not start: "ERR code=C gone=R,R... TEXT",
+ * the PBOX_E* code and the ranks that are gone (@gone[r] of @n; NULL or
+ * none: "-") as fields, TEXT for people. 0, or -1 when it cannot be sent. */
+int wk_verdict_send(int fd, int code, const bool *gone, uint32_t n, const char *text);
+/* @line as such a verdict: its code in @code (PBOX_EPEER when it is out of
+ * range), its gone ranks marked in @gone (of @n), @text at its words. 0;
+ * -1 when @line is no verdict. */
+int wk_verdict_parse(const char *line, int *code, bool *gone, uint32_t n, const char **text);
 
 /* Rank 0: close every box's control connection (@unregister: say so first). */
 void wk_boxes_close(struct pbox *px, bool unregister);

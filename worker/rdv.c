@@ -259,7 +259,7 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 			close(fd);
 		} else if (r == 0) {
 			wk_log(px, CFG_LOG_WARNING, "rendezvous: %s: refused", why);
-			wk_line_send(fd, "ERR %s", why);
+			wk_verdict_send(fd, PBOX_EMISMATCH, NULL, 0, why);
 			close(fd);
 			if (!refused[0])
 				snprintf(refused, sizeof(refused), "%s", why);
@@ -295,7 +295,9 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 		if (j[r].fd < 0)
 			continue;
 		if (err[0]) {
-			wk_line_send(j[r].fd, "ERR %s", err);
+			wk_verdict_send(j[r].fd,
+					timed_out && !refused[0] ? PBOX_ETIMEDOUT : PBOX_EMISMATCH,
+					NULL, 0, err);
 			continue;
 		}
 		crypto_box_seal(sealed, (const uint8_t *)&token, sizeof(token), j[r].pk);
@@ -343,7 +345,11 @@ static int rdv_rank(struct pbox *px, uint64_t deadline)
 		     wk_ipstr(px->cfg.data.address.be, ip), px->cfg.data.port, pk_hex);
 	rc = wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline);
 	if (rc == 1 && !strncmp(line, "ERR ", 4)) {
-		rc = wk_err(PBOX_EMISMATCH, "pbox_start: the rendezvous says: %s", line + 4);
+		const char *text = line + 4;
+
+		if (wk_verdict_parse(line, &rc, NULL, 0, &text))
+			rc = PBOX_EPEER;
+		rc = wk_err(rc, "pbox_start: the rendezvous says: %s", text);
 		goto out;
 	}
 	if (rc != 1 || sscanf(line, "JOINED job=%" SCNu32 " token=%112s", &job, sealed_hex) != 2 ||

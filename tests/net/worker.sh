@@ -165,6 +165,21 @@ for dt in fp16 bf16; do
 	check "k=2: $dt, every sum exact" bench_all "$dt" --size "$SIZE" --tensors 8 --iters "$ITERS" --dtype "$dt"
 done
 
+# a chunk size other than the box's: rank 0 finds it and says so to every
+# rank with its code as a field, so that every rank fails with the same one
+# (it was PBOX_EMISMATCH on rank 0 and PBOX_EBOX, read from "box" in the
+# words, on the others)
+pids=()
+for ((r = 0; r < N; r++)); do
+	wns "$r" env PBOX_TUNING_CHUNK_SIZE=64K "$bench" --config "$log/w$r.ini" --size 1M --iters 1 \
+		>"$log/chunk-w$r.log" 2>&1 &
+	pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+grep -h "pbox-bench:" "$log"/chunk-w*.log | sed 's/^/        /'
+check "k=2, a chunk size other than the box's: every rank fails naming both sizes, with the same code (ranks disagree)" \
+	bash -c "[ \$(grep -l 'they must match (ranks disagree)\$' $log/chunk-w*.log | wc -l) -eq $N ]"
+
 # ---- tensors as frameworks hand them over: none declared, three dtypes in
 # one context; the first iteration grows the job on the box (GROW), one
 # segment per dtype, agreed by every rank before data moves

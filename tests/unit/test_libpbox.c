@@ -1553,6 +1553,49 @@ START_TEST(test_bootstrap_intruders)
 }
 END_TEST
 
+/* Rank 0's verdict carries its code and the ranks it finds gone as fields:
+ * every rank reads the same code, whatever the words say (a chunk-size
+ * mismatch with the box was PBOX_EMISMATCH on rank 0 and PBOX_EBOX, read
+ * from "box" in the words, on every other rank). */
+START_TEST(test_verdict_fields)
+{
+	bool gone[6] = {false, false, true, false, true, false}, got[6] = {false};
+	int fds[2], code = 0;
+	char buf[512], line[512];
+	const char *text = NULL;
+	uint32_t len = 0;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+	ck_assert_int_eq(wk_verdict_send(fds[0], PBOX_EMISMATCH, NULL, 0,
+					 "the box's chunk size is 32768, [tuning] chunk_size is "
+					 "65536: they must match"),
+			 0);
+	ck_assert_int_eq(wk_line_wait(fds[1], buf, &len, sizeof(buf), line, sizeof(line),
+				      wk_now() + 1000000000ull),
+			 1);
+	ck_assert_int_eq(wk_verdict_parse(line, &code, got, 6, &text), 0);
+	ck_assert_int_eq(code, PBOX_EMISMATCH);
+	ck_assert_str_eq(text, "the box's chunk size is 32768, [tuning] chunk_size is 65536: they "
+			       "must match");
+	ck_assert_int_eq(
+		wk_verdict_send(fds[0], PBOX_ETIMEDOUT, gone, 6, "ranks 2 4 never reached"), 0);
+	ck_assert_int_eq(wk_line_wait(fds[1], buf, &len, sizeof(buf), line, sizeof(line),
+				      wk_now() + 1000000000ull),
+			 1);
+	ck_assert_int_eq(wk_verdict_parse(line, &code, got, 6, &text), 0);
+	ck_assert_int_eq(code, PBOX_ETIMEDOUT);
+	ck_assert_mem_eq(got, gone, sizeof(gone));
+	ck_assert_str_eq(text, "ranks 2 4 never reached");
+	/* not a verdict; a code out of range is a peer's fault, not ours */
+	ck_assert_int_eq(wk_verdict_parse("ERR rank 3 and rank 0 disagree", &code, got, 6, &text),
+			 -1);
+	ck_assert_int_eq(wk_verdict_parse("ERR code=-99 gone=- x", &code, NULL, 0, &text), 0);
+	ck_assert_int_eq(code, PBOX_EPEER);
+	close(fds[0]);
+	close(fds[1]);
+}
+END_TEST
+
 /* No file at all: the defaults and the environment. */
 START_TEST(test_env_only)
 {
@@ -1715,6 +1758,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_rendezvous_mismatch);
 	tcase_add_test(tc, test_rendezvous_intruders);
 	tcase_add_test(tc, test_bootstrap_intruders);
+	tcase_add_test(tc, test_verdict_fields);
 	tcase_add_test(tc, test_env_only);
 	tcase_add_test(tc, test_tune_search);
 	tcase_add_test(tc, test_late_mixed);
