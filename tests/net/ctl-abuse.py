@@ -189,10 +189,9 @@ class _Drip:
             s.close()
 
 
-def drip(host, port, secs, keyfile, srcs):
-    key = read_key(keyfile)
-    d = _Drip(host, port, srcs, 16, b"AUTH " + b"0" * 10000)
-    taken = tries = 0
+def _under_drip(d, secs, attempt):
+    """@attempt(k) every 0.25 s for @secs while @d drips; (successes, tries)."""
+    ok = tries = 0
     end = time.monotonic() + secs
     nxt = time.monotonic()
     while time.monotonic() < end:
@@ -200,37 +199,38 @@ def drip(host, port, secs, keyfile, srcs):
         if time.monotonic() >= nxt:
             nxt += 0.25
             try:
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                if tries % 2 == 0:
-                    s.bind((srcs[0], 0))
-                s.settimeout(3)
-                s.connect((host, port))
-                taken += handshake(s, key)
-                s.close()
+                ok += attempt(tries)
             except OSError:
                 pass
             tries += 1
     d.end()
+    return ok, tries
+
+
+def drip(host, port, secs, keyfile, srcs):
+    key = read_key(keyfile)
+
+    def keyholder(k):  # from a dripping address and from another, in turn
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            if k % 2 == 0:
+                s.bind((srcs[0], 0))
+            s.settimeout(3)
+            s.connect((host, port))
+            return handshake(s, key)
+
+    d = _Drip(host, port, srcs, 16, b"AUTH " + b"0" * 10000)
+    taken, tries = _under_drip(d, secs, keyholder)
     print(f"DRIP opened={d.opened} max_age={d.max_age:.1f} keyholder={taken}/{tries}", flush=True)
 
 
 def httpdrip(host, port, secs, srcs):
+    def scrape(_):
+        with socket.create_connection((host, port), timeout=3) as s:
+            s.sendall(b"GET /metrics HTTP/1.0\r\nHost: box\r\n\r\n")
+            return s.recv(12).startswith(b"HTTP/1.")
+
     d = _Drip(host, port, srcs, 8, b"GET /metrics HTTP/1.1\r\n" + b"X-Drip: " + b"a" * 10000)
-    got = tries = 0
-    end = time.monotonic() + secs
-    nxt = time.monotonic()
-    while time.monotonic() < end:
-        d.step()
-        if time.monotonic() >= nxt:
-            nxt += 0.25
-            tries += 1
-            try:
-                with socket.create_connection((host, port), timeout=3) as s:
-                    s.sendall(b"GET /metrics HTTP/1.0\r\nHost: box\r\n\r\n")
-                    got += s.recv(12).startswith(b"HTTP/1.")
-            except OSError:
-                pass
-    d.end()
+    got, tries = _under_drip(d, secs, scrape)
     print(f"HTTPDRIP opened={d.opened} max_age={d.max_age:.1f} scrapes={got}/{tries}", flush=True)
 
 
