@@ -140,7 +140,7 @@ $(error libdpdk not found by pkg-config: run 'make setup' (as root), or 'make te
 endif
 endif
 
-.PHONY: worker test-gpu perf-gpu setup test-run demo-run all test unit unit-asan integration python-test lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-tune perf-scale demo install uninstall image boot-test clean
+.PHONY: worker test-gpu perf-gpu setup test-run demo-run all test unit unit-asan integration python-test soak lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-tune perf-scale demo install uninstall image boot-test clean
 all: $(BINS)
 worker: $(WORKER_BINS)
 
@@ -335,6 +335,16 @@ test-run: lint check-docs all fuzz
 	@$(MAKE) --no-print-directory unit-asan
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory python-test
+	@$(MAKE) --no-print-directory soak DURATION=$(SOAK_TEST_SECONDS)
+
+# Everything at once for DURATION seconds (tests/net/soak.sh): jobs coming
+# and going on lossy links, ranks and pboxd killed, hostile traffic; every
+# sum exact, the box empty after each cycle, pboxd's memory flat. make test
+# runs SOAK_TEST_SECONDS of it.
+DURATION ?= 180
+SOAK_TEST_SECONDS ?= 180
+soak: all
+	DURATION=$(DURATION) tests/net/soak.sh $(BUILD)
 
 # pbox from PyTorch: DDP under torchrun on the pbox backend against Gloo.
 python-test: all
