@@ -889,9 +889,22 @@ static void do_auth(struct box_ctl *c, int slot, const char *verb, const char *a
 	cn->bye = "failed the box key proof";
 }
 
+/* AUTH's or PROVE's argument: exactly one word of hex digits after one
+ * space, nothing else (as strict as REGISTER's fields); NULL otherwise. */
+static const char *auth_arg(const char *line)
+{
+	const char *a = strchr(line, ' ');
+
+	if (!a || (strncmp(line, "AUTH ", 5) && strncmp(line, "PROVE ", 6)))
+		return NULL;
+	a++;
+	return *a && strspn(a, "0123456789abcdefABCDEF") == strlen(a) ? a : NULL;
+}
+
 static void do_request(struct box_ctl *c, int slot, char *line)
 {
 	int fd = c->conn[slot].fd;
+	const char *strict = auth_arg(line); /* before strtok_r() cuts the line */
 	char *save = NULL, *verb = strtok_r(line, " \t", &save);
 	char *rest = strtok_r(NULL, "", &save);
 	struct kv kv;
@@ -907,7 +920,7 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 		return;
 	}
 	if (strcmp(verb, "AUTH") == 0 || strcmp(verb, "PROVE") == 0) {
-		do_auth(c, slot, verb, rest ? strtok_r(rest, " \t", &save) : NULL);
+		do_auth(c, slot, verb, strict);
 		return;
 	}
 	if (!c->conn[slot].sess.authed && strcmp(verb, "ENDPOINTS") != 0) {

@@ -298,17 +298,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 	(void)version;
 	(void)upload;
-	if (!*state) { /* first call: headers only; answer on the next */
-		*state = m;
-		return MHD_YES;
-	}
-	if (*upload_len) /* a body we do not want */
-		return MHD_NO;
 	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD)) {
 		static char not_allowed[] = "GET only\n";
 
+		/* at once, from the headers: a body is not read */
 		return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", not_allowed,
 			     strlen(not_allowed), MHD_RESPMEM_PERSISTENT);
+	}
+	if (!*state) { /* first call: headers only; answer on the last */
+		*state = m;
+		return MHD_YES;
+	}
+	if (*upload_len) { /* a GET's body: read and let go */
+		*upload_len = 0;
+		return MHD_YES;
 	}
 	if (strcmp(url, "/metrics")) {
 		static char not_found[] = "pboxd serves /metrics only\n";

@@ -6,8 +6,8 @@
         hold it SECONDS; print "NOREAD sent=K dropped=yes|no" (dropped: the
         box closed it)
   ctl-abuse.py auth HOST PORT KEYFILE     what an unauthenticated client gets:
-        STATS, a blank line and a line holding a NUL before the handshake (an
-        ERR each), a PROVE with a wrong key (the box must close the
+        STATS, a blank line, a line holding a NUL, an AUTH after a tab and
+        one with trailing words before the handshake (an ERR each), a PROVE with a wrong key (the box must close the
         connection), a line over 256 bytes before the proof (ERR, closed),
         then the handshake with the right key and STATS; prints one line per
         step
@@ -83,6 +83,11 @@ def auth(host, port, keyfile):
     print("BLANK " + (_line(s) or "closed"), flush=True)
     s.sendall(b"STA\0TS\n")
     print("NUL " + (_line(s) or "closed"), flush=True)
+    nc = os.urandom(16).hex().encode()  # AUTH as strict as REGISTER
+    s.sendall(b"AUTH\t" + nc + b"\n")
+    print("TABAUTH " + (_line(s) or "closed"), flush=True)
+    s.sendall(b"AUTH " + nc + b" and more\n")
+    print("TRAILAUTH " + (_line(s) or "closed"), flush=True)
     # an impostor ignores that the box's proof did not verify, and proves anyway
     print("WRONGKEY " + ("taken" if handshake(s, bytes(32), False) else "refused"), flush=True)
     time.sleep(0.5)

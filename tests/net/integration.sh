@@ -62,9 +62,10 @@ check "two jobs at once: each job's pushes summed into its own state only (summe
 ip netns exec "$box_ns" python3 "$here/ctl-abuse.py" auth "${boxaddr%:*}" "${boxaddr#*:}" "$log/box.key" \
 	>"$log/auth.log" 2>&1
 sed 's/^/        /' "$log/auth.log"
-check "control plane: STATS refused before the handshake; a blank line and one holding a NUL answered ERR; a wrong key's proof refused and the connection closed; a line over 256 bytes before the proof refused and closed; the right key's taken" \
+check "control plane: STATS refused before the handshake; a blank line, one holding a NUL, an AUTH after a tab and one with trailing words answered ERR; a wrong key's proof refused and the connection closed; a line over 256 bytes before the proof refused and closed; the right key's taken" \
 	bash -c "grep -q '^BEFORE ERR STATS: authenticate first' '$log/auth.log' &&
 		grep -q '^BLANK ERR an empty request' '$log/auth.log' && grep -q '^NUL ERR a request holds a NUL' '$log/auth.log' &&
+		grep -q '^TABAUTH ERR AUTH: expected AUTH' '$log/auth.log' && grep -q '^TRAILAUTH ERR AUTH: expected AUTH' '$log/auth.log' &&
 		grep -q '^LONG ERR request longer than 256 bytes before the box key is proved closed' '$log/auth.log' &&
 		grep -q '^WRONGKEY refused' '$log/auth.log' && grep -q '^AFTER closed' '$log/auth.log' &&
 		grep -q '^RIGHTKEY taken STAT ' '$log/auth.log'"
@@ -103,6 +104,14 @@ wns 1 curl -sf "$murl" >"$log/metrics.txt"
 rx_after=$(stat rx_pkts)
 check "GET $murl passes promtool check metrics" \
 	bash -c "promtool check metrics <'$log/metrics.txt' >'$log/promtool.txt' 2>&1 || { cat '$log/promtool.txt'; exit 1; }"
+# an HTTP status for every request: a POST with a body, a PUT, a GET with a
+# body (read and let go), a HEAD, a path other than /metrics
+codes=$(for req in "-X POST --data x=1" "-X PUT --data x=1" "-X GET --data x=1" "-I" ""; do
+	# shellcheck disable=SC2086
+	wns 1 curl -s -o /dev/null -w "%{http_code} " $req "$murl"
+done; wns 1 curl -s -o /dev/null -w '%{http_code}' "${murl%/metrics}/other")
+check "/metrics answers every request with a status: POST, PUT 405; GET with a body, HEAD, GET 200; another path 404 ($codes)" \
+	test "$codes" = "405 405 200 200 200 404"
 msum() { awk -v m="$1" '$1 ~ "^" m "[{ ]" || $1 == m { s += $NF } END { printf "%.0f\n", s }' "$log/metrics.txt"; }
 rx_m=$(msum pbox_core_rx_pkts_total)
 check "/metrics agrees with pboxctl: completed, results equal, rx_pkts $rx_m within [$rx_before, $rx_after], summed over cores; jobs 0" \

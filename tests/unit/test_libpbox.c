@@ -38,7 +38,8 @@
  * listen there ("Address already in use", seen once in a fresh root). */
 static unsigned base_port(void)
 {
-	static unsigned port; /* the test's: a child it forks keeps it */
+	/* the test's: a child it forks keeps it; its rank threads all ask */
+	static _Atomic unsigned port;
 
 	if (!port)
 		port = 20000 + (unsigned)(getpid() % 1500) * 8;
