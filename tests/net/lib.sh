@@ -270,6 +270,25 @@ bench_all() {
 }
 
 
+# run_past_two NAME ITERS [ARGS...]: pbox-bench (SIZE, 8 tensors) on every
+# rank, $pids[r] each rank's own process (started here, not in a function's
+# subshell, so that $! is pbox-bench itself), once every rank is past its
+# second iteration
+run_past_two() {
+	local name=$1 iters=$2 r
+	shift 2
+	pids=()
+	for ((r = 0; r < N; r++)); do
+		ip netns exec "$(pbox_ns "$tag" "w$r")" "$bench" --config "$log/w$r.ini" --size "$SIZE" \
+			--tensors 8 --iters "$iters" "$@" >"$log/$name-w$r.log" 2>&1 &
+		pids+=($!)
+	done
+	for _ in $(seq 100); do
+		[ "$(grep -l 'iteration 2/' "$log"/"$name"-w*.log 2>/dev/null | wc -l)" -eq "$N" ] && break
+		sleep 0.2
+	done
+}
+
 # ---- PyTorch on the cluster (set N and wbw first) ------------------------------
 
 py=/usr/bin/python3 # Debian's python3-torch

@@ -33,6 +33,7 @@ set -uo pipefail
 need_root soak
 DURATION=${DURATION:-180}
 N=4
+SIZE=2M
 wbw=1000
 bench="$build/bin/pbox-bench"
 abuse="$here/ctl-abuse.py"
@@ -94,16 +95,7 @@ client_job() {
 bench_survive() {
 	local name=$1 iters=$2 kill=$3 r ok=1
 	shift 3
-	local pids=()
-	for ((r = 0; r < N; r++)); do
-		ip netns exec "$(pbox_ns "$tag" "w$r")" "$bench" --config "$log/w$r.ini" --size 2M \
-			--tensors 4 --iters "$iters" --survive "$@" >"$log/$name-w$r.log" 2>&1 &
-		pids+=($!)
-	done
-	for _ in $(seq 150); do
-		[ "$(grep -l 'iteration 2/' "$log"/"$name"-w*.log 2>/dev/null | wc -l)" -eq "$N" ] && break
-		sleep 0.2
-	done
+	run_past_two "$name" "$iters" --survive "$@"
 	if [ "$kill" = box ]; then
 		kill -9 "$pboxd_pid"
 		wait "$pboxd_pid" 2>/dev/null

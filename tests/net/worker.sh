@@ -283,7 +283,7 @@ done
 # --survive), every sum exact to the last iteration.
 # run_local_past_two NAME ITERS [ARGS...]: pbox-bench on the 2 ranks of every
 # machine (local_cfgs 2), $pids[2m + j] rank j of machine m's own process
-# (run_past_two's, below, for one rank per machine), once every rank is
+# (run_past_two's, lib.sh, for one rank per machine), once every rank is
 # past its second iteration
 run_local_past_two() {
 	local name=$1 iters=$2 m j
@@ -364,21 +364,7 @@ for h in $lossy; do pbox_net_impair "$tag" "$h" 0 0; done
 # each rank's own process (started here, not in a function's subshell, so
 # that $! is pbox-bench itself), once every rank is past its second iteration
 run_until_killed() { run_past_two "$1" 100000; }
-# run_past_two NAME ITERS [ARGS...]: pbox-bench on every rank, as above
-run_past_two() {
-	local name=$1 iters=$2
-	shift 2
-	pids=()
-	for ((r = 0; r < N; r++)); do
-		ip netns exec "$(pbox_ns "$tag" "w$r")" "$bench" --config "$log/w$r.ini" --size "$SIZE" \
-			--tensors 8 --iters "$iters" "$@" >"$log/$name-w$r.log" 2>&1 &
-		pids+=($!)
-	done
-	for _ in $(seq 100); do
-		[ "$(grep -l 'iteration 2/' "$log"/"$name"-w*.log 2>/dev/null | wc -l)" -eq "$N" ] && break
-		sleep 0.2
-	done
-}
+# (run_past_two NAME ITERS [ARGS...]: the same for ITERS iterations, lib.sh)
 worker_cfgs 1 "deadline = 5s"
 run_until_killed kill
 check "kill: jobs registered while the workers run" bash -c "[ \"\$($ctl stats | awk '\$1 == \"jobs\" { print \$2 }')\" -eq 1 ]"
