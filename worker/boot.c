@@ -206,27 +206,6 @@ int wk_tcp_listen(uint32_t ip_be, uint16_t port)
 	return fd;
 }
 
-int wk_accept(int lfd, uint64_t deadline)
-{
-	int one = 1;
-
-	for (;;) {
-		struct pollfd p = {.fd = lfd, .events = POLLIN};
-		uint64_t now = wk_now();
-		int fd;
-
-		if (now >= deadline)
-			return -1;
-		if (poll(&p, 1, (int)((deadline - now) / 1000000 + 1)) <= 0)
-			continue;
-		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		return fd;
-	}
-}
-
 const char *wk_ipstr(uint32_t ip_be, char *buf)
 {
 	inet_ntop(AF_INET, &ip_be, buf, INET_ADDRSTRLEN);
@@ -796,7 +775,6 @@ void wk_set_key(struct pbox *px, uint64_t nonce)
 	nic_mac_init(&px->mac, px->cfg.job.mac, px->jkey);
 }
 
-/* Rank 0's side. */
 /* A whole HELLO (@m) on @fd into its rank's place: 0; 1 when it disagrees
  * with ours (@why, the job's verdict; the rank is in its place to hear it);
  * -1 when it is refused (@why, told to its sender, which is closed by the
@@ -839,6 +817,7 @@ static int take_hello(struct pbox *px, int fd, const char *m, char *why, size_t 
 	return rc;
 }
 
+/* Rank 0's side. */
 static int boot_root(struct pbox *px, uint64_t deadline)
 {
 	struct box_eps *eps = calloc(1, sizeof(*eps));

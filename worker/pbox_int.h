@@ -337,8 +337,6 @@ int wk_tcp_listen(uint32_t ip_be, uint16_t port);
 /* A connection whose peer host does not answer for @us (keepalive probes,
  * a user timeout) errors with ETIMEDOUT; 0: the kernel's defaults. */
 void wk_tcp_dead_after(int fd, uint64_t us);
-/* The next connection on @lfd (no delay set), or -1 once @deadline passed. */
-int wk_accept(int lfd, uint64_t deadline);
 /* @ip_be as a.b.c.d in @buf (INET_ADDRSTRLEN bytes). */
 const char *wk_ipstr(uint32_t ip_be, char *buf);
 /* Rank 0's verdict to a rank that will not start: "ERR code=C gone=R,R... TEXT",

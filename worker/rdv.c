@@ -215,7 +215,7 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 	struct wk_gather *door = NULL;
 	uint32_t got = 1, job = 0;
 	uint64_t token = 0;
-	int lfd, rc = PBOX_OK;
+	int lfd, rc = PBOX_OK, code;
 	bool timed_out;
 
 	if (!j)
@@ -286,6 +286,8 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 		snprintf(err + off, sizeof(err) - off, " never joined%s%s%s",
 			 refused[0] ? " (refused: " : "", refused, refused[0] ? ")" : "");
 	}
+	/* a refused JOIN explains a missing rank: a mismatch */
+	code = timed_out && !refused[0] ? PBOX_ETIMEDOUT : PBOX_EMISMATCH;
 	if (!err[0] && draw_job(&job, &token))
 		snprintf(err, sizeof(err), "no random numbers: %s", strerror(errno));
 	for (uint32_t r = 1; r < px->n; r++) {
@@ -295,9 +297,7 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 		if (j[r].fd < 0)
 			continue;
 		if (err[0]) {
-			wk_verdict_send(j[r].fd,
-					timed_out && !refused[0] ? PBOX_ETIMEDOUT : PBOX_EMISMATCH,
-					NULL, 0, err);
+			wk_verdict_send(j[r].fd, code, NULL, 0, err);
 			continue;
 		}
 		crypto_box_seal(sealed, (const uint8_t *)&token, sizeof(token), j[r].pk);
@@ -308,9 +308,8 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 				     wk_ipstr(px->cfg.peers[q].ip_be, ip), px->cfg.peers[q].port);
 		wk_line_send(j[r].fd, "END");
 	}
-	if (err[0]) /* a refused JOIN explains a missing rank: a mismatch */
-		rc = wk_err(timed_out && !refused[0] ? PBOX_ETIMEDOUT : PBOX_EMISMATCH,
-			    "pbox_start: %s", err);
+	if (err[0])
+		rc = wk_err(code, "pbox_start: %s", err);
 	else
 		set_job(px, job, token);
 out:
