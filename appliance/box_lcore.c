@@ -224,9 +224,6 @@ static void handle_burst(struct box_lcore *lc, unsigned slot, struct rte_mbuf **
 	uint16_t i;
 
 	lc->st.rx_pkts += n;
-	/* the SS paces answers to one rank by this (ss.h, struct ss_answered) */
-	lc->jobs.now_ns =
-		(uint64_t)((unsigned __int128)rte_rdtsc() * 1000000000u / rte_get_tsc_hz());
 	for (i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
@@ -322,6 +319,12 @@ unsigned box_lcore_poll(struct box_lcore *lc)
 	return got;
 }
 
+/* The SS's clock: read only when it paces an answer to one rank. */
+static uint64_t tsc_us(void)
+{
+	return rte_rdtsc() / (rte_get_tsc_hz() / 1000000);
+}
+
 int box_lcore_main(void *arg)
 {
 	struct box *b = arg;
@@ -329,7 +332,8 @@ int box_lcore_main(void *arg)
 	uint32_t idle = 0, loops = 0;
 
 	if (!lc || !lc->n_eps)
-		return 0; /* nothing to poll here */
+		return 0;	    /* nothing to poll here */
+	lc->jobs.clock_us = tsc_us; /* before ctl_poll() adds the first job */
 	while (!b->stop) {
 		uint64_t t0 = rte_rdtsc();
 		unsigned got = box_lcore_poll(lc);

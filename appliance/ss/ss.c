@@ -214,10 +214,10 @@ static bool pace(struct ss_job *j, uint32_t f, uint16_t rank, uint32_t round)
 	struct ss_answered *a;
 	uint32_t now_us;
 
-	if (!j->clock_ns || !*j->clock_ns)
+	if (!j->clock_us)
 		return true;
 	a = &j->answered[(size_t)f * j->n + rank];
-	now_us = (uint32_t)(*j->clock_ns / 1000);
+	now_us = (uint32_t)j->clock_us();
 	if (a->times && a->round_lo == (uint16_t)round &&
 	    now_us - a->at_us < (SS_ANSWER_GAP_NS / 1000)
 					<< (a->times <= SS_ANSWER_DOUBLINGS ? a->times - 1
@@ -389,7 +389,7 @@ int ss_table_add(struct ss_table *t, struct ss_job *j)
 	t->id[t->n] = j->id;
 	t->job[t->n] = j;
 	t->n++;
-	j->clock_ns = &t->now_ns;
+	j->clock_us = t->clock_us;
 	return 0;
 }
 
@@ -404,7 +404,7 @@ int ss_table_grow(struct ss_table *t, struct ss_job *seg)
 			while (j->next)
 				j = j->next;
 			seg->next = NULL;
-			seg->clock_ns = &t->now_ns;
+			seg->clock_us = t->clock_us;
 			j->next = seg;
 			return 0;
 		}

@@ -197,7 +197,7 @@ struct ss_job {
 	uint8_t *txref;		       /* 2 per fragment, txref_size each */
 	struct nic_addr *peer;	       /* each rank's address (MAC: as last heard from) */
 	struct ss_answered *answered;  /* n per fragment */
-	const uint64_t *clock_ns;      /* the transport's time (ss_table's); NULL: unpaced */
+	uint64_t (*clock_us)(void);    /* the transport's clock (ss_table's); NULL: unpaced */
 	bool bound;		       /* peer[] fixed at registration (ss_job_desc.ranks) */
 	uint32_t ep_first[SS_MAX_EPS]; /* first fragment of each endpoint */
 	uint32_t ep_chunks[SS_MAX_EPS];
@@ -281,7 +281,9 @@ static inline struct ss_job *ss_job_seg(struct ss_job *j, unsigned ep, uint32_t 
  * jobs at a time) with the last hit first. */
 struct ss_table {
 	uint32_t n, last;
-	uint64_t now_ns; /* set by the transport per burst: answers are paced by it */
+	/* the transport's microseconds, read only to pace an answer (ss.c's
+	 * pace()); set before the first job is added. NULL: unpaced */
+	uint64_t (*clock_us)(void);
 	uint32_t id[SS_MAX_JOBS];
 	struct ss_job *job[SS_MAX_JOBS];
 };

@@ -644,6 +644,13 @@ START_TEST(test_ss_ranks_bound_to_addresses)
 }
 END_TEST
 
+/* The clock of test_ss_answers_paced(): its @test_now, in microseconds. */
+static uint64_t test_now;
+static uint64_t test_clock_us(void)
+{
+	return test_now / 1000;
+}
+
 /* A round's result goes to one rank alone (a pull probe, a resend of a
  * completed round) at most once per SS_ANSWER_GAP_NS, doubling per answer
  * of that round: a probe replayed a hundred times gets one result, not a
@@ -653,14 +660,14 @@ START_TEST(test_ss_answers_paced)
 {
 	void *mem;
 	struct ss_job *j = make_job(3, SUM_FP32, &mem);
-	uint64_t now = 5000000000ull;
 	uint8_t p[3][FRAG];
 	struct pbox_hdr h;
 	struct ss_out out;
 	unsigned answered = 0, i;
 	uint16_t err;
 
-	j->clock_ns = &now;
+	test_now = 5000000000ull;
+	j->clock_us = test_clock_us;
 	for (uint16_t r = 0; r < 3; r++) {
 		fill(SUM_FP32, p[r], FRAG / 4, r, 0, 0);
 		h = hdr(j, r, 1, 2, 0, FRAG);
@@ -678,15 +685,15 @@ START_TEST(test_ss_answers_paced)
 	h.flags = PBOX_F_RETRANS; /* a resend of the completed round: paced alike */
 	ck_assert_int_eq(ss_push(j, 1, &h, p[2], &who, &out), SS_DROP);
 	ck_assert_uint_eq(out.why, SS_DROP_PACED);
-	now += SS_ANSWER_GAP_NS; /* a probe gap later: answered again */
+	test_now += SS_ANSWER_GAP_NS; /* a probe gap later: answered again */
 	ck_assert_int_eq(ss_push(j, 1, &h, p[2], &who, &out), SS_ANSWER);
 	ck_assert_int_eq(check_sum(SUM_FP32, out.buf, FRAG / 4, 3, 0, 0), 0);
-	now += SS_ANSWER_GAP_NS; /* then twice the gap */
+	test_now += SS_ANSWER_GAP_NS; /* then twice the gap */
 	ck_assert_int_eq(probe_f(j, 2, 0, true, &out), SS_DROP);
-	now += SS_ANSWER_GAP_NS;
+	test_now += SS_ANSWER_GAP_NS;
 	ck_assert_int_eq(probe_f(j, 2, 0, true, &out), SS_ANSWER);
 	for (answered = 0, i = 0; i < 1000; i++) { /* 100 replays a ms for 10 ms */
-		now += SS_ANSWER_GAP_NS / 100;
+		test_now += SS_ANSWER_GAP_NS / 100;
 		answered += probe_f(j, 2, 0, true, &out) == SS_ANSWER;
 	}
 	ck_assert_uint_le(answered, 2); /* 4 ms, then 8 ms apart */
@@ -696,9 +703,9 @@ START_TEST(test_ss_answers_paced)
 	h = hdr(j, 0, 1, 2, 1, FRAG);
 	ck_assert_int_eq(ss_push(j, 1, &h, p[0], &who, &out), SS_SUMMED);
 	ck_assert_int_eq(probe_f(j, 2, 0, true, &out), SS_DROP); /* round 0 still paced */
-	now += 16ull * SS_ANSWER_GAP_NS;
+	test_now += 16ull * SS_ANSWER_GAP_NS;
 	ck_assert_int_eq(probe_f(j, 2, 0, true, &out), SS_ANSWER);
-	j->clock_ns = NULL; /* no clock (a transport that does not pace): every one */
+	j->clock_us = NULL; /* no clock (a transport that does not pace): every one */
 	ck_assert_int_eq(probe_f(j, 2, 0, true, &out), SS_ANSWER);
 	ck_assert_int_eq(probe_f(j, 2, 0, true, &out), SS_ANSWER);
 	free(mem);
