@@ -217,10 +217,8 @@ class ProcessGroupPbox(ProcessGroup):
             if handle is None:  # deferred by allreduce(): every earlier one is done
                 start, resume, done = done
                 try:
-                    handle = start()
+                    handle = self._started(start, resume)
                 except pbox.Error as e:
-                    if e.status == pbox.EFAILED:  # the job failed before it started
-                        self._failed.append(resume)
                     self._pool.submit(_run, done, e)
                     continue
             try:
@@ -229,6 +227,16 @@ class ProcessGroupPbox(ProcessGroup):
             except pbox.Error as e:
                 err = e
             self._pool.submit(_run, done, err)
+
+    def _started(self, start, resume):
+        """start()'s push-pull; one the job's failure kept from starting is
+        one shrink() resumes (@resume), and raises."""
+        try:
+            return start()
+        except pbox.Error as e:
+            if e.status == pbox.EFAILED:  # the job failed before this one started
+                self._failed.append(resume)
+            raise
 
     def _finalize(self):
         if self._ctx is not None:
@@ -361,10 +369,8 @@ class ProcessGroupPbox(ProcessGroup):
             self._q.put((None, (lambda: start(later), resume, done)))
             return _work(fut)
         try:
-            handle = start()
-        except pbox.Error as e:
-            if e.status == pbox.EFAILED:  # the job failed before this one started
-                self._failed.append(resume)
+            handle = self._started(start, resume)
+        except pbox.Error:
             if prev is None:
                 del self._busy[key]
             else:
