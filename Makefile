@@ -65,7 +65,7 @@ SIMD_FLAGS_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mf16c -mfma
 CORE_SRCS := config/cfg.c config/cfg_box.c config/cfg_worker.c \
              numa/numa_topo.c numa/numa_plan.c \
              appliance/ss/ss.c appliance/ss/sum.c appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c \
-             nic/nic_wire.c nic/nic_ctl.c nic/nic_host.c
+             nic/nic_wire.c nic/nic_nh.c nic/nic_nh_avx2.c nic/nic_nh_avx512.c nic/nic_ctl.c nic/nic_host.c
 PBOXD_SRCS  := appliance/pboxd.c appliance/box_lcore.c appliance/box_txref.c appliance/box_ctl.c \
                appliance/box_stats.c appliance/box_telemetry.c appliance/box_metrics.c \
                nic/nic_port.c
@@ -78,7 +78,7 @@ LIBPBOX_SRCS := worker/pbox.c worker/gather.c worker/boot.c worker/grow.c worker
                 worker/rdv.c worker/local.c worker/survive.c
 LIBPBOX_CORE := config/cfg.c config/cfg_box.c config/cfg_worker.c appliance/ss/ss.c appliance/ss/sum.c \
                 appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c nic/nic_wire.c \
-                nic/nic_ctl.c nic/nic_host.c
+                nic/nic_nh.c nic/nic_nh_avx2.c nic/nic_nh_avx512.c nic/nic_ctl.c nic/nic_host.c
 LIBPBOX_SONAME := libpbox.so.3
 LIBPBOX_SO     := $(BUILD)/lib/libpbox.so.3.0
 MODULE_DIR     := $(BUILD)/lib/pbox-3
@@ -252,7 +252,8 @@ $(BUILD)/perf/ring_gloo: perf/cluster/ring_gloo.cc
 # ---- checks ----------------------------------------------------------------
 # The files that run per packet on a data core (the rest is control path).
 DATA_PATH_SRCS := appliance/box_lcore.c appliance/box_txref.c appliance/ss/ss.c appliance/ss/ss.h appliance/ss/sum_scalar.c \
-                  appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c nic/nic_wire.c nic/nic_host.c
+                  appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c nic/nic_wire.c nic/nic_host.c \
+                  nic/nic_nh_avx2.c nic/nic_nh_avx512.c
 C_SOURCES = $(shell git ls-files --cached --others --exclude-standard '*.c' '*.h' 2>/dev/null || find . -name '*.[ch]' -not -path './build/*')
 
 lint:
@@ -308,10 +309,11 @@ unit-tsan: all
 # The wire parser under libFuzzer with ASan and UBSan, for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
-$(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c nic/nic_wire.c nic/nic_wire.h
+FUZZ_WIRE_SRCS := nic/nic_wire.c nic/nic_nh.c nic/nic_nh_avx2.c nic/nic_nh_avx512.c
+$(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c $(FUZZ_WIRE_SRCS) nic/nic_wire.h nic/nic_nh.h
 	@mkdir -p $(@D)
 	$(Q)$(call say,FUZZ_CC,$@)$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-		$(INCLUDES) tests/fuzz/fuzz_wire.c nic/nic_wire.c -o $@ $(SODIUM_LIBS)
+		$(INCLUDES) tests/fuzz/fuzz_wire.c $(FUZZ_WIRE_SRCS) -o $@ $(SODIUM_LIBS)
 
 $(BUILD)/fuzz/gen_seeds: tests/fuzz/gen_seeds.c $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)

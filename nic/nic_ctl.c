@@ -595,7 +595,7 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 		     NIC_CTL_WRAP_HEX);
 		return -1;
 	}
-	r->mac = NIC_MAC_HEADER;
+	r->mac = NIC_MAC_PAYLOAD;
 	if (val[K_MAC]) {
 		char m[12] = "";
 		int mode = -1;

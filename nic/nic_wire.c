@@ -108,9 +108,22 @@ int nic_mac_mode_parse(const char *s)
 
 void nic_mac_init(struct nic_mac *m, unsigned mode, const uint8_t *key)
 {
-	m->mode = (uint8_t)(mode < NIC_MAC_MODES ? mode : NIC_MAC_HEADER);
+	static const uint8_t nonce[crypto_stream_chacha20_NONCEBYTES] = "pbox nh";
+	static const char label[] = "pbox nh key v1";
+	uint8_t seed[crypto_stream_chacha20_KEYBYTES];
+
+	m->mode = (uint8_t)(mode < NIC_MAC_MODES ? mode : NIC_MAC_PAYLOAD);
 	memcpy(m->k_hdr, key, sizeof(m->k_hdr));
 	memcpy(m->k_pay, key + sizeof(m->k_hdr), sizeof(m->k_pay));
+	m->nh = nic_nh_best();
+	/* NH wants independent uniform key words: ChaCha20's stream under a
+	 * key of its own, derived from the job's. */
+	crypto_generichash(seed, sizeof(seed), (const uint8_t *)label, sizeof(label), key,
+			   NIC_KEY_LEN);
+	memset(m->k_nh, 0, sizeof(m->k_nh));
+	crypto_stream_chacha20_xor((uint8_t *)m->k_nh, (const uint8_t *)m->k_nh, sizeof(m->k_nh),
+				   nonce, seed);
+	sodium_memzero(seed, sizeof(seed));
 }
 
 void nic_job_key(uint64_t secret, uint32_t job, uint64_t nonce, uint8_t *key)
@@ -136,9 +149,24 @@ static uint64_t siphash(const uint8_t *key, const void *p, size_t len)
 	return (uint64_t)nic_be32(out) << 32 | nic_be32(out + 4);
 }
 
+/* The payload's NH words, little-endian, under k_pay: the digest. A
+ * payload of NIC_MAX_LEN bytes has 2 * 64 words. */
 uint64_t nic_mac_digest(const struct nic_mac *m, const void *payload, size_t len)
 {
-	return m->mode == NIC_MAC_PAYLOAD ? siphash(m->k_pay, payload, len) : 0;
+	uint64_t w[2 * ((UINT16_MAX + NIC_NH_BLOCK - 1) / NIC_NH_BLOCK)];
+	uint8_t b[sizeof(w)];
+	size_t i, j, n;
+
+	if (m->mode != NIC_MAC_PAYLOAD)
+		return 0;
+	if (len > UINT16_MAX) /* h->len is 16 bits: never from the wire */
+		len = UINT16_MAX;
+	n = 2 * ((len + NIC_NH_BLOCK - 1) / NIC_NH_BLOCK);
+	m->nh(payload, len, m->k_nh, w);
+	for (i = 0; i < n; i++)
+		for (j = 0; j < 8; j++)
+			b[8 * i + j] = (uint8_t)(w[i] >> (8 * j));
+	return siphash(m->k_pay, b, 8 * n);
 }
 
 /* Header bytes 0..23: what the MAC covers, and what the wire carries. */

@@ -16,8 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nic_nh.h"
+
 #define PBOX_MAGIC	  0x5042u /* "PB" */
-#define PBOX_WIRE_VERSION 2u	  /* 2: the 8-byte MAC replaced token and reserved */
+#define PBOX_WIRE_VERSION 3u	  /* 3: the payload MAC over NH; 2: the 8-byte MAC */
 
 #define NIC_ETH_LEN  14u
 #define NIC_IP4_LEN  20u /* without options; we send none */
@@ -246,13 +248,15 @@ static inline void nic_put32(uint8_t *p, uint32_t v)
 
 /*
  * The MAC in every datagram (bytes 24..31 of the pbox header). A job's
- * 32-byte key (drawn per incarnation: never on the wire in clear) gives two
- * SipHash-2-4 keys (libsodium's crypto_shorthash): one for the header, one
- * for the payload. The MAC is SipHash(k_hdr, header bytes 0..23 || digest),
- * where digest is SipHash(k_pay, payload) in PAYLOAD mode and 0 in HEADER
- * mode (the default: a forged or altered header is refused, an altered
- * payload of a genuine datagram is not). OFF: the MAC is 0 (for measuring
- * what the MAC costs). nic/WIRE.md says what is covered.
+ * 32-byte key (drawn per incarnation: never on the wire in clear) gives a
+ * SipHash-2-4 key for the header (libsodium's crypto_shorthash), one for the
+ * payload and an NH key (nic_nh.h; ChaCha20's stream under a key derived
+ * from the job's). The MAC is SipHash(k_hdr, header bytes 0..23 || digest).
+ * PAYLOAD mode (the default): digest = SipHash(k_pay, the payload's NH
+ * words), so a forged or altered header or payload is refused, at about a
+ * tenth of SipHash's cost over the payload. HEADER mode: digest 0 (an
+ * altered payload of a genuine datagram is not refused). OFF: the MAC is 0
+ * (for measuring what the MAC costs). nic/WIRE.md says what is covered.
  */
 #define NIC_KEY_LEN 32u
 
@@ -261,6 +265,8 @@ enum nic_mac_mode { NIC_MAC_OFF = 0, NIC_MAC_HEADER = 1, NIC_MAC_PAYLOAD = 2, NI
 struct nic_mac {
 	uint8_t mode; /* enum nic_mac_mode */
 	uint8_t k_hdr[16], k_pay[16];
+	nic_nh_fn nh;			 /* the NH variant this CPU runs */
+	uint32_t k_nh[NIC_NH_KEY_WORDS]; /* PAYLOAD mode */
 };
 
 /* "off", "header", "payload"; "?" past the end. nic_mac_mode_parse: the

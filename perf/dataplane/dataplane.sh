@@ -11,16 +11,17 @@
 # generator on the other core; testpmd forwards on the same core the box
 # used. The runs alternate ROUNDS times and the best of each counts.
 #
-# The box runs three ways each round: the job's MAC over every header (the
-# default), over headers and payloads, and off; each datagram is checked on
+# The box runs three ways each round: the job's MAC over every header, over
+# headers and payloads (the default), and off; each datagram is checked on
 # the way in and each result signed on the way out.
 #
 # Prints one line per run, the box's and testpmd's fragments/s and Gb/s per
 # box core, and ends with
-#   RESULT dataplane ratio_to_testpmd=R mac_payload=P mac_off=O
-# (R: box fragments/s, header MAC, over testpmd packets/s, both with W
-# answers per W pushes; P and O: the box's rate with the payload MAC and
-# with no MAC, over its rate with the header MAC, same run).
+#   RESULT dataplane ratio_to_testpmd=R header_to_testpmd=H mac_payload=P mac_off=O
+# (R: box fragments/s with the payload MAC, the default, over testpmd
+# packets/s, both with W answers per W pushes; H: the same with the header
+# MAC; P and O: the box's rate with the payload MAC and with no MAC, over
+# its rate with the header MAC, same run).
 # Needs root (a network namespace: memif's abstract sockets stay in it) and
 # hugepages.
 #
@@ -84,10 +85,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 awk -v b="$best_box" -v t="$best_tp" -v bg="$box_gb" -v tg="$tp_gb" -v w="$W" \
 	-v pay="$best_pay" -v off="$best_off" 'BEGIN {
-	printf "dataplane: pboxd   %10.0f fragments/s per core, %6.2f Gb/s in and %6.2f out per core (%d results per %d pushes), header MAC\n", b, bg, bg, w, w
-	printf "dataplane: pboxd   %10.0f fragments/s per core with the payload MAC, %10.0f with no MAC\n", pay, off
+	printf "dataplane: pboxd   %10.0f fragments/s per core with the payload MAC (the default), %10.0f with the header MAC, %10.0f with none\n", pay, b, off
+	printf "dataplane: pboxd   %6.2f Gb/s in and %6.2f out per core (%d results per %d pushes), header MAC\n", bg, bg, w, w
 	printf "dataplane: testpmd %10.0f packets/s per core,   %6.2f Gb/s in and %6.2f out per core\n", t, tg, tg
 	m = b > 0 ? sprintf(" mac_payload=%.3f mac_off=%.3f", pay / b, off / b) : " mac_payload=n/a mac_off=n/a"
-	if (t > 0) printf "RESULT dataplane ratio_to_testpmd=%.3f%s\n", b / t, m
+	if (t > 0) printf "RESULT dataplane ratio_to_testpmd=%.3f header_to_testpmd=%.3f%s\n", pay / t, b / t, m
 	else printf "RESULT dataplane ratio_to_testpmd=n/a (testpmd forwarded nothing)%s\n", m }'
 [ "$fail" -eq 0 ] && [ "$best_tp" != 0 ]

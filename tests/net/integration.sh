@@ -166,6 +166,20 @@ grep -h 'replayed' "$log"/job12-w*.log | sed 's/^/        /'
 check "replayed probes: at most 1.5 bytes of results out per byte of probes in (worst rank: $amp; measured 112 on 8d91b51), paced ones counted as ss_paced" \
 	bash -c "awk -v a='$amp' 'BEGIN { exit !(a > 0 && a <= 1.5) }' && [ '$(stat ss_paced)' -gt 0 ]"
 
+# a push replayed from another Ethernet address draws no result there: each
+# rank sends every push twice, the second time at once through AF_PACKET
+# from a made-up Ethernet address (the genuine datagram, its MAC valid, as
+# a capturing attacker or a key holder on the rank's IP:port would replay
+# it). On 8d91b51 the box took a rank's Ethernet address from the latest
+# datagram that passed its checks and sent the next replies there; now only
+# a push that adds the rank's part moves it
+check "every push replayed at once from another Ethernet address by each of $W ranks: the sums exact" \
+	run_job 13 fp32 3 262144 --mirror eth0
+mirrored=$(grep -ho '[0-9]* pushes mirrored' "$log"/job13-w*.log | awk '{ s += $1 } END { print s + 0 }')
+redirected=$(grep -ho '[0-9]* results went there' "$log"/job13-w*.log | awk '{ s += $1 } END { print s + 0 }')
+check "replayed pushes from another Ethernet address: no result went there ($redirected results for $mirrored replays)" \
+	test "$mirrored" -gt 0 -a "$redirected" -eq 0
+
 
 # a storm of malformed and foreign packets during a run. (IP fragments are
 # sent too but not expected: net_af_packet's socket asks the kernel to

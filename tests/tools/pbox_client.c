@@ -7,11 +7,11 @@
  *   pbox-client --box IP:PORT --job ID --token T --rank R --n N [options]
  *
  * The job's key is nic_job_key(T, ID, 0) on every rank (libpbox's ranks mix
- * in rank 0's nonce; these clients have no bootstrap), its MAC mode header.
+ * in rank 0's nonce; these clients have no bootstrap), its MAC mode payload unless --mac says.
  *
  *   --key-file F      the box key (default $PBOX_BOX_KEY_FILE, else
  *                     /etc/pbox/box.key): the control connection's handshake
- *   --mac M           header (default), payload or off
+ *   --mac M           payload (default), header or off
  *   --register        register the job first (chunk counts from ENDPOINTS)
  *   --ranks A:P,...   with --register: every rank's address (the box takes a
  *                     rank's pushes from there only)
@@ -28,6 +28,12 @@
  *                     result is ours already) sent K times, 1 ms apart, as a
  *                     replaying attacker would: the results it drew back
  *                     and the amplification (bytes out over bytes in)
+ *   --mirror IFACE    every push sent again at once through AF_PACKET on IFACE
+ *                     from another Ethernet address (the genuine datagram:
+ *                     same IP and port, its MAC valid), as one who captured
+ *                     it would replay it from elsewhere on the segment; the
+ *                     frames the box then sends to that Ethernet address
+ *                     are counted ("N results went there")
  *   --storm N         send N of each kind of malformed datagram instead
  *   --storm-raw IFACE also N of each malformed frame through AF_PACKET
  *   --quiet           only the summary line
@@ -90,6 +96,7 @@ struct opts {
 	uint64_t bytes;
 	uint32_t rounds, window, rto_ms, deadline_s, storm, replay;
 	const char *storm_raw;
+	const char *mirror;		 /* --mirror IFACE */
 	const char *ranks;		 /* --ranks, for REGISTER */
 	struct nic_addr rank_addr[1024]; /* --ranks parsed (n of them) */
 	uint32_t addr_be;		 /* --addr */
@@ -104,7 +111,7 @@ static struct opts o = {.bytes = 16u << 20,
 			.rto_ms = 40,
 			.deadline_s = 20,
 			.port = 9700,
-			.mac = NIC_MAC_HEADER};
+			.mac = NIC_MAC_PAYLOAD};
 static struct nic_mac mac;	     /* the job's key and MAC mode */
 static uint8_t job_key[NIC_KEY_LEN]; /* nic_job_key(token, job, 0) */
 static struct nic_ctl_session sess;  /* the control connection's, once authenticated */
@@ -457,6 +464,83 @@ static int64_t receive(uint32_t v)
 	return fresh;
 }
 
+/* ---- mirror ----------------------------------------------------------------- */
+
+static int mirror_fd = -1;
+static struct sockaddr_ll mirror_ll = {.sll_family = AF_PACKET, .sll_halen = 6};
+static struct nic_addr mirror_src = {.mac = {0x02, 0, 0, 0x5b, 0xad, 0}};
+static uint64_t mirrored, redirected, replies_there;
+
+/* --mirror: a raw socket on the interface, and our Ethernet address there
+ * replaced by one of our own making (rank in its last byte). */
+static int mirror_open(void)
+{
+	int fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL)), sz = 8 << 20;
+	struct sockaddr_in probe = {.sin_family = AF_INET, .sin_port = htons(eps[0].port)};
+	socklen_t sl = sizeof(probe);
+	int u = socket(AF_INET, SOCK_DGRAM, 0);
+
+	mirror_ll.sll_protocol = htons(ETH_P_ALL);
+	if (fd < 0 || u < 0 || !(mirror_ll.sll_ifindex = (int)if_nametoindex(o.mirror)) ||
+	    bind(fd, (struct sockaddr *)&mirror_ll, sizeof(mirror_ll))) {
+		fprintf(stderr, "pbox-client: raw socket on %s: %s\n", o.mirror, strerror(errno));
+		return -1;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	/* our source address: the one the route to the box gives, or --addr */
+	probe.sin_addr.s_addr = eps[0].ip_be;
+	if (connect(u, (struct sockaddr *)&probe, sizeof(probe)) ||
+	    getsockname(u, (struct sockaddr *)&probe, &sl)) {
+		fprintf(stderr, "pbox-client: no route to %s: %s\n", eps[0].name, strerror(errno));
+		close(u);
+		return -1;
+	}
+	close(u);
+	mirror_src.ip_be = o.addr_be ? o.addr_be : probe.sin_addr.s_addr;
+	mirror_src.port = o.port;
+	mirror_src.mac[5] = (uint8_t)o.rank;
+	mirror_fd = fd;
+	return 0;
+}
+
+/* Frames the box sent to our made-up Ethernet address: results counted
+ * apart from the header-only replies (an ACK of a duplicate, as big as
+ * what drew it), all dropped. */
+static void mirror_drain(void)
+{
+	static uint8_t buf[NIC_HDRS_LEN + MAX_FRAGB];
+	ssize_t r;
+
+	while ((r = recv(mirror_fd, buf, sizeof(buf), MSG_DONTWAIT)) >= (ssize_t)NIC_HDRS_LEN)
+		if (memcmp(buf, mirror_src.mac, 6) == 0) {
+			if (buf[NIC_HDRS_LEN - PBOX_HDR_LEN + 3] == PBOX_OP_RESULT)
+				redirected++;
+			else
+				replies_there++;
+		}
+}
+
+/* The datagram @d (@len bytes, a push we have just sent to @e) again, from
+ * the made-up Ethernet address. */
+static void mirror_send(const uint8_t *d, size_t len, const struct ep *e)
+{
+	static uint8_t frame[NIC_HDRS_LEN + MAX_FRAGB];
+	struct nic_wire_expect exp = {.accept_ops = 1u << PBOX_OP_PUSH};
+	struct nic_addr dst = {.ip_be = e->ip_be, .port = e->port};
+	struct pbox_hdr h;
+	size_t n;
+
+	if (nic_wire_parse_hdr(d, len, &exp, &h) != NIC_DROP_NONE)
+		return;
+	memcpy(dst.mac, e->mac, 6);
+	n = nic_wire_build(frame, sizeof(frame), &mirror_src, &dst, &h, d + PBOX_HDR_LEN);
+	memcpy(mirror_ll.sll_addr, e->mac, 6);
+	if (n &&
+	    sendto(mirror_fd, frame, n, 0, (struct sockaddr *)&mirror_ll, sizeof(mirror_ll)) > 0)
+		mirrored++;
+	mirror_drain();
+}
+
 /* One message of a send batch: fragment @g's push to its endpoint. */
 static void address(struct sockaddr_in *to, struct iovec *iov, uint8_t *buf, uint32_t g)
 {
@@ -471,6 +555,7 @@ static int run_round(uint32_t v)
 {
 	static uint8_t out[BATCH][PBOX_HDR_LEN + MAX_FRAGB];
 	static struct sockaddr_in to[BATCH];
+	static uint32_t bg[BATCH]; /* each message's fragment */
 	uint32_t *fifo = malloc(sizeof(uint32_t) * (n_frags + 1)), head = 0, tail = 0, next = 0;
 	uint32_t remaining = 0, g;
 	uint64_t rto = (uint64_t)o.rto_ms * 1000000u, last_progress = now_ns();
@@ -511,7 +596,7 @@ static int run_round(uint32_t v)
 			f->tries++;
 			retransmits++;
 			address(&to[nb], &iov[nb], out[nb], g);
-			nb++;
+			bg[nb++] = g;
 		}
 		/* new fragments, within the window */
 		while (next < n_frags && inflight < o.window && nb < BATCH) {
@@ -526,7 +611,7 @@ static int run_round(uint32_t v)
 				tail = (tail + 1) % (n_frags + 1);
 				inflight++;
 				address(&to[nb], &iov[nb], out[nb], next);
-				nb++;
+				bg[nb++] = next;
 			}
 			next++;
 		}
@@ -546,6 +631,8 @@ static int run_round(uint32_t v)
 			}
 			s += (unsigned)w;
 		}
+		for (unsigned i = 0; mirror_fd >= 0 && i < nb; i++)
+			mirror_send(out[i], iov[i].iov_len, &eps[chunk_ep[bg[i] / fpc]]);
 		got = receive(v);
 		if (got < 0)
 			goto out;
@@ -864,7 +951,8 @@ static void usage(FILE *f)
 		   "         [--register --ranks IP:PORT,...] [--hold] [--dtype fp32|fp16|bf16]\n"
 		   "         [--bytes B] [--addr IP]\n"
 		   "         [--rounds V] [--window W] [--rto-ms MS] [--deadline-s S] [--port P]\n"
-		   "         [--storm N] [--storm-raw IFACE] [--replay K] [--quiet]\n"
+		   "         [--storm N] [--storm-raw IFACE] [--replay K] [--mirror IFACE]\n"
+		   "         [--quiet]\n"
 		   "         [--key-file F] [--mac header|payload|off]\n");
 }
 
@@ -918,29 +1006,15 @@ static int num_opt(const struct option *lo, int c, const char *arg)
 
 static int parse_args(int argc, char **argv)
 {
-	static const struct option lo[] = {{"box", 1, 0, 'b'},
-					   {"job", 1, 0, 'j'},
-					   {"token", 1, 0, 't'},
-					   {"rank", 1, 0, 'r'},
-					   {"n", 1, 0, 'n'},
-					   {"dtype", 1, 0, 'd'},
-					   {"bytes", 1, 0, 'B'},
-					   {"rounds", 1, 0, 'V'},
-					   {"window", 1, 0, 'w'},
-					   {"rto-ms", 1, 0, 'R'},
-					   {"deadline-s", 1, 0, 'D'},
-					   {"port", 1, 0, 'p'},
-					   {"storm", 1, 0, 's'},
-					   {"storm-raw", 1, 0, 'S'},
-					   {"register", 0, 0, 'g'},
-					   {"hold", 0, 0, 'H'},
-					   {"quiet", 0, 0, 'q'},
-					   {"ranks", 1, 0, 'A'},
-					   {"addr", 1, 0, 'L'},
-					   {"key-file", 1, 0, 'k'},
-					   {"mac", 1, 0, 'M'},
-					   {"replay", 1, 0, 'P'},
-					   {0, 0, 0, 0}};
+	static const struct option lo[] = {
+		{"box", 1, 0, 'b'},    {"job", 1, 0, 'j'},	  {"token", 1, 0, 't'},
+		{"rank", 1, 0, 'r'},   {"n", 1, 0, 'n'},	  {"dtype", 1, 0, 'd'},
+		{"bytes", 1, 0, 'B'},  {"rounds", 1, 0, 'V'},	  {"window", 1, 0, 'w'},
+		{"rto-ms", 1, 0, 'R'}, {"deadline-s", 1, 0, 'D'}, {"port", 1, 0, 'p'},
+		{"storm", 1, 0, 's'},  {"storm-raw", 1, 0, 'S'},  {"register", 0, 0, 'g'},
+		{"hold", 0, 0, 'H'},   {"quiet", 0, 0, 'q'},	  {"ranks", 1, 0, 'A'},
+		{"addr", 1, 0, 'L'},   {"key-file", 1, 0, 'k'},	  {"mac", 1, 0, 'M'},
+		{"replay", 1, 0, 'P'}, {"mirror", 1, 0, 'm'},	  {0, 0, 0, 0}};
 	int c;
 	bool have_box = false;
 
@@ -966,6 +1040,9 @@ static int parse_args(int argc, char **argv)
 			break;
 		case 'S':
 			o.storm_raw = optarg;
+			break;
+		case 'm':
+			o.mirror = optarg;
 			break;
 		case 'g':
 			o.reg = true;
@@ -1082,6 +1159,8 @@ int main(int argc, char **argv)
 			strerror(errno));
 		return 1;
 	}
+	if (o.mirror && mirror_open())
+		return 1;
 	n_frags = n_chunks * fpc;
 	fr = calloc(n_frags, sizeof(*fr));
 	for (g = 0; g < n_frags; g++) {
@@ -1111,6 +1190,18 @@ int main(int argc, char **argv)
 		       o.rank, o.rounds, o.bytes, sum_dtype_name((enum sum_dtype)o.dtype),
 		       (double)o.bytes * o.rounds * 8 / (double)(t1 - t0), retransmits, dup_results,
 		       bad_macs);
+	if (mirror_fd >= 0) {
+		struct timespec ms = {0, 1000000};
+
+		for (g = 0; g < 100; g++) { /* the last results' way back */
+			nanosleep(&ms, NULL);
+			mirror_drain();
+		}
+		printf("pbox-client: rank %u: %" PRIu64 " pushes mirrored from another Ethernet "
+		       "address: %" PRIu64 " results went there (and %" PRIu64
+		       " header-only replies)\n",
+		       o.rank, mirrored, redirected, replies_there);
+	}
 	if (o.rounds && o.replay)
 		replay(o.rounds - 1);
 hold:

@@ -127,7 +127,7 @@ START_TEST(register_round_trip)
 		ck_assert_msg(strstr(err, "key: not the job's key wrapped on this connection"),
 			      "%s", err);
 	}
-	/* defaults: the box's sizes, a header MAC */
+	/* defaults: the box's sizes, a payload MAC */
 	nic_ctl_wrap_key(&sess, 1, r.key, key);
 	snprintf(args, sizeof(args),
 		 "job=1 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
@@ -135,7 +135,7 @@ START_TEST(register_round_trip)
 	ck_assert_int_eq(nic_ctl_parse_register(args, &lim, &sess, &got, err, sizeof(err)), 0);
 	ck_assert_uint_eq(got.frag, 8192);
 	ck_assert_uint_eq(got.chunk, 32768);
-	ck_assert_uint_eq(got.mac, NIC_MAC_HEADER);
+	ck_assert_uint_eq(got.mac, NIC_MAC_PAYLOAD);
 	args[strlen("job=1 key=") + 5] ^= 1; /* one wrapped bit flipped: the tag says so */
 	ck_assert_int_eq(nic_ctl_parse_register(args, &lim, &sess, &got, err, sizeof(err)), -1);
 	ck_assert_int_eq(nic_ctl_format_register(line, 40, &sess, &r), -1); /* does not fit */

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sodium.h>
 
 #include "nic_host.h"
 #include "nic_wire.h"
@@ -114,7 +115,7 @@ START_TEST(layout_is_the_documented_one)
 {
 	size_t n = good_push();
 	const uint8_t *h = frame + NIC_ETH_LEN + NIC_IP4_LEN + NIC_UDP_LEN;
-	static const uint8_t want[PBOX_HDR_LEN] = {0x50, 0x42, 2,    1,	   0,	 1,    0x00, 0x03,
+	static const uint8_t want[PBOX_HDR_LEN] = {0x50, 0x42, 3,    1,	   0,	 1,    0x00, 0x03,
 						   0xde, 0xad, 0xbe, 0xef, 0x00, 0x01, 0xe2, 0x40,
 						   0x00, 0x07, 0x04, 0x00, 0,	 0,    0,    42,
 						   0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef};
@@ -615,6 +616,108 @@ START_TEST(mac_covers_what_it_says)
 }
 END_TEST
 
+/* NH as nic_nh.h defines it, written plainly: block by block, pair by
+ * pair, a word at a time from its bytes. */
+static void nh_reference(const uint8_t *p, size_t len, const uint32_t *k, uint64_t *out)
+{
+	for (size_t off = 0; off < len; off += NIC_NH_BLOCK, out += 2) {
+		size_t n = len - off;
+
+		if (n > NIC_NH_BLOCK)
+			n = NIC_NH_BLOCK;
+		out[0] = out[1] = 0;
+		for (size_t i = 0; 4 * i < n; i += 2) {
+			uint32_t w[2] = {0, 0};
+
+			for (size_t b = 0; b < 8 && 4 * i + b < n; b++)
+				w[b / 4] |= (uint32_t)p[off + 4 * i + b] << (8 * (b % 4));
+			out[0] += (uint64_t)(uint32_t)(w[0] + k[i]) * (uint32_t)(w[1] + k[i + 1]);
+			out[1] +=
+				(uint64_t)(uint32_t)(w[0] + k[i + 2]) * (uint32_t)(w[1] + k[i + 3]);
+		}
+	}
+}
+
+/* Every NH variant the CPU runs agrees with the plain definition to the
+ * bit, at every length up to a little over two blocks, a few larger ones,
+ * and every alignment of the payload in a 64-byte line; each writes its
+ * two words per block and nothing past them. */
+START_TEST(nh_variants_agree)
+{
+	static uint8_t buf[3 * NIC_NH_BLOCK + 128];
+	static const char *const isa[] = {"scalar", "avx2", "avx512"};
+	uint64_t want[2 * 8 + 1], got[2 * 8 + 1];
+	uint32_t k[NIC_NH_KEY_WORDS];
+	unsigned ran = 0;
+
+	randombytes_buf(buf, sizeof(buf));
+	randombytes_buf(k, sizeof(k));
+	for (unsigned v = 0; v < 3; v++) {
+		nic_nh_fn fn = nic_nh_named(isa[v]);
+
+		if (!fn)
+			continue;
+		ran++;
+		for (size_t len = 0; len <= 3 * NIC_NH_BLOCK;
+		     len += len < 2 * NIC_NH_BLOCK + 80 ? 1 : 61)
+			for (size_t al = 0; al < 64; al += len % 8 ? 63 : 7) {
+				size_t words = 2 * ((len + NIC_NH_BLOCK - 1) / NIC_NH_BLOCK);
+
+				nh_reference(buf + al, len, k, want);
+				memset(got, 0xa5, sizeof(got));
+				fn(buf + al, len, k, got);
+				ck_assert_msg(memcmp(want, got, 8 * words) == 0,
+					      "%s: len %zu at +%zu", isa[v], len, al);
+				ck_assert_msg(got[words] == 0xa5a5a5a5a5a5a5a5ull,
+					      "%s: len %zu wrote past its words", isa[v], len);
+			}
+	}
+	ck_assert_uint_ge(ran, 1);
+	ck_assert_ptr_eq(nic_nh_named("sse9"), NULL);
+}
+END_TEST
+
+/* PAYLOAD mode refuses a datagram whose payload differs in any one bit, at
+ * any place of a full 8 KiB fragment (a bit in each byte, and every bit of
+ * the last block's last word), and one that swaps two blocks; the key's
+ * next incarnation gives another digest. */
+START_TEST(payload_mac_covers_every_byte)
+{
+	static uint8_t pay[8192];
+	struct pbox_hdr h = push_hdr(sizeof(pay));
+	uint8_t key[NIC_KEY_LEN], key2[NIC_KEY_LEN];
+	struct nic_mac pm, pm2;
+
+	randombytes_buf(pay, sizeof(pay));
+	nic_job_key(0x1234, 7, 1, key);
+	nic_job_key(0x1234, 7, 2, key2);
+	nic_mac_init(&pm, NIC_MAC_PAYLOAD, key);
+	nic_mac_init(&pm2, NIC_MAC_PAYLOAD, key2);
+	h.mac = nic_mac_of(&pm, &h, pay);
+	ck_assert(nic_mac_ok(&pm, &h, pay));
+	ck_assert(!nic_mac_ok(&pm2, &h, pay));
+	for (size_t i = 0; i < sizeof(pay); i++)
+		for (unsigned bit = i < sizeof(pay) - 4 ? (unsigned)(i % 8) : 0;
+		     bit < (i < sizeof(pay) - 4 ? i % 8 + 1 : 8); bit++) {
+			pay[i] ^= (uint8_t)(1u << bit);
+			ck_assert_msg(!nic_mac_ok(&pm, &h, pay), "byte %zu bit %u not covered", i,
+				      bit);
+			pay[i] ^= (uint8_t)(1u << bit);
+		}
+	{
+		uint8_t tmp[NIC_NH_BLOCK];
+
+		memcpy(tmp, pay, sizeof(tmp));
+		memcpy(pay, pay + NIC_NH_BLOCK, sizeof(tmp));
+		memcpy(pay + NIC_NH_BLOCK, tmp, sizeof(tmp));
+		ck_assert(!nic_mac_ok(&pm, &h, pay));
+		memcpy(pay + NIC_NH_BLOCK, pay, sizeof(tmp));
+		memcpy(pay, tmp, sizeof(tmp));
+	}
+	ck_assert(nic_mac_ok(&pm, &h, pay));
+}
+END_TEST
+
 Suite *wire_suite(void)
 {
 	Suite *s = suite_create("wire");
@@ -633,6 +736,8 @@ Suite *wire_suite(void)
 	tcase_add_test(tc, arp_request_built_and_sender_learnt);
 	tcase_add_test(tc, icmp_echo_answered);
 	tcase_add_test(tc, mac_covers_what_it_says);
+	tcase_add_test(tc, nh_variants_agree);
+	tcase_add_test(tc, payload_mac_covers_every_byte);
 	suite_add_tcase(s, tc);
 	return s;
 }
