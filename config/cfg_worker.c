@@ -45,9 +45,9 @@ static const struct cfg_key job_keys[] = {
 	CFG_KEY(W, job.token, "token", CFG_UINT, 0, 0, UINT64_MAX, "0",
 		"the job's 64-bit secret, the same on every rank: each start derives the key "
 		"that signs every datagram from it (never sent)"),
-	CFG_KEY_ENUM(W, job.mac, "mac", mac_names, "header",
-		     "what the MAC covers: header (every datagram's pbox header), payload "
-		     "(the payload too) or off"),
+	CFG_KEY_ENUM(W, job.mac, "mac", mac_names, "payload",
+		     "what the MAC covers: payload (every datagram's pbox header and payload), "
+		     "header (the header only) or off"),
 };
 
 static const struct cfg_key box_keys[] = {
@@ -120,6 +120,10 @@ static const struct cfg_key rendezvous_keys[] = {
 		"host:port where the ranks meet (rank 0 listens there): the job id, its token "
 		"and every rank's SS_GPU endpoint are drawn and handed out there; unset: "
 		"[job] and [peers] say them"),
+	CFG_KEY(W, rendezvous.secret, "secret", CFG_STR, 0, 0, 0, NULL,
+		"a secret every rank knows (16 to 127 characters; best from the environment, "
+		"PBOX_RENDEZVOUS_SECRET): every JOIN proves it, so nobody without it takes a "
+		"rank or stops the job; unset: whoever joins first as a rank is that rank"),
 };
 
 static const struct cfg_key log_keys[] = {
@@ -192,9 +196,18 @@ static void wrk_validate(struct cfg_ctx *ctx, void *v)
 			cfg_error_at(ctx, "job", 0, "token",
 				     "[job] token: rank 0 draws a fresh one at the rendezvous: "
 				     "leave it unset");
+		if (c->rendezvous.secret[0] && strlen(c->rendezvous.secret) < 16)
+			cfg_error_at(ctx, "rendezvous", 0, "secret",
+				     "[rendezvous] secret: %zu characters; at least 16 (the value "
+				     "is not repeated here)",
+				     strlen(c->rendezvous.secret));
 		validate_common(ctx, c);
 		return;
 	}
+	if (c->rendezvous.secret[0])
+		cfg_error_at(ctx, "rendezvous", 0, "secret",
+			     "[rendezvous] secret: there is no rendezvous; the static set-up's "
+			     "HELLOs prove [job] token instead");
 	if (!c->data.address.be)
 		cfg_error_at(ctx, "data", 0, "address",
 			     "[data] address: required without [rendezvous]");

@@ -29,6 +29,7 @@ struct wrk_cfg {
 	} box;
 	struct {
 		struct cfg_hostport address; /* unset: a static [job] and [peers] */
+		char secret[128];	     /* "": JOINs prove nothing */
 	} rendezvous;
 	struct {
 		struct cfg_ipv4 address; /* 0 with a rendezvous: the route's */

@@ -4,9 +4,11 @@
  * rank 0 that it holds the same job, and learns where the summation
  * services are.
  *
- *   rank r -> rank 0   (TCP, rank 0's [data] address:port)
+ *   rank 0 -> rank r   (TCP, rank 0's [data] address:port), at once
+ *       NONCE <hex>                16 random bytes for this connection
+ *   rank r -> rank 0
  *       HELLO rank=R world_size=N job=J token=T chunk_size=C mtu=M bandwidth=B
- *             peers=H layout=L tensors=K
+ *             peers=H layout=L tensors=K proof=P
  *       T <key> <count> <dtype> <priority>   K lines, by key: the tensors declared
  *       END
  *   rank 0 -> rank r
@@ -28,10 +30,12 @@
  * nonce (nic_job_key()); the key signs every datagram (nic_mac_hdr()) and
  * rank 0 hands it to the box wrapped under the control connection's session
  * key. The token itself never leaves a rank: HELLO carries a hash of it
- * (token=), compared by rank 0. A run that reuses the job id and addresses
- * of the one before it then cannot take that run's late datagrams (a resend
- * still queued somewhere) for its own, and nobody without the token can
- * forge one.
+ * (token=), compared by rank 0, and proves it holds it (proof=: an HMAC of
+ * the HELLO line and rank 0's NONCE under a key from the token, pbox_int.h's
+ * wk_proof_*), so a HELLO forged without the token, or captured and
+ * replayed, is refused and logged and the true rank still gets in. A run that reuses the job id and
+ * addresses of the one before it then cannot take that run's late datagrams (a resend still queued
+ * somewhere) for its own, and nobody without the token can forge one.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -168,6 +172,64 @@ int wk_line_wait(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size
 	}
 }
 
+int wk_nonce_wait(int fd, char *buf, uint32_t *len, uint32_t cap, uint8_t *nonce, uint64_t deadline)
+{
+	char line[16 + 2 * WK_GATHER_NONCE];
+	int rc = wk_line_wait(fd, buf, len, cap, line, sizeof(line), deadline);
+
+	if (rc != 1)
+		return rc;
+	if (strncmp(line, "NONCE ", 6) || strlen(line) != 6 + 2 * WK_GATHER_NONCE)
+		return -1;
+	for (unsigned i = 0; i < WK_GATHER_NONCE; i++) {
+		unsigned v;
+
+		if (sscanf(line + 6 + 2 * i, "%2x", &v) != 1)
+			return -1;
+		nonce[i] = (uint8_t)v;
+	}
+	return 1;
+}
+
+static void proof_of(const uint8_t *key, const uint8_t *nonce, const char *line, size_t n,
+		     char hex[2 * crypto_auth_hmacsha256_BYTES + 1])
+{
+	static const char label[] = "pbox proof v1";
+	uint8_t mac[crypto_auth_hmacsha256_BYTES];
+	crypto_auth_hmacsha256_state st;
+
+	crypto_auth_hmacsha256_init(&st, key, WK_PROOF_KEY);
+	crypto_auth_hmacsha256_update(&st, (const uint8_t *)label, sizeof(label));
+	crypto_auth_hmacsha256_update(&st, nonce, WK_GATHER_NONCE);
+	crypto_auth_hmacsha256_update(&st, (const uint8_t *)line, n);
+	crypto_auth_hmacsha256_final(&st, mac);
+	sodium_bin2hex(hex, 2 * sizeof(mac) + 1, mac, sizeof(mac));
+}
+
+void wk_proof_append(const uint8_t *key, const uint8_t *nonce, char *line, size_t cap)
+{
+	char hex[2 * crypto_auth_hmacsha256_BYTES + 1];
+	size_t n = strlen(line);
+
+	proof_of(key, nonce, line, n, hex);
+	snprintf(line + n, cap - n, " proof=%s", hex);
+}
+
+int wk_proof_cut(const uint8_t *key, const uint8_t *nonce, char *line)
+{
+	char want[2 * crypto_auth_hmacsha256_BYTES + 1];
+	char *p = strstr(line, " proof=");
+	size_t n;
+
+	if (!p)
+		return -1;
+	n = (size_t)(p - line);
+	p += 7;
+	proof_of(key, nonce, line, n, want);
+	line[n] = '\0';
+	return strlen(p) == sizeof(want) - 1 && sodium_memcmp(p, want, sizeof(want) - 1) == 0;
+}
+
 int wk_tcp_to(uint32_t ip_be, uint16_t port)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
@@ -294,6 +356,14 @@ static uint64_t token_check(const struct pbox *px)
 	return v;
 }
 
+/* The key a HELLO's proof is made with: the token's, for no incarnation
+ * (UINT64_MAX - 1 is no nonce either). Whoever proves it holds the token. */
+static void hello_key(const struct pbox *px, uint8_t k[WK_PROOF_KEY])
+{
+	_Static_assert(NIC_KEY_LEN == WK_PROOF_KEY, "one key size");
+	nic_job_key(px->cfg.job.token, px->job, UINT64_MAX - 1, k);
+}
+
 static void own_hello(const struct pbox *px, struct hello *h)
 {
 	h->rank = px->rank;
@@ -309,8 +379,10 @@ static void own_hello(const struct pbox *px, struct hello *h)
 	h->v[HF_tensors] = px->n_t;
 }
 
-static int send_hello(const struct pbox *px, int fd)
+/* Our HELLO, its first line proved against rank 0's @nonce. */
+static int send_hello(const struct pbox *px, int fd, const uint8_t *nonce)
 {
+	uint8_t k[WK_PROOF_KEY];
 	struct hello h;
 	char line[LINE_CAP];
 	size_t off;
@@ -321,6 +393,9 @@ static int send_hello(const struct pbox *px, int fd)
 	for (int f = 0; f < HF_COUNT; f++)
 		off += (size_t)snprintf(line + off, sizeof(line) - off, " %s=%" PRIu64, hf_name[f],
 					h.v[f]);
+	hello_key(px, k);
+	wk_proof_append(k, nonce, line, sizeof(line));
+	sodium_memzero(k, sizeof(k));
 	rc = wk_line_send(fd, "%s", line);
 	for (uint32_t i = 0; rc == 0 && i < px->n_t; i++)
 		rc = wk_line_send(fd, "T %" PRIu64 " %" PRIu64 " %s %d", px->t[i]->key,
@@ -764,8 +839,10 @@ static uint64_t draw_nonce(void)
 {
 	uint64_t v;
 
-	if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
-		v = wk_now() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid() << 32;
+	do
+		if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+			v = wk_now() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid() << 32;
+	while (v >= UINT64_MAX - 1); /* token_check()'s and hello_key()'s */
 	return v;
 }
 
@@ -780,12 +857,19 @@ void wk_set_key(struct pbox *px, uint64_t nonce)
  * -1 when it is refused (@why, told to its sender, which is closed by the
  * caller): not a HELLO, no such rank, one already here, or another job's
  * token (its sender learns nothing of ours). */
-static int take_hello(struct pbox *px, int fd, const char *m, char *why, size_t cap)
+static int take_hello(struct pbox *px, int fd, const char *m, const uint8_t *nonce, char *why,
+		      size_t cap)
 {
+	char first[LINE_CAP];
+	uint8_t k[WK_PROOF_KEY];
 	struct hello h, me;
-	int rc = 0;
+	int rc = 0, proved;
 
 	own_hello(px, &me);
+	snprintf(first, sizeof(first), "%.*s", (int)strcspn(m, "\r\n"), m);
+	hello_key(px, k);
+	proved = wk_proof_cut(k, nonce, first);
+	sodium_memzero(k, sizeof(k));
 	if (parse_hello(m, &h, why, cap)) {
 		char what[WK_ERR_LEN / 2];
 
@@ -807,6 +891,13 @@ static int take_hello(struct pbox *px, int fd, const char *m, char *why, size_t 
 			 "rank %u and rank 0 disagree on the job's token ([job] token): a HELLO "
 			 "from another job",
 			 h.rank);
+		wk_verdict_send(fd, PBOX_EMISMATCH, NULL, 0, why);
+		rc = -1;
+	} else if (proved != 1) {
+		snprintf(why, cap, "a HELLO as rank %u %s: forged or replayed, not the rank's own",
+			 h.rank,
+			 proved ? "carries no proof of the token"
+				: "does not prove the job's token");
 		wk_verdict_send(fd, PBOX_EMISMATCH, NULL, 0, why);
 		rc = -1;
 	} else {
@@ -855,7 +946,9 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 		char why[WK_ERR_LEN / 2];
 		const char *m;
 		size_t len;
-		int fd, t = wk_gather_next(door, deadline, &fd, &m, &len, why, sizeof(why));
+		uint8_t greeting[WK_GATHER_NONCE];
+		int fd, t = wk_gather_next(door, deadline, &fd, &m, &len, greeting, why,
+					   sizeof(why));
 
 		if (t == 0)
 			break;
@@ -863,7 +956,7 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 			wk_log(px, CFG_LOG_WARNING, "bootstrap: %s; ignored", why);
 			continue;
 		}
-		t = take_hello(px, fd, m, why, sizeof(why));
+		t = take_hello(px, fd, m, greeting, why, sizeof(why));
 		if (t < 0) {
 			wk_log(px, CFG_LOG_WARNING, "bootstrap: %s; refused", why);
 			close(fd);
@@ -957,6 +1050,7 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 	const struct cfg_hostport *root = &px->cfg.peers[0];
 	struct box_eps *eps = calloc(1, sizeof(*eps));
 	char buf[WK_LINEBUF], line[LINE_CAP], name[96];
+	uint8_t rank0_nonce[WK_GATHER_NONCE];
 	uint32_t len = 0, frag = 0, n_eps = 0;
 	uint64_t nonce = 0;
 	int fd = -1, rc;
@@ -974,7 +1068,16 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 		goto out;
 	}
 	px->peer_fd[0] = fd;
-	if (send_hello(px, fd)) {
+	rc = wk_nonce_wait(fd, buf, &len, sizeof(buf), rank0_nonce, deadline);
+	if (rc != 1) {
+		rc = wk_err(
+			rc ? PBOX_EPEER : PBOX_ETIMEDOUT, "pbox_start: %s %s", name,
+			rc ? "did not greet the bootstrap connection with a NONCE (not rank 0, or "
+			     "another libpbox)"
+			   : "sent no NONCE within [tuning] deadline");
+		goto out;
+	}
+	if (send_hello(px, fd, rank0_nonce)) {
 		rc = wk_err(PBOX_EPEER, "pbox_start: %s closed the bootstrap connection", name);
 		goto out;
 	}

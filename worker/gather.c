@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@ struct pending {
 	int fd; /* -1: a free slot */
 	uint32_t src_be;
 	uint64_t born; /* accepted (ns) */
+	uint8_t nonce[WK_GATHER_NONCE];
 	size_t len;
 	char *buf; /* cap + 1 bytes */
 	char name[INET_ADDRSTRLEN + 8];
@@ -80,6 +82,22 @@ static int oldest(const struct wk_gather *g, uint32_t src_be)
 	return o;
 }
 
+/* "NONCE <hex>" to a connection just accepted: a few bytes into an empty
+ * socket buffer, so never a short write. */
+static int greet(struct pending *p)
+{
+	char line[8 + 2 * WK_GATHER_NONCE + 2] = "NONCE ";
+
+	if (getrandom(p->nonce, sizeof(p->nonce), 0) != (ssize_t)sizeof(p->nonce))
+		return -1;
+	for (unsigned i = 0; i < WK_GATHER_NONCE; i++)
+		snprintf(line + 6 + 2 * i, 3, "%02x", p->nonce[i]);
+	strcat(line, "\n");
+	return send(p->fd, line, strlen(line), MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)strlen(line)
+		       ? 0
+		       : -1;
+}
+
 /* A new connection into a free slot, or the oldest's; -2 and @why when
  * one was dropped for it, else 0. */
 static int take_new(struct wk_gather *g, uint64_t now, char *why, size_t why_cap)
@@ -118,6 +136,12 @@ static int take_new(struct wk_gather *g, uint64_t now, char *why, size_t why_cap
 		drop(&g->p[slot]);
 		return -2;
 	}
+	if (greet(&g->p[slot])) {
+		snprintf(why, why_cap, "could not greet a connection from %s: %s", g->p[slot].name,
+			 strerror(errno));
+		drop(&g->p[slot]);
+		return -2;
+	}
 	return rc;
 }
 
@@ -148,7 +172,7 @@ static int read_some(struct wk_gather *g, struct pending *p, char *why, size_t w
 }
 
 int wk_gather_next(struct wk_gather *g, uint64_t deadline, int *fd, const char **msg, size_t *len,
-		   char *why, size_t why_cap)
+		   uint8_t nonce[WK_GATHER_NONCE], char *why, size_t why_cap)
 {
 	free(g->taken);
 	g->taken = NULL;
@@ -171,6 +195,7 @@ int wk_gather_next(struct wk_gather *g, uint64_t deadline, int *fd, const char *
 				*fd = p->fd;
 				*msg = g->taken = p->buf;
 				*len = whole;
+				memcpy(nonce, p->nonce, WK_GATHER_NONCE);
 				p->buf[whole] = '\0';
 				*p = (struct pending){.fd = -1};
 				return 1;

@@ -40,8 +40,11 @@
  *
  * Prints each iteration's time and goodput (model bytes / time), the bytes
  * this rank moved per summation service, and last one line:
- *   RESULT bench model=M n=N k=K iters=I mean_ms=T goodput_gbps=G verified=yes
- * (with --backprop: ... fwd_ms=F sched=priority|fifo before verified).
+ *   RESULT bench model=M n=N k=K iters=I mean_ms=T goodput_gbps=G
+ *                rss_warm_kib=W rss_end_kib=E verified=yes
+ * (with --backprop: ... fwd_ms=F sched=priority|fifo before rss_warm_kib;
+ * W and E: this process's resident memory after the warm-up and at the end,
+ * for the soak to hold flat).
  * Exit status: 0 every sum exact, 1 a failure or a wrong sum, 2 bad usage.
  */
 #include <errno.h>
@@ -515,6 +518,21 @@ static int barrier(struct pbox *px, uint64_t key, uint32_t n)
 	return 0;
 }
 
+/* This process's resident memory (VmRSS), or 0 when /proc says nothing. */
+static unsigned long rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[128];
+	unsigned long kib = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %lu kB", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kib;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o = {.tensors = 1, .iters = 10, .warmup = 1};
@@ -528,6 +546,7 @@ int main(int argc, char **argv)
 	bool resume = false;
 	uint64_t t0 = 0;
 	double sum_ms = 0, sum_fwd = 0, fwd_ms = 0;
+	unsigned long rss_warm = 0;
 	uint32_t timed = 0, i, v;
 	size_t esz;
 	int rc = 1, st;
@@ -573,6 +592,8 @@ int main(int argc, char **argv)
 	for (v = 0; v < o.warmup + o.iters; v++) {
 		uint64_t t1;
 
+		if (v == o.warmup)
+			rss_warm = rss_kib();
 		if (!resume && o.rejoin == v + 1) { /* the boxes left out, if they are back */
 			double k = li.k;
 			uint64_t r0 = now_ns();
@@ -676,7 +697,7 @@ int main(int argc, char **argv)
 	       (double)model_bytes * 8 / (sum_ms / timed * 1e6));
 	if (o.backprop)
 		printf("fwd_ms=%.3f sched=%s ", sum_fwd / timed, o.fifo ? "fifo" : "priority");
-	printf("verified=yes\n");
+	printf("rss_warm_kib=%lu rss_end_kib=%lu verified=yes\n", rss_warm, rss_kib());
 	rc = 0;
 out:
 	if (pbox_finalize(px) && rc == 0) {

@@ -339,6 +339,22 @@ int wk_tcp_listen(uint32_t ip_be, uint16_t port);
 void wk_tcp_dead_after(int fd, uint64_t us);
 /* @ip_be as a.b.c.d in @buf (INET_ADDRSTRLEN bytes). */
 const char *wk_ipstr(uint32_t ip_be, char *buf);
+/* Proving a secret to rank 0 on a rendezvous or bootstrap connection:
+ * rank 0 greets each connection with "NONCE <hex>" (gather.h), and the
+ * first line the rank sends ends in " proof=<hex>", HMAC-SHA-256 under a
+ * key derived from the secret of "pbox proof v1", the nonce and the line
+ * before " proof=". A line captured on one connection proves nothing on
+ * another. wk_nonce_wait(): the greeting, 1, or 0 / -1 as wk_line_wait().
+ * wk_proof_append(): @line (a buffer of @cap) with its proof. wk_proof_cut():
+ * 1 when @line ends in a proof that holds, 0 when it ends in one that does
+ * not, -1 when it has none; the proof cut off in every case. */
+#define WK_PROOF_KEY 32
+int wk_nonce_wait(int fd, char *buf, uint32_t *len, uint32_t cap, uint8_t *nonce,
+		  uint64_t deadline);
+void wk_proof_append(const uint8_t *key, const uint8_t *nonce, char *line, size_t cap);
+int wk_proof_cut(const uint8_t *key, const uint8_t *nonce, char *line);
+/* rdv.c: the key JOINs prove [rendezvous] secret @secret with (BLAKE2b). */
+void wk_secret_key(const char *secret, uint8_t *k);
 /* Rank 0's verdict to a rank that will not start: "ERR code=C gone=R,R... TEXT",
  * the PBOX_E* code and the ranks that are gone (@gone[r] of @n; NULL or
  * none: "-") as fields, TEXT for people. 0, or -1 when it cannot be sent. */

@@ -6,7 +6,10 @@
  *
  *   rank r -> rank 0   (TCP, the rendezvous address; retried until rank 0
  *                       listens, up to [tuning] deadline)
- *       JOIN rank=R world_size=N ep=IP:PORT pk=HEX
+ *   rank 0 -> rank r   at once
+ *       NONCE <hex>                16 random bytes for this connection
+ *   rank r -> rank 0
+ *       JOIN rank=R world_size=N ep=IP:PORT pk=HEX [proof=HEX]
  *   rank 0 -> rank r   once every rank has joined
  *       ERR <message>              a world size that differs, a rank twice
  *     or
@@ -21,11 +24,15 @@
  * Rank 0 draws the job id and its secret token. The token goes to each rank
  * sealed (libsodium's crypto_box_seal) to an X25519 key that rank drew for
  * this JOIN (pk), so that reading the rendezvous traffic does not give it
- * away. Nothing authenticates the rendezvous itself: whoever reaches it
- * first as rank R is rank R, as with torch's own store. Run it where only
- * the job's hosts can reach it (the data network), or configure a static
- * [job] token and [peers] instead; the bootstrap that follows compares
- * every rank's token (boot.c), as it does without a rendezvous.
+ * away. With [rendezvous] secret (PBOX_RENDEZVOUS_SECRET; pbox.torch draws
+ * one and shares it through torch's store), every JOIN proves it (proof=:
+ * an HMAC of the line and rank 0's NONCE, pbox_int.h's wk_proof_*): a JOIN
+ * without it, or captured and replayed, is refused and logged, and the
+ * true rank still gets in, so nobody without the secret takes a rank or
+ * stops the job. Without a secret nothing authenticates the rendezvous:
+ * whoever reaches it first as rank R is rank R, as with torch's own store.
+ * A conflicting JOIN (another world size, a rank twice) is refused to its
+ * sender either way, never fatal to the job.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -45,7 +52,7 @@
 #include "gather.h"
 #include "pbox_int.h"
 
-#define RDV_LINE   256
+#define RDV_LINE   384
 #define SEALED_LEN (crypto_box_SEALBYTES + sizeof(uint64_t))
 
 /* The local address of the route to @dst_be (no packet is sent). */
@@ -161,6 +168,26 @@ static int draw_job(uint32_t *job, uint64_t *token)
 	return 0;
 }
 
+void wk_secret_key(const char *secret, uint8_t *k)
+{
+	static const char label[] = "pbox rendezvous secret v1";
+	crypto_generichash_state st;
+
+	crypto_generichash_init(&st, NULL, 0, WK_PROOF_KEY);
+	crypto_generichash_update(&st, (const uint8_t *)label, sizeof(label));
+	crypto_generichash_update(&st, (const uint8_t *)secret, strlen(secret));
+	crypto_generichash_final(&st, k, WK_PROOF_KEY);
+}
+
+/* The key JOINs are proved with: 0, or -1 when there is no secret. */
+static int secret_key(const struct pbox *px, uint8_t k[WK_PROOF_KEY])
+{
+	if (!px->cfg.rendezvous.secret[0])
+		return -1;
+	wk_secret_key(px->cfg.rendezvous.secret, k);
+	return 0;
+}
+
 struct joiner {
 	int fd;
 	uint8_t pk[crypto_box_PUBLICKEYBYTES];
@@ -178,18 +205,36 @@ static size_t one_line(const char *buf, size_t len, void *arg)
 /* @line's JOIN into its rank's place: the rank (1 to n - 1); or 0 when it
  * is refused (@why for its sender and the log), -1 when it is no JOIN
  * (dropped unanswered). */
-static int take_join(struct pbox *px, struct joiner *j, const char *line, char *why, size_t cap)
+static int take_join(struct pbox *px, struct joiner *j, char *line, const uint8_t *nonce, char *why,
+		     size_t cap)
 {
 	char epip[INET_ADDRSTRLEN], pk[2 * crypto_box_PUBLICKEYBYTES + 1];
+	uint8_t k[WK_PROOF_KEY];
 	struct cfg_hostport ep;
 	uint32_t rank, world;
 	unsigned port;
+	int proved = secret_key(px, k) ? -2 : wk_proof_cut(k, nonce, line);
 
+	sodium_memzero(k, sizeof(k));
+	if (proved == -2 && strstr(line, " proof="))
+		proved = 2; /* proved, to a rank 0 without a secret */
 	if (sscanf(line, "JOIN rank=%" SCNu32 " world_size=%" SCNu32 " ep=%15[0-9.]:%u pk=%64s",
 		   &rank, &world, epip, &port, pk) != 5 ||
 	    parse_ep(epip, port, &ep) || strlen(pk) != 2 * crypto_box_PUBLICKEYBYTES)
 		return -1;
-	if (world != px->n)
+	if (proved == 0 || proved == -1)
+		snprintf(why, cap,
+			 "a JOIN as rank %u %s ([rendezvous] secret): forged or replayed, not the "
+			 "rank's own",
+			 rank,
+			 proved ? "carries no proof of the job secret"
+				: "does not prove the job secret");
+	else if (proved == 2)
+		snprintf(why, cap,
+			 "rank %u joined with a proof of a secret, but rank 0 has no [rendezvous] "
+			 "secret: set it on every rank or none",
+			 rank);
+	else if (world != px->n)
 		snprintf(why, cap,
 			 "rank %u joined the rendezvous with world_size %u, rank 0 has %u", rank,
 			 world, px->n);
@@ -243,7 +288,9 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 		char line[RDV_LINE], why[192];
 		const char *msg;
 		size_t len;
-		int fd, r = wk_gather_next(door, deadline, &fd, &msg, &len, why, sizeof(why));
+		uint8_t nonce[WK_GATHER_NONCE];
+		int fd, r = wk_gather_next(door, deadline, &fd, &msg, &len, nonce, why,
+					   sizeof(why));
 
 		if (r == 0)
 			break;
@@ -252,7 +299,7 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 			continue;
 		}
 		snprintf(line, sizeof(line), "%.*s", (int)strcspn(msg, "\r\n"), msg);
-		r = take_join(px, j, line, why, sizeof(why));
+		r = take_join(px, j, line, nonce, why, sizeof(why));
 		if (r < 0) {
 			wk_log(px, CFG_LOG_WARNING,
 			       "rendezvous: a connection sent no JOIN; ignored");
@@ -327,6 +374,7 @@ static int rdv_rank(struct pbox *px, uint64_t deadline)
 {
 	const struct cfg_hostport *at = &px->cfg.rendezvous.address;
 	uint8_t pk[crypto_box_PUBLICKEYBYTES], sk[crypto_box_SECRETKEYBYTES], sealed[SEALED_LEN];
+	uint8_t nonce[WK_GATHER_NONCE], k[WK_PROOF_KEY];
 	char buf[RDV_LINE * 4], line[RDV_LINE], ip[INET_ADDRSTRLEN], pk_hex[sizeof(pk) * 2 + 1];
 	char sealed_hex[2 * SEALED_LEN + 1];
 	uint32_t len = 0, job, seen = 0;
@@ -340,8 +388,22 @@ static int rdv_rank(struct pbox *px, uint64_t deadline)
 	if (fd < 0)
 		return wk_err(PBOX_ETIMEDOUT, "pbox_start: no rendezvous at %s:%u: %s",
 			      wk_ipstr(at->ip_be, ip), at->port, strerror(errno));
-	wk_line_send(fd, "JOIN rank=%u world_size=%u ep=%s:%u pk=%s", px->rank, px->n,
-		     wk_ipstr(px->cfg.data.address.be, ip), px->cfg.data.port, pk_hex);
+	rc = wk_nonce_wait(fd, buf, &len, sizeof(buf), nonce, deadline);
+	if (rc != 1) {
+		rc = wk_err(rc ? PBOX_ENET : PBOX_ETIMEDOUT,
+			    "pbox_start: the rendezvous at %s:%u %s", wk_ipstr(at->ip_be, ip),
+			    at->port,
+			    rc ? "did not greet us with a NONCE (not rank 0, or another libpbox)"
+			       : "sent no NONCE before the deadline");
+		goto out;
+	}
+	snprintf(line, sizeof(line), "JOIN rank=%u world_size=%u ep=%s:%u pk=%s", px->rank, px->n,
+		 wk_ipstr(px->cfg.data.address.be, ip), px->cfg.data.port, pk_hex);
+	if (!secret_key(px, k)) {
+		wk_proof_append(k, nonce, line, sizeof(line));
+		sodium_memzero(k, sizeof(k));
+	}
+	wk_line_send(fd, "%s", line);
 	rc = wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline);
 	if (rc == 1 && !strncmp(line, "ERR ", 4)) {
 		const char *text = line + 4;

@@ -22,8 +22,10 @@
 # n per completed fragment over each client job; after each cycle the box
 # holds no job and no job state; pboxd's resident memory and its open
 # descriptors flat after its first cycle (each pboxd process: within 4 MiB
-# and 4 descriptors of its first sample). Prints a RESULT line with the
-# cycles, the jobs, the sums and the memory figures.
+# and 4 descriptors of its first sample); each libpbox worker's resident
+# memory within 8 MiB of what it was after its warm-up, at its end (its
+# rank or box lost, its shrink or rejoin included). Prints a RESULT line
+# with the cycles, the jobs, the sums and the memory figures.
 #
 #   tests/net/soak.sh [BUILD_DIR]        DURATION (180)
 set -uo pipefail
@@ -113,8 +115,19 @@ bench_survive() {
 		[ "$kill" = "$r" ] && continue
 		wait "${pids[$r]}" || ok=0
 		grep -q "RESULT bench .*verified=yes" "$log/$name-w$r.log" || ok=0
+		worker_rss "$log/$name-w$r.log"
 	done
 	[ "$ok" = 1 ]
+}
+
+# worker_rss LOG: how far a surviving worker's resident memory moved from
+# its warm-up to its end (its failure, shrink or rejoin included); the
+# most over the soak in $wgrow (KiB)
+wgrow=0
+worker_rss() {
+	local g
+	g=$(grep -o 'rss_warm_kib=[0-9]* rss_end_kib=[0-9]*' "$1" | awk -F'[= ]' '{ print $4 - $2 }')
+	if [ -n "$g" ] && [ "$g" -gt "$wgrow" ]; then wgrow=$g; fi
 }
 
 worker_cfgs 1 "deadline = 5s"
@@ -166,6 +179,8 @@ read -r drss dfd <<<"$flat"
 grep -h "^DRIP\|^HTTPDRIP" "$log/drip.log" | awk '{ print $1, $NF }' | sort | uniq -c | sed 's/^/       /' | head -6
 check "pboxd's resident memory and descriptors flat after its first cycle: +$drss KiB at most (4096 allowed), descriptors within $dfd (4)" \
 	test "$drss" -le 4096 -a "$dfd" -le 4
-echo "RESULT soak seconds=$DURATION cycles=$cycles jobs=$jobs failed_cycles=$bad_cycles rss_growth_kib=$drss fd_drift=$dfd"
+check "each worker's resident memory flat from its warm-up to its end, through a killed rank or box and the shrink or rejoin: +$wgrow KiB at most (8192 allowed)" \
+	test "$wgrow" -le 8192
+echo "RESULT soak seconds=$DURATION cycles=$cycles jobs=$jobs failed_cycles=$bad_cycles rss_growth_kib=$drss fd_drift=$dfd worker_rss_growth_kib=$wgrow"
 echo "soak: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

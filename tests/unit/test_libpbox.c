@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "gather.h"
 #include "pbox_int.h"
 #include "sum.h"
 #include <sys/wait.h>
@@ -68,7 +69,7 @@ static void write_cfg(char *path, size_t cap, unsigned rank, unsigned n, const c
 
 /* A rank that meets the others at a rendezvous named by host name: no
  * [data] address or port, no [peers], no [job]. */
-static void write_rdv_cfg(char *path, size_t cap, unsigned rank, unsigned n)
+static void write_rdv_cfg(char *path, size_t cap, unsigned rank, unsigned n, const char *secret)
 {
 	FILE *f;
 
@@ -77,6 +78,8 @@ static void write_rdv_cfg(char *path, size_t cap, unsigned rank, unsigned n)
 	ck_assert_ptr_nonnull(f);
 	fprintf(f, "[worker]\nrank = %u\nworld_size = %u\n[rendezvous]\naddress = localhost:%u\n",
 		rank, n, base_port() + 7);
+	if (secret)
+		fprintf(f, "secret = %s\n", secret);
 	fprintf(f, "[data]\nport = 0\nbandwidth = 1G\nmtu = 1500\n[tuning]\ndeadline = 5s\n");
 	fclose(f);
 }
@@ -97,6 +100,7 @@ struct rank_run {
 	const char *extra;    /* configuration lines after [tuning] */
 	int world;	      /* rendezvous: the world size this rank says (0: n) */
 	bool rdv;	      /* meet at a [rendezvous] (a host name): no [peers], [job] */
+	const char *secret;   /* rdv: [rendezvous] secret (NULL: none) */
 	int prio_shift;	      /* added to each declared tensor's priority */
 	struct pbox_stats st; /* at the end of the run */
 	unsigned per;	      /* ranks per machine, local aggregation on (0: off) */
@@ -163,8 +167,8 @@ static void *rank_main(void *arg)
 	enum pbox_dtype dt[NT];
 
 	if (rr->rdv)
-		write_rdv_cfg(path, sizeof(path), rr->rank,
-			      rr->world ? (unsigned)rr->world : rr->n);
+		write_rdv_cfg(path, sizeof(path), rr->rank, rr->world ? (unsigned)rr->world : rr->n,
+			      rr->secret);
 	else
 		write_cfg(path, sizeof(path), rr->rank, rr->n, rr->extra, rr->per);
 	if (pbox_init(path, &px)) {
@@ -1458,12 +1462,16 @@ END_TEST
  * connection that says nothing, one that sends a message that conflicts
  * (a JOIN with another world size; a HELLO with a forged token), and one
  * that drips a first message a byte every 100 ms, all there before the
- * ranks (which start 300 ms late). */
+ * ranks (which start 300 ms late). With proofs to check (a static job's
+ * HELLOs, a rendezvous with a secret), two more take a rank's place with
+ * its own words: one with a made-up proof, one with a proof that holds on
+ * another connection (a captured message, replayed). */
 struct intruder {
 	unsigned port;
 	bool rdv;
+	const char *secret; /* rdv: the job's, for the captured JOIN */
 	volatile bool stop;
-	int fd[3];
+	int fd[5];
 };
 
 static int connect_to(unsigned port)
@@ -1483,11 +1491,46 @@ static int connect_to(unsigned port)
 	return -1;
 }
 
+/* A rank's own first line, @rank's: its proof made up (@captured false) or
+ * made for another connection's nonce with the right key. */
+static size_t usurper(const struct intruder *in, unsigned rank, bool captured, char *msg,
+		      size_t cap)
+{
+	static const uint8_t other_nonce[WK_GATHER_NONCE] = {1, 2, 3};
+	uint8_t k[WK_PROOF_KEY];
+
+	if (in->rdv) {
+		snprintf(msg, cap, "JOIN rank=%u world_size=%u ep=127.0.0.1:%u pk=%064d", rank,
+			 (unsigned)NR, 40000 + rank, 7);
+		wk_secret_key(in->secret, k);
+	} else {
+		uint64_t token_hash = 0;
+
+		/* what rank @rank's HELLO says of the token (job 1, token 0):
+		 * the first 8 bytes of its key for no incarnation */
+		nic_job_key(0, 1, UINT64_MAX, k);
+		for (int i = 0; i < 8; i++)
+			token_hash = token_hash << 8 | k[i];
+		snprintf(msg, cap,
+			 "HELLO rank=%u world_size=%u job=1 token=%" PRIu64
+			 " chunk_size=32768 mtu=1500 bandwidth=1000 peers=0 layout=0 heartbeat=0 "
+			 "tensors=0",
+			 rank, (unsigned)NR, token_hash);
+		nic_job_key(0, 1, UINT64_MAX - 1, k);
+	}
+	if (!captured)
+		memset(k, 0x5a, sizeof(k));
+	wk_proof_append(k, other_nonce, msg, cap);
+	strcat(msg, in->rdv ? "\n" : "\nEND\n");
+	return strlen(msg);
+}
+
 static void *intrude(void *arg)
 {
 	struct intruder *in = arg;
-	char msg[512];
-	size_t n, k = 0;
+	char msg[512], own[2][640];
+	size_t n, k = 0, own_len[2] = {0, 0};
+	bool proofs = !in->rdv || in->secret;
 
 	if (in->rdv)
 		n = (size_t)snprintf(msg, sizeof(msg),
@@ -1498,37 +1541,44 @@ static void *intrude(void *arg)
 				     "mtu=1500 bandwidth=1000 peers=0 layout=0 heartbeat=0 "
 				     "tensors=0\nEND\n",
 				     (unsigned)NR);
-	for (int i = 0; i < 3; i++)
-		in->fd[i] = connect_to(in->port);
+	for (int i = 0; proofs && i < 2; i++)
+		own_len[i] = usurper(in, i ? 3 : 1, i, own[i], sizeof(own[i]));
+	for (int i = 0; i < 5; i++)
+		in->fd[i] = i < 3 || proofs ? connect_to(in->port) : -2;
 	if (in->fd[1] >= 0 && write(in->fd[1], msg, n) < 0)
 		in->fd[1] = -1;
+	for (int i = 0; proofs && i < 2; i++)
+		if (in->fd[3 + i] >= 0 && write(in->fd[3 + i], own[i], own_len[i]) < 0)
+			in->fd[3 + i] = -1;
 	while (!in->stop) {
 		if (in->fd[2] >= 0 && k < n && write(in->fd[2], msg + k++, 1) < 0)
 			break;
 		usleep(100000);
 	}
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 5; i++)
 		if (in->fd[i] >= 0)
 			close(in->fd[i]);
 	return NULL;
 }
 
-static void intruded_runs(struct rank_run *rr, bool rdv)
+static void intruded_runs(struct rank_run *rr, bool rdv, const char *secret)
 {
-	struct intruder in = {.port = base_port() + (rdv ? 7 : 0), .rdv = rdv};
+	struct intruder in = {.port = base_port() + (rdv ? 7 : 0), .rdv = rdv, .secret = secret};
 	pthread_t th;
 
 	setup_runs(rr, NR, PBOX_FP32, 2);
 	for (unsigned r = 0; r < NR; r++) {
 		rr[r].rdv = rdv;
+		rr[r].secret = secret;
 		rr[r].delay_ms = r ? 300 : 0;
 	}
 	ck_assert_int_eq(pthread_create(&th, NULL, intrude, &in), 0);
 	run_ranks(rr, NR);
 	in.stop = true;
 	pthread_join(th, NULL);
-	ck_assert_msg(in.fd[0] >= 0 && in.fd[1] >= 0 && in.fd[2] >= 0,
-		      "the intruder could not reach rank 0");
+	for (int i = 0; i < 5; i++)
+		ck_assert_msg(in.fd[i] >= 0 || in.fd[i] == -2,
+			      "the intruder could not reach rank 0 (connection %d)", i);
 	check_exact(rr);
 }
 
@@ -1539,18 +1589,33 @@ START_TEST(test_rendezvous_intruders)
 {
 	struct rank_run rr[NR];
 
-	intruded_runs(rr, true);
+	intruded_runs(rr, true, NULL);
+}
+END_TEST
+
+/* A rendezvous with a secret: a JOIN as rank 1 with a made-up proof and one
+ * as rank 3 with a proof captured on another connection are refused, and
+ * ranks 1 and 3 join as themselves (without the secret, whoever joins first
+ * as a rank is that rank). */
+START_TEST(test_rendezvous_secret)
+{
+	struct rank_run rr[NR];
+
+	intruded_runs(rr, true, "this-job-secret-has-32-characters");
 }
 END_TEST
 
 /* The same at a static job's bootstrap: a forged HELLO for rank 3 with
  * another token is refused to its sender, which learns nothing of rank 0's
- * token (it used to end the job, and to be told rank 0's token hash). */
+ * token (it used to end the job, and to be told rank 0's token hash); so
+ * are HELLOs for ranks 1 and 3 that say the right token hash but do not
+ * prove the token against this connection's nonce (a HELLO captured and
+ * replayed used to take the rank's place). */
 START_TEST(test_bootstrap_intruders)
 {
 	struct rank_run rr[NR];
 
-	intruded_runs(rr, false);
+	intruded_runs(rr, false, NULL);
 }
 END_TEST
 
@@ -1758,6 +1823,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_rendezvous);
 	tcase_add_test(tc, test_rendezvous_mismatch);
 	tcase_add_test(tc, test_rendezvous_intruders);
+	tcase_add_test(tc, test_rendezvous_secret);
 	tcase_add_test(tc, test_bootstrap_intruders);
 	tcase_add_test(tc, test_verdict_fields);
 	tcase_add_test(tc, test_env_only);
