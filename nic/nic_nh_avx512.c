@@ -17,6 +17,18 @@ static inline __attribute__((target("avx512f"))) __m512i nh_step(__m512i m, cons
 	return _mm512_mul_epu32(x, _mm512_srli_epi64(x, 32));
 }
 
+/* The lanes' sum modulo 2^64 (_mm512_reduce_add_epi64 adds them as signed
+ * integers, whose overflow C leaves undefined). */
+static inline __attribute__((target("avx512f"))) uint64_t hsum(__m512i v)
+{
+	uint64_t l[8], s = 0;
+
+	_mm512_storeu_si512(l, v);
+	for (int i = 0; i < 8; i++)
+		s += l[i];
+	return s;
+}
+
 __attribute__((target("avx512f"))) void nic_nh_avx512(const uint8_t *p, size_t len,
 						      const uint32_t *k, uint64_t *out)
 {
@@ -39,8 +51,8 @@ __attribute__((target("avx512f"))) void nic_nh_avx512(const uint8_t *p, size_t l
 			a0 = _mm512_add_epi64(a0, nh_step(m0, k + i / 4));
 			c0 = _mm512_add_epi64(c0, nh_step(m0, k + i / 4 + 2));
 		}
-		out[0] = (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(a0, a1));
-		out[1] = (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(c0, c1));
+		out[0] = hsum(_mm512_add_epi64(a0, a1));
+		out[1] = hsum(_mm512_add_epi64(c0, c1));
 		nic_nh__tail(b, i, n, k, out);
 	}
 }

@@ -159,7 +159,7 @@ START_TEST(test_ss_drops)
 {
 	void *mem;
 	struct ss_job *j = make_job(3, SUM_FP32, &mem);
-	uint8_t payload[FRAG];
+	uint8_t payload[FRAG + 4] = {0}; /* a push that says 4 bytes more than a fragment */
 	struct ss_out out;
 	size_t state = j->bytes - sizeof(*j);
 	uint8_t *snap = malloc(j->bytes);
