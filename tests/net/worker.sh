@@ -180,6 +180,53 @@ grep -h "pbox-bench:" "$log"/chunk-w*.log | sed 's/^/        /'
 check "k=2, a chunk size other than the box's: every rank fails naming both sizes, with the same code (ranks disagree)" \
 	bash -c "[ \$(grep -l 'they must match (ranks disagree)\$' $log/chunk-w*.log | wc -l) -eq $N ]"
 
+# ---- rank 0's doors, reached first by someone without the job's secret:
+# a silent connection, a dripping one, a conflicting first message, one as
+# rank 1 with a made-up proof and one as rank 2 with a proof captured on
+# another connection (tests/net/door-abuse.py). On 8d91b51 the silent one
+# alone stopped the job, and a replayed HELLO took its rank's place.
+# door RUN MODE ARGS...: rank 0 first, the intruder at its door, ranks 1-3
+# 1.5 s later; true when every rank verified every sum
+door() {
+	local name=$1 r rc=0 intruder
+	shift
+	local ps=()
+	wns 0 "$bench" --config "$log/w0.ini" --size 1M --iters 2 >"$log/$name-w0.log" 2>&1 &
+	ps+=($!)
+	# not through a function: $! must be the intruder itself
+	ip netns exec "$(pbox_ns "$tag" w3)" python3 "$here/door-abuse.py" "$@" >"$log/$name-door.log" 2>&1 &
+	intruder=$!
+	for _ in $(seq 50); do grep -q "DOOR sent" "$log/$name-door.log" 2>/dev/null && break; sleep 0.1; done
+	sleep 1.5
+	for ((r = 1; r < N; r++)); do
+		wns "$r" "$bench" --config "$log/w$r.ini" --size 1M --iters 2 >"$log/$name-w$r.log" 2>&1 &
+		ps+=($!)
+	done
+	for p in "${ps[@]}"; do wait "$p" || rc=1; done
+	kill -TERM "$intruder" 2>/dev/null
+	wait "$intruder"
+	sed 's/^/        /' "$log/$name-door.log"
+	grep -h "^RESULT\|pbox-bench:" "$log"/"$name"-w*.log | sed 's/^/        /'
+	[ "$rc" = 0 ] && [ "$(grep -c "RESULT bench .*verified=yes" "$log"/"$name"-w*.log | awk -F: '{ s += $2 } END { print s }')" -eq "$N" ]
+}
+door_refused() { # RUN: rank 0 answered the conflicting, forged and replayed ones with ERR
+	[ "$(grep -c '^DOOR \(conflict\|forged\|replayed\) answered=ERR' "$log/$1-door.log")" -eq 3 ]
+}
+check "static bootstrap: a silent, a dripping, a foreign, a forged and a replayed HELLO at rank 0's door before the ranks: every rank verified every sum" \
+	door hello-door hello 198.18.100.1 9700 42 987654321 "$N"
+check "static bootstrap: the foreign, forged and replayed HELLOs refused with ERR, the forged and replayed ones as not proving the token" \
+	bash -c "$(declare -f door_refused); log=$log; door_refused hello-door && grep -q 'HELLO as rank 2 does not prove' $log/hello-door-door.log"
+secret=door-test-secret-$$-$RANDOM
+for ((r = 0; r < N; r++)); do
+	printf '[worker]\nrank = %d\nworld_size = %d\n[rendezvous]\naddress = 198.18.100.1:29600\nsecret = %s\n[box]\ncontrol = %s\n[data]\nport = 0\nbandwidth = %dM\nmtu = 9000\n' \
+		"$r" "$N" "$secret" "$boxaddr" "$wbw" >"$log/w$r.ini"
+done
+check "rendezvous with a secret: a silent, a dripping, a conflicting, a forged and a replayed JOIN at rank 0's door before the ranks: every rank verified every sum" \
+	door join-door join 198.18.100.1 29600 "$secret" "$N"
+check "rendezvous with a secret: the conflicting, forged and replayed JOINs refused with ERR, the forged and replayed ones as not proving the secret" \
+	bash -c "$(declare -f door_refused); log=$log; door_refused join-door && grep -q 'JOIN as rank 2 does not prove the job secret' $log/join-door-door.log"
+worker_cfgs 1
+
 # ---- tensors as frameworks hand them over: none declared, three dtypes in
 # one context; the first iteration grows the job on the box (GROW), one
 # segment per dtype, agreed by every rank before data moves
