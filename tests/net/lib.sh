@@ -140,7 +140,11 @@ harness() {
 # killed once took more than 10 s to map and fill its hugepages)
 start_box() {
 	local t0=$SECONDS
-	ip netns exec "$box_ns" "$build/bin/pboxd" --file-prefix "$prefix" "$cfg" >"$log/pboxd.log" 2>&1 &
+	# emptied here, not by the background job's redirection: the wait below
+	# could otherwise read the previous pboxd's "serving" before the new one
+	# truncates the file (a worker.sh run under load: "nothing for 0 s")
+	: >"$log/pboxd.log"
+	ip netns exec "$box_ns" "$build/bin/pboxd" --file-prefix "$prefix" "$cfg" >>"$log/pboxd.log" 2>&1 &
 	pboxd_pid=$!
 	for _ in $(seq 300); do grep -q "pboxd: serving" "$log/pboxd.log" && break; sleep 0.1; done
 	if ! grep -q "pboxd: serving" "$log/pboxd.log"; then

@@ -586,10 +586,14 @@ box_port_shape 1 $((wbw / 2))
 # one after the other: DPDK's af_packet names its fanout group by pid XOR
 # ifindex, and two pboxd started at once (consecutive pids, ifindexes one
 # apart) can draw the same group for their two interfaces (EINVAL)
-ip netns exec "$box_ns" "$build/bin/pboxd" --file-prefix "$prefix" "$log/box-a.ini" >"$log/pboxd.log" 2>&1 &
+# (each log emptied first, as start_box does: the waits must not read an
+# earlier pboxd's "serving")
+: >"$log/pboxd.log"
+: >"$log/pboxd-b.log"
+ip netns exec "$box_ns" "$build/bin/pboxd" --file-prefix "$prefix" "$log/box-a.ini" >>"$log/pboxd.log" 2>&1 &
 pboxd_pid=$!
 for _ in $(seq 100); do grep -q "pboxd: serving" "$log/pboxd.log" && break; sleep 0.1; done
-ip netns exec "$box_ns" "$build/bin/pboxd" --file-prefix "${prefix}b" "$log/box-b.ini" >"$log/pboxd-b.log" 2>&1 &
+ip netns exec "$box_ns" "$build/bin/pboxd" --file-prefix "${prefix}b" "$log/box-b.ini" >>"$log/pboxd-b.log" 2>&1 &
 pboxd2_pid=$!
 for _ in $(seq 100); do grep -q "pboxd: serving" "$log/pboxd-b.log" && break; sleep 0.1; done
 grep -q "pboxd: serving" "$log/pboxd-b.log" || { tail -3 "$log/pboxd-b.log"; bad "the second pboxd starts"; }
