@@ -120,9 +120,7 @@ void nic_mac_init(struct nic_mac *m, unsigned mode, const uint8_t *key)
 	 * key of its own, derived from the job's. */
 	crypto_generichash(seed, sizeof(seed), (const uint8_t *)label, sizeof(label), key,
 			   NIC_KEY_LEN);
-	memset(m->k_nh, 0, sizeof(m->k_nh));
-	crypto_stream_chacha20_xor((uint8_t *)m->k_nh, (const uint8_t *)m->k_nh, sizeof(m->k_nh),
-				   nonce, seed);
+	crypto_stream_chacha20((uint8_t *)m->k_nh, sizeof(m->k_nh), nonce, seed);
 	sodium_memzero(seed, sizeof(seed));
 }
 
@@ -149,8 +147,8 @@ static uint64_t siphash(const uint8_t *key, const void *p, size_t len)
 	return (uint64_t)nic_be32(out) << 32 | nic_be32(out + 4);
 }
 
-/* The payload's NH words, little-endian, under k_pay: the digest. A
- * payload of NIC_MAX_LEN bytes has 2 * 64 words. */
+/* The payload's NH words, little-endian, under k_pay: the digest. The
+ * largest payload a header can say (h->len, 16 bits) has 2 * 64 words. */
 uint64_t nic_mac_digest(const struct nic_mac *m, const void *payload, size_t len)
 {
 	uint64_t w[2 * ((UINT16_MAX + NIC_NH_BLOCK - 1) / NIC_NH_BLOCK)];

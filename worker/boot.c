@@ -33,9 +33,10 @@
  * (token=), compared by rank 0, and proves it holds it (proof=: an HMAC of
  * the HELLO line and rank 0's NONCE under a key from the token, pbox_int.h's
  * wk_proof_*), so a HELLO forged without the token, or captured and
- * replayed, is refused and logged and the true rank still gets in. A run that reuses the job id and
- * addresses of the one before it then cannot take that run's late datagrams (a resend still queued
- * somewhere) for its own, and nobody without the token can forge one.
+ * replayed, is refused and logged and the true rank still gets in. A run
+ * that reuses the job id and addresses of the one before it then cannot
+ * take that run's late datagrams (a resend still queued somewhere) for its
+ * own, and nobody without the token can forge one.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -176,18 +177,15 @@ int wk_nonce_wait(int fd, char *buf, uint32_t *len, uint32_t cap, uint8_t *nonce
 {
 	char line[16 + 2 * WK_GATHER_NONCE];
 	int rc = wk_line_wait(fd, buf, len, cap, line, sizeof(line), deadline);
+	size_t got = 0;
 
 	if (rc != 1)
 		return rc;
-	if (strncmp(line, "NONCE ", 6) || strlen(line) != 6 + 2 * WK_GATHER_NONCE)
+	if (strncmp(line, "NONCE ", 6) || strlen(line) != 6 + 2 * WK_GATHER_NONCE ||
+	    sodium_hex2bin(nonce, WK_GATHER_NONCE, line + 6, 2 * WK_GATHER_NONCE, NULL, &got,
+			   NULL) ||
+	    got != WK_GATHER_NONCE)
 		return -1;
-	for (unsigned i = 0; i < WK_GATHER_NONCE; i++) {
-		unsigned v;
-
-		if (sscanf(line + 6 + 2 * i, "%2x", &v) != 1)
-			return -1;
-		nonce[i] = (uint8_t)v;
-	}
 	return 1;
 }
 

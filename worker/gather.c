@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sodium.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,8 +91,7 @@ static int greet(struct pending *p)
 
 	if (getrandom(p->nonce, sizeof(p->nonce), 0) != (ssize_t)sizeof(p->nonce))
 		return -1;
-	for (unsigned i = 0; i < WK_GATHER_NONCE; i++)
-		snprintf(line + 6 + 2 * i, 3, "%02x", p->nonce[i]);
+	sodium_bin2hex(line + 6, 2 * WK_GATHER_NONCE + 1, p->nonce, WK_GATHER_NONCE);
 	strcat(line, "\n");
 	return send(p->fd, line, strlen(line), MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)strlen(line)
 		       ? 0

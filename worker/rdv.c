@@ -24,8 +24,8 @@
  * Rank 0 draws the job id and its secret token. The token goes to each rank
  * sealed (libsodium's crypto_box_seal) to an X25519 key that rank drew for
  * this JOIN (pk), so that reading the rendezvous traffic does not give it
- * away. With [rendezvous] secret (PBOX_RENDEZVOUS_SECRET; pbox.torch draws
- * one and shares it through torch's store), every JOIN proves it (proof=:
+ * away. With [rendezvous] secret (PBOX_RENDEZVOUS_SECRET), every JOIN
+ * proves it (proof=:
  * an HMAC of the line and rank 0's NONCE, pbox_int.h's wk_proof_*): a JOIN
  * without it, or captured and replayed, is refused and logged, and the
  * true rank still gets in, so nobody without the secret takes a rank or
@@ -213,23 +213,29 @@ static int take_join(struct pbox *px, struct joiner *j, char *line, const uint8_
 	struct cfg_hostport ep;
 	uint32_t rank, world;
 	unsigned port;
-	int proved = secret_key(px, k) ? -2 : wk_proof_cut(k, nonce, line);
+	const char *unproved = NULL; /* why the JOIN does not prove our secret */
+	bool stray_proof = false;    /* it proves one, and we have none */
 
-	sodium_memzero(k, sizeof(k));
-	if (proved == -2 && strstr(line, " proof="))
-		proved = 2; /* proved, to a rank 0 without a secret */
+	if (secret_key(px, k) == 0) {
+		int proved = wk_proof_cut(k, nonce, line);
+
+		sodium_memzero(k, sizeof(k));
+		if (proved != 1)
+			unproved = proved ? "carries no proof of the job secret"
+					  : "does not prove the job secret";
+	} else {
+		stray_proof = strstr(line, " proof=") != NULL;
+	}
 	if (sscanf(line, "JOIN rank=%" SCNu32 " world_size=%" SCNu32 " ep=%15[0-9.]:%u pk=%64s",
 		   &rank, &world, epip, &port, pk) != 5 ||
 	    parse_ep(epip, port, &ep) || strlen(pk) != 2 * crypto_box_PUBLICKEYBYTES)
 		return -1;
-	if (proved == 0 || proved == -1)
+	if (unproved)
 		snprintf(why, cap,
 			 "a JOIN as rank %u %s ([rendezvous] secret): forged or replayed, not the "
 			 "rank's own",
-			 rank,
-			 proved ? "carries no proof of the job secret"
-				: "does not prove the job secret");
-	else if (proved == 2)
+			 rank, unproved);
+	else if (stray_proof)
 		snprintf(why, cap,
 			 "rank %u joined with a proof of a secret, but rank 0 has no [rendezvous] "
 			 "secret: set it on every rank or none",

@@ -7,7 +7,8 @@
  *   pbox-client --box IP:PORT --job ID --token T --rank R --n N [options]
  *
  * The job's key is nic_job_key(T, ID, 0) on every rank (libpbox's ranks mix
- * in rank 0's nonce; these clients have no bootstrap), its MAC mode payload unless --mac says.
+ * in rank 0's nonce; these clients have no bootstrap), its MAC mode payload
+ * unless --mac says.
  *
  *   --key-file F      the box key (default $PBOX_BOX_KEY_FILE, else
  *                     /etc/pbox/box.key): the control connection's handshake
@@ -484,6 +485,10 @@ static int mirror_open(void)
 	if (fd < 0 || u < 0 || !(mirror_ll.sll_ifindex = (int)if_nametoindex(o.mirror)) ||
 	    bind(fd, (struct sockaddr *)&mirror_ll, sizeof(mirror_ll))) {
 		fprintf(stderr, "pbox-client: raw socket on %s: %s\n", o.mirror, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		if (u >= 0)
+			close(u);
 		return -1;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
@@ -493,6 +498,7 @@ static int mirror_open(void)
 	    getsockname(u, (struct sockaddr *)&probe, &sl)) {
 		fprintf(stderr, "pbox-client: no route to %s: %s\n", eps[0].name, strerror(errno));
 		close(u);
+		close(fd);
 		return -1;
 	}
 	close(u);
