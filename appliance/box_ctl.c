@@ -733,8 +733,8 @@ static int grow_check(struct box_ctl *c, int slot, const struct nic_ctl_reg *r, 
 	for (unsigned l = 0; l < RTE_MAX_LCORE && !first; l++)
 		first = j->state[l]; /* its addresses are bound, the same on every core */
 	for (uint32_t q = 0; first && q < r->n; q++)
-		if (r->ranks[q].ip_be != first->peer[q].ip_be ||
-		    r->ranks[q].port != first->peer[q].port) {
+		if (r->ranks[q].ip_be != ss_peer(first, 0, q)->ip_be ||
+		    r->ranks[q].port != ss_peer(first, 0, q)->port) {
 			say(c, fd, "ERR job %u: ranks= differs from the registration at rank %u",
 			    r->job, q);
 			return -1;

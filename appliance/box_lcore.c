@@ -177,13 +177,13 @@ static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, 
 		lc->st.completed++;
 		digest = nic_mac_digest(&j->mac, out.buf, out.len);
 		for (r = 0; r < j->n; r++)
-			send_result(lc, ep, j, &pkt->hdr, r, &j->peer[r], &out, digest);
+			send_result(lc, ep, j, &pkt->hdr, r, ss_peer(j, slot, r), &out, digest);
 		lc->st.results += j->n;
 		j->cnt.results += j->n;
 		return false;
 	case SS_ANSWER: /* to the rank as its pushes taught us, not to whoever
 			 * sent this copy: results stay with their rank */
-		send_result(lc, ep, j, &pkt->hdr, pkt->hdr.rank, &j->peer[pkt->hdr.rank], &out,
+		send_result(lc, ep, j, &pkt->hdr, pkt->hdr.rank, ss_peer(j, slot, pkt->hdr.rank), &out,
 			    nic_mac_digest(&j->mac, out.buf, out.len));
 		lc->st.answers++;
 		return false;

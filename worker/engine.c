@@ -621,7 +621,8 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
 		if (r == px->rank)
 			continue;
 		result_hdr(px, seg, &h, r, chunk, frag, out, digest);
-		tx_add(px, e, seg->peer[r].ip_be, seg->peer[r].port, &h, out->buf, out->len, true);
+		tx_add(px, e, ss_peer(seg, 0, r)->ip_be, ss_peer(seg, 0, r)->port, &h, out->buf, out->len,
+		       true);
 		px->st.ssgpu_results += out->len;
 	}
 	/* ours last: it may complete a sum, and frag_done() sends the batch,

@@ -101,7 +101,7 @@ static void layout(const struct ss_job_desc *d, size_t txref_size, struct layout
 	x += F * words * sizeof(uint64_t);
 	x = align_up(x, 8);
 	l->peer = x;
-	x += (size_t)d->n * sizeof(struct nic_addr);
+	x += (size_t)d->n_eps * d->n * sizeof(struct nic_addr);
 	x = align_up(x, 8);
 	l->answered = x;
 	x += F * d->n * sizeof(struct ss_answered);
@@ -180,12 +180,12 @@ struct ss_job *ss_job_init(void *mem, const struct ss_job_desc *d, size_t txref_
 		}
 	}
 	memset(j->bitmap, 0, (size_t)l.n_frags * j->words * sizeof(uint64_t));
-	memset(j->peer, 0, (size_t)d->n * sizeof(struct nic_addr));
+	memset(j->peer, 0, (size_t)d->n_eps * d->n * sizeof(struct nic_addr));
 	memset(j->answered, 0, (size_t)l.n_frags * d->n * sizeof(struct ss_answered));
 	if (d->ranks) {
-		for (e = 0; e < d->n; e++) {
-			j->peer[e].ip_be = d->ranks[e].ip_be;
-			j->peer[e].port = d->ranks[e].port;
+		for (e = 0; e < (unsigned)d->n_eps * d->n; e++) {
+			j->peer[e].ip_be = d->ranks[e % d->n].ip_be;
+			j->peer[e].port = d->ranks[e % d->n].port;
 		}
 		j->bound = true;
 	}
@@ -290,6 +290,7 @@ static enum ss_verdict probe(struct ss_job *j, uint32_t f, const struct pbox_hdr
 enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 			const void *payload, const struct nic_addr *from, struct ss_out *out)
 {
+	struct nic_addr *peer;
 	struct ss_frag *fr;
 	uint64_t *bits, bit;
 	uint32_t f, chunk;
@@ -304,11 +305,11 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		return drop(j, out, SS_DROP_DTYPE);
 	if (h->rank >= j->n)
 		return drop(j, out, SS_DROP_RANK);
-	if (j->bound &&
-	    (from->ip_be != j->peer[h->rank].ip_be || from->port != j->peer[h->rank].port))
-		return drop(j, out, SS_DROP_ADDR);
 	if (ep >= j->n_eps)
 		return drop(j, out, SS_DROP_CHUNK);
+	peer = ss_peer(j, ep, h->rank);
+	if (j->bound && (from->ip_be != peer->ip_be || from->port != peer->port))
+		return drop(j, out, SS_DROP_ADDR);
 	chunk = h->chunk - j->ep_base[ep]; /* below the base: wraps, and is refused */
 	if (chunk >= j->ep_chunks[ep])
 		return drop(j, out, SS_DROP_CHUNK);
@@ -360,7 +361,7 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 	}
 
 	*bits |= bit;
-	j->peer[h->rank] = *from;
+	*peer = *from;
 	j->cnt.summed++;
 	if (++fr->count < j->n)
 		return SS_SUMMED;

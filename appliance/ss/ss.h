@@ -195,10 +195,11 @@ struct ss_job {
 	uint8_t *res;		       /* 2 buffers of frag_size per fragment */
 	float *acc;		       /* fp16/bf16: frag_size / elem floats per fragment */
 	uint8_t *txref;		       /* 2 per fragment, txref_size each */
-	struct nic_addr *peer;	       /* each rank's address (MAC: as last heard from) */
+	struct nic_addr *peer;	       /* n per endpoint: each rank's address there, as last
+					* heard from there (ss_peer) */
 	struct ss_answered *answered;  /* n per fragment */
 	uint64_t (*clock_us)(void);    /* the transport's clock (ss_table's); NULL: unpaced */
-	bool bound;		       /* peer[] fixed at registration (ss_job_desc.ranks) */
+	bool bound;		       /* peer IP and port fixed at registration (.ranks) */
 	uint32_t ep_first[SS_MAX_EPS]; /* first fragment of each endpoint */
 	uint32_t ep_chunks[SS_MAX_EPS];
 	uint32_t ep_base[SS_MAX_EPS]; /* the job's chunk index of this segment's first */
@@ -258,10 +259,23 @@ static inline uint8_t *ss_job_res(const struct ss_job *j, uint32_t frag, unsigne
  * within the fragment size) and addressed to the job's endpoint @ep of this
  * core. Checks what the wire cannot (MAC, dtype, rank, chunk, fragment,
  * the fragment's registered length), then runs the state machine. @from is remembered as the rank's
- * address for results. Nothing is touched before every check passed.
+ * address on @ep for results, when the push adds the rank's part. Nothing is
+ * touched before every check passed.
  */
 enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 			const void *payload, const struct nic_addr *from, struct ss_out *out);
+
+/*
+ * Rank @rank's address on endpoint @ep (< j->n_eps) of this core: where
+ * results of that endpoint's chunks go. One per endpoint, because a worker
+ * reaches each of the box's subnets from an address of its own there; one
+ * core serving several endpoints must not send one endpoint's results to
+ * the address another endpoint learnt.
+ */
+static inline struct nic_addr *ss_peer(const struct ss_job *j, unsigned ep, unsigned rank)
+{
+	return &j->peer[(size_t)ep * j->n + rank];
+}
 
 /*
  * A job that grew is a list of segments, each one ss_job block of its own

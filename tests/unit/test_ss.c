@@ -2,6 +2,7 @@
 /* The summation service core: layout, every drop reason, the round state
  * machine, and a randomized schedule of pushes, duplicates and reordering
  * against sums computed here. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,7 +259,7 @@ static void rounds(uint8_t dtype)
 	ck_assert_uint_eq(j->cnt.summed, 6);
 	ck_assert_uint_eq(j->cnt.answers, 3);
 	ck_assert_uint_eq(j->cnt.drop[SS_DROP_DUP], 2);
-	ck_assert(memcmp(&j->peer[2], &who, sizeof(who)) == 0);
+	ck_assert(memcmp(ss_peer(j, 1, 2), &who, sizeof(who)) == 0);
 	free(mem);
 }
 
@@ -638,8 +639,8 @@ START_TEST(test_ss_ranks_bound_to_addresses)
 	ck_assert_int_eq(ss_push(j, 0, &h, payload, &ranks[0], &out), SS_SUMMED);
 	h = hdr(j, 1, 0, 0, 0, FRAG);
 	ck_assert_int_eq(ss_push(j, 0, &h, payload, &ranks[1], &out), SS_COMPLETE);
-	ck_assert_uint_eq(j->peer[1].ip_be, ranks[1].ip_be);
-	ck_assert_uint_eq(j->peer[1].port, 9700);
+	ck_assert_uint_eq(ss_peer(j, 0, 1)->ip_be, ranks[1].ip_be);
+	ck_assert_uint_eq(ss_peer(j, 0, 1)->port, 9700);
 	free(mem);
 }
 END_TEST
@@ -727,7 +728,7 @@ START_TEST(test_ss_mac_learnt_from_new_parts_only)
 	other.mac[5] = 0x66;
 	h = hdr(j, 1, 1, 2, 0, FRAG);
 	ck_assert_int_eq(ss_push(j, 1, &h, p, &who, &out), SS_SUMMED);
-	ck_assert_int_eq(memcmp(j->peer[1].mac, who.mac, 6), 0);
+	ck_assert_int_eq(memcmp(ss_peer(j, 1, 1)->mac, who.mac, 6), 0);
 	ck_assert_int_eq(ss_push(j, 1, &h, p, &other, &out), SS_DROP); /* duplicate */
 	h.op = PBOX_OP_PROBE;
 	h.len = 0;
@@ -740,10 +741,42 @@ START_TEST(test_ss_mac_learnt_from_new_parts_only)
 	ck_assert_int_eq(ss_push(j, 1, &h, p, &who, &out), SS_SUMMED);
 	h = hdr(j, 1, 1, 2, 0, FRAG); /* an earlier round's */
 	ck_assert_int_eq(ss_push(j, 1, &h, p, &other, &out), SS_ANSWER);
-	ck_assert_int_eq(memcmp(j->peer[1].mac, who.mac, 6), 0);
+	ck_assert_int_eq(memcmp(ss_peer(j, 1, 1)->mac, who.mac, 6), 0);
 	h = hdr(j, 1, 1, 2, 1, FRAG); /* its part of round 1, from its new address */
 	ck_assert_int_eq(ss_push(j, 1, &h, p, &other, &out), SS_COMPLETE);
-	ck_assert_int_eq(memcmp(j->peer[1].mac, other.mac, 6), 0);
+	ck_assert_int_eq(memcmp(ss_peer(j, 1, 1)->mac, other.mac, 6), 0);
+	free(mem);
+}
+END_TEST
+
+/* One core serving two endpoints: a rank reaches each from an address of
+ * its own there (the box's subnets differ), and each endpoint's results go
+ * to the address its own pushes taught it, never the other's (a boot-test
+ * under qemu lost every result sent across). */
+START_TEST(test_ss_peer_per_endpoint)
+{
+	void *mem;
+	struct ss_job *j = make_job(2, SUM_FP32, &mem);
+	struct nic_addr on0 = who, on1 = who;
+	uint8_t p[FRAG] = {0};
+	struct pbox_hdr h;
+	struct ss_out out;
+
+	on0.ip_be = htonl(0xc6120102); /* 198.18.1.2 */
+	on1.ip_be = htonl(0xc6120202); /* 198.18.2.2 */
+	on1.mac[5] = 0x22;
+	h = hdr(j, 1, 0, 0, 0, FRAG);
+	ck_assert_int_eq(ss_push(j, 0, &h, p, &on0, &out), SS_SUMMED);
+	h = hdr(j, 1, 0, 0, 0, FRAG); /* endpoint 1's first chunk */
+	ck_assert_int_eq(ss_push(j, 1, &h, p, &on1, &out), SS_SUMMED);
+	ck_assert(memcmp(ss_peer(j, 0, 1), &on0, sizeof(on0)) == 0);
+	ck_assert(memcmp(ss_peer(j, 1, 1), &on1, sizeof(on1)) == 0);
+	ck_assert_uint_eq(ss_peer(j, 0, 0)->ip_be, 0); /* rank 0 not heard from */
+	h = hdr(j, 0, 0, 0, 0, FRAG);
+	ck_assert_int_eq(ss_push(j, 0, &h, p, &who, &out), SS_COMPLETE);
+	ck_assert(memcmp(ss_peer(j, 0, 1), &on0, sizeof(on0)) == 0);
+	ck_assert(memcmp(ss_peer(j, 0, 0), &who, sizeof(who)) == 0);
+	ck_assert_uint_eq(ss_peer(j, 1, 0)->ip_be, 0);
 	free(mem);
 }
 END_TEST
@@ -763,6 +796,7 @@ Suite *ss_suite(void)
 	tcase_add_test(tc, test_ss_probes);
 	tcase_add_test(tc, test_ss_answers_paced);
 	tcase_add_test(tc, test_ss_mac_learnt_from_new_parts_only);
+	tcase_add_test(tc, test_ss_peer_per_endpoint);
 	tcase_add_loop_test(tc, test_ss_random, SUM_FP32, SUM_DTYPE_COUNT);
 	tcase_add_test(tc, test_ss_table);
 	tcase_add_test(tc, test_ss_segments);
