@@ -183,8 +183,8 @@ static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, 
 		return false;
 	case SS_ANSWER: /* to the rank as its pushes taught us, not to whoever
 			 * sent this copy: results stay with their rank */
-		send_result(lc, ep, j, &pkt->hdr, pkt->hdr.rank, ss_peer(j, slot, pkt->hdr.rank), &out,
-			    nic_mac_digest(&j->mac, out.buf, out.len));
+		send_result(lc, ep, j, &pkt->hdr, pkt->hdr.rank, ss_peer(j, slot, pkt->hdr.rank),
+			    &out, nic_mac_digest(&j->mac, out.buf, out.len));
 		lc->st.answers++;
 		return false;
 	case SS_WAITING: /* a probe: the prober's part is in */
