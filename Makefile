@@ -75,7 +75,7 @@ WORKER_SRCS := worker/pbox_worker.c
 # libpbox links no DPDK (and no CUDA) library: what needs one is a module
 # under $(BUILD)/lib/pbox-3, loaded when a job asks for it (worker/module.c).
 LIBPBOX_SRCS := worker/pbox.c worker/gather.c worker/boot.c worker/grow.c worker/engine.c worker/layout.c worker/units.c worker/tune.c worker/module.c \
-                worker/rdv.c worker/local.c worker/survive.c
+                worker/rdv.c worker/local.c worker/survive.c worker/rank_proto.c
 LIBPBOX_CORE := config/cfg.c config/cfg_box.c config/cfg_worker.c appliance/ss/ss.c appliance/ss/sum.c \
                 appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c nic/nic_wire.c \
                 nic/nic_nh.c nic/nic_nh_avx2.c nic/nic_nh_avx512.c nic/nic_ctl.c nic/nic_host.c

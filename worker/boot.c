@@ -63,66 +63,24 @@
 
 #define LINE_CAP 512
 
-int wk_line_send(int fd, const char *fmt, ...)
-{
-	char buf[LINE_CAP];
-	va_list ap;
-	size_t n, off = 0;
-	int len;
-
-	va_start(ap, fmt);
-	len = vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	if (len < 0 || (size_t)len >= sizeof(buf) - 1)
-		return -1;
-	n = (size_t)len;
-	buf[n++] = '\n';
-	while (off < n) {
-		ssize_t w = send(fd, buf + off, n - off, MSG_NOSIGNAL);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			struct pollfd p = {.fd = fd, .events = POLLOUT};
-
-			poll(&p, 1, 100);
-			continue;
-		}
-		if (w <= 0)
-			return -1;
-		off += (size_t)w;
-	}
-	return 0;
-}
-
 int wk_verdict_send(int fd, int code, const bool *gone, uint32_t n, const char *text)
 {
-	char list[256] = "-";
-	size_t off = 0;
+	char list[256];
 
-	for (uint32_t r = 0; gone && r < n && off < sizeof(list) - 12; r++)
-		if (gone[r])
-			off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%u",
-						off ? "," : "", r);
-	return wk_line_send(fd, "ERR code=%d gone=%s %s", code, list, text);
+	rp_ranks_format(list, sizeof(list), gone, n);
+	return RP_SEND(fd, ERR, err, .code = code, .gone = list, .why = text);
 }
 
-int wk_verdict_parse(const char *line, int *code, bool *gone, uint32_t n, const char **text)
+int wk_verdict_parse(char *line, int *code, bool *gone, uint32_t n, const char **text)
 {
-	char list[256];
-	int used = 0;
+	char err[160];
+	struct rp_msg m;
 
-	if (sscanf(line, "ERR code=%d gone=%255s %n", code, list, &used) != 2 || !used)
+	if (rp_expect(line, RP_ERR, &m, err, sizeof(err)) || rp_ranks_parse(m.err.gone, NULL, 0))
 		return -1;
-	if (*code < PBOX_ENODEV || *code > PBOX_EINVAL)
-		*code = PBOX_EPEER;
-	for (char *p = list, *end; *p >= '0' && *p <= '9'; p = *end == ',' ? end + 1 : end) {
-		unsigned long r = strtoul(p, &end, 10);
-
-		if (r < n && gone)
-			gone[r] = true;
-	}
-	*text = line + used;
+	*code = m.err.code < PBOX_ENODEV || m.err.code > PBOX_EINVAL ? PBOX_EPEER : m.err.code;
+	rp_ranks_parse(m.err.gone, gone, n);
+	*text = m.err.why;
 	return 0;
 }
 
@@ -175,14 +133,16 @@ int wk_line_wait(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size
 
 int wk_nonce_wait(int fd, char *buf, uint32_t *len, uint32_t cap, uint8_t *nonce, uint64_t deadline)
 {
-	char line[16 + 2 * WK_GATHER_NONCE];
+	char line[64 + 2 * WK_GATHER_NONCE], err[160];
 	int rc = wk_line_wait(fd, buf, len, cap, line, sizeof(line), deadline);
+	struct rp_msg m;
 	size_t got = 0;
 
 	if (rc != 1)
 		return rc;
-	if (strncmp(line, "NONCE ", 6) || strlen(line) != 6 + 2 * WK_GATHER_NONCE ||
-	    sodium_hex2bin(nonce, WK_GATHER_NONCE, line + 6, 2 * WK_GATHER_NONCE, NULL, &got,
+	if (rp_expect(line, RP_NONCE, &m, err, sizeof(err)) ||
+	    strlen(m.nonce.nonce) != 2 * WK_GATHER_NONCE ||
+	    sodium_hex2bin(nonce, WK_GATHER_NONCE, m.nonce.nonce, 2 * WK_GATHER_NONCE, NULL, &got,
 			   NULL) ||
 	    got != WK_GATHER_NONCE)
 		return -1;
@@ -380,26 +340,26 @@ static void own_hello(const struct pbox *px, struct hello *h)
 /* Our HELLO, its first line proved against rank 0's @nonce. */
 static int send_hello(const struct pbox *px, int fd, const uint8_t *nonce)
 {
+	struct rp_msg m = {.verb = RP_HELLO, .hello = {.rank = px->rank}};
 	uint8_t k[WK_PROOF_KEY];
 	struct hello h;
-	char line[LINE_CAP];
-	size_t off;
+	char line[RP_LINE_MAX];
 	int rc;
 
 	own_hello(px, &h);
-	off = (size_t)snprintf(line, sizeof(line), "HELLO rank=%u", px->rank);
-	for (int f = 0; f < HF_COUNT; f++)
-		off += (size_t)snprintf(line + off, sizeof(line) - off, " %s=%" PRIu64, hf_name[f],
-					h.v[f]);
+#define HF_PUT(f) m.hello.f = h.v[HF_##f];
+	HELLO_FIELDS(HF_PUT)
+#undef HF_PUT
+	if (rp_format(line, sizeof(line), &m) < 0)
+		return -1;
 	hello_key(px, k);
 	wk_proof_append(k, nonce, line, sizeof(line));
 	sodium_memzero(k, sizeof(k));
-	rc = wk_line_send(fd, "%s", line);
+	rc = rp_send_text(fd, line);
 	for (uint32_t i = 0; rc == 0 && i < px->n_t; i++)
-		rc = wk_line_send(fd, "T %" PRIu64 " %" PRIu64 " %s %d", px->t[i]->key,
-				  px->t[i]->count, sum_dtype_name((enum sum_dtype)px->t[i]->dtype),
-				  px->t[i]->prio);
-	return rc ? rc : wk_line_send(fd, "END");
+		rc = RP_SEND(fd, T, t, .key = px->t[i]->key, .count = px->t[i]->count,
+			     .dtype = px->t[i]->dtype, .prio = px->t[i]->prio);
+	return rc ? rc : rp_send_verb(fd, RP_END);
 }
 
 /* A HELLO is its line, a T line per tensor and END. */
@@ -429,32 +389,23 @@ static int next_line(const char **p, char *line, size_t cap)
 	return 1;
 }
 
-/* A whole HELLO (@msg) into @h (tensors allocated); 0, or -1 with @why. */
-static int parse_hello(const char *msg, struct hello *h, char *why, size_t why_cap)
+/* A whole HELLO into @h (tensors allocated): its first line @first (the
+ * proof cut off), then @rest (T lines and END); 0, or -1 with @why. */
+static int parse_hello(char *first, const char *rest, struct hello *h, char *why, size_t why_cap)
 {
-	char line[LINE_CAP], *p;
+	char line[RP_LINE_MAX], err[160];
+	struct rp_msg m;
 	uint32_t i = 0;
 
 	memset(h, 0, sizeof(*h));
-	if (!next_line(&msg, line, sizeof(line)) || strncmp(line, "HELLO ", 6)) {
-		snprintf(why, why_cap, "no HELLO");
+	if (rp_expect(first, RP_HELLO, &m, err, sizeof(err))) {
+		snprintf(why, why_cap, "%s", err);
 		return -1;
 	}
-	p = strstr(line, "rank=");
-	if (!p || sscanf(p, "rank=%" SCNu32, &h->rank) != 1) {
-		snprintf(why, why_cap, "HELLO without rank=");
-		return -1;
-	}
-	for (int f = 0; f < HF_COUNT; f++) {
-		char pat[32];
-
-		snprintf(pat, sizeof(pat), " %s=", hf_name[f]);
-		p = strstr(line, pat);
-		if (!p || sscanf(p + strlen(pat), "%" SCNu64, &h->v[f]) != 1) {
-			snprintf(why, why_cap, "HELLO without %s=", hf_name[f]);
-			return -1;
-		}
-	}
+	h->rank = m.hello.rank;
+#define HF_GET(f) h->v[HF_##f] = m.hello.f;
+	HELLO_FIELDS(HF_GET)
+#undef HF_GET
 	if (h->v[HF_tensors] > (1u << 24)) {
 		snprintf(why, why_cap, "HELLO with %" PRIu64 " tensors", h->v[HF_tensors]);
 		return -1;
@@ -468,23 +419,25 @@ static int parse_hello(const char *msg, struct hello *h, char *why, size_t why_c
 		return -1;
 	}
 	for (;;) {
-		char dt[8];
-		int d = -1;
-
-		if (!next_line(&msg, line, sizeof(line))) {
+		if (!next_line(&rest, line, sizeof(line))) {
 			snprintf(why, why_cap, "HELLO cut short");
 			return -1;
 		}
-		if (strcmp(line, "END") == 0)
-			break;
-		if (i < h->v[HF_tensors] && sscanf(line, "T %" SCNu64 " %" SCNu64 " %7s %d",
-						   &h->key[i], &h->count[i], dt, &h->prio[i]) == 4)
-			d = nic_dtype_parse(dt);
-		if (d < 0) {
-			snprintf(why, why_cap, "bad tensor line '%.60s'", line);
+		if (rp_parse(line, &m, err, sizeof(err))) {
+			snprintf(why, why_cap, "a HELLO with %s", err);
 			return -1;
 		}
-		h->dtype[i++] = (uint8_t)d;
+		if (m.verb == RP_END)
+			break;
+		if (m.verb != RP_T || i >= h->v[HF_tensors]) {
+			snprintf(why, why_cap, "a HELLO with %s where %s was due",
+				 rp_verb_name(m.verb), i < h->v[HF_tensors] ? "T" : "END");
+			return -1;
+		}
+		h->key[i] = m.t.key;
+		h->count[i] = m.t.count;
+		h->prio[i] = m.t.prio;
+		h->dtype[i++] = m.t.dtype;
 	}
 	if (i != h->v[HF_tensors]) {
 		snprintf(why, why_cap, "%u tensor lines for tensors=%" PRIu64, i, h->v[HF_tensors]);
@@ -858,9 +811,10 @@ void wk_set_key(struct pbox *px, uint64_t nonce)
 static int take_hello(struct pbox *px, int fd, const char *m, const uint8_t *nonce, char *why,
 		      size_t cap)
 {
-	char first[LINE_CAP];
+	char first[RP_LINE_MAX];
 	uint8_t k[WK_PROOF_KEY];
 	struct hello h, me;
+	const char *rest;
 	int rc = 0, proved;
 
 	own_hello(px, &me);
@@ -868,7 +822,8 @@ static int take_hello(struct pbox *px, int fd, const char *m, const uint8_t *non
 	hello_key(px, k);
 	proved = wk_proof_cut(k, nonce, first);
 	sodium_memzero(k, sizeof(k));
-	if (parse_hello(m, &h, why, cap)) {
+	rest = m + strcspn(m, "\n");
+	if (parse_hello(first, rest + (*rest == '\n'), &h, why, cap)) {
 		char what[WK_ERR_LEN / 2];
 
 		snprintf(what, sizeof(what), "%.200s", why);
@@ -1024,12 +979,11 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 			wk_verdict_send(px->peer_fd[r], rc, missing, px->n, msg);
 			continue;
 		}
-		wk_line_send(px->peer_fd[r], "GO frag=%u eps=%u nonce=%#" PRIx64, frag, eps->n,
-			     nonce);
+		RP_SEND(px->peer_fd[r], GO, go, .frag = frag, .eps = eps->n, .nonce = nonce);
 		for (uint32_t e = 0; e < eps->n; e++)
-			wk_line_send(px->peer_fd[r], "EP %s %u %" PRIu64, wk_ipstr(eps->ip[e], ip),
-				     eps->port[e], eps->kbps[e]);
-		wk_line_send(px->peer_fd[r], "END");
+			RP_SEND(px->peer_fd[r], EP, ep, .ip = eps->ip[e], .port = eps->port[e],
+				.kbps = eps->kbps[e]);
+		rp_send_verb(px->peer_fd[r], RP_END);
 	}
 	if (msg[0])
 		rc = wk_err(rc, "pbox_start: %s", msg);
@@ -1047,9 +1001,10 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 {
 	const struct cfg_hostport *root = &px->cfg.peers[0];
 	struct box_eps *eps = calloc(1, sizeof(*eps));
-	char buf[WK_LINEBUF], line[LINE_CAP], name[96];
+	char buf[WK_LINEBUF], line[RP_LINE_MAX], name[96], err[160] = "";
 	uint8_t rank0_nonce[WK_GATHER_NONCE];
-	uint32_t len = 0, frag = 0, n_eps = 0;
+	uint32_t len = 0, frag = 0;
+	struct rp_msg m;
 	uint64_t nonce = 0;
 	int fd = -1, rc;
 
@@ -1089,37 +1044,37 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 			    name);
 		goto out;
 	}
-	if (strncmp(line, "ERR ", 4) == 0) {
-		const char *text = line + 4;
-
+	if (rp_parse(line, &m, err, sizeof(err)) == 0 && m.verb == RP_ERR) {
 		/* rank 0's verdict, its code the same on every rank, and the
 		 * ranks it names gone for a second shrink */
-		if (wk_verdict_parse(line, &rc, px->gone, px->n, &text))
+		rc = m.err.code < PBOX_ENODEV || m.err.code > PBOX_EINVAL ? PBOX_EPEER : m.err.code;
+		if (rp_ranks_parse(m.err.gone, px->gone, px->n))
 			rc = PBOX_EPEER;
-		rc = wk_err(rc, "pbox_start: %s", text);
+		rc = wk_err(rc, "pbox_start: %s", m.err.why);
 		goto out;
 	}
-	if (sscanf(line, "GO frag=%u eps=%u nonce=%" SCNx64, &frag, &n_eps, &nonce) != 3 ||
-	    n_eps > WK_MAX_EPS) {
-		rc = wk_err(PBOX_EPEER, "pbox_start: %s sent '%.60s'", name, line);
+	if (m.verb != RP_GO || m.go.eps > WK_MAX_EPS) {
+		rc = wk_err(PBOX_EPEER, "pbox_start: %s sent %s", name,
+			    err[0] ? err : rp_verb_name(m.verb));
 		goto out;
 	}
-	while (eps->n < n_eps) {
-		char ips[32];
-		unsigned port;
-		unsigned long long kbps;
+	frag = m.go.frag;
+	nonce = m.go.nonce;
+	while (eps->n < m.go.eps) {
+		struct rp_msg ep;
 
 		if (wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1 ||
-		    sscanf(line, "EP %31s %u %llu", ips, &port, &kbps) != 3 ||
-		    inet_pton(AF_INET, ips, &eps->ip[eps->n]) != 1 || port > 65535) {
-			rc = wk_err(PBOX_EPEER, "pbox_start: %s sent a bad endpoint list", name);
+		    rp_expect(line, RP_EP, &ep, err, sizeof(err))) {
+			rc = wk_err(PBOX_EPEER, "pbox_start: %s sent a bad endpoint list (%s)",
+				    name, line);
 			goto out;
 		}
-		eps->port[eps->n] = (uint16_t)port;
-		eps->kbps[eps->n++] = kbps;
+		eps->ip[eps->n] = ep.ep.ip;
+		eps->port[eps->n] = ep.ep.port;
+		eps->kbps[eps->n++] = ep.ep.kbps;
 	}
 	if (wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1 ||
-	    strcmp(line, "END")) {
+	    rp_expect(line, RP_END, &m, err, sizeof(err))) {
 		rc = wk_err(PBOX_EPEER, "pbox_start: %s cut the endpoint list short", name);
 		goto out;
 	}

@@ -33,8 +33,6 @@
 #include "nic_ctl.h"
 #include "pbox_int.h"
 
-#define LINE_MAX_LEN 512
-
 /*
  * UDP GSO: consecutive datagrams to one destination leave in one send, the
  * kernel (or the NIC) cutting it at the first datagram's size; only the
@@ -621,8 +619,8 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
 		if (r == px->rank)
 			continue;
 		result_hdr(px, seg, &h, r, chunk, frag, out, digest);
-		tx_add(px, e, ss_peer(seg, 0, r)->ip_be, ss_peer(seg, 0, r)->port, &h, out->buf, out->len,
-		       true);
+		tx_add(px, e, ss_peer(seg, 0, r)->ip_be, ss_peer(seg, 0, r)->port, &h, out->buf,
+		       out->len, true);
 		px->st.ssgpu_results += out->len;
 	}
 	/* ours last: it may complete a sum, and frag_done() sends the batch,
@@ -1342,7 +1340,7 @@ static void lost(struct pbox *px, uint32_t r, const char *how)
 	if (px->rank == 0)
 		for (uint32_t q = 1; q < px->n; q++)
 			if (q != r && px->peer_fd[q] >= 0)
-				wk_line_send(px->peer_fd[q], "LOST %u %s", r, how);
+				RP_SEND(px->peer_fd[q], LOST, lost, .rank = r, .why = how);
 	if (px->rank == 0 && px->peer_fd[r] >= 0) { /* silent: finalize waits for it no more */
 		close(px->peer_fd[r]);
 		px->peer_fd[r] = -1;
@@ -1371,10 +1369,11 @@ static void tell_failure(struct pbox *px)
 	if (px->rank == 0) {
 		for (uint32_t q = 1; q < px->n; q++)
 			if (q != from && px->peer_fd[q] >= 0)
-				wk_line_send(px->peer_fd[q], "FAIL %u %d %.400s", from, px->fail,
-					     px->fail_msg);
+				RP_SEND(px->peer_fd[q], FAIL, fail, .origin = from,
+					.code = px->fail, .why = px->fail_msg);
 	} else if (from == px->rank && px->peer_fd[0] >= 0) {
-		wk_line_send(px->peer_fd[0], "FAIL %u %d %.400s", from, px->fail, px->fail_msg);
+		RP_SEND(px->peer_fd[0], FAIL, fail, .origin = from, .code = px->fail,
+			.why = px->fail_msg);
 	}
 }
 
@@ -1405,25 +1404,24 @@ static void tell_leaving(struct pbox *px)
 {
 	px->fail_told = true;
 	if (px->rank != 0 && px->peer_fd[0] >= 0)
-		wk_line_send(px->peer_fd[0], "LEAVE %.400s", px->fail_msg);
+		RP_SEND(px->peer_fd[0], LEAVE, leave, .why = px->fail_msg);
 	for (uint32_t q = 1; px->rank == 0 && q < px->n; q++)
 		if (px->peer_fd[q] >= 0)
-			wk_line_send(px->peer_fd[q], "LOST 0 %.400s", px->fail_msg);
+			RP_SEND(px->peer_fd[q], LOST, lost, .rank = 0, .why = px->fail_msg);
 }
 
 /* FAIL from rank @r's connection: fail as the origin did, named. */
-static void told_failure(struct pbox *px, uint32_t r, const char *line)
+static void told_failure(struct pbox *px, uint32_t r, const struct rp_fail *f)
 {
-	unsigned origin;
-	int code, off = 0;
+	int code = f->code;
 
-	if (px->fail || sscanf(line, "FAIL %u %d %n", &origin, &code, &off) != 2 || !off ||
-	    origin >= px->n || (px->rank != 0 && r != 0) || (px->rank == 0 && origin != r))
+	if (px->fail || f->origin >= px->n || (px->rank != 0 && r != 0) ||
+	    (px->rank == 0 && f->origin != r))
 		return;
 	if (code >= 0 || code < PBOX_ENODEV)
 		code = PBOX_EFAILED;
-	px->fail_from = origin;
-	wk_fail(px, code, "rank %u says: %s", wk_local_world_rank(px, origin), line + off);
+	px->fail_from = f->origin;
+	wk_fail(px, code, "rank %u says: %s", wk_local_world_rank(px, f->origin), f->why);
 }
 
 /*
@@ -1449,7 +1447,7 @@ static void heartbeat(struct pbox *px, uint64_t now)
 	if (now - px->hb_sent_ns >= limit / 4) {
 		for (uint32_t r = 0; r < px->n; r++)
 			if (px->peer_fd[r] >= 0 && (px->rank == 0) != (r == 0))
-				wk_line_send(px->peer_fd[r], "HB");
+				rp_send_verb(px->peer_fd[r], RP_HB);
 		px->hb_sent_ns = now;
 	}
 	for (uint32_t r = 0; r < px->n; r++) {
@@ -1474,9 +1472,57 @@ static void heartbeat(struct pbox *px, uint64_t now)
 	}
 }
 
+/* One control line from rank @r's connection. A line this rank cannot
+ * read fails the job (the ranks proved they run one job: a garbled line is
+ * a fault, not something to guess at); one of a verb this rank is not
+ * party to is dropped. */
+static void control_line(struct pbox *px, uint32_t r, char *line)
+{
+	char err[160];
+	struct rp_msg m;
+
+	if (rp_parse(line, &m, err, sizeof(err))) {
+		wk_fail(px, PBOX_EPEER, "rank %u sent a line this rank cannot read: %s",
+			wk_local_world_rank(px, r), err);
+		return;
+	}
+	switch (m.verb) {
+	case RP_HB: /* a heartbeat: heard */
+		break;
+	case RP_BYE:
+		px->peer_bye[r] = true;
+		if (px->rank != 0)
+			px->bye_done = true;
+		break;
+	case RP_LOST:
+		if (px->rank != 0 && m.lost.rank < px->n)
+			lost(px, m.lost.rank, m.lost.why); /* as rank 0 saw it */
+		break;
+	case RP_REJOIN:
+		if (px->rank != 0 || r == 0)
+			break;
+		px->peer_bye[r] = true; /* its connection closes next, not lost */
+		pthread_mutex_lock(&px->mu);
+		px->rejoins++;
+		pthread_cond_broadcast(&px->cv);
+		pthread_mutex_unlock(&px->mu);
+		break;
+	case RP_LEAVE:
+		if (px->rank == 0 && r != 0)
+			lost(px, r, m.leave.why); /* its machine lost a rank: it is gone */
+		break;
+	case RP_FAIL:
+		told_failure(px, r, &m.fail);
+		break;
+	default:
+		wk_grow_line(px, r, &m); /* a new tensor's agreement, or nothing */
+		break;
+	}
+}
+
 static void control(struct pbox *px, uint64_t now, bool finalizing)
 {
-	char line[LINE_MAX_LEN];
+	char line[RP_LINE_MAX];
 	uint32_t r;
 
 	for (r = 0; r < px->n; r++) {
@@ -1484,32 +1530,8 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 
 		while (fd >= 0 && (rc = wk_line_poll(fd, px->peer_buf[r], &px->peer_len[r],
 						     WK_LINEBUF, line, sizeof(line))) == 1) {
-			unsigned q;
-			int off = 0;
-
 			px->peer_heard[r] = now;
-			if (strcmp(line, "HB") == 0) {
-				/* a heartbeat: heard */
-			} else if (wk_grow_line(px, r, line)) {
-				/* a new tensor's agreement */
-			} else if (strcmp(line, "BYE") == 0) {
-				px->peer_bye[r] = true;
-				if (px->rank != 0)
-					px->bye_done = true;
-			} else if (px->rank != 0 && sscanf(line, "LOST %u %n", &q, &off) == 1 &&
-				   q < px->n && off) {
-				lost(px, q, line + off); /* as rank 0 saw it */
-			} else if (px->rank == 0 && r != 0 && strcmp(line, "REJOIN") == 0) {
-				px->peer_bye[r] = true; /* its connection closes next, not lost */
-				pthread_mutex_lock(&px->mu);
-				px->rejoins++;
-				pthread_cond_broadcast(&px->cv);
-				pthread_mutex_unlock(&px->mu);
-			} else if (px->rank == 0 && r != 0 && strncmp(line, "LEAVE ", 6) == 0) {
-				lost(px, r, line + 6); /* its machine lost a rank: it is gone */
-			} else if (strncmp(line, "FAIL ", 5) == 0) {
-				told_failure(px, r, line);
-			}
+			control_line(px, r, line);
 		}
 		if (fd >= 0 && rc < 0) {
 			close(fd);
@@ -1555,7 +1577,7 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 	if (px->rank != 0 && px->peer_fd[0] >= 0) { /* pbox_rejoin(): REJOIN, once */
 		pthread_mutex_lock(&px->mu);
 		if (px->rejoin_req && !px->rejoin_sent) {
-			wk_line_send(px->peer_fd[0], "REJOIN");
+			rp_send_verb(px->peer_fd[0], RP_REJOIN);
 			px->rejoin_sent = true;
 			pthread_cond_broadcast(&px->cv);
 		}
@@ -1581,7 +1603,7 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 		px->bye_done = true;
 	} else if (px->rank != 0) {
 		if (!px->bye_sent && px->peer_fd[0] >= 0)
-			wk_line_send(px->peer_fd[0], "BYE");
+			rp_send_verb(px->peer_fd[0], RP_BYE);
 		px->bye_sent = true;
 		if (px->peer_fd[0] < 0)
 			px->bye_done = true;
@@ -1593,7 +1615,7 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 		if (all) {
 			for (r = 1; r < px->n; r++)
 				if (px->peer_fd[r] >= 0)
-					wk_line_send(px->peer_fd[r], "BYE");
+					rp_send_verb(px->peer_fd[r], RP_BYE);
 			px->bye_done = true;
 		}
 	}

@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rank_proto.h"
+
 struct pending {
 	int fd; /* -1: a free slot */
 	uint32_t src_be;
@@ -83,19 +85,22 @@ static int oldest(const struct wk_gather *g, uint32_t src_be)
 	return o;
 }
 
-/* "NONCE <hex>" to a connection just accepted: a few bytes into an empty
- * socket buffer, so never a short write. */
+/* NONCE to a connection just accepted: a few bytes into an empty socket
+ * buffer, so never a short write. */
 static int greet(struct pending *p)
 {
-	char line[8 + 2 * WK_GATHER_NONCE + 2] = "NONCE ";
+	char hex[2 * WK_GATHER_NONCE + 1], line[64 + sizeof(hex)];
+	struct rp_msg m = {.verb = RP_NONCE, .nonce = {.nonce = hex}};
+	int n;
 
 	if (getrandom(p->nonce, sizeof(p->nonce), 0) != (ssize_t)sizeof(p->nonce))
 		return -1;
-	sodium_bin2hex(line + 6, 2 * WK_GATHER_NONCE + 1, p->nonce, WK_GATHER_NONCE);
-	strcat(line, "\n");
-	return send(p->fd, line, strlen(line), MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)strlen(line)
-		       ? 0
-		       : -1;
+	sodium_bin2hex(hex, sizeof(hex), p->nonce, WK_GATHER_NONCE);
+	n = rp_format(line, sizeof(line) - 1, &m);
+	if (n < 0)
+		return -1;
+	line[n++] = '\n';
+	return send(p->fd, line, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n ? 0 : -1;
 }
 
 /* A new connection into a free slot, or the oldest's; -2 and @why when

@@ -214,7 +214,7 @@ static void mismatch(struct pbox *px, const char *msg)
 {
 	for (uint32_t r = 1; r < px->n; r++)
 		if (px->peer_fd[r] >= 0)
-			wk_line_send(px->peer_fd[r], "MISMATCH %s", msg);
+			RP_SEND(px->peer_fd[r], MISMATCH, mismatch, .why = msg);
 	px->fail_told |= !px->fail; /* MISMATCH is the telling */
 	wk_fail(px, PBOX_EMISMATCH, "%s", msg);
 }
@@ -271,7 +271,7 @@ static void probe(struct pbox *px)
 			px->probe_seq = px->applied;
 			px->probe_call = call;
 		} else if (px->peer_fd[r] >= 0) {
-			wk_line_send(px->peer_fd[r], "WAIT %u %" PRIu64, px->applied, call);
+			RP_SEND(px->peer_fd[r], WAIT, wait, .seq = px->applied, .call = call);
 		}
 	}
 }
@@ -296,12 +296,10 @@ static void answer_probe(struct pbox *px)
 	if (px->rank == 0)
 		at(px, 0, px->probe_seq, px->probe_call, known ? &h : NULL);
 	else if (!known)
-		wk_line_send(px->peer_fd[0], "AT %u %" PRIu64 " past", px->probe_seq,
-			     px->probe_call);
+		RP_SEND(px->peer_fd[0], PAST, past, .seq = px->probe_seq, .call = px->probe_call);
 	else
-		wk_line_send(px->peer_fd[0], "AT %u %" PRIu64 " %" PRIu64 " %" PRIu64 " %s %d",
-			     px->probe_seq, px->probe_call, h.key, h.count,
-			     sum_dtype_name((enum sum_dtype)h.dtype), h.fresh);
+		RP_SEND(px->peer_fd[0], AT, at, .seq = px->probe_seq, .call = px->probe_call,
+			.key = h.key, .count = h.count, .dtype = h.dtype, .fresh = h.fresh);
 }
 
 /* Rank 0: the leading seqs every rank has spoken for, agreed or not. */
@@ -336,7 +334,7 @@ static void agree(struct pbox *px)
 		return;
 	for (uint32_t r = 1; r < px->n; r++)
 		if (px->peer_fd[r] >= 0)
-			wk_line_send(px->peer_fd[r], "GREW %u %u", a, a + rows);
+			RP_SEND(px->peer_fd[r], GREW, grew, .from = a, .to = a + rows);
 }
 
 void wk_grow_poll(struct pbox *px)
@@ -371,78 +369,65 @@ void wk_grow_poll(struct pbox *px)
 		if (px->rank == 0 && px->n > 1) /* a world of one agrees with itself below */
 			record(px, 0, t->seq, &a);
 		else if (px->rank != 0 && px->peer_fd[0] >= 0)
-			wk_line_send(px->peer_fd[0],
-				     "NEW %u %" PRIu64 " %" PRIu64 " %s %d %" PRIu64, t->seq,
-				     t->key, t->count, sum_dtype_name((enum sum_dtype)t->dtype),
-				     t->prio, t->call);
+			RP_SEND(px->peer_fd[0], NEW, newt, .seq = t->seq, .key = t->key,
+				.count = t->count, .dtype = t->dtype, .prio = t->prio,
+				.call = t->call);
 		px->announced++;
 	}
 	if (px->n == 1 && px->applied < n_new)
 		apply(px, px->applied, n_new);
 }
 
-int wk_grow_line(struct pbox *px, uint32_t from, const char *line)
+int wk_grow_line(struct pbox *px, uint32_t from, const struct rp_msg *m)
 {
-	unsigned s, b;
+	const struct rp_at *at_ = &m->at;
+	struct wk_call h;
 	struct wk_ag a;
 
-	if (px->rank == 0 && strncmp(line, "NEW ", 4) == 0) {
-		char dt[8];
-		int prio, d;
-
-		if (sscanf(line, "NEW %u %" SCNu64 " %" SCNu64 " %7s %d %" SCNu64, &s, &a.key,
-			   &a.count, dt, &prio, &a.call) != 6 ||
-		    (d = nic_dtype_parse(dt)) < 0) {
-			wk_fail(px, PBOX_EPEER, "rank %u sent '%.80s'", from, line);
-			return 1;
-		}
-		a.dtype = (uint8_t)d;
-		a.prio = prio;
-		record(px, from, s, &a);
+	switch (px->rank == 0 ? m->verb : RP_VERB_COUNT) { /* what rank 0 hears */
+	case RP_NEW:
+		a = (struct wk_ag){.key = m->newt.key,
+				   .count = m->newt.count,
+				   .call = m->newt.call,
+				   .prio = m->newt.prio,
+				   .dtype = m->newt.dtype};
+		record(px, from, m->newt.seq, &a);
 		return 1;
-	}
-	if (px->rank == 0 && strncmp(line, "AT ", 3) == 0) {
-		struct wk_call h = {0};
-		uint64_t call;
-		char dt[8];
-		int d = -1, fresh = 0;
-
-		if (sscanf(line, "AT %u %" SCNu64 " past", &s, &call) == 2 &&
-		    strstr(line, " past")) {
-			at(px, from, s, call, NULL);
-			return 1;
-		}
-		if (sscanf(line, "AT %u %" SCNu64 " %" SCNu64 " %" SCNu64 " %7s %d", &s, &call,
-			   &h.key, &h.count, dt, &fresh) != 6 ||
-		    (d = nic_dtype_parse(dt)) < 0) {
-			wk_fail(px, PBOX_EPEER, "rank %u sent '%.80s'", from, line);
-			return 1;
-		}
-		h.call = call;
-		h.dtype = (uint8_t)d;
-		h.fresh = fresh != 0;
-		at(px, from, s, call, &h);
+	case RP_PAST:
+		at(px, from, m->past.seq, m->past.call, NULL);
 		return 1;
+	case RP_AT:
+		h = (struct wk_call){.key = at_->key,
+				     .count = at_->count,
+				     .call = at_->call,
+				     .dtype = at_->dtype,
+				     .fresh = at_->fresh != 0};
+		at(px, from, at_->seq, at_->call, &h);
+		return 1;
+	default:
+		break;
 	}
-	if (px->rank != 0 && sscanf(line, "WAIT %u %" SCNu64, &s, &px->probe_call) == 2) {
-		px->probe_seq = s;
+	switch (px->rank != 0 ? m->verb : RP_VERB_COUNT) { /* what the others hear */
+	case RP_WAIT:
+		px->probe_seq = m->wait.seq;
+		px->probe_call = m->wait.call;
 		px->probe_on = true;
 		return 1;
-	}
-	if (px->rank != 0 && strncmp(line, "MISMATCH ", 9) == 0) {
+	case RP_MISMATCH:
 		px->fail_told |= !px->fail; /* every rank heard it from rank 0 */
-		wk_fail(px, PBOX_EMISMATCH, "%s", line + 9);
+		wk_fail(px, PBOX_EMISMATCH, "%s", m->mismatch.why);
 		return 1;
-	}
-	if (px->rank != 0 && sscanf(line, "GREW %u %u", &s, &b) == 2) {
-		if (s != px->applied || b <= s || b > px->announced)
+	case RP_GREW:
+		if (m->grew.from != px->applied || m->grew.to <= m->grew.from ||
+		    m->grew.to > px->announced)
 			wk_fail(px, PBOX_EPEER,
 				"rank 0 agreed on new tensors %u to %u, but this rank has laid out "
 				"%u and used %u",
-				s, b - 1, px->applied, px->announced);
+				m->grew.from, m->grew.to - 1, px->applied, px->announced);
 		else
-			apply(px, s, b);
+			apply(px, m->grew.from, m->grew.to);
 		return 1;
+	default:
+		return 0;
 	}
-	return 0;
 }

@@ -18,6 +18,7 @@
 #include "cfg_worker.h"
 #include "nic_ctl.h"
 #include "pbox.h"
+#include "rank_proto.h"
 #include "ss.h"
 
 #define WK_LEVELS	 5   /* retransmission backoff levels: rto << 0..4 */
@@ -326,7 +327,6 @@ uint64_t wk_now(void);
 
 /* boot.c: bootstrap (pbox_start's first half), the control lines later. */
 int wk_boot(struct pbox *px);
-int wk_line_send(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A line from @fd before @deadline (ns): 1, 0 the deadline passed, -1 closed. */
 int wk_line_wait(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size_t out_cap,
 		 uint64_t deadline);
@@ -362,7 +362,7 @@ int wk_verdict_send(int fd, int code, const bool *gone, uint32_t n, const char *
 /* @line as such a verdict: its code in @code (PBOX_EPEER when it is out of
  * range), its gone ranks marked in @gone (of @n), @text at its words. 0;
  * -1 when @line is no verdict. */
-int wk_verdict_parse(const char *line, int *code, bool *gone, uint32_t n, const char **text);
+int wk_verdict_parse(char *line, int *code, bool *gone, uint32_t n, const char **text);
 
 /* Rank 0: close every box's control connection (@unregister: say so first). */
 void wk_boxes_close(struct pbox *px, bool unregister);
@@ -413,7 +413,7 @@ int wk_grow(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint64_t d
 /* grow.c, engine side: announce new tensors, agree on them (rank 0), lay
  * out what was agreed; a control line that is grow.c's (1) or not (0). */
 void wk_grow_poll(struct pbox *px);
-int wk_grow_line(struct pbox *px, uint32_t from, const char *line);
+int wk_grow_line(struct pbox *px, uint32_t from, const struct rp_msg *m);
 
 /* The unit whose address is @ip_be:@port, or UINT32_MAX. */
 uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port);

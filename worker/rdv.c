@@ -143,17 +143,6 @@ static void set_job(struct pbox *px, uint32_t job, uint64_t token)
 	wk_set_key(px, 0);
 }
 
-/* An endpoint as a JOIN or an EP line carries it: 0, or -1 when malformed. */
-static int parse_ep(const char *ip, unsigned port, struct cfg_hostport *ep)
-{
-	struct in_addr a;
-
-	if (inet_pton(AF_INET, ip, &a) != 1 || !port || port > 65535)
-		return -1;
-	*ep = (struct cfg_hostport){.ip_be = a.s_addr, .port = (uint16_t)port};
-	return 0;
-}
-
 /* A fresh job id (31 bits, not 0) and token (not 0): never configured. */
 static int draw_job(uint32_t *job, uint64_t *token)
 {
@@ -208,11 +197,11 @@ static size_t one_line(const char *buf, size_t len, void *arg)
 static int take_join(struct pbox *px, struct joiner *j, char *line, const uint8_t *nonce, char *why,
 		     size_t cap)
 {
-	char epip[INET_ADDRSTRLEN], pk[2 * crypto_box_PUBLICKEYBYTES + 1];
+	char err[160];
 	uint8_t k[WK_PROOF_KEY];
 	struct cfg_hostport ep;
 	uint32_t rank, world;
-	unsigned port;
+	struct rp_msg m;
 	const char *unproved = NULL; /* why the JOIN does not prove our secret */
 	bool stray_proof = false;    /* it proves one, and we have none */
 
@@ -226,10 +215,12 @@ static int take_join(struct pbox *px, struct joiner *j, char *line, const uint8_
 	} else {
 		stray_proof = strstr(line, " proof=") != NULL;
 	}
-	if (sscanf(line, "JOIN rank=%" SCNu32 " world_size=%" SCNu32 " ep=%15[0-9.]:%u pk=%64s",
-		   &rank, &world, epip, &port, pk) != 5 ||
-	    parse_ep(epip, port, &ep) || strlen(pk) != 2 * crypto_box_PUBLICKEYBYTES)
+	if (rp_expect(line, RP_JOIN, &m, err, sizeof(err)) ||
+	    strlen(m.join.pk) != 2 * crypto_box_PUBLICKEYBYTES)
 		return -1;
+	rank = m.join.rank;
+	world = m.join.world_size;
+	ep = (struct cfg_hostport){.ip_be = m.join.ep.ip_be, .port = m.join.ep.port};
 	if (unproved)
 		snprintf(why, cap,
 			 "a JOIN as rank %u %s ([rendezvous] secret): forged or replayed, not the "
@@ -249,7 +240,7 @@ static int take_join(struct pbox *px, struct joiner *j, char *line, const uint8_
 	else if (j[rank].fd >= 0)
 		snprintf(why, cap, "rank %u joined the rendezvous twice (the first JOIN holds)",
 			 rank);
-	else if (unhex(pk, j[rank].pk, crypto_box_PUBLICKEYBYTES))
+	else if (unhex(m.join.pk, j[rank].pk, crypto_box_PUBLICKEYBYTES))
 		return -1;
 	else {
 		px->cfg.peers[rank] = ep;
@@ -355,11 +346,11 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 		}
 		crypto_box_seal(sealed, (const uint8_t *)&token, sizeof(token), j[r].pk);
 		hex(sealed, sizeof(sealed), sealed_hex);
-		wk_line_send(j[r].fd, "JOINED job=%" PRIu32 " token=%s", job, sealed_hex);
+		RP_SEND(j[r].fd, JOINED, joined, .job = job, .token = sealed_hex);
 		for (uint32_t q = 0; q < px->n; q++)
-			wk_line_send(j[r].fd, "EP %u %s %u", q,
-				     wk_ipstr(px->cfg.peers[q].ip_be, ip), px->cfg.peers[q].port);
-		wk_line_send(j[r].fd, "END");
+			RP_SEND(j[r].fd, PEER, peer, .rank = q, .ip = px->cfg.peers[q].ip_be,
+				.port = px->cfg.peers[q].port);
+		rp_send_verb(j[r].fd, RP_END);
 	}
 	if (err[0])
 		rc = wk_err(code, "pbox_start: %s", err);
@@ -381,8 +372,10 @@ static int rdv_rank(struct pbox *px, uint64_t deadline)
 	const struct cfg_hostport *at = &px->cfg.rendezvous.address;
 	uint8_t pk[crypto_box_PUBLICKEYBYTES], sk[crypto_box_SECRETKEYBYTES], sealed[SEALED_LEN];
 	uint8_t nonce[WK_GATHER_NONCE], k[WK_PROOF_KEY];
-	char buf[RDV_LINE * 4], line[RDV_LINE], ip[INET_ADDRSTRLEN], pk_hex[sizeof(pk) * 2 + 1];
-	char sealed_hex[2 * SEALED_LEN + 1];
+	char buf[RP_LINE_MAX * 4], line[RP_LINE_MAX], ip[INET_ADDRSTRLEN],
+		pk_hex[sizeof(pk) * 2 + 1];
+	char err[160] = "";
+	struct rp_msg m;
 	uint32_t len = 0, job, seen = 0;
 	uint64_t token;
 	int fd = -1, rc;
@@ -403,24 +396,29 @@ static int rdv_rank(struct pbox *px, uint64_t deadline)
 			       : "sent no NONCE before the deadline");
 		goto out;
 	}
-	snprintf(line, sizeof(line), "JOIN rank=%u world_size=%u ep=%s:%u pk=%s", px->rank, px->n,
-		 wk_ipstr(px->cfg.data.address.be, ip), px->cfg.data.port, pk_hex);
+	m = (struct rp_msg){.verb = RP_JOIN,
+			    .join = {.rank = px->rank,
+				     .world_size = px->n,
+				     .ep = {px->cfg.data.address.be, (uint16_t)px->cfg.data.port},
+				     .pk = pk_hex}};
+	if (rp_format(line, sizeof(line), &m) < 0) {
+		rc = wk_err(PBOX_EINVAL, "pbox_start: no JOIN for our endpoint (port %u)",
+			    px->cfg.data.port);
+		goto out;
+	}
 	if (!secret_key(px, k)) {
 		wk_proof_append(k, nonce, line, sizeof(line));
 		sodium_memzero(k, sizeof(k));
 	}
-	wk_line_send(fd, "%s", line);
+	rp_send_text(fd, line);
 	rc = wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline);
-	if (rc == 1 && !strncmp(line, "ERR ", 4)) {
-		const char *text = line + 4;
-
-		if (wk_verdict_parse(line, &rc, NULL, 0, &text))
-			rc = PBOX_EPEER;
-		rc = wk_err(rc, "pbox_start: the rendezvous says: %s", text);
+	if (rc == 1 && rp_parse(line, &m, err, sizeof(err)) == 0 && m.verb == RP_ERR) {
+		rc = m.err.code < PBOX_ENODEV || m.err.code > PBOX_EINVAL ? PBOX_EPEER : m.err.code;
+		rc = wk_err(rc, "pbox_start: the rendezvous says: %s", m.err.why);
 		goto out;
 	}
-	if (rc != 1 || sscanf(line, "JOINED job=%" SCNu32 " token=%112s", &job, sealed_hex) != 2 ||
-	    unhex(sealed_hex, sealed, sizeof(sealed)) ||
+	if (rc != 1 || m.verb != RP_JOINED || strlen(m.joined.token) != 2 * SEALED_LEN ||
+	    unhex(m.joined.token, sealed, sizeof(sealed)) ||
 	    crypto_box_seal_open((uint8_t *)&token, sealed, sizeof(sealed), pk, sk)) {
 		rc = wk_err(rc == 0 ? PBOX_ETIMEDOUT : PBOX_ENET,
 			    "pbox_start: the rendezvous at %s:%u %s", wk_ipstr(at->ip_be, ip),
@@ -429,21 +427,24 @@ static int rdv_rank(struct pbox *px, uint64_t deadline)
 				    : "answered with something else than JOINED");
 		goto out;
 	}
+	job = m.joined.job;
 	for (;;) {
-		char epip[INET_ADDRSTRLEN];
-		unsigned r, port;
-
 		if (wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1) {
 			rc = wk_err(PBOX_ENET, "pbox_start: the rendezvous closed mid-answer");
 			goto out;
 		}
-		if (!strcmp(line, "END"))
+		if (rp_parse(line, &m, err, sizeof(err)) == 0 && m.verb == RP_END)
 			break;
-		if (sscanf(line, "EP %u %15[0-9.] %u", &r, epip, &port) != 3 || r >= px->n ||
-		    parse_ep(epip, port, &px->cfg.peers[r])) {
-			rc = wk_err(PBOX_ENET, "pbox_start: the rendezvous sent '%.80s'", line);
+		if (err[0] || m.verb != RP_PEER || m.peer.rank >= px->n) {
+			rc = wk_err(PBOX_ENET, "pbox_start: the rendezvous sent %s%s",
+				    err[0]		? err
+				    : m.verb != RP_PEER ? rp_verb_name(m.verb)
+							: "PEER for a rank past the world",
+				    err[0] || m.verb == RP_PEER ? "" : " where PEER was due");
 			goto out;
 		}
+		px->cfg.peers[m.peer.rank] =
+			(struct cfg_hostport){.ip_be = m.peer.ip, .port = m.peer.port};
 		seen++;
 	}
 	if (seen != px->n || px->cfg.peers[px->rank].ip_be != px->cfg.data.address.be ||

@@ -251,38 +251,55 @@ static int rs_own(const struct pbox *px, const uint32_t *next, struct wk_rs_rank
 
 static int rs_send(int fd, const struct wk_rs_rank *rk)
 {
-	int rc = wk_line_send(fd, "RESUME entries=%u broken=%d", rk->n, rk->broken);
+	int rc = RP_SEND(fd, RESUME, resume, .entries = rk->n, .broken = rk->broken);
 
 	for (uint32_t i = 0; rc == 0 && i < rk->n; i++) {
 		const struct wk_rs_ent *e = &rk->e[i];
 
-		rc = wk_line_send(fd, "R %" PRIu64 " %u %" PRId64 " %u", e->key, e->next, e->op,
-				  e->n_run);
+		rc = RP_SEND(fd, R, r, .key = e->key, .next = e->next, .op = e->op,
+			     .runs = e->n_run);
 		for (uint32_t j = 0; rc == 0 && j < e->n_run; j++)
-			rc = wk_line_send(fd, "D %" PRIu64 " %" PRIu64, e->run[2 * j],
-					  e->run[2 * j + 1]);
+			rc = RP_SEND(fd, D, d, .from = e->run[2 * j], .to = e->run[2 * j + 1]);
 	}
-	return rc ? rc : wk_line_send(fd, "END");
+	return rc ? rc : rp_send_verb(fd, RP_END);
+}
+
+/* The next line from rank @r's connection by @deadline into @line, read as
+ * a @want into @m: 0, or -1 with @line saying what came instead ("" when
+ * nothing did). */
+static int rs_next(struct pbox *px, uint32_t r, uint64_t deadline, enum rp_verb want,
+		   struct rp_msg *m, char *line, size_t cap)
+{
+	char err[160];
+
+	if (wk_line_wait(px->peer_fd[r], px->peer_buf[r], &px->peer_len[r], WK_LINEBUF, line, cap,
+			 deadline) != 1) {
+		line[0] = '\0';
+		return -1;
+	}
+	if (rp_expect(line, want, m, err, sizeof(err))) {
+		snprintf(line, cap, "%s", err);
+		return -1;
+	}
+	return 0;
 }
 
 /* Rank @r's account from its connection; 0, or -1 with @why. */
 static int rs_read(struct pbox *px, uint32_t r, uint64_t deadline, struct wk_rs_rank *rk, char *why,
 		   size_t cap)
 {
-	char line[256] = "";
-	uint32_t n = 0;
-	int broken = 0;
+	char line[RP_LINE_MAX];
+	struct rp_msg m;
+	uint32_t n;
 
-#define RS_LINE()                                                                                  \
-	(wk_line_wait(px->peer_fd[r], px->peer_buf[r], &px->peer_len[r], WK_LINEBUF, line,         \
-		      sizeof(line), deadline) == 1)
-	if (!RS_LINE() || sscanf(line, "RESUME entries=%u broken=%d", &n, &broken) != 2 ||
-	    n > px->n_t) {
-		snprintf(why, cap, "sent '%.60s' for its account of the push-pulls in flight",
+	if (rs_next(px, r, deadline, RP_RESUME, &m, line, sizeof(line)) ||
+	    m.resume.entries > px->n_t) {
+		snprintf(why, cap, "sent '%.80s' for its account of the push-pulls in flight",
 			 line);
 		return -1;
 	}
-	rk->broken = broken != 0;
+	n = m.resume.entries;
+	rk->broken = m.resume.broken != 0;
 	rk->e = calloc(n + 1, sizeof(*rk->e));
 	if (!rk->e) {
 		snprintf(why, cap, "out of memory");
@@ -292,13 +309,13 @@ static int rs_read(struct pbox *px, uint32_t r, uint64_t deadline, struct wk_rs_
 		struct wk_rs_ent *e = &rk->e[rk->n++];
 		uint64_t prev = 0;
 
-		if (!RS_LINE() ||
-		    sscanf(line, "R %" SCNu64 " %u %" SCNd64 " %u", &e->key, &e->next, &e->op,
-			   &e->n_run) != 4 ||
-		    e->op < -1 || e->op > UINT32_MAX || e->n_run > (1u << 24)) {
-			snprintf(why, cap, "sent a bad tensor line '%.60s'", line);
+		if (rs_next(px, r, deadline, RP_R, &m, line, sizeof(line)) || m.r.op < -1 ||
+		    m.r.op > UINT32_MAX || m.r.runs > (1u << 24)) {
+			snprintf(why, cap, "sent a bad tensor line ('%.80s')", line);
 			return -1;
 		}
+		*e = (struct wk_rs_ent){
+			.key = m.r.key, .next = m.r.next, .op = m.r.op, .n_run = m.r.runs};
 		e->run = malloc(2 * (e->n_run + 1) * sizeof(*e->run));
 		if (!e->run) {
 			snprintf(why, cap, "out of memory");
@@ -307,22 +324,22 @@ static int rs_read(struct pbox *px, uint32_t r, uint64_t deadline, struct wk_rs_
 		for (uint32_t j = 0; j < e->n_run; j++) {
 			uint64_t *ab = &e->run[2 * j];
 
-			if (!RS_LINE() ||
-			    sscanf(line, "D %" SCNu64 " %" SCNu64, &ab[0], &ab[1]) != 2 ||
-			    ab[0] < prev || ab[1] <= ab[0]) {
+			if (rs_next(px, r, deadline, RP_D, &m, line, sizeof(line)) ||
+			    m.d.from < prev || m.d.to <= m.d.from) {
 				snprintf(why, cap,
-					 "sent a bad range '%.60s' of tensor key %" PRIu64, line,
+					 "sent a bad range ('%.80s') of tensor key %" PRIu64, line,
 					 e->key);
 				return -1;
 			}
-			prev = ab[1];
+			ab[0] = m.d.from;
+			ab[1] = prev = m.d.to;
 		}
 	}
-	if (!RS_LINE() || strcmp(line, "END")) {
-		snprintf(why, cap, "cut its account of the push-pulls in flight short");
+	if (rs_next(px, r, deadline, RP_END, &m, line, sizeof(line))) {
+		snprintf(why, cap, "cut its account of the push-pulls in flight short ('%.80s')",
+			 line);
 		return -1;
 	}
-#undef RS_LINE
 	return 0;
 }
 
@@ -555,55 +572,62 @@ static int rs_rank(struct pbox *px, const uint32_t *next, uint64_t deadline,
 	struct wk_rs_rank me = {0};
 	struct wk_rs_plan *pl = NULL;
 	uint32_t n = 0, k = 0;
-	char line[WK_ERR_LEN + 16] = "";
+	char line[RP_LINE_MAX] = "", err[160];
+	struct rp_msg m;
 	int rc = -1;
 
-#define RS_LINE()                                                                                  \
-	(wk_line_wait(px->peer_fd[0], px->peer_buf[0], &px->peer_len[0], WK_LINEBUF, line,         \
-		      sizeof(line), deadline) == 1)
 	if (rs_own(px, next, &me) || rs_send(px->peer_fd[0], &me)) {
 		snprintf(why, cap, "this rank could not tell rank 0 its push-pulls in flight");
 		goto out;
 	}
-	if (!RS_LINE()) {
+	if (wk_line_wait(px->peer_fd[0], px->peer_buf[0], &px->peer_len[0], WK_LINEBUF, line,
+			 sizeof(line), deadline) != 1) {
 		snprintf(why, cap, "no word from rank 0 on them");
 		goto out;
 	}
-	if (strncmp(line, "REDO ", 5) == 0) {
-		snprintf(why, cap, "rank 0 says: %.400s", line + 5);
+	if (rp_parse(line, &m, err, sizeof(err))) {
+		snprintf(why, cap, "rank 0 sent a line this rank cannot read: %s", err);
 		goto out;
 	}
-	if (sscanf(line, "PLAN keys=%u", &n) != 1 || n > px->n_t ||
-	    !(pl = calloc(n + 1, sizeof(*pl)))) {
-		snprintf(why, cap, "rank 0 sent '%.60s'", line);
+	if (m.verb == RP_REDO) {
+		snprintf(why, cap, "rank 0 says: %s", m.redo.why);
 		goto out;
 	}
+	if (m.verb != RP_PLAN || m.plan.keys > px->n_t ||
+	    !(pl = calloc(m.plan.keys + 1, sizeof(*pl)))) {
+		snprintf(why, cap, "rank 0 sent %s for its plan", rp_verb_name(m.verb));
+		goto out;
+	}
+	n = m.plan.keys;
 	for (k = 0; k < n; k++) {
 		struct wk_rs_plan *p = &pl[k];
-		uint32_t n_own = 0;
+		uint32_t n_own;
 
-		if (!RS_LINE() ||
-		    sscanf(line, "P %" SCNu64 " %" SCNd64 " %u", &p->key, &p->op, &n_own) != 3 ||
-		    n_own > (1u << 24))
+		if (rs_next(px, 0, deadline, RP_P, &m, line, sizeof(line)) ||
+		    m.p.owned > (1u << 24))
 			break;
+		p->key = m.p.key;
+		p->op = m.p.op;
+		n_own = m.p.owned;
 		for (uint32_t j = 0; j < n_own; j++) {
 			uint64_t v[3];
 
-			if (!RS_LINE() ||
-			    sscanf(line, "O %" SCNu64 " %" SCNu64 " %" SCNu64, &v[0], &v[1],
-				   &v[2]) != 3 ||
-			    v[1] <= v[0] || v[2] >= px->n ||
+			if (rs_next(px, 0, deadline, RP_O, &m, line, sizeof(line)))
+				break;
+			v[0] = m.o.from;
+			v[1] = m.o.to;
+			v[2] = m.o.rank;
+			if (v[1] <= v[0] || v[2] >= px->n ||
 			    run_add(&p->own, &p->n_own, &p->cap, 3, v))
 				break;
 		}
 		if (p->n_own != n_own)
 			break;
 	}
-	if (k < n || !RS_LINE() || strcmp(line, "END")) {
-		snprintf(why, cap, "rank 0 sent a bad plan ('%.60s')", line);
+	if (k < n || rs_next(px, 0, deadline, RP_END, &m, line, sizeof(line))) {
+		snprintf(why, cap, "rank 0 sent a bad plan ('%.80s')", line);
 		goto out;
 	}
-#undef RS_LINE
 	rc = 0;
 out:
 	rs_free(&me);
@@ -639,20 +663,20 @@ static int rs_agree(struct pbox *px, const uint32_t *next, uint32_t **zero, uint
 		rc = rs_root(px, next, deadline, &pl, &n_pl, why, sizeof(why));
 		for (uint32_t r = 1; r < px->n; r++) {
 			if (rc) {
-				wk_line_send(px->peer_fd[r], "REDO %s", why);
+				RP_SEND(px->peer_fd[r], REDO, redo, .why = why);
 				continue;
 			}
-			wk_line_send(px->peer_fd[r], "PLAN keys=%u", n_pl);
+			RP_SEND(px->peer_fd[r], PLAN, plan, .keys = n_pl);
 			for (uint32_t k = 0; k < n_pl; k++) {
-				wk_line_send(px->peer_fd[r], "P %" PRIu64 " %" PRId64 " %u",
-					     pl[k].key, pl[k].op, pl[k].n_own);
-				for (uint32_t j = 0; j < pl[k].n_own; j++)
-					wk_line_send(px->peer_fd[r],
-						     "O %" PRIu64 " %" PRIu64 " %" PRIu64,
-						     pl[k].own[3 * j], pl[k].own[3 * j + 1],
-						     pl[k].own[3 * j + 2]);
+				const uint64_t *o = pl[k].own;
+
+				RP_SEND(px->peer_fd[r], P, p, .key = pl[k].key, .op = pl[k].op,
+					.owned = pl[k].n_own);
+				for (uint32_t j = 0; j < pl[k].n_own; j++, o += 3)
+					RP_SEND(px->peer_fd[r], O, o, .from = o[0], .to = o[1],
+						.rank = o[2]);
 			}
-			wk_line_send(px->peer_fd[r], "END");
+			rp_send_verb(px->peer_fd[r], RP_END);
 		}
 	} else {
 		rc = rs_rank(px, next, deadline, &pl, &n_pl, why, sizeof(why));

@@ -13,6 +13,7 @@ Suite *ctl_suite(void);
 Suite *layout_suite(void);
 Suite *libpbox_suite(void);
 Suite *numa_suite(void);
+Suite *rank_proto_suite(void);
 Suite *ss_suite(void);
 Suite *sum_suite(void);
 Suite *wire_suite(void);

@@ -1656,10 +1656,14 @@ START_TEST(test_verdict_fields)
 	ck_assert_mem_eq(got, gone, sizeof(gone));
 	ck_assert_str_eq(text, "ranks 2 4 never reached");
 	/* not a verdict; a code out of range is a peer's fault, not ours */
-	ck_assert_int_eq(wk_verdict_parse("ERR rank 3 and rank 0 disagree", &code, got, 6, &text),
-			 -1);
-	ck_assert_int_eq(wk_verdict_parse("ERR code=-99 gone=- x", &code, NULL, 0, &text), 0);
+	strcpy(line, "ERR rank 3 and rank 0 disagree");
+	ck_assert_int_eq(wk_verdict_parse(line, &code, got, 6, &text), -1);
+	strcpy(line, "ERR code=-5 gone=1,x why=a list that is not one");
+	ck_assert_int_eq(wk_verdict_parse(line, &code, got, 6, &text), -1);
+	strcpy(line, "ERR code=-99 gone=- why=x");
+	ck_assert_int_eq(wk_verdict_parse(line, &code, NULL, 0, &text), 0);
 	ck_assert_int_eq(code, PBOX_EPEER);
+	ck_assert_str_eq(text, "x");
 	close(fds[0]);
 	close(fds[1]);
 }

@@ -44,8 +44,8 @@ int test_run(const char *cmd, char *out, size_t len)
 }
 
 static Suite *(*const suites[])(void) = {box_suite,    cfg_suite,     cli_suite,  ctl_suite,
-					 layout_suite, libpbox_suite, numa_suite, ss_suite,
-					 sum_suite,    wire_suite};
+					 layout_suite, libpbox_suite, numa_suite, rank_proto_suite,
+					 ss_suite,     sum_suite,     wire_suite};
 
 int main(void)
 {
