@@ -861,41 +861,33 @@ static int take_hello(struct pbox *px, int fd, const char *m, const uint8_t *non
 	return rc;
 }
 
-/* Rank 0's side. */
-static int boot_root(struct pbox *px, uint64_t deadline)
+/*
+ * Rank 0's door: every other rank's HELLO, gathered from all connections at
+ * once (one that says nothing holds nobody up), compared with ours as it
+ * comes; after a mismatch still every rank, so that all of them hear why. A
+ * HELLO that cannot be a rank's of this job (no such rank, one already
+ * here, another job's token) is refused to its sender and logged (the
+ * first in @refused), and the true rank is waited for up to the deadline.
+ * PBOX_OK or PBOX_EMISMATCH (@msg) with @got ranks in; another code (set
+ * by wk_err()) when the door did not open.
+ */
+static int door_hellos(struct pbox *px, uint64_t deadline, uint32_t *got, char *msg, size_t cap,
+		       char *refused, size_t refused_cap)
 {
-	struct box_eps *eps = calloc(1, sizeof(*eps));
-	bool *missing = calloc(px->n, sizeof(bool)); /* ranks that never reached us */
-	char msg[WK_ERR_LEN] = "", ip[INET_ADDRSTRLEN], refused[WK_ERR_LEN / 2] = "";
-	struct wk_gather *door = NULL;
-	int lfd = -1, rc = PBOX_OK;
-	uint32_t got = 0, r, frag = (uint32_t)own_frag(px);
-	uint64_t nonce = 0;
+	int lfd = wk_tcp_listen(px->cfg.data.address.be, (uint16_t)px->cfg.data.port), rc = PBOX_OK;
+	struct wk_gather *door;
+	char ip[INET_ADDRSTRLEN];
 
-	if (!eps || !missing) {
-		free(eps);
-		free(missing);
-		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
-	}
-	lfd = wk_tcp_listen(px->cfg.data.address.be, (uint16_t)px->cfg.data.port);
-	if (lfd < 0) {
-		rc = wk_err(PBOX_ENET, "pbox_start: rank 0 cannot listen on TCP %s:%u: %s",
-			    wk_ipstr(px->cfg.data.address.be, ip), px->cfg.data.port,
-			    strerror(errno));
-		goto out;
-	}
+	if (lfd < 0)
+		return wk_err(PBOX_ENET, "pbox_start: rank 0 cannot listen on TCP %s:%u: %s",
+			      wk_ipstr(px->cfg.data.address.be, ip), px->cfg.data.port,
+			      strerror(errno));
 	door = wk_gather_open(lfd, LINE_CAP * ((size_t)px->n_t + 2) + 65536, hello_whole, NULL);
 	if (!door) {
-		rc = wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
-		goto out;
+		close(lfd);
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	}
-	/* every other rank's HELLO, gathered from all connections at once (one
-	 * that says nothing holds nobody up), compared with ours as it comes;
-	 * after a mismatch still every rank, so that all of them hear why. A
-	 * HELLO that cannot be a rank's of this job (no such rank, one already
-	 * here, another job's token) is refused to its sender and logged, and
-	 * the true rank is waited for up to the deadline. */
-	while (got + 1 < px->n) {
+	while (*got + 1 < px->n) {
 		char why[WK_ERR_LEN / 2];
 		const char *m;
 		size_t len;
@@ -914,13 +906,13 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 			wk_log(px, CFG_LOG_WARNING, "bootstrap: %s; refused", why);
 			close(fd);
 			if (!refused[0])
-				snprintf(refused, sizeof(refused), "%s", why);
+				snprintf(refused, refused_cap, "%s", why);
 			continue;
 		}
-		got++;
+		++*got;
 		if (t > 0 && !msg[0]) {
 			rc = PBOX_EMISMATCH;
-			snprintf(msg, sizeof(msg), "%s", why);
+			snprintf(msg, cap, "%s", why);
 		}
 	}
 	/* Closed before any verdict goes out: a rank that hears ERR may call
@@ -928,51 +920,61 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 	 * incarnation's backlog, to be reset when we close it, while the next
 	 * incarnation waits for it (one more rank "never reached rank 0"). */
 	wk_gather_close(door);
-	door = NULL;
 	close(lfd);
-	lfd = -1;
-	if (!msg[0] && got + 1 < px->n) {
-		size_t off = (size_t)snprintf(msg, sizeof(msg), "rank%s",
-					      px->n - 1 - got > 1 ? "s" : "");
+	return rc;
+}
 
-		for (r = 1; r < px->n; r++) {
-			if (px->peer_fd[r] >= 0)
-				continue;
-			px->gone[r] = true; /* a second pbox_shrink() goes on without it */
-			missing[r] = true;
-			if (off < sizeof(msg) - 64)
-				off += (size_t)snprintf(msg + off, sizeof(msg) - off, " %u", r);
-		}
-		snprintf(msg + off, sizeof(msg) - off,
-			 " never reached rank 0 at %s:%u within %.1f s ([tuning] deadline)%s%s%s",
-			 wk_ipstr(px->cfg.data.address.be, ip), px->cfg.data.port,
-			 (double)px->cfg.tuning.deadline_us / 1e6, refused[0] ? " (refused: " : "",
-			 refused, refused[0] ? ")" : "");
-		rc = PBOX_ETIMEDOUT;
+/* The ranks that never reached rank 0, flagged in @missing and px->gone
+ * (a second pbox_shrink() goes on without them), named in @msg. */
+static int name_missing(struct pbox *px, uint32_t got, bool *missing, const char *refused,
+			char *msg, size_t cap)
+{
+	size_t off = (size_t)snprintf(msg, cap, "rank%s", px->n - 1 - got > 1 ? "s" : "");
+	char ip[INET_ADDRSTRLEN];
+
+	for (uint32_t r = 1; r < px->n; r++) {
+		if (px->peer_fd[r] >= 0)
+			continue;
+		px->gone[r] = true;
+		missing[r] = true;
+		if (off < cap - 64)
+			off += (size_t)snprintf(msg + off, cap - off, " %u", r);
 	}
-	if (!msg[0] && px->cfg.box.control.n) {
-		if (boxes_endpoints(px, eps, deadline, msg, sizeof(msg))) {
-			rc = PBOX_EBOX;
-		} else if (eps->n && eps->chunk != px->cfg.tuning.chunk_size) {
-			snprintf(msg, sizeof(msg),
-				 "the box's chunk size is %u, [tuning] chunk_size is %" PRIu64
-				 ": they must match",
-				 eps->chunk, px->cfg.tuning.chunk_size);
-			rc = PBOX_EMISMATCH;
-		} else if (eps->n && eps->frag < frag) {
-			frag = eps->frag;
-		}
+	snprintf(msg + off, cap - off,
+		 " never reached rank 0 at %s:%u within %.1f s ([tuning] deadline)%s%s%s",
+		 wk_ipstr(px->cfg.data.address.be, ip), px->cfg.data.port,
+		 (double)px->cfg.tuning.deadline_us / 1e6, refused[0] ? " (refused: " : "", refused,
+		 refused[0] ? ")" : "");
+	return PBOX_ETIMEDOUT;
+}
+
+/* The boxes' endpoints into @eps, and the fragment size they allow into
+ * @frag: PBOX_OK, or a code with @msg. */
+static int box_geometry(struct pbox *px, struct box_eps *eps, uint32_t *frag, uint64_t deadline,
+			char *msg, size_t cap)
+{
+	if (!px->cfg.box.control.n)
+		return PBOX_OK;
+	if (boxes_endpoints(px, eps, deadline, msg, cap))
+		return PBOX_EBOX;
+	if (eps->n && eps->chunk != px->cfg.tuning.chunk_size) {
+		snprintf(msg, cap,
+			 "the box's chunk size is %u, [tuning] chunk_size is %" PRIu64
+			 ": they must match",
+			 eps->chunk, px->cfg.tuning.chunk_size);
+		return PBOX_EMISMATCH;
 	}
-	if (!msg[0]) {
-		nonce = draw_nonce();
-		wk_set_key(px, nonce);
-		rc = wk_layout_init(px, frag, eps->n, eps->ip, eps->port, eps->kbps);
-		if (rc)
-			snprintf(msg, sizeof(msg), "%s", pbox_last_error());
-		else
-			rc = wk_grow(px, px->t, px->n_t, deadline, msg, sizeof(msg));
-	}
-	for (r = 1; r < px->n; r++) {
+	if (eps->n && eps->frag < *frag)
+		*frag = eps->frag;
+	return PBOX_OK;
+}
+
+/* Rank 0's verdict to every rank in: ERR @rc @msg, or GO and the box's
+ * endpoints. */
+static void send_verdicts(struct pbox *px, int rc, const char *msg, const bool *missing,
+			  const struct box_eps *eps, uint32_t frag, uint64_t nonce)
+{
+	for (uint32_t r = 1; r < px->n; r++) {
 		if (px->peer_fd[r] < 0)
 			continue;
 		if (msg[0]) {
@@ -985,15 +987,93 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 				.kbps = eps->kbps[e]);
 		rp_send_verb(px->peer_fd[r], RP_END);
 	}
+}
+
+/* Rank 0's side. */
+static int boot_root(struct pbox *px, uint64_t deadline)
+{
+	struct box_eps *eps = calloc(1, sizeof(*eps));
+	bool *missing = calloc(px->n, sizeof(bool)); /* ranks that never reached us */
+	char msg[WK_ERR_LEN] = "", refused[WK_ERR_LEN / 2] = "";
+	uint32_t got = 0, frag = (uint32_t)own_frag(px);
+	uint64_t nonce = 0;
+	int rc;
+
+	if (!eps || !missing) {
+		free(eps);
+		free(missing);
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	}
+	rc = door_hellos(px, deadline, &got, msg, sizeof(msg), refused, sizeof(refused));
+	if (rc != PBOX_OK && rc != PBOX_EMISMATCH)
+		goto out;
+	if (!msg[0] && got + 1 < px->n)
+		rc = name_missing(px, got, missing, refused, msg, sizeof(msg));
+	if (!msg[0])
+		rc = box_geometry(px, eps, &frag, deadline, msg, sizeof(msg));
+	if (!msg[0]) {
+		nonce = draw_nonce();
+		wk_set_key(px, nonce);
+		rc = wk_layout_init(px, frag, eps->n, eps->ip, eps->port, eps->kbps);
+		if (rc)
+			snprintf(msg, sizeof(msg), "%s", pbox_last_error());
+		else
+			rc = wk_grow(px, px->t, px->n_t, deadline, msg, sizeof(msg));
+	}
+	send_verdicts(px, rc, msg, missing, eps, frag, nonce);
 	if (msg[0])
 		rc = wk_err(rc, "pbox_start: %s", msg);
 out:
-	wk_gather_close(door);
-	if (lfd >= 0)
-		close(lfd);
 	free(missing);
 	free(eps);
 	return rc;
+}
+
+/* Rank 0's verdict on @fd (its bytes so far in @buf, @*len of them): GO
+ * and the box's endpoints into @eps, @frag and @nonce: PBOX_OK; or rank
+ * 0's ERR, its code the same on every rank and the ranks it names gone
+ * for a second shrink; or what went wrong (set by wk_err()). */
+static int read_verdict(struct pbox *px, int fd, char *buf, uint32_t *len, const char *name,
+			uint64_t deadline, struct box_eps *eps, uint32_t *frag, uint64_t *nonce)
+{
+	char line[RP_LINE_MAX], err[160] = "";
+	struct rp_msg m;
+	int rc;
+
+	/* rank 0 gives its verdict at the deadline at the latest: wait a little longer */
+	rc = wk_line_wait(fd, buf, len, WK_LINEBUF, line, sizeof(line),
+			  deadline + 1000000000ull + px->cfg.tuning.deadline_us * 100);
+	if (rc <= 0)
+		return wk_err(rc ? PBOX_EPEER : PBOX_ETIMEDOUT,
+			      rc ? "pbox_start: %s closed the bootstrap connection"
+				 : "pbox_start: no word from %s within [tuning] deadline",
+			      name);
+	if (rp_parse(line, &m, err, sizeof(err)) == 0 && m.verb == RP_ERR) {
+		rc = m.err.code < PBOX_ENODEV || m.err.code > PBOX_EINVAL ? PBOX_EPEER : m.err.code;
+		if (rp_ranks_parse(m.err.gone, px->gone, px->n))
+			rc = PBOX_EPEER;
+		return wk_err(rc, "pbox_start: %s", m.err.why);
+	}
+	if (m.verb != RP_GO || m.go.eps > WK_MAX_EPS)
+		return wk_err(PBOX_EPEER, "pbox_start: %s sent %s", name,
+			      err[0] ? err : rp_verb_name(m.verb));
+	*frag = m.go.frag;
+	*nonce = m.go.nonce;
+	for (uint32_t n = m.go.eps; eps->n < n;) {
+		if (wk_line_wait(fd, buf, len, WK_LINEBUF, line, sizeof(line), deadline) != 1 ||
+		    rp_expect(line, RP_EP, &m, err, sizeof(err)))
+			return wk_err(PBOX_EPEER, "pbox_start: %s sent a bad endpoint list (%s)",
+				      name, line);
+		eps->ip[eps->n] = m.ep.ip;
+		eps->port[eps->n] = m.ep.port;
+		eps->kbps[eps->n++] = m.ep.kbps;
+	}
+	if (wk_line_wait(fd, buf, len, WK_LINEBUF, line, sizeof(line), deadline) != 1 ||
+	    rp_expect(line, RP_END, &m, err, sizeof(err)))
+		return wk_err(PBOX_EPEER, "pbox_start: %s cut the endpoint list short", name);
+	if (*frag < 64 || *frag > px->cfg.tuning.chunk_size || (*frag & (*frag - 1)))
+		return wk_err(PBOX_EPEER, "pbox_start: %s sent fragment size %u", name, *frag);
+	return PBOX_OK;
 }
 
 /* Every other rank's side. */
@@ -1001,10 +1081,9 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 {
 	const struct cfg_hostport *root = &px->cfg.peers[0];
 	struct box_eps *eps = calloc(1, sizeof(*eps));
-	char buf[WK_LINEBUF], line[RP_LINE_MAX], name[96], err[160] = "";
+	char buf[WK_LINEBUF], name[96];
 	uint8_t rank0_nonce[WK_GATHER_NONCE];
 	uint32_t len = 0, frag = 0;
-	struct rp_msg m;
 	uint64_t nonce = 0;
 	int fd = -1, rc;
 
@@ -1034,54 +1113,9 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 		rc = wk_err(PBOX_EPEER, "pbox_start: %s closed the bootstrap connection", name);
 		goto out;
 	}
-	/* rank 0 gives its verdict at the deadline at the latest: wait a little longer */
-	rc = wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line),
-			  deadline + 1000000000ull + px->cfg.tuning.deadline_us * 100);
-	if (rc <= 0) {
-		rc = wk_err(rc ? PBOX_EPEER : PBOX_ETIMEDOUT,
-			    rc ? "pbox_start: %s closed the bootstrap connection"
-			       : "pbox_start: no word from %s within [tuning] deadline",
-			    name);
+	rc = read_verdict(px, fd, buf, &len, name, deadline, eps, &frag, &nonce);
+	if (rc)
 		goto out;
-	}
-	if (rp_parse(line, &m, err, sizeof(err)) == 0 && m.verb == RP_ERR) {
-		/* rank 0's verdict, its code the same on every rank, and the
-		 * ranks it names gone for a second shrink */
-		rc = m.err.code < PBOX_ENODEV || m.err.code > PBOX_EINVAL ? PBOX_EPEER : m.err.code;
-		if (rp_ranks_parse(m.err.gone, px->gone, px->n))
-			rc = PBOX_EPEER;
-		rc = wk_err(rc, "pbox_start: %s", m.err.why);
-		goto out;
-	}
-	if (m.verb != RP_GO || m.go.eps > WK_MAX_EPS) {
-		rc = wk_err(PBOX_EPEER, "pbox_start: %s sent %s", name,
-			    err[0] ? err : rp_verb_name(m.verb));
-		goto out;
-	}
-	frag = m.go.frag;
-	nonce = m.go.nonce;
-	while (eps->n < m.go.eps) {
-		struct rp_msg ep;
-
-		if (wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1 ||
-		    rp_expect(line, RP_EP, &ep, err, sizeof(err))) {
-			rc = wk_err(PBOX_EPEER, "pbox_start: %s sent a bad endpoint list (%s)",
-				    name, line);
-			goto out;
-		}
-		eps->ip[eps->n] = ep.ep.ip;
-		eps->port[eps->n] = ep.ep.port;
-		eps->kbps[eps->n++] = ep.ep.kbps;
-	}
-	if (wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1 ||
-	    rp_expect(line, RP_END, &m, err, sizeof(err))) {
-		rc = wk_err(PBOX_EPEER, "pbox_start: %s cut the endpoint list short", name);
-		goto out;
-	}
-	if (frag < 64 || frag > px->cfg.tuning.chunk_size || (frag & (frag - 1))) {
-		rc = wk_err(PBOX_EPEER, "pbox_start: %s sent fragment size %u", name, frag);
-		goto out;
-	}
 	wk_set_key(px, nonce);
 	rc = wk_layout_init(px, frag, eps->n, eps->ip, eps->port, eps->kbps);
 	if (rc == PBOX_OK) {

@@ -1520,12 +1520,12 @@ static void control_line(struct pbox *px, uint32_t r, char *line)
 	}
 }
 
-static void control(struct pbox *px, uint64_t now, bool finalizing)
+/* Every rank's connection: its lines, and whether it closed. */
+static void peers_poll(struct pbox *px, uint64_t now)
 {
 	char line[RP_LINE_MAX];
-	uint32_t r;
 
-	for (r = 0; r < px->n; r++) {
+	for (uint32_t r = 0; r < px->n; r++) {
 		int fd = px->peer_fd[r], rc = 0;
 
 		while (fd >= 0 && (rc = wk_line_poll(fd, px->peer_buf[r], &px->peer_len[r],
@@ -1544,6 +1544,12 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 				px->bye_done = true;
 		}
 	}
+}
+
+/* The boxes' control connections: a box that closed or timed out its
+ * connection, or that says it knows the job no more, fails the job. */
+static void boxes_poll(struct pbox *px, uint64_t now)
+{
 	for (uint32_t b = 0; b < px->n_boxes; b++) {
 		struct wk_box *bx = &px->box[b];
 		char buf[256], ip[INET_ADDRSTRLEN];
@@ -1574,6 +1580,49 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 			"the box says job %u is not registered: pboxd restarted, or the job was "
 			"unregistered",
 			px->job);
+}
+
+/* pbox_finalize()'s barrier: each rank says BYE to rank 0, which answers
+ * every rank once all have (or are gone), up to the deadline. */
+static void finalize_barrier(struct pbox *px, uint64_t now)
+{
+	if (!px->bye_deadline)
+		px->bye_deadline = now + px->deadline_ns;
+	if (px->n == 1) {
+		px->bye_done = true;
+	} else if (px->rank != 0) {
+		if (!px->bye_sent && px->peer_fd[0] >= 0)
+			rp_send_verb(px->peer_fd[0], RP_BYE);
+		px->bye_sent = true;
+		if (px->peer_fd[0] < 0)
+			px->bye_done = true;
+	} else {
+		bool all = true;
+
+		for (uint32_t r = 1; r < px->n; r++)
+			all &= px->peer_bye[r] || px->peer_fd[r] < 0;
+		if (all) {
+			for (uint32_t r = 1; r < px->n; r++)
+				if (px->peer_fd[r] >= 0)
+					rp_send_verb(px->peer_fd[r], RP_BYE);
+			px->bye_done = true;
+		}
+	}
+	if (!px->bye_done && now >= px->bye_deadline) {
+		wk_log(px, CFG_LOG_WARNING,
+		       "finalize: not every rank said BYE within the deadline");
+		px->bye_done = true;
+	}
+	if (px->bye_done && px->rank == 0)
+		wk_boxes_close(px, true);
+}
+
+/* The control side of one engine turn: the ranks' lines, the boxes'
+ * connections, REJOIN, heartbeats, telling a failure, the BYE barrier. */
+static void control(struct pbox *px, uint64_t now, bool finalizing)
+{
+	peers_poll(px, now);
+	boxes_poll(px, now);
 	if (px->rank != 0 && px->peer_fd[0] >= 0) { /* pbox_rejoin(): REJOIN, once */
 		pthread_mutex_lock(&px->mu);
 		if (px->rejoin_req && !px->rejoin_sent) {
@@ -1595,37 +1644,8 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 		else
 			tell_failure(px);
 	}
-	if (!finalizing)
-		return;
-	if (!px->bye_deadline)
-		px->bye_deadline = now + px->deadline_ns;
-	if (px->n == 1) {
-		px->bye_done = true;
-	} else if (px->rank != 0) {
-		if (!px->bye_sent && px->peer_fd[0] >= 0)
-			rp_send_verb(px->peer_fd[0], RP_BYE);
-		px->bye_sent = true;
-		if (px->peer_fd[0] < 0)
-			px->bye_done = true;
-	} else {
-		bool all = true;
-
-		for (r = 1; r < px->n; r++)
-			all &= px->peer_bye[r] || px->peer_fd[r] < 0;
-		if (all) {
-			for (r = 1; r < px->n; r++)
-				if (px->peer_fd[r] >= 0)
-					rp_send_verb(px->peer_fd[r], RP_BYE);
-			px->bye_done = true;
-		}
-	}
-	if (!px->bye_done && now >= px->bye_deadline) {
-		wk_log(px, CFG_LOG_WARNING,
-		       "finalize: not every rank said BYE within the deadline");
-		px->bye_done = true;
-	}
-	if (px->bye_done && px->rank == 0)
-		wk_boxes_close(px, true);
+	if (finalizing)
+		finalize_barrier(px, now);
 }
 
 /* ---- stats -------------------------------------------------------------------- */

@@ -249,39 +249,32 @@ static int take_join(struct pbox *px, struct joiner *j, char *line, const uint8_
 	return 0;
 }
 
-static int rdv_root(struct pbox *px, uint64_t deadline)
+/* Rank 0's door: every JOIN into @j, on its own connection, all gathered at once: one that
+ * says nothing holds nobody up. A JOIN that conflicts (another world
+ * size, a rank out of range or taken) is refused to its sender and logged
+ * (the first in @refused), and the rest wait on for the true rank up to the
+ * deadline. PBOX_OK with the ranks in (rank 0 counted) in @got, or a
+ * code (wk_err() says why) when the door did not open. */
+static int door_joins(struct pbox *px, struct joiner *j, uint64_t deadline, uint32_t *got,
+		      char *refused, size_t refused_cap)
 {
 	const struct cfg_hostport *at = &px->cfg.rendezvous.address;
-	struct joiner *j = calloc(px->n, sizeof(*j));
-	char ip[INET_ADDRSTRLEN], err[WK_ERR_LEN] = "", refused[WK_ERR_LEN / 2] = "";
-	struct wk_gather *door = NULL;
-	uint32_t got = 1, job = 0;
-	uint64_t token = 0;
-	int lfd, rc = PBOX_OK, code;
-	bool timed_out;
+	int lfd = wk_tcp_listen(at->ip_be, at->port);
+	struct wk_gather *door;
+	char ip[INET_ADDRSTRLEN];
 
-	if (!j)
-		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
-	for (uint32_t r = 0; r < px->n; r++)
-		j[r].fd = -1;
-	lfd = wk_tcp_listen(at->ip_be, at->port);
-	if (lfd < 0) {
-		rc = wk_err(PBOX_ENET,
-			    "pbox_start: rank 0 cannot listen on the rendezvous %s:%u (%s): rank 0 "
-			    "runs where [rendezvous] address points",
-			    wk_ipstr(at->ip_be, ip), at->port, strerror(errno));
-		goto out;
-	}
+	*got = 1;
+	if (lfd < 0)
+		return wk_err(PBOX_ENET,
+			      "pbox_start: rank 0 cannot listen on the rendezvous %s:%u (%s): "
+			      "rank 0 runs where [rendezvous] address points",
+			      wk_ipstr(at->ip_be, ip), at->port, strerror(errno));
 	door = wk_gather_open(lfd, RDV_LINE, one_line, NULL);
 	if (!door) {
-		rc = wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
-		goto out;
+		close(lfd);
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	}
-	/* Every JOIN on its own connection, all gathered at once: one that
-	 * says nothing holds nobody up. A JOIN that conflicts (another world
-	 * size, a rank out of range or taken) is refused to its sender and
-	 * logged, and the rest wait on for the true rank up to the deadline. */
-	while (got < px->n) {
+	while (*got < px->n) {
 		char line[RDV_LINE], why[192];
 		const char *msg;
 		size_t len;
@@ -306,34 +299,48 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 			wk_verdict_send(fd, PBOX_EMISMATCH, NULL, 0, why);
 			close(fd);
 			if (!refused[0])
-				snprintf(refused, sizeof(refused), "%s", why);
+				snprintf(refused, refused_cap, "%s", why);
 		} else {
 			j[r].fd = fd;
-			got++;
+			++*got;
 		}
 	}
+	wk_gather_close(door);
+	close(lfd);
+	return PBOX_OK;
+}
+
+/* What keeps the job from starting once the door closed, into @err: two
+ * ranks on one endpoint, or ranks that never joined (@timed_out). */
+static void check_joins(const struct pbox *px, const struct joiner *j, uint32_t got,
+			const char *refused, char *err, size_t cap, bool *timed_out)
+{
+	char ip[INET_ADDRSTRLEN];
+
 	for (uint32_t r = 1; !err[0] && r < px->n; r++)
 		for (uint32_t q = 0; q < r && j[r].fd >= 0; q++)
 			if (px->cfg.peers[q].ip_be == px->cfg.peers[r].ip_be &&
 			    px->cfg.peers[q].port == px->cfg.peers[r].port)
-				snprintf(err, sizeof(err),
-					 "ranks %u and %u joined with one endpoint %s:%u", q, r,
-					 wk_ipstr(px->cfg.peers[r].ip_be, ip),
+				snprintf(err, cap, "ranks %u and %u joined with one endpoint %s:%u",
+					 q, r, wk_ipstr(px->cfg.peers[r].ip_be, ip),
 					 px->cfg.peers[r].port);
-	timed_out = !err[0] && got < px->n;
-	if (timed_out) {
-		size_t off = (size_t)snprintf(err, sizeof(err), "the rendezvous timed out: ranks");
+	*timed_out = !err[0] && got < px->n;
+	if (*timed_out) {
+		size_t off = (size_t)snprintf(err, cap, "the rendezvous timed out: ranks");
 
-		for (uint32_t r = 1; r < px->n && off < sizeof(err) - 16; r++)
+		for (uint32_t r = 1; r < px->n && off < cap - 16; r++)
 			if (j[r].fd < 0)
-				off += (size_t)snprintf(err + off, sizeof(err) - off, " %u", r);
-		snprintf(err + off, sizeof(err) - off, " never joined%s%s%s",
+				off += (size_t)snprintf(err + off, cap - off, " %u", r);
+		snprintf(err + off, cap - off, " never joined%s%s%s",
 			 refused[0] ? " (refused: " : "", refused, refused[0] ? ")" : "");
 	}
-	/* a refused JOIN explains a missing rank: a mismatch */
-	code = timed_out && !refused[0] ? PBOX_ETIMEDOUT : PBOX_EMISMATCH;
-	if (!err[0] && draw_job(&job, &token))
-		snprintf(err, sizeof(err), "no random numbers: %s", strerror(errno));
+}
+
+/* Every rank in: ERR @code @err, or JOINED (the token sealed to its key)
+ * and every rank's endpoint. */
+static void answer_joins(const struct pbox *px, const struct joiner *j, int code, const char *err,
+			 uint32_t job, uint64_t token)
+{
 	for (uint32_t r = 1; r < px->n; r++) {
 		uint8_t sealed[SEALED_LEN];
 		char sealed_hex[2 * SEALED_LEN + 1];
@@ -352,31 +359,108 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 				.port = px->cfg.peers[q].port);
 		rp_send_verb(j[r].fd, RP_END);
 	}
+}
+
+static int rdv_root(struct pbox *px, uint64_t deadline)
+{
+	struct joiner *j = calloc(px->n, sizeof(*j));
+	char err[WK_ERR_LEN] = "", refused[WK_ERR_LEN / 2] = "";
+	uint32_t got, job = 0;
+	uint64_t token = 0;
+	int rc, code;
+	bool timed_out;
+
+	if (!j)
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	for (uint32_t r = 0; r < px->n; r++)
+		j[r].fd = -1;
+	rc = door_joins(px, j, deadline, &got, refused, sizeof(refused));
+	if (rc)
+		goto out;
+	check_joins(px, j, got, refused, err, sizeof(err), &timed_out);
+	/* a refused JOIN explains a missing rank: a mismatch */
+	code = timed_out && !refused[0] ? PBOX_ETIMEDOUT : PBOX_EMISMATCH;
+	if (!err[0] && draw_job(&job, &token))
+		snprintf(err, sizeof(err), "no random numbers: %s", strerror(errno));
+	answer_joins(px, j, code, err, job, token);
 	if (err[0])
 		rc = wk_err(code, "pbox_start: %s", err);
 	else
 		set_job(px, job, token);
 out:
-	wk_gather_close(door);
 	for (uint32_t r = 0; r < px->n; r++)
 		if (j[r].fd >= 0)
 			close(j[r].fd);
-	if (lfd >= 0)
-		close(lfd);
 	free(j);
 	return rc;
+}
+
+/* Our JOIN to the rendezvous on @fd, proved against its @nonce when there
+ * is a secret: PBOX_OK or a code (wk_err() says why). */
+static int send_join(struct pbox *px, int fd, const uint8_t *nonce, const char *pk_hex)
+{
+	const struct rp_msg m = {
+		.verb = RP_JOIN,
+		.join = {.rank = px->rank,
+			 .world_size = px->n,
+			 .ep = {px->cfg.data.address.be, (uint16_t)px->cfg.data.port},
+			 .pk = pk_hex}};
+	uint8_t k[WK_PROOF_KEY];
+	char line[RP_LINE_MAX];
+
+	if (rp_format(line, sizeof(line), &m) < 0)
+		return wk_err(PBOX_EINVAL, "pbox_start: no JOIN for our endpoint (port %u)",
+			      px->cfg.data.port);
+	if (!secret_key(px, k)) {
+		wk_proof_append(k, nonce, line, sizeof(line));
+		sodium_memzero(k, sizeof(k));
+	}
+	return rp_send_text(fd, line) ? wk_err(PBOX_ENET, "pbox_start: the rendezvous closed")
+				      : PBOX_OK;
+}
+
+/* JOINED's PEER lines and END on @fd into [peers]: PBOX_OK, or a code
+ * (wk_err() says why) when they are not every rank's, ours as ours. */
+static int read_peers(struct pbox *px, int fd, char *buf, uint32_t *len, size_t cap,
+		      uint64_t deadline)
+{
+	char line[RP_LINE_MAX], err[160] = "";
+	uint32_t seen = 0;
+	struct rp_msg m;
+
+	for (;;) {
+		if (wk_line_wait(fd, buf, len, (uint32_t)cap, line, sizeof(line), deadline) != 1)
+			return wk_err(PBOX_ENET, "pbox_start: the rendezvous closed mid-answer");
+		if (rp_parse(line, &m, err, sizeof(err)) == 0 && m.verb == RP_END)
+			break;
+		if (err[0] || m.verb != RP_PEER || m.peer.rank >= px->n)
+			return wk_err(PBOX_ENET, "pbox_start: the rendezvous sent %s%s",
+				      err[0]		  ? err
+				      : m.verb != RP_PEER ? rp_verb_name(m.verb)
+							  : "PEER for a rank past the world",
+				      err[0] || m.verb == RP_PEER ? "" : " where PEER was due");
+		px->cfg.peers[m.peer.rank] =
+			(struct cfg_hostport){.ip_be = m.peer.ip, .port = m.peer.port};
+		seen++;
+	}
+	if (seen != px->n || px->cfg.peers[px->rank].ip_be != px->cfg.data.address.be ||
+	    px->cfg.peers[px->rank].port != px->cfg.data.port)
+		return wk_err(PBOX_ENET,
+			      "pbox_start: the rendezvous sent %u endpoints of %u, or "
+			      "not ours as ours",
+			      seen, px->n);
+	return PBOX_OK;
 }
 
 static int rdv_rank(struct pbox *px, uint64_t deadline)
 {
 	const struct cfg_hostport *at = &px->cfg.rendezvous.address;
 	uint8_t pk[crypto_box_PUBLICKEYBYTES], sk[crypto_box_SECRETKEYBYTES], sealed[SEALED_LEN];
-	uint8_t nonce[WK_GATHER_NONCE], k[WK_PROOF_KEY];
+	uint8_t nonce[WK_GATHER_NONCE];
 	char buf[RP_LINE_MAX * 4], line[RP_LINE_MAX], ip[INET_ADDRSTRLEN],
-		pk_hex[sizeof(pk) * 2 + 1];
-	char err[160] = "";
+		pk_hex[sizeof(pk) * 2 + 1], err[160];
 	struct rp_msg m;
-	uint32_t len = 0, job, seen = 0;
+	uint32_t len = 0;
 	uint64_t token;
 	int fd = -1, rc;
 
@@ -396,21 +480,9 @@ static int rdv_rank(struct pbox *px, uint64_t deadline)
 			       : "sent no NONCE before the deadline");
 		goto out;
 	}
-	m = (struct rp_msg){.verb = RP_JOIN,
-			    .join = {.rank = px->rank,
-				     .world_size = px->n,
-				     .ep = {px->cfg.data.address.be, (uint16_t)px->cfg.data.port},
-				     .pk = pk_hex}};
-	if (rp_format(line, sizeof(line), &m) < 0) {
-		rc = wk_err(PBOX_EINVAL, "pbox_start: no JOIN for our endpoint (port %u)",
-			    px->cfg.data.port);
+	rc = send_join(px, fd, nonce, pk_hex);
+	if (rc)
 		goto out;
-	}
-	if (!secret_key(px, k)) {
-		wk_proof_append(k, nonce, line, sizeof(line));
-		sodium_memzero(k, sizeof(k));
-	}
-	rp_send_text(fd, line);
 	rc = wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline);
 	if (rc == 1 && rp_parse(line, &m, err, sizeof(err)) == 0 && m.verb == RP_ERR) {
 		rc = m.err.code < PBOX_ENODEV || m.err.code > PBOX_EINVAL ? PBOX_EPEER : m.err.code;
@@ -427,36 +499,9 @@ static int rdv_rank(struct pbox *px, uint64_t deadline)
 				    : "answered with something else than JOINED");
 		goto out;
 	}
-	job = m.joined.job;
-	for (;;) {
-		if (wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline) != 1) {
-			rc = wk_err(PBOX_ENET, "pbox_start: the rendezvous closed mid-answer");
-			goto out;
-		}
-		if (rp_parse(line, &m, err, sizeof(err)) == 0 && m.verb == RP_END)
-			break;
-		if (err[0] || m.verb != RP_PEER || m.peer.rank >= px->n) {
-			rc = wk_err(PBOX_ENET, "pbox_start: the rendezvous sent %s%s",
-				    err[0]		? err
-				    : m.verb != RP_PEER ? rp_verb_name(m.verb)
-							: "PEER for a rank past the world",
-				    err[0] || m.verb == RP_PEER ? "" : " where PEER was due");
-			goto out;
-		}
-		px->cfg.peers[m.peer.rank] =
-			(struct cfg_hostport){.ip_be = m.peer.ip, .port = m.peer.port};
-		seen++;
-	}
-	if (seen != px->n || px->cfg.peers[px->rank].ip_be != px->cfg.data.address.be ||
-	    px->cfg.peers[px->rank].port != px->cfg.data.port) {
-		rc = wk_err(PBOX_ENET,
-			    "pbox_start: the rendezvous sent %u endpoints of %u, or "
-			    "not ours as ours",
-			    seen, px->n);
-		goto out;
-	}
-	set_job(px, job, token);
-	rc = PBOX_OK;
+	rc = read_peers(px, fd, buf, &len, sizeof(buf), deadline);
+	if (rc == PBOX_OK)
+		set_job(px, m.joined.job, token);
 out:
 	sodium_memzero(sk, sizeof(sk));
 	close(fd);
