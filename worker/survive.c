@@ -371,21 +371,25 @@ static int u64_cmp(const void *a, const void *b)
  * somewhere is given by the lowest rank that holds its sum; everything else
  * is summed again from every rank's input. 0, or -1 with @why.
  */
-int wk_resume_plan(uint64_t key, uint64_t bytes, const struct wk_rs_rank *rk, uint32_t n,
-		   struct wk_rs_plan *pl, char *why, size_t cap)
-{
-	uint32_t nb = 0, tot = 2, *p = calloc(n, sizeof(*p)), went_on = UINT32_MAX;
-	uint64_t *bnd = NULL;
-	bool fresh = false, summed = false;
-	int rc = -1;
+/* What wk_resume_plan() learns of a tensor from the accounts. */
+struct plan_scan {
+	uint32_t tot;	  /* boundaries of summed ranges, and the tensor's two */
+	uint32_t went_on; /* the lowest rank that had it complete, or UINT32_MAX */
+	bool fresh;	  /* some rank never pushed the round */
+	bool summed;	  /* some range of it is summed on an interrupted rank */
+};
 
+/* The interrupted ranks: all at one round of @key, into @pl->op (-1: none). */
+static int plan_round(uint64_t key, uint64_t bytes, const struct wk_rs_rank *rk, uint32_t n,
+		      struct wk_rs_plan *pl, struct plan_scan *sc, char *why, size_t cap)
+{
 	pl->op = -1;
 	for (uint32_t r = 0; r < n; r++) {
 		const struct wk_rs_ent *e = wk_rs_find(&rk[r], key);
 
 		if (!e) {
 			snprintf(why, cap, "rank %u has no tensor key %" PRIu64, r, key);
-			goto out;
+			return -1;
 		}
 		if (e->op < 0)
 			continue;
@@ -394,46 +398,78 @@ int wk_resume_plan(uint64_t key, uint64_t bytes, const struct wk_rs_rank *rk, ui
 				 "tensor key %" PRIu64 ": ranks were at rounds %" PRId64
 				 " and %" PRId64 " of it",
 				 key, pl->op, e->op);
-			goto out;
+			return -1;
 		}
 		pl->op = e->op;
-		summed |= e->n_run > 0;
-		tot += 2 * e->n_run;
+		sc->summed |= e->n_run > 0;
+		sc->tot += 2 * e->n_run;
 		if (e->n_run && e->run[2 * e->n_run - 1] > bytes) {
 			snprintf(why, cap, "rank %u: tensor key %" PRIu64 " has %" PRIu64 " bytes",
 				 r, key, bytes);
-			goto out;
+			return -1;
 		}
 	}
+	return 0;
+}
+
+/* The ranks not interrupted: each went on (had round op complete) or never
+ * pushed it, and not both kinds at once. */
+static int plan_others(uint64_t key, const struct wk_rs_rank *rk, uint32_t n,
+		       const struct wk_rs_plan *pl, struct plan_scan *sc, char *why, size_t cap)
+{
 	for (uint32_t r = 0; r < n; r++) {
 		const struct wk_rs_ent *e = wk_rs_find(&rk[r], key);
 
 		if (e->op >= 0)
 			continue;
 		if (e->next == pl->op + 1) {
-			went_on = went_on < r ? went_on : r;
+			sc->went_on = sc->went_on < r ? sc->went_on : r;
 		} else if (e->next == pl->op) {
-			fresh = true;
+			sc->fresh = true;
 		} else {
 			snprintf(why, cap,
 				 "tensor key %" PRIu64 ": rank %u is at round %u of it, "
 				 "another was interrupted in round %" PRId64,
 				 key, r, e->next, pl->op);
-			goto out;
+			return -1;
 		}
 	}
-	if (fresh && (summed || went_on != UINT32_MAX)) {
+	if (sc->fresh && (sc->summed || sc->went_on != UINT32_MAX)) {
 		snprintf(why, cap,
 			 "tensor key %" PRIu64 ": a rank never pushed round %" PRId64
 			 " of it, yet it is summed elsewhere",
 			 key, pl->op);
-		goto out;
+		return -1;
 	}
-	if (!summed && went_on == UINT32_MAX) { /* nothing summed: pushed again, from inputs */
-		rc = 0;
-		goto out;
+	return 0;
+}
+
+/* The lowest interrupted rank holding the sum of byte @x (@p: each rank's
+ * cursor in its ranges, moved on), or UINT32_MAX. */
+static uint32_t owner_of(uint64_t key, uint64_t x, const struct wk_rs_rank *rk, uint32_t n,
+			 uint32_t *p)
+{
+	for (uint32_t r = 0; r < n; r++) {
+		const struct wk_rs_ent *e = wk_rs_find(&rk[r], key);
+
+		if (e->op < 0)
+			continue;
+		while (p[r] < e->n_run && e->run[2 * p[r] + 1] <= x)
+			p[r]++;
+		if (p[r] < e->n_run && e->run[2 * p[r]] <= x)
+			return r;
 	}
-	bnd = malloc(tot * sizeof(*bnd));
+	return UINT32_MAX;
+}
+
+/* Each range between two boundaries to its owner, into @pl->own. */
+static int plan_owners(uint64_t key, uint64_t bytes, const struct wk_rs_rank *rk, uint32_t n,
+		       struct wk_rs_plan *pl, const struct plan_scan *sc, char *why, size_t cap)
+{
+	uint32_t nb = 0, *p = calloc(n, sizeof(*p));
+	uint64_t *bnd = malloc(sc->tot * sizeof(*bnd));
+	int rc = -1;
+
 	if (!p || !bnd) {
 		snprintf(why, cap, "out of memory");
 		goto out;
@@ -449,26 +485,14 @@ int wk_resume_plan(uint64_t key, uint64_t bytes, const struct wk_rs_rank *rk, ui
 	qsort(bnd, nb, sizeof(*bnd), u64_cmp);
 	for (uint32_t i = 0; i + 1 < nb; i++) {
 		uint64_t x = bnd[i], y = bnd[i + 1], v[3];
-		uint32_t owner = UINT32_MAX;
+		uint32_t owner = x == y ? UINT32_MAX : owner_of(key, x, rk, n, p);
 
-		if (x == y)
-			continue;
-		for (uint32_t r = 0; r < n && owner == UINT32_MAX; r++) {
-			const struct wk_rs_ent *e = wk_rs_find(&rk[r], key);
-
-			if (e->op < 0)
-				continue;
-			while (p[r] < e->n_run && e->run[2 * p[r] + 1] <= x)
-				p[r]++;
-			if (p[r] < e->n_run && e->run[2 * p[r]] <= x)
-				owner = r;
-		}
-		if (owner == UINT32_MAX && went_on != UINT32_MAX) {
+		if (x != y && owner == UINT32_MAX && sc->went_on != UINT32_MAX) {
 			snprintf(why, cap,
 				 "tensor key %" PRIu64 ": rank %u had the sum of round "
 				 "%" PRId64 " and went on, but bytes [%" PRIu64 ", %" PRIu64
 				 ") of it are a sum on no rank that did not",
-				 key, went_on, pl->op, x, y);
+				 key, sc->went_on, pl->op, x, y);
 			goto out;
 		}
 		if (owner == UINT32_MAX)
@@ -491,6 +515,19 @@ out:
 	free(p);
 	free(bnd);
 	return rc;
+}
+
+int wk_resume_plan(uint64_t key, uint64_t bytes, const struct wk_rs_rank *rk, uint32_t n,
+		   struct wk_rs_plan *pl, char *why, size_t cap)
+{
+	struct plan_scan sc = {.tot = 2, .went_on = UINT32_MAX};
+
+	if (plan_round(key, bytes, rk, n, pl, &sc, why, cap) ||
+	    plan_others(key, rk, n, pl, &sc, why, cap))
+		return -1;
+	if (!sc.summed && sc.went_on == UINT32_MAX) /* nothing summed: pushed again, from inputs */
+		return 0;
+	return plan_owners(key, bytes, rk, n, pl, &sc, why, cap);
 }
 
 static void plans_free(struct wk_rs_plan *pl, uint32_t n)
@@ -641,6 +678,73 @@ out:
 	return rc;
 }
 
+/* Rank 0: the plans (@rc 0) or why not (REDO) to every other rank. */
+static void rs_tell(struct pbox *px, int rc, const char *why, const struct wk_rs_plan *pl,
+		    uint32_t n_pl)
+{
+	for (uint32_t r = 1; r < px->n; r++) {
+		if (rc) {
+			RP_SEND(px->peer_fd[r], REDO, redo, .why = why);
+			continue;
+		}
+		RP_SEND(px->peer_fd[r], PLAN, plan, .keys = n_pl);
+		for (uint32_t k = 0; k < n_pl; k++) {
+			const uint64_t *o = pl[k].own;
+
+			RP_SEND(px->peer_fd[r], P, p, .key = pl[k].key, .op = pl[k].op,
+				.owned = pl[k].n_own);
+			for (uint32_t j = 0; j < pl[k].n_own; j++, o += 3)
+				RP_SEND(px->peer_fd[r], O, o, .from = o[0], .to = o[1],
+					.rank = o[2]);
+		}
+		rp_send_verb(px->peer_fd[r], RP_END);
+	}
+}
+
+/* Each plan to its tensor: an interrupted one of ours takes it (its next
+ * push-pull resumes it); one ours had complete gets zeros (into @zero). */
+static void rs_apply(struct pbox *px, const uint32_t *next, struct wk_rs_plan *pl, uint32_t n_pl,
+		     uint32_t *zero, uint32_t *n_zero)
+{
+	for (uint32_t k = 0; k < n_pl; k++) {
+		uint32_t i, j;
+
+		for (j = 0; j < px->n_res && px->res[j].key != pl[k].key; j++)
+			;
+		if (j < px->n_res) {
+			px->res[j].own = pl[k].own;
+			px->res[j].n_own = pl[k].n_own;
+			pl[k].own = NULL;
+			continue;
+		}
+		for (i = 0; i < px->n_t && px->t[i]->key != pl[k].key; i++)
+			;
+		if (i < px->n_t && next[i] == pl[k].op + 1)
+			zero[(*n_zero)++] = i;
+	}
+}
+
+/* What the resume keeps and sums again, in the log. */
+static void rs_report(const struct pbox *px, uint32_t n_pl, uint32_t n_zero)
+{
+	uint64_t kept = 0, again = 0;
+
+	for (uint32_t j = 0; j < px->n_res; j++) {
+		uint64_t k = 0;
+
+		for (uint32_t i = 0; i < px->res[j].n_own; i++)
+			k += px->res[j].own[3 * i + 1] - px->res[j].own[3 * i];
+		kept += k;
+		again += px->res[j].bytes - k;
+	}
+	wk_log(px, CFG_LOG_WARNING,
+	       "the box's loss interrupted %u push-pulls here (%u tensors in the job): they "
+	       "resume as they are pushed again, %.2f MiB of them already sums, %.2f MiB "
+	       "summed again; %u tensors done here and not elsewhere get zeros from this "
+	       "rank",
+	       px->n_res, n_pl, (double)kept / 1048576, (double)again / 1048576, n_zero);
+}
+
 /*
  * After the new incarnation's bootstrap, before its engine: the survivors
  * agree how the push-pulls the box's loss interrupted go on. Each resumed
@@ -661,44 +765,14 @@ static int rs_agree(struct pbox *px, const uint32_t *next, uint32_t **zero, uint
 	*n_zero = 0;
 	if (px->rank == 0) {
 		rc = rs_root(px, next, deadline, &pl, &n_pl, why, sizeof(why));
-		for (uint32_t r = 1; r < px->n; r++) {
-			if (rc) {
-				RP_SEND(px->peer_fd[r], REDO, redo, .why = why);
-				continue;
-			}
-			RP_SEND(px->peer_fd[r], PLAN, plan, .keys = n_pl);
-			for (uint32_t k = 0; k < n_pl; k++) {
-				const uint64_t *o = pl[k].own;
-
-				RP_SEND(px->peer_fd[r], P, p, .key = pl[k].key, .op = pl[k].op,
-					.owned = pl[k].n_own);
-				for (uint32_t j = 0; j < pl[k].n_own; j++, o += 3)
-					RP_SEND(px->peer_fd[r], O, o, .from = o[0], .to = o[1],
-						.rank = o[2]);
-			}
-			rp_send_verb(px->peer_fd[r], RP_END);
-		}
+		rs_tell(px, rc, why, pl, n_pl);
 	} else {
 		rc = rs_rank(px, next, deadline, &pl, &n_pl, why, sizeof(why));
 	}
 	if (rc == 0 && !(*zero = calloc(n_pl + 1, sizeof(**zero))))
 		rc = -1, snprintf(why, sizeof(why), "out of memory");
-	for (uint32_t k = 0; rc == 0 && k < n_pl; k++) {
-		uint32_t i, j;
-
-		for (j = 0; j < px->n_res && px->res[j].key != pl[k].key; j++)
-			;
-		if (j < px->n_res) { /* ours was interrupted: its next push-pull resumes it */
-			px->res[j].own = pl[k].own;
-			px->res[j].n_own = pl[k].n_own;
-			pl[k].own = NULL;
-			continue;
-		}
-		for (i = 0; i < px->n_t && px->t[i]->key != pl[k].key; i++)
-			;
-		if (i < px->n_t && next[i] == pl[k].op + 1) /* ours was complete: zeros */
-			(*zero)[(*n_zero)++] = i;
-	}
+	if (rc == 0)
+		rs_apply(px, next, pl, n_pl, *zero, n_zero);
 	plans_free(pl, n_pl);
 	if (rc) {
 		free(*zero);
@@ -712,24 +786,8 @@ static int rs_agree(struct pbox *px, const uint32_t *next, uint32_t **zero, uint
 		return 1;
 	}
 	px->res_ok = true;
-	if (n_pl) {
-		uint64_t kept = 0, again = 0;
-
-		for (uint32_t j = 0; j < px->n_res; j++) {
-			uint64_t k = 0;
-
-			for (uint32_t i = 0; i < px->res[j].n_own; i++)
-				k += px->res[j].own[3 * i + 1] - px->res[j].own[3 * i];
-			kept += k;
-			again += px->res[j].bytes - k;
-		}
-		wk_log(px, CFG_LOG_WARNING,
-		       "the box's loss interrupted %u push-pulls here (%u tensors in the job): they "
-		       "resume as they are pushed again, %.2f MiB of them already sums, %.2f MiB "
-		       "summed again; %u tensors done here and not elsewhere get zeros from this "
-		       "rank",
-		       px->n_res, n_pl, (double)kept / 1048576, (double)again / 1048576, *n_zero);
-	}
+	if (n_pl)
+		rs_report(px, n_pl, *n_zero);
 	return 0;
 }
 
@@ -848,29 +906,112 @@ static int can_renew(struct pbox *px, const char *fn, bool idle)
 	return px->loc ? wk_local_can_renew(px, fn, idle) : PBOX_OK;
 }
 
+/* The failure that calls for a shrink: pbox_shrink() may be called on a
+ * failure seen elsewhere first (another library's collective on the same
+ * ranks), and a lost rank or box is known here within a heartbeat. Its
+ * code (0: none), its message in @why. */
+static int wait_failure(struct pbox *px, char *why, size_t cap)
+{
+	int rc;
+
+	for (uint64_t until = wk_now() + px->cfg.tuning.heartbeat_us * 1000 + 500000000ull;;) {
+		pthread_mutex_lock(&px->mu);
+		rc = px->fail;
+		snprintf(why, cap, "%s", px->fail_msg);
+		pthread_mutex_unlock(&px->mu);
+		if (rc || wk_now() >= until)
+			return rc;
+		usleep(10000);
+	}
+}
+
+/* The surviving ranks' peers, in order, into [peers]: how many; @me: this
+ * rank's new rank; @gm (when not NULL): the ranks gone, in order. */
+static uint32_t survivors(struct pbox *px, uint32_t *gm, uint32_t *me)
+{
+	uint32_t n = 0;
+
+	for (uint32_t r = 0, g = 0; r < px->n; r++) {
+		if (px->gone && px->gone[r]) {
+			if (gm)
+				gm[g++] = r;
+			continue;
+		}
+		if (r == px->rank)
+			*me = n;
+		px->cfg.peers[n++] = px->cfg.peers[r];
+	}
+	return n;
+}
+
+/* The boxes lost out of [box] control (rank 0 knows which: the others
+ * leave the boxes to it), named in @box. */
+static void drop_lost_boxes(struct pbox *px, char *box, size_t cap)
+{
+	struct cfg_hostports *l = &px->cfg.box.control;
+	uint32_t kept = 0, off = 0;
+
+	if (!px->boxes_all.n) /* for pbox_rejoin(), on every rank */
+		px->boxes_all = *l;
+	for (uint32_t i = 0; i < l->n; i++) {
+		bool g = false;
+
+		for (uint32_t b = 0; b < px->n_boxes; b++)
+			g |= px->box[b].gone && px->box[b].addr.ip_be == l->hp[i].ip_be &&
+			     px->box[b].addr.port == l->hp[i].port;
+		if (!g) {
+			l->hp[kept++] = l->hp[i];
+		} else if (off < cap) {
+			char ip[INET_ADDRSTRLEN];
+
+			off += (size_t)snprintf(box + off, cap - off, "%s%s:%u", off ? ", " : "",
+						wk_ipstr(l->hp[i].ip_be, ip), l->hp[i].port);
+		}
+	}
+	l->n = kept;
+}
+
+/* Each ready tensor's next round, in order (what the resume is about);
+ * NULL when out of memory. */
+static uint32_t *next_rounds(const struct pbox *px)
+{
+	uint32_t *next = calloc(px->n_t + 1, sizeof(*next));
+
+	for (uint32_t i = 0, k = 0; next && i < px->n_t; i++)
+		if (px->t[i]->ready)
+			next[k++] = px->t[i]->round;
+	return next;
+}
+
+/* The new incarnation up: bootstrap, the resume agreed (@resume), the
+ * engine, the zeros given; PBOX_OK, PBOX_REDO, or a failure code. */
+static int restart(struct pbox *px, bool resume, const uint32_t *next)
+{
+	uint32_t *zero = NULL, n_zero = 0;
+	int rc = wk_boot(px), redo = 1;
+
+	if (rc == PBOX_OK && resume)
+		redo = rs_agree(px, next, &zero, &n_zero);
+	if (rc == PBOX_OK)
+		rc = wk_engine_start(px);
+	if (rc == PBOX_OK && n_zero)
+		rc = give_zeros(px, zero, n_zero);
+	free(zero);
+	return rc ? rc : redo ? PBOX_REDO : PBOX_OK;
+}
+
 int pbox_shrink(struct pbox *px)
 {
-	uint32_t n = 0, me = UINT32_MAX, gone = 0, *gm = NULL;
-	uint32_t *next, *zero = NULL, n_zero = 0;
+	uint32_t n, me = UINT32_MAX, gone = 0, *gm = NULL, *next;
 	char why[WK_ERR_LEN], box[192] = "";
 	bool lost_box, resume;
-	int rc, redo = 1;
+	int rc;
 
 	if ((rc = can_renew(px, "pbox_shrink", false)))
 		return rc;
 	if (wk_local_led(px)) /* the machine's leader renews it */
 		return wk_local_follow_renew(px, "pbox_shrink", true);
-	/* called on a failure seen elsewhere first (another library's collective on
-	 * the same ranks): a lost rank or box is known here within a heartbeat */
-	for (uint64_t until = wk_now() + px->cfg.tuning.heartbeat_us * 1000 + 500000000ull;;) {
-		pthread_mutex_lock(&px->mu);
-		rc = px->fail;
-		snprintf(why, sizeof(why), "%s", px->fail_msg);
-		pthread_mutex_unlock(&px->mu);
-		if (rc || wk_now() >= until)
-			break;
-		usleep(10000);
-	}
+	rc = wait_failure(px, why, sizeof(why));
 	for (uint32_t r = 0; px->gone && r < px->n; r++)
 		gone += px->gone[r];
 	lost_box = rc == PBOX_EBOX && px->cfg.box.control.n;
@@ -884,57 +1025,23 @@ int pbox_shrink(struct pbox *px)
 			return wk_err(PBOX_ENOMEM, "pbox_shrink: out of memory");
 	}
 	stop_engine(px);
-	for (uint32_t r = 0, g = 0; r < px->n; r++) {
-		if (px->gone && px->gone[r]) {
-			if (gm)
-				gm[g++] = r;
-			continue;
-		}
-		if (r == px->rank)
-			me = n;
-		px->cfg.peers[n++] = px->cfg.peers[r];
-	}
+	n = survivors(px, gm, &me);
 	/* with every rank there, what the box's loss interrupted can go on
 	 * (not the pieces of a machine's sums: the machine starts over) */
 	resume = lost_box && !gone && !px->loc;
 	if (!resume)
 		wk_resume_free(px);
-	next = calloc(px->n_t + 1, sizeof(*next));
+	next = next_rounds(px);
 	if (!next) {
 		free(gm);
 		return wk_err(PBOX_ENOMEM, "pbox_shrink: out of memory");
 	}
-	for (uint32_t i = 0, k = 0; i < px->n_t; i++)
-		if (px->t[i]->ready)
-			next[k++] = px->t[i]->round;
 	wk_free_net(px);
 	keep_tensors(px);
 	if (px->loc)
 		wk_local_renet(px);
-	if (lost_box) { /* rank 0 knows which: the others leave the boxes to it */
-		struct cfg_hostports *l = &px->cfg.box.control;
-		uint32_t kept = 0, off = 0;
-
-		if (!px->boxes_all.n) /* for pbox_rejoin(), on every rank */
-			px->boxes_all = *l;
-		for (uint32_t i = 0; i < l->n; i++) {
-			bool g = false;
-
-			for (uint32_t b = 0; b < px->n_boxes; b++)
-				g |= px->box[b].gone && px->box[b].addr.ip_be == l->hp[i].ip_be &&
-				     px->box[b].addr.port == l->hp[i].port;
-			if (!g) {
-				l->hp[kept++] = l->hp[i];
-			} else if (off < sizeof(box)) {
-				char ip[INET_ADDRSTRLEN];
-
-				off += (size_t)snprintf(
-					box + off, sizeof(box) - off, "%s%s:%u", off ? ", " : "",
-					wk_ipstr(l->hp[i].ip_be, ip), l->hp[i].port);
-			}
-		}
-		l->n = kept;
-	}
+	if (lost_box)
+		drop_lost_boxes(px, box, sizeof(box));
 	renew(px, n, me);
 	if (box[0])
 		wk_log(px, CFG_LOG_WARNING,
@@ -945,23 +1052,14 @@ int pbox_shrink(struct pbox *px)
 					     : "the workers' SS_GPUs (k = 0)");
 	wk_log(px, CFG_LOG_INFO, "shrink: incarnation %u of job %u, %u ranks, job id %u at the box",
 	       px->epoch, px->cfg.job.id, n, px->job);
-	rc = wk_boot(px);
-	if (rc == PBOX_OK && resume)
-		redo = rs_agree(px, next, &zero, &n_zero);
-	if (rc == PBOX_OK)
-		rc = wk_engine_start(px);
-	if (rc == PBOX_OK && n_zero)
-		rc = give_zeros(px, zero, n_zero);
+	rc = restart(px, resume, next);
 	free(next);
-	free(zero);
-	if (rc)
+	if (rc && rc != PBOX_REDO)
 		failed_with(px, rc);
 	if (px->loc) /* the machine follows; its ranks are told */
-		wk_local_renew(px, rc, gm, gone);
+		wk_local_renew(px, rc == PBOX_REDO ? PBOX_OK : rc, gm, gone);
 	free(gm);
-	if (rc)
-		return rc;
-	return redo ? PBOX_REDO : PBOX_OK;
+	return rc;
 }
 
 /*
