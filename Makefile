@@ -266,6 +266,8 @@ lint:
 	@! grep -nE 'pthread_(mutex|rwlock|spin)|rte_(spinlock|rwlock|atomic)|__atomic_|_Atomic|stdatomic|__sync_|sem_(wait|post)' $(DATA_PATH_SRCS)
 	@echo "lint: layers (nic/ includes only nic/; the SS core no config/ and no DPDK)"
 	@tests/lint-layers.sh
+	@echo "lint: libpbox's functions at most 80 lines"
+	@tests/lint-size.sh $(LIBPBOX_SRCS) worker/dpdk.c
 	@echo "lint: clang-format"
 	@clang-format --dry-run --Werror $(C_SOURCES)
 

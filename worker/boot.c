@@ -876,12 +876,14 @@ static int door_hellos(struct pbox *px, uint64_t deadline, uint32_t *got, char *
 {
 	int lfd = wk_tcp_listen(px->cfg.data.address.be, (uint16_t)px->cfg.data.port), rc = PBOX_OK;
 	struct wk_gather *door;
-	char ip[INET_ADDRSTRLEN];
 
-	if (lfd < 0)
+	if (lfd < 0) {
+		char ip[INET_ADDRSTRLEN];
+
 		return wk_err(PBOX_ENET, "pbox_start: rank 0 cannot listen on TCP %s:%u: %s",
 			      wk_ipstr(px->cfg.data.address.be, ip), px->cfg.data.port,
 			      strerror(errno));
+	}
 	door = wk_gather_open(lfd, LINE_CAP * ((size_t)px->n_t + 2) + 65536, hello_whole, NULL);
 	if (!door) {
 		close(lfd);

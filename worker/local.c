@@ -1416,13 +1416,66 @@ static bool piece_ready(const struct wk_local *lc, const struct pbox_handle *op,
 	return t->taken[i] == lc->local_size - 1;
 }
 
+#define LEAD_NEXT (-1) /* lead_piece(): on to the next piece */
+
+/* Piece @i of the leader's @op one step on its way: its parts summed
+ * (WAIT to SUM), pushed to the network once landed (NET), its sum back
+ * (BACK) and out to the ranks. LEAD_NEXT, or what lead() returns. */
+static int lead_piece(struct pbox *px, struct pbox_handle *op, uint32_t i)
+{
+	struct wk_ltensor *t = op->lt;
+	size_t esz = sum_dtype_size((enum sum_dtype)t->dtype);
+	uint64_t first = (uint64_t)i * t->piece_elems, n = t->count - first;
+	uint8_t *host = t->map + first * esz;
+	int rc;
+
+	if (n > t->piece_elems)
+		n = t->piece_elems;
+	if (t->st[i] == PC_WAIT) {
+		if (!piece_ready(px->loc, op, i))
+			return LEAD_NEXT;
+		if (!op->dev)
+			sum_piece(px->loc, t, i, op->in);
+		else if (gpu_sum(px, op, i, first, n))
+			return gpu_fail(px);
+		t->st[i] = PC_SUM;
+	}
+	if (t->st[i] == PC_SUM) { /* summed; on the GPU: once here for the network */
+		rc = landed(px, t, i);
+		if (rc <= 0)
+			return rc < 0 ? false : LEAD_NEXT;
+		rc = wk_push_pull(px, local_piece_key(t->key, i), host, host, n,
+				  (enum pbox_dtype)t->dtype, &t->sub[i]);
+		if (rc)
+			return lead_over(px, op, rc);
+		t->st[i] = PC_NET;
+	}
+	if (t->st[i] == PC_NET) {
+		rc = pbox_test(t->sub[i]);
+		if (rc == PBOX_EAGAIN)
+			return LEAD_NEXT;
+		t->sub[i] = NULL;
+		if (rc)
+			return lead_over(px, op, rc);
+		if (op->dev) {
+			if (gpu_back(px, op, i, first, n))
+				return gpu_fail(px);
+			t->st[i] = PC_BACK;
+			return LEAD_NEXT;
+		}
+		memcpy(op->out + first * esz, host, n * esz);
+		return piece_out(px, op, i) ? true : LEAD_NEXT;
+	}
+	if (t->st[i] == PC_BACK && landed(px, t, i) > 0 && piece_out(px, op, i))
+		return true;
+	return LEAD_NEXT;
+}
+
 /* Leader: move @op on as far as it goes; true when it is over. */
 static bool lead(struct pbox *px, struct pbox_handle *op)
 {
 	struct wk_local *lc = px->loc;
 	struct wk_ltensor *t = op->lt;
-	size_t esz = sum_dtype_size((enum sum_dtype)t->dtype);
-	int rc;
 
 	if (!t->map) {
 		if (lt_map(lc, t, -1)) {
@@ -1449,53 +1502,10 @@ static bool lead(struct pbox *px, struct pbox_handle *op)
 		op->lstarted = true;
 	}
 	for (uint32_t i = 0; i < t->n_pieces; i++) {
-		uint64_t first = (uint64_t)i * t->piece_elems, n = t->count - first;
-		uint8_t *host = t->map + first * esz;
+		int r = lead_piece(px, op, i);
 
-		if (n > t->piece_elems)
-			n = t->piece_elems;
-		if (t->st[i] == PC_WAIT) {
-			if (!piece_ready(lc, op, i))
-				continue;
-			if (!op->dev)
-				sum_piece(lc, t, i, op->in);
-			else if (gpu_sum(px, op, i, first, n))
-				return gpu_fail(px);
-			t->st[i] = PC_SUM;
-		}
-		if (t->st[i] == PC_SUM) { /* summed; on the GPU: once here for the network */
-			rc = landed(px, t, i);
-			if (rc <= 0) {
-				if (rc < 0)
-					return false;
-				continue;
-			}
-			rc = wk_push_pull(px, local_piece_key(t->key, i), host, host, n,
-					  (enum pbox_dtype)t->dtype, &t->sub[i]);
-			if (rc)
-				return lead_over(px, op, rc);
-			t->st[i] = PC_NET;
-		}
-		if (t->st[i] == PC_NET) {
-			rc = pbox_test(t->sub[i]);
-			if (rc == PBOX_EAGAIN)
-				continue;
-			t->sub[i] = NULL;
-			if (rc)
-				return lead_over(px, op, rc);
-			if (op->dev) {
-				if (gpu_back(px, op, i, first, n))
-					return gpu_fail(px);
-				t->st[i] = PC_BACK;
-				continue;
-			}
-			memcpy(op->out + first * esz, host, n * esz);
-			if (piece_out(px, op, i))
-				return true;
-			continue;
-		}
-		if (t->st[i] == PC_BACK && landed(px, t, i) > 0 && piece_out(px, op, i))
-			return true;
+		if (r != LEAD_NEXT)
+			return r;
 	}
 	return false;
 }
@@ -1598,6 +1608,113 @@ static struct pbox_handle *op_of(const struct wk_local *lc, const struct wk_lten
 	return NULL;
 }
 
+/* Rank @j's tensor @m as the machine's (@t: NULL on its first word): its
+ * shape and memory kind the same on every rank; NULL with the machine
+ * failed when not. */
+static struct wk_ltensor *rank_tensor_agrees(struct pbox *px, uint32_t j, const struct lmsg *m,
+					     struct wk_ltensor *t)
+{
+	struct wk_local *lc = px->loc;
+	uint32_t r = lc->ranks[j];
+
+	if ((unsigned)m->dtype >= SUM_DTYPE_COUNT || m->count == 0 ||
+	    m->count > (1ull << 40) / sum_dtype_size((enum sum_dtype)m->dtype)) {
+		local_fail(px, PBOX_EINVAL,
+			   "rank %u on this machine asked for key %" PRIu64 " of %" PRIu64
+			   " elements of dtype %u",
+			   r, m->key, m->count, m->dtype);
+		return NULL;
+	}
+	if (!t) {
+		pthread_mutex_lock(&px->mu);
+		t = lt_add(lc, m->key, m->count, m->dtype, 0);
+		pthread_mutex_unlock(&px->mu);
+		if (!t) {
+			local_fail(px, PBOX_ENOMEM, "key %" PRIu64 ": out of memory", m->key);
+			return NULL;
+		}
+	}
+	if (t->count != m->count || t->dtype != m->dtype) {
+		local_fail(px, PBOX_EMISMATCH,
+			   "key %" PRIu64 ": rank %u uses %" PRIu64 " elements of %s, rank %u "
+			   "(on the same machine) %" PRIu64 " of %s",
+			   m->key, r, m->count, sum_dtype_name((enum sum_dtype)m->dtype),
+			   lc->world_rank, t->count, sum_dtype_name((enum sum_dtype)t->dtype));
+		return NULL;
+	}
+	pthread_mutex_lock(&px->mu);
+	if (!t->kind) { /* the first word on it: the kind every rank must use */
+		t->kind = true;
+		t->dev = m->flags & LMF_DEV;
+	}
+	pthread_mutex_unlock(&px->mu);
+	if (t->dev != !!(m->flags & LMF_DEV)) {
+		local_fail(px, PBOX_EMISMATCH,
+			   "key %" PRIu64 ": rank %u sums %s memory, rank %u (on the same "
+			   "machine) %s memory; [worker] local_cuda must be the same on "
+			   "both",
+			   m->key, r, mem_kind(m->flags & LMF_DEV), lc->world_rank,
+			   mem_kind(t->dev));
+		return NULL;
+	}
+	return t;
+}
+
+/* LM_TENSOR from rank @j: the tensor mapped (and, in GPU memory, the
+ * rank's buffer opened here), and TENSOR_OK back with the machine's. */
+static void rank_tensor(struct pbox *px, uint32_t j, const struct lmsg *m, struct wk_ltensor *t)
+{
+	struct wk_local *lc = px->loc;
+	struct lmsg ok = {.type = LM_TENSOR_OK, .key = m->key};
+	size_t len = LM_SHORT;
+	uint32_t r = lc->ranks[j];
+
+	t = rank_tensor_agrees(px, j, m, t);
+	if (!t)
+		return;
+	if (!t->map && lt_map(lc, t, -1)) {
+		local_fail(px, PBOX_ENOMEM, "key %" PRIu64 ": the machine's memory for it: %s",
+			   m->key, strerror(errno));
+		return;
+	}
+	if (t->dev) { /* its buffer opened here, the leader's sent back */
+		if (t->dpeer && t->dpeer[j]) {
+			local_fail(px, PBOX_EINVAL,
+				   "rank %u on this machine asked for key %" PRIu64 " twice", r,
+				   m->key);
+			return;
+		}
+		if (wk_cuda_load(px, "local aggregation") || lt_gpu(px, t) ||
+		    cu(px)->dev_open(px->cuda, &m->u.ipc, &t->dpeer[j])) {
+			local_fail(px, PBOX_ENODEV, "key %" PRIu64 ": rank %u's GPU memory: %s",
+				   m->key, r, pbox_last_error());
+			return;
+		}
+		ok.flags = LMF_DEV;
+		ok.u.ipc = t->dh;
+		len += sizeof(ok.u.ipc);
+	}
+	msg_send(lc->fd[j], &ok, len, t->memfd);
+}
+
+/* LM_IN (its part of a piece is in) or LM_TAKEN (it took the sum) from rank @j. */
+static void rank_piece(struct pbox *px, uint32_t j, const struct lmsg *m, struct wk_ltensor *t)
+{
+	struct wk_local *lc = px->loc;
+
+	if (!t || !t->map || m->piece >= t->n_pieces || (t->dev && !t->dpeer[j])) {
+		local_fail(px, PBOX_EINVAL,
+			   "rank %u on this machine sent %s for key %" PRIu64 " piece %u, "
+			   "which it was never given",
+			   lc->ranks[j], m->type == LM_IN ? "IN" : "TAKEN", m->key, m->piece);
+		return;
+	}
+	if (m->type == LM_IN)
+		t->in[j * t->n_pieces + m->piece] = m->round + 1;
+	else if (t->taken[m->piece] < lc->local_size - 1)
+		t->taken[m->piece]++;
+}
+
 /* Leader: a message from local rank @j. */
 static void from_rank(struct pbox *px, uint32_t j, const struct lmsg *m)
 {
@@ -1607,93 +1724,11 @@ static void from_rank(struct pbox *px, uint32_t j, const struct lmsg *m)
 
 	switch (m->type) {
 	case LM_TENSOR:
-		if ((unsigned)m->dtype >= SUM_DTYPE_COUNT || m->count == 0 ||
-		    m->count > (1ull << 40) / sum_dtype_size((enum sum_dtype)m->dtype)) {
-			local_fail(px, PBOX_EINVAL,
-				   "rank %u on this machine asked for key %" PRIu64 " of %" PRIu64
-				   " elements of dtype %u",
-				   r, m->key, m->count, m->dtype);
-			return;
-		}
-		if (!t) {
-			pthread_mutex_lock(&px->mu);
-			t = lt_add(lc, m->key, m->count, m->dtype, 0);
-			pthread_mutex_unlock(&px->mu);
-			if (!t) {
-				local_fail(px, PBOX_ENOMEM, "key %" PRIu64 ": out of memory",
-					   m->key);
-				return;
-			}
-		}
-		if (t->count != m->count || t->dtype != m->dtype) {
-			local_fail(
-				px, PBOX_EMISMATCH,
-				"key %" PRIu64 ": rank %u uses %" PRIu64 " elements of %s, rank %u "
-				"(on the same machine) %" PRIu64 " of %s",
-				m->key, r, m->count, sum_dtype_name((enum sum_dtype)m->dtype),
-				lc->world_rank, t->count, sum_dtype_name((enum sum_dtype)t->dtype));
-			return;
-		}
-		pthread_mutex_lock(&px->mu);
-		if (!t->kind) { /* the first word on it: the kind every rank must use */
-			t->kind = true;
-			t->dev = m->flags & LMF_DEV;
-		}
-		pthread_mutex_unlock(&px->mu);
-		if (t->dev != !!(m->flags & LMF_DEV)) {
-			local_fail(px, PBOX_EMISMATCH,
-				   "key %" PRIu64 ": rank %u sums %s memory, rank %u (on the same "
-				   "machine) %s memory; [worker] local_cuda must be the same on "
-				   "both",
-				   m->key, r, mem_kind(m->flags & LMF_DEV), lc->world_rank,
-				   mem_kind(t->dev));
-			return;
-		}
-		if (!t->map && lt_map(lc, t, -1)) {
-			local_fail(px, PBOX_ENOMEM,
-				   "key %" PRIu64 ": the machine's memory for it: %s", m->key,
-				   strerror(errno));
-			return;
-		}
-		{
-			struct lmsg ok = {.type = LM_TENSOR_OK, .key = m->key};
-			size_t len = LM_SHORT;
-
-			if (t->dev) { /* its buffer opened here, the leader's sent back */
-				if (t->dpeer && t->dpeer[j]) {
-					local_fail(px, PBOX_EINVAL,
-						   "rank %u on this machine asked for key %" PRIu64
-						   " twice",
-						   r, m->key);
-					return;
-				}
-				if (wk_cuda_load(px, "local aggregation") || lt_gpu(px, t) ||
-				    cu(px)->dev_open(px->cuda, &m->u.ipc, &t->dpeer[j])) {
-					local_fail(px, PBOX_ENODEV,
-						   "key %" PRIu64 ": rank %u's GPU memory: %s",
-						   m->key, r, pbox_last_error());
-					return;
-				}
-				ok.flags = LMF_DEV;
-				ok.u.ipc = t->dh;
-				len += sizeof(ok.u.ipc);
-			}
-			msg_send(lc->fd[j], &ok, len, t->memfd);
-		}
+		rank_tensor(px, j, m, t);
 		return;
 	case LM_IN:
 	case LM_TAKEN:
-		if (!t || !t->map || m->piece >= t->n_pieces || (t->dev && !t->dpeer[j])) {
-			local_fail(px, PBOX_EINVAL,
-				   "rank %u on this machine sent %s for key %" PRIu64 " piece %u, "
-				   "which it was never given",
-				   r, m->type == LM_IN ? "IN" : "TAKEN", m->key, m->piece);
-			return;
-		}
-		if (m->type == LM_IN)
-			t->in[j * t->n_pieces + m->piece] = m->round + 1;
-		else if (t->taken[m->piece] < lc->local_size - 1)
-			t->taken[m->piece]++;
+		rank_piece(px, j, m, t);
 		return;
 	case LM_FAIL:
 		local_fail(px, m->code ? m->code : PBOX_EPEER, "rank %u (on this machine): %s", r,
@@ -1721,97 +1756,114 @@ static void from_rank(struct pbox *px, uint32_t j, const struct lmsg *m)
 	}
 }
 
+/* TENSOR_OK from the leader: the machine's memory for tensor @t (@memfd)
+ * mapped here, and its GPU buffer opened. */
+static void leader_tensor(struct pbox *px, const struct lmsg *m, int memfd, struct wk_ltensor *t)
+{
+	struct wk_local *lc = px->loc;
+
+	if (!t || t->map || memfd < 0 || lt_map(lc, t, memfd)) {
+		if (memfd >= 0 && (!t || t->map))
+			close(memfd);
+		local_fail(px, PBOX_EPEER,
+			   "key %" PRIu64 ": the machine's memory for it from rank %u: %s", m->key,
+			   lc->ranks[0], memfd < 0 ? "none came" : strerror(errno));
+		return;
+	}
+	if (t->dev != !!(m->flags & LMF_DEV)) {
+		local_fail(px, PBOX_EPEER,
+			   "key %" PRIu64 ": rank %u (this machine's leader) answered for %s "
+			   "memory, this rank sums %s memory",
+			   m->key, lc->ranks[0], mem_kind(m->flags & LMF_DEV), mem_kind(t->dev));
+		return;
+	}
+	if (t->dev && cu(px)->dev_open(px->cuda, &m->u.ipc, &t->dpeer[0]))
+		local_fail(px, PBOX_ENODEV,
+			   "key %" PRIu64 ": the GPU memory of rank %u (this machine's "
+			   "leader): %s",
+			   m->key, lc->ranks[0], pbox_last_error());
+}
+
+/* OUT from the leader: a piece's sum, copied out of the machine's memory
+ * (from GPU memory: TAKEN once the copy lands), and the op done with its
+ * last piece. */
+static void leader_out(struct pbox *px, const struct lmsg *m, struct wk_ltensor *t)
+{
+	struct wk_local *lc = px->loc;
+	struct pbox_handle *op = t ? op_of(lc, t, m->round) : NULL;
+	uint64_t first, n;
+	size_t esz;
+
+	if (!op || !t->map || m->piece >= t->n_pieces || op->left == 0) {
+		local_fail(px, PBOX_EPEER,
+			   "rank %u (this machine's leader) sent a result of key %" PRIu64
+			   " round %u piece %u, which is not in flight here",
+			   lc->ranks[0], m->key, m->round, m->piece);
+		return;
+	}
+	esz = sum_dtype_size((enum sum_dtype)t->dtype);
+	first = (uint64_t)m->piece * t->piece_elems;
+	n = t->count - first < t->piece_elems ? t->count - first : t->piece_elems;
+	if (t->dev) { /* TAKEN once its copy from the leader's buffer landed */
+		if (t->ev[m->piece] || cu(px)->copy(px->cuda, op->out + first * esz,
+						    (const uint8_t *)t->dpeer[0] + first * esz,
+						    n * esz, NULL, &t->ev[m->piece]))
+			local_fail(px, PBOX_EPEER,
+				   "key %" PRIu64 " round %u piece %u from rank %u "
+				   "(this machine's leader): %s",
+				   m->key, m->round, m->piece, lc->ranks[0],
+				   t->ev[m->piece] ? "its result came twice" : pbox_last_error());
+		return;
+	}
+	memcpy(op->out + first * esz, t->map + first * esz, n * esz);
+	say(lc, lc->fd[0], LM_TAKEN, t->key, m->round, m->piece);
+	if (--op->left == 0) {
+		for (uint32_t a = 0; a < lc->n_act; a++)
+			if (lc->act[a] == op)
+				lc->act[a] = lc->act[--lc->n_act];
+		op_done(px, op, PBOX_OK, NULL);
+	}
+}
+
+/* FAIL from the leader: the machine's failure, a renewal's outcome, or
+ * this rank left out. */
+static void leader_fail(struct pbox *px, const struct lmsg *m)
+{
+	struct wk_local *lc = px->loc;
+
+	lc->told = true;	    /* the leader's word: not echoed back */
+	if (m->flags & LMF_RENEW) { /* pbox_shrink() waits for this */
+		told_renewal(px, m->code < 0 ? m->code : PBOX_EPEER, m->u.text);
+		return;
+	}
+	if (m->flags & LMF_LEFT) {
+		pthread_mutex_lock(&px->mu);
+		lc->left = true;
+		pthread_cond_broadcast(&px->cv);
+		pthread_mutex_unlock(&px->mu);
+	}
+	local_fail(px, m->code ? m->code : PBOX_EPEER, "%s", m->u.text);
+}
+
 /* The others: a message from the leader. */
 static void from_leader(struct pbox *px, const struct lmsg *m, int memfd)
 {
 	struct wk_local *lc = px->loc;
 	struct wk_ltensor *t = lt_get(px, m->key);
-	struct pbox_handle *op;
-	size_t esz;
 
+	if (memfd >= 0 && m->type != LM_TENSOR_OK)
+		close(memfd); /* only TENSOR_OK carries one */
 	switch (m->type) {
 	case LM_TENSOR_OK:
-		if (!t || t->map || memfd < 0 || lt_map(lc, t, memfd)) {
-			if (memfd >= 0 && (!t || t->map))
-				close(memfd);
-			local_fail(px, PBOX_EPEER,
-				   "key %" PRIu64 ": the machine's memory for it from rank %u: %s",
-				   m->key, lc->ranks[0], memfd < 0 ? "none came" : strerror(errno));
-			return;
-		}
-		if (t->dev != !!(m->flags & LMF_DEV)) {
-			local_fail(px, PBOX_EPEER,
-				   "key %" PRIu64
-				   ": rank %u (this machine's leader) answered for %s "
-				   "memory, this rank sums %s memory",
-				   m->key, lc->ranks[0], mem_kind(m->flags & LMF_DEV),
-				   mem_kind(t->dev));
-			return;
-		}
-		if (t->dev && cu(px)->dev_open(px->cuda, &m->u.ipc, &t->dpeer[0]))
-			local_fail(px, PBOX_ENODEV,
-				   "key %" PRIu64 ": the GPU memory of rank %u (this machine's "
-				   "leader): %s",
-				   m->key, lc->ranks[0], pbox_last_error());
+		leader_tensor(px, m, memfd, t);
 		return;
 	case LM_OUT:
-		op = t ? op_of(lc, t, m->round) : NULL;
-		if (!op || !t->map || m->piece >= t->n_pieces || op->left == 0) {
-			local_fail(px, PBOX_EPEER,
-				   "rank %u (this machine's leader) sent a result of key %" PRIu64
-				   " round %u piece %u, which is not in flight here",
-				   lc->ranks[0], m->key, m->round, m->piece);
-			return;
-		}
-		esz = sum_dtype_size((enum sum_dtype)t->dtype);
-		{
-			uint64_t first = (uint64_t)m->piece * t->piece_elems, n = t->count - first;
-
-			if (n > t->piece_elems)
-				n = t->piece_elems;
-			if (t->dev) { /* TAKEN once its copy from the leader's buffer landed */
-				if (t->ev[m->piece] ||
-				    cu(px)->copy(px->cuda, op->out + first * esz,
-						 (const uint8_t *)t->dpeer[0] + first * esz,
-						 n * esz, NULL, &t->ev[m->piece])) {
-					local_fail(px, PBOX_EPEER,
-						   "key %" PRIu64 " round %u piece %u from rank %u "
-						   "(this machine's leader): %s",
-						   m->key, m->round, m->piece, lc->ranks[0],
-						   t->ev[m->piece] ? "its result came twice"
-								   : pbox_last_error());
-				}
-				return;
-			}
-			memcpy(op->out + first * esz, t->map + first * esz, n * esz);
-		}
-		say(lc, lc->fd[0], LM_TAKEN, t->key, m->round, m->piece);
-		if (--op->left == 0) {
-			for (uint32_t a = 0; a < lc->n_act; a++)
-				if (lc->act[a] == op)
-					lc->act[a] = lc->act[--lc->n_act];
-			op_done(px, op, PBOX_OK, NULL);
-		}
+		leader_out(px, m, t);
 		return;
 	case LM_FAIL:
-		if (memfd >= 0)
-			close(memfd);
-		lc->told = true;	    /* the leader's word: not echoed back */
-		if (m->flags & LMF_RENEW) { /* pbox_shrink() waits for this */
-			told_renewal(px, m->code < 0 ? m->code : PBOX_EPEER, m->u.text);
-			return;
-		}
-		if (m->flags & LMF_LEFT) {
-			pthread_mutex_lock(&px->mu);
-			lc->left = true;
-			pthread_cond_broadcast(&px->cv);
-			pthread_mutex_unlock(&px->mu);
-		}
-		local_fail(px, m->code ? m->code : PBOX_EPEER, "%s", m->u.text);
+		leader_fail(px, m);
 		return;
 	case LM_GONE:
-		if (memfd >= 0)
-			close(memfd);
 		if (m->count > LM_GONE_MAX || lc->n_gone + m->count >= lc->machines) {
 			local_fail(px, PBOX_EPEER,
 				   "rank %u (this machine's leader) named more machines gone than "
@@ -1825,8 +1877,6 @@ static void from_leader(struct pbox *px, const struct lmsg *m, int memfd)
 		pthread_mutex_unlock(&px->mu);
 		return;
 	case LM_RENEW:
-		if (memfd >= 0)
-			close(memfd);
 		lc->li = m->u.ready;
 		if (renew_here(px, m->epoch))
 			local_fail(px, PBOX_EPEER,
@@ -1835,8 +1885,6 @@ static void from_leader(struct pbox *px, const struct lmsg *m, int memfd)
 				   lc->ranks[0]);
 		return;
 	default:
-		if (memfd >= 0)
-			close(memfd);
 		local_fail(px, PBOX_EPEER, "rank %u (this machine's leader) sent message type %u",
 			   lc->ranks[0], m->type);
 	}
@@ -1934,6 +1982,74 @@ static bool all_bye(const struct wk_local *lc)
 	return true;
 }
 
+/* One turn's word from the other threads: stop, a failure (its ops failed
+ * and the thread quiet), a renewal to lead, a REJOIN to say; @stop and
+ * @fail: what it found. */
+static void local_turn(struct pbox *px, bool *stop, int *fail)
+{
+	struct wk_local *lc = px->loc;
+	char msg[WK_ERR_LEN];
+	bool renew, rejoin;
+
+	pthread_mutex_lock(&px->mu);
+	*stop = lc->stop;
+	*fail = px->fail;
+	renew = lc->renew_req;
+	snprintf(msg, sizeof(msg), "%s", px->fail_msg);
+	if (lc->resumed) { /* pbox_shrink() took the renewal: a new failure is told */
+		lc->resumed = false;
+		lc->told = false;
+	}
+	rejoin = lc->rejoin_say;
+	lc->rejoin_say = false;
+	pthread_mutex_unlock(&px->mu);
+	if (rejoin && !leader(lc) && lc->fd[0] >= 0)
+		say(lc, lc->fd[0], LM_REJOIN, 0, 0, 0);
+	if (*fail) {
+		fail_ops(px, *fail, msg);
+		pthread_mutex_lock(&px->mu);
+		lc->quiet = true;
+		pthread_cond_broadcast(&px->cv);
+		pthread_mutex_unlock(&px->mu);
+	}
+	if (renew)
+		leader_renew(px);
+}
+
+/* Wait for a message or a kick (the GPU's events are polled: a short nap
+ * while any is out) and read what came: -1 when poll() failed. */
+static int local_wait(struct pbox *px, struct pollfd *p, uint32_t nfd)
+{
+	struct wk_local *lc = px->loc;
+	uint64_t v;
+	int r;
+
+	p[0] = (struct pollfd){.fd = lc->efd, .events = POLLIN};
+	if (leader(lc))
+		for (uint32_t j = 1; j < lc->local_size; j++)
+			p[j] = (struct pollfd){.fd = lc->fd[j], .events = POLLIN};
+	else
+		p[1] = (struct pollfd){.fd = lc->fd[0], .events = POLLIN};
+	if (lc->n_dev) {
+		const struct timespec nap = {0, 20000};
+
+		r = poll(p, nfd, 0);
+		if (r == 0)
+			nanosleep(&nap, NULL);
+	} else {
+		r = poll(p, nfd, 100);
+	}
+	if (r < 0 && errno != EINTR)
+		return -1;
+	if (p[0].revents & POLLIN && read(lc->efd, &v, sizeof(v)) < 0) {
+		/* read by an earlier turn */
+	}
+	for (uint32_t j = 1; j < nfd; j++)
+		if (p[j].revents)
+			drain(px, leader(lc) ? j : 0);
+	return 0;
+}
+
 static void *local_main(void *arg)
 {
 	struct pbox *px = arg;
@@ -1948,65 +2064,18 @@ static void *local_main(void *arg)
 		return NULL;
 	}
 	for (;;) {
-		char msg[WK_ERR_LEN];
 		bool stop;
-		int fail, r;
-		uint64_t v;
-		bool renew, rejoin;
+		int fail;
 
-		pthread_mutex_lock(&px->mu);
-		stop = lc->stop;
-		fail = px->fail;
-		renew = lc->renew_req;
-		snprintf(msg, sizeof(msg), "%s", px->fail_msg);
-		if (lc->resumed) { /* pbox_shrink() took the renewal: a new failure is told */
-			lc->resumed = false;
-			lc->told = false;
-		}
-		rejoin = lc->rejoin_say;
-		lc->rejoin_say = false;
-		pthread_mutex_unlock(&px->mu);
-		if (rejoin && !leader(lc) && lc->fd[0] >= 0)
-			say(lc, lc->fd[0], LM_REJOIN, 0, 0, 0);
-		if (fail) {
-			fail_ops(px, fail, msg);
-			pthread_mutex_lock(&px->mu);
-			lc->quiet = true;
-			pthread_cond_broadcast(&px->cv);
-			pthread_mutex_unlock(&px->mu);
-		}
-		if (renew)
-			leader_renew(px);
+		local_turn(px, &stop, &fail);
 		if (stop && !stop_by)
 			stop_by = wk_now() + px->cfg.tuning.deadline_us * 1000;
 		if (stop && (!leader(lc) || all_bye(lc) || wk_now() > stop_by))
 			break;
 		if (!fail)
 			progress(px);
-		p[0] = (struct pollfd){.fd = lc->efd, .events = POLLIN};
-		if (leader(lc))
-			for (uint32_t j = 1; j < lc->local_size; j++)
-				p[j] = (struct pollfd){.fd = lc->fd[j], .events = POLLIN};
-		else
-			p[1] = (struct pollfd){.fd = lc->fd[0], .events = POLLIN};
-		/* the GPU's events are polled: a short nap while any is out */
-		if (lc->n_dev) {
-			const struct timespec nap = {0, 20000};
-
-			r = poll(p, nfd, 0);
-			if (r == 0)
-				nanosleep(&nap, NULL);
-		} else {
-			r = poll(p, nfd, 100);
-		}
-		if (r < 0 && errno != EINTR)
+		if (local_wait(px, p, nfd))
 			break;
-		if (p[0].revents & POLLIN && read(lc->efd, &v, sizeof(v)) < 0) {
-			/* read by an earlier turn */
-		}
-		for (uint32_t j = 1; j < nfd; j++)
-			if (p[j].revents)
-				drain(px, leader(lc) ? j : 0);
 	}
 	lc->told = true; /* the leader's ranks said BYE: nothing to tell */
 	fail_ops(px, PBOX_EFAILED, "the context was finalized with this push-pull in flight");
@@ -2022,6 +2091,57 @@ static void *local_main(void *arg)
 
 /* ---- start and end ------------------------------------------------------ */
 
+/* A connection @fd to the leader's socket: its HELLO read and checked.
+ * The rank's place (1 to local_size - 1) once in; 0 when it is no rank of
+ * this job (closed); -1 when a rank of it disagrees (told, closed, and the
+ * start failed by wk_err()). */
+static int take_rank(struct pbox *px, int fd, const uint8_t *want, uint64_t deadline)
+{
+	struct wk_local *lc = px->loc;
+	struct ucred cr;
+	socklen_t cl = sizeof(cr);
+	char msg[WK_ERR_LEN];
+	struct lmsg m;
+	uint32_t j;
+	int memfd;
+	ssize_t n;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) || cr.uid != geteuid()) {
+		close(fd); /* another user's process: not ours to serve */
+		return 0;
+	}
+	n = msg_wait(fd, &m, &memfd, deadline);
+	if (memfd >= 0)
+		close(memfd);
+	for (j = 1; j < lc->local_size && n > 0 && m.type == LM_HELLO; j++)
+		if (lc->ranks[j] == m.u.hello.rank)
+			break;
+	if (n <= 0 || m.type != LM_HELLO || memcmp(m.u.hello.proof, want, LM_PROOF)) {
+		close(fd); /* not a rank of this job */
+		return 0;
+	}
+	if (j < lc->local_size && lc->fd[j] < 0 && m.u.hello.world == lc->world_n &&
+	    m.u.hello.mode == px->cfg.worker.local_aggregation &&
+	    m.u.hello.piece_bytes == lc->piece_bytes) {
+		lc->fd[j] = fd;
+		lc->pid[j] = (pid_t)m.u.hello.pid;
+		return (int)j;
+	}
+	snprintf(msg, sizeof(msg),
+		 "rank %u on this machine disagrees with rank %u, its leader: "
+		 "world_size %u/%u, local_aggregation %u/%u, partition_size %" PRIu64 "/%" PRIu64
+		 "%s",
+		 m.u.hello.rank, lc->world_rank, m.u.hello.world, lc->world_n, m.u.hello.mode,
+		 px->cfg.worker.local_aggregation, m.u.hello.piece_bytes, lc->piece_bytes,
+		 j == lc->local_size ? " (and it is not a rank of this machine)"
+		 : lc->fd[j] >= 0    ? " (and it came twice)"
+				     : "");
+	say_fail(lc, fd, PBOX_EMISMATCH, 0, msg);
+	close(fd);
+	wk_err(PBOX_EMISMATCH, "pbox_start: %s", msg);
+	return -1;
+}
+
 /* Leader: every local rank's HELLO, before the network job starts. */
 static int accept_ranks(struct pbox *px, uint64_t deadline)
 {
@@ -2030,6 +2150,8 @@ static int accept_ranks(struct pbox *px, uint64_t deadline)
 	struct sockaddr_un a;
 	socklen_t alen = sock_name(px, &a);
 	uint32_t seen = 1;
+	char who[256] = "";
+	size_t off = 0;
 
 	proof(px, want);
 	lc->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -2037,75 +2159,32 @@ static int accept_ranks(struct pbox *px, uint64_t deadline)
 		return wk_err(PBOX_ENET, "pbox_start: the machine's socket @%s: %s", a.sun_path + 1,
 			      strerror(errno));
 	while (seen < lc->local_size) {
-		struct ucred cr;
-		socklen_t cl = sizeof(cr);
-		struct lmsg m;
-		uint32_t j;
-		int fd, memfd;
-		ssize_t n;
-
 		struct pollfd p = {.fd = lc->lfd, .events = POLLIN};
 		uint64_t now = wk_now();
+		int fd, j;
 
 		if (now >= deadline || poll(&p, 1, (int)((deadline - now) / 1000000 + 1)) <= 0)
 			break;
 		fd = accept4(lc->lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) || cr.uid != geteuid()) {
-			close(fd); /* another user's process: not ours to serve */
-			continue;
-		}
-		n = msg_wait(fd, &m, &memfd, deadline);
-		if (memfd >= 0)
-			close(memfd);
-		for (j = 1; j < lc->local_size && n > 0 && m.type == LM_HELLO; j++)
-			if (lc->ranks[j] == m.u.hello.rank)
-				break;
-		if (n <= 0 || m.type != LM_HELLO || memcmp(m.u.hello.proof, want, LM_PROOF)) {
-			close(fd); /* not a rank of this job */
-			continue;
-		}
-		if (j == lc->local_size || lc->fd[j] >= 0 || m.u.hello.world != lc->world_n ||
-		    m.u.hello.mode != px->cfg.worker.local_aggregation ||
-		    m.u.hello.piece_bytes != lc->piece_bytes) {
-			char msg[WK_ERR_LEN];
-
-			snprintf(
-				msg, sizeof(msg),
-				"rank %u on this machine disagrees with rank %u, its leader: "
-				"world_size %u/%u, local_aggregation %u/%u, partition_size %" PRIu64
-				"/%" PRIu64 "%s",
-				m.u.hello.rank, lc->world_rank, m.u.hello.world, lc->world_n,
-				m.u.hello.mode, px->cfg.worker.local_aggregation,
-				m.u.hello.piece_bytes, lc->piece_bytes,
-				j == lc->local_size ? " (and it is not a rank of this machine)"
-				: lc->fd[j] >= 0    ? " (and it came twice)"
-						    : "");
-			say_fail(lc, fd, PBOX_EMISMATCH, 0, msg);
-			close(fd);
-			return wk_err(PBOX_EMISMATCH, "pbox_start: %s", msg);
-		}
-		lc->fd[j] = fd;
-		lc->pid[j] = (pid_t)m.u.hello.pid;
-		seen++;
+		j = take_rank(px, fd, want, deadline);
+		if (j < 0)
+			return PBOX_EMISMATCH;
+		seen += j > 0;
 	}
 	close(lc->lfd);
 	lc->lfd = -1;
-	if (seen < lc->local_size) {
-		char who[256] = "";
-		size_t off = 0;
-
-		for (uint32_t j = 1; j < lc->local_size; j++)
-			if (lc->fd[j] < 0 && off < sizeof(who) - 16)
-				off += (size_t)snprintf(who + off, sizeof(who) - off, "%s%u",
-							off ? ", " : "", lc->ranks[j]);
-		return wk_err(PBOX_ETIMEDOUT,
-			      "pbox_start: rank%s %s on this machine never came to its leader, "
-			      "rank %u",
-			      strchr(who, ',') ? "s" : "", who, lc->world_rank);
-	}
-	return PBOX_OK;
+	if (seen == lc->local_size)
+		return PBOX_OK;
+	for (uint32_t j = 1; j < lc->local_size; j++)
+		if (lc->fd[j] < 0 && off < sizeof(who) - 16)
+			off += (size_t)snprintf(who + off, sizeof(who) - off, "%s%u",
+						off ? ", " : "", lc->ranks[j]);
+	return wk_err(PBOX_ETIMEDOUT,
+		      "pbox_start: rank%s %s on this machine never came to its leader, "
+		      "rank %u",
+		      strchr(who, ',') ? "s" : "", who, lc->world_rank);
 }
 
 /* The others: HELLO to the leader, then its READY (or FAIL). */

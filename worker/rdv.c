@@ -261,14 +261,16 @@ static int door_joins(struct pbox *px, struct joiner *j, uint64_t deadline, uint
 	const struct cfg_hostport *at = &px->cfg.rendezvous.address;
 	int lfd = wk_tcp_listen(at->ip_be, at->port);
 	struct wk_gather *door;
-	char ip[INET_ADDRSTRLEN];
 
 	*got = 1;
-	if (lfd < 0)
+	if (lfd < 0) {
+		char ip[INET_ADDRSTRLEN];
+
 		return wk_err(PBOX_ENET,
 			      "pbox_start: rank 0 cannot listen on the rendezvous %s:%u (%s): "
 			      "rank 0 runs where [rendezvous] address points",
 			      wk_ipstr(at->ip_be, ip), at->port, strerror(errno));
+	}
 	door = wk_gather_open(lfd, RDV_LINE, one_line, NULL);
 	if (!door) {
 		close(lfd);

@@ -912,9 +912,9 @@ static int can_renew(struct pbox *px, const char *fn, bool idle)
  * code (0: none), its message in @why. */
 static int wait_failure(struct pbox *px, char *why, size_t cap)
 {
-	int rc;
-
 	for (uint64_t until = wk_now() + px->cfg.tuning.heartbeat_us * 1000 + 500000000ull;;) {
+		int rc;
+
 		pthread_mutex_lock(&px->mu);
 		rc = px->fail;
 		snprintf(why, cap, "%s", px->fail_msg);

@@ -231,27 +231,66 @@ static int grow_array(void *p, size_t size, size_t old, size_t want)
 	return 0;
 }
 
-int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint32_t *base,
-		  uint32_t *count)
+/* Chunks for @n tensors after the @c0 there are: each tensor's first, its
+ * chunk and fragment counts; how many chunks they add, or -1 (wk_err()
+ * says why) past the fragment index's range. */
+static int64_t chunks_for(const struct pbox *px, struct wk_tensor *const *ts, uint32_t n,
+			  uint32_t c0)
 {
-	uint64_t *w = NULL;
-	uint32_t *bytes = NULL, *unit_of = NULL, *local = NULL, c, u, i, g, c0 = px->n_chunks,
-		 added = 0;
-	int rc = PBOX_ENOMEM;
+	uint32_t added = 0;
 
-	for (i = 0; i < n; i++) {
+	for (uint32_t i = 0; i < n; i++) {
 		uint64_t k = (ts[i]->bytes + px->chunk_size - 1) / px->chunk_size;
 
 		if ((uint64_t)c0 + added + k > UINT32_MAX / px->fpc)
 			return wk_err(PBOX_EINVAL,
 				      "tensor key %" PRIu64 ": the tensors hold more than %u "
 				      "fragments: raise [tuning] chunk_size",
-				      ts[i]->key, UINT32_MAX);
+				      ts[i]->key, UINT32_MAX),
+			       -1;
 		ts[i]->chunk0 = c0 + added;
 		ts[i]->n_chunks = (uint32_t)k;
 		ts[i]->n_frags = (uint32_t)((ts[i]->bytes + px->frag_size - 1) / px->frag_size);
 		added += (uint32_t)k;
 	}
+	return added;
+}
+
+/* @added new chunks from @c0 on, each of @bytes, to the units @unit_of
+ * chose (the unit's @local-th new chunk, after @base of its own), and
+ * every new fragment's length. */
+static void place_chunks(struct pbox *px, uint32_t c0, uint32_t added, const uint32_t *bytes,
+			 const uint32_t *unit_of, const uint32_t *local, const uint32_t *base)
+{
+	for (uint32_t c = 0; c < added; c++) {
+		struct wk_unit *un = &px->unit[unit_of[c]];
+
+		px->chunk_unit[c0 + c] = unit_of[c];
+		px->chunk_local[c0 + c] = base[unit_of[c]] + local[c];
+		un->global[un->n_chunks++] = c0 + c;
+		un->bytes += bytes[c];
+	}
+	for (uint32_t g = 0; g < added * px->fpc; g++) {
+		uint32_t cb = bytes[g / px->fpc], off = (g % px->fpc) * px->frag_size;
+
+		px->frag[(size_t)c0 * px->fpc + g].len =
+			(uint16_t)(off >= cb		      ? 0
+				   : cb - off < px->frag_size ? cb - off
+							      : px->frag_size);
+	}
+}
+
+int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint32_t *base,
+		  uint32_t *count)
+{
+	uint64_t *w = NULL;
+	uint32_t *bytes = NULL, *unit_of = NULL, *local = NULL, c, u, i, c0 = px->n_chunks, added;
+	int64_t k = chunks_for(px, ts, n, c0);
+	int rc = PBOX_ENOMEM;
+
+	if (k < 0)
+		return PBOX_EINVAL;
+	added = (uint32_t)k;
 	w = malloc(px->n_units * sizeof(*w));
 	bytes = malloc((added ? added : 1) * sizeof(uint32_t));
 	unit_of = malloc((added ? added : 1) * sizeof(uint32_t));
@@ -287,22 +326,7 @@ int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint
 			goto out;
 		}
 	}
-	for (c = 0; c < added; c++) {
-		struct wk_unit *un = &px->unit[unit_of[c]];
-
-		px->chunk_unit[c0 + c] = unit_of[c];
-		px->chunk_local[c0 + c] = base[unit_of[c]] + local[c];
-		un->global[un->n_chunks++] = c0 + c;
-		un->bytes += bytes[c];
-	}
-	for (g = 0; g < added * px->fpc; g++) {
-		uint32_t cb = bytes[g / px->fpc], off = (g % px->fpc) * px->frag_size;
-
-		px->frag[(size_t)c0 * px->fpc + g].len =
-			(uint16_t)(off >= cb		      ? 0
-				   : cb - off < px->frag_size ? cb - off
-							      : px->frag_size);
-	}
+	place_chunks(px, c0, added, bytes, unit_of, local, base);
 	px->n_chunks = c0 + added;
 	px->n_frags = px->n_chunks * px->fpc;
 	for (i = 0; i < n; i++) {
