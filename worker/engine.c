@@ -97,29 +97,24 @@ static void fail_all_locked(struct pbox *px, int status, const char *msg)
 	pthread_cond_broadcast(&px->cv);
 }
 
-void wk_fail(struct pbox *px, int code, const char *fmt, ...)
-{
-	char msg[WK_ERR_LEN];
-	va_list ap;
+/* The engine thread's own: set as it starts. */
+static _Thread_local bool on_engine;
 
-	if (px->fail)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	wk_log(px, CFG_LOG_ERROR, "%s", msg);
+bool wk_on_engine(void)
+{
+	return on_engine;
+}
+
+void wk_engine_fail_ops(struct pbox *px)
+{
 	pthread_mutex_lock(&px->mu);
-	px->fail = code;
-	snprintf(px->fail_msg, sizeof(px->fail_msg), "%s", msg);
-	if (code == PBOX_EBOX)	       /* what of each push-pull is summed already: */
-		wk_resume_capture(px); /* pbox_shrink() may resume them */
-	fail_all_locked(px, code, msg);
+	fail_all_locked(px, px->fail, px->fail_msg);
 	pthread_mutex_unlock(&px->mu);
-	wk_local_kick(px);
 	px->heap_n = 0;
 	px->over = NULL;
 	px->credit_used = 0;
 	px->active = NULL;
+	px->eng_failed = true;
 }
 
 /* ---- FIFOs of sent fragments ------------------------------------------- */
@@ -313,8 +308,8 @@ static void udp_flush(struct pbox *px, void *eng)
 				s++;
 				continue;
 			}
-			wk_fail(px, PBOX_ENET, "sending on UDP port %u: %s", px->cfg.data.port,
-				strerror(errno));
+			wk_raise(px, WK_FK_LOCAL, PBOX_ENET, 0, "sending on UDP port %u: %s",
+				 px->cfg.data.port, strerror(errno));
 			break;
 		}
 		s += (unsigned)w;
@@ -499,7 +494,7 @@ static void frag_done(struct pbox *px, uint32_t g)
 	 * its last step), and the batch would go with it, the peers left to
 	 * call us dead with their sums one datagram away. */
 	tx_flush(px, px->eng);
-	if (px->fail) /* the flush failed: wk_fail() has completed every op */
+	if (px->fail) /* the flush failed: wk_raise() has failed every op */
 		return;
 	bytes = op->t->bytes;
 	pthread_mutex_lock(&px->mu);
@@ -635,7 +630,7 @@ static void sent_to(struct pbox *px, struct wk_unit *un, uint32_t g)
 	struct wk_frag *f = &px->frag[g];
 
 	if (ring_push(&px->ring[f->level], g, f->stamp) || ring_push(&un->sent, g, f->stamp))
-		wk_fail(px, PBOX_ENOMEM, "out of memory for the send FIFOs");
+		wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0, "out of memory for the send FIFOs");
 }
 
 /* The header of our push (or probe: @op) of fragment @g, unsigned. */
@@ -705,15 +700,16 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 		switch (seg ? ss_push(seg, 0, &h, payload, &self, &out) : SS_DROP) {
 		case SS_SUMMED:
 			if (ring_push(&px->local, g, f->stamp))
-				wk_fail(px, PBOX_ENOMEM, "out of memory for the send FIFOs");
+				wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0,
+					 "out of memory for the send FIFOs");
 			break;
 		case SS_COMPLETE:
 			fan_out(px, e, seg, h.chunk, h.frag, &out);
 			break;
 		default:
-			wk_fail(px, PBOX_EINVAL,
-				"tensor key %" PRIu64 ": our own SS_GPU refused our push: %s",
-				t->key, ss_drop_name(out.why));
+			wk_raise(px, WK_FK_LOCAL, PBOX_EINVAL, 0,
+				 "tensor key %" PRIu64 ": our own SS_GPU refused our push: %s",
+				 t->key, ss_drop_name(out.why));
 			break;
 		}
 		return;
@@ -744,10 +740,11 @@ static void fail_remote(struct pbox *px, uint32_t g, uint64_t now)
 		snprintf(hint, sizeof(hint), "rank %d is silent", u->rank);
 	else
 		snprintf(hint, sizeof(hint), "the box, or a worker pushing to it, is silent");
-	wk_fail(px, PBOX_ETIMEDOUT,
-		"no sum from %s for tensor key %" PRIu64 " (round %u) in %.1f s after %u sends: %s",
-		u->name, f->op->t->key, f->op->round, (double)(now - f->first) / 1e9, f->tries,
-		hint);
+	wk_raise(px, WK_FK_TIMEOUT, 0, 0,
+		 "no sum from %s for tensor key %" PRIu64
+		 " (round %u) in %.1f s after %u sends: %s",
+		 u->name, f->op->t->key, f->op->round, (double)(now - f->first) / 1e9, f->tries,
+		 hint);
 }
 
 static void fail_local(struct pbox *px, uint32_t g, uint64_t now)
@@ -767,11 +764,11 @@ static void fail_local(struct pbox *px, uint32_t g, uint64_t now)
 			off += (size_t)snprintf(who + off, sizeof(who) - off, "%s%s",
 						missing > 1 ? ", " : "",
 						wk_peer_name(px, r, name, sizeof(name)));
-	wk_fail(px, PBOX_ETIMEDOUT,
-		"this rank's SS_GPU got no push from %s%s for tensor key %" PRIu64
-		" (round %u) in %.1f s",
-		who[0] ? who : "a peer", missing > 4 ? " and others" : "", f->op->t->key,
-		f->op->round, (double)(now - f->first) / 1e9);
+	wk_raise(px, WK_FK_TIMEOUT, 0, 0,
+		 "this rank's SS_GPU got no push from %s%s for tensor key %" PRIu64
+		 " (round %u) in %.1f s",
+		 who[0] ? who : "a peer", missing > 4 ? " and others" : "", f->op->t->key,
+		 f->op->round, (double)(now - f->first) / 1e9);
 }
 
 /* ---- the loop's steps ----------------------------------------------------- */
@@ -786,7 +783,8 @@ void wk_engine_take(struct pbox *px, struct pbox_handle *op)
 	op->n_parts = (uint32_t)((t->bytes + part_bytes - 1) / part_bytes);
 	op->parts = calloc(op->n_parts, sizeof(*op->parts));
 	if (!op->parts) {
-		wk_fail(px, PBOX_ENOMEM, "tensor key %" PRIu64 ": out of memory", t->key);
+		wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0, "tensor key %" PRIu64 ": out of memory",
+			 t->key);
 		return;
 	}
 	for (uint32_t p = 0; p < op->n_parts; p++) {
@@ -808,7 +806,8 @@ void wk_engine_take(struct pbox *px, struct pbox_handle *op)
 	for (uint32_t p = 0; p < op->n_parts; p++) {
 		op->parts[p].seq = px->seq++;
 		if (heap_push(px, &op->parts[p]))
-			wk_fail(px, PBOX_ENOMEM, "out of memory for the scheduler");
+			wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0,
+				 "out of memory for the scheduler");
 	}
 }
 
@@ -1198,8 +1197,8 @@ static void on_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, 
 				px->nojob_since = now;
 			return;
 		}
-		wk_fail(px, un->rank < 0 ? PBOX_EBOX : PBOX_EPEER, "%s refused our pushes: %s",
-			un->name, nic_err_text(code));
+		wk_raise(px, WK_FK_REFUSED, un->rank < 0 ? PBOX_EBOX : PBOX_EPEER, 0,
+			 "%s refused our pushes: %s", un->name, nic_err_text(code));
 		return;
 	}
 	if (h->rank != px->rank || h->chunk >= un->n_chunks || h->frag >= px->fpc)
@@ -1333,8 +1332,6 @@ static void lost(struct pbox *px, uint32_t r, const char *how)
 	char name[96];
 
 	wk_peer_name(px, r, name, sizeof(name));
-	if (!px->fail && px->gone) /* the failure's cause: pbox_shrink() leaves it out */
-		px->gone[r] = true;
 	/* rank 0 tells the others first: once this rank's calls fail, its
 	 * process may exit at once, and they would blame rank 0 instead */
 	if (px->rank == 0)
@@ -1345,8 +1342,8 @@ static void lost(struct pbox *px, uint32_t r, const char *how)
 		close(px->peer_fd[r]);
 		px->peer_fd[r] = -1;
 	}
-	px->fail_told |= !px->fail; /* LOST is the telling */
-	wk_fail(px, PBOX_EPEER, "%s left the job (%s)", name, how);
+	/* gone, and told by LOST: pbox_shrink() leaves it out */
+	wk_raise(px, WK_FK_RANK_LOST, 0, r, "%s left the job (%s)", name, how);
 	if (px->rank == 0) /* the job is over: its memory back to the boxes */
 		wk_boxes_close(px, false);
 }
@@ -1358,14 +1355,11 @@ static void lost(struct pbox *px, uint32_t r, const char *how)
  * pboxd went away only rank 0 (which holds the box's control connection)
  * knew; the others waited for their deadline and then blamed rank 0. A lost
  * rank is told by LOST instead, a disagreement found by rank 0 by its own
- * lines (both set fail_told first); only a rank's first failure is told,
- * and a told one is not told back.
+ * lines (their kinds are told as they are raised: wk_fail_kinds[]); only a
+ * rank's first failure is told, and a told one is not told back.
  */
-static void tell_failure(struct pbox *px)
+static void tell_failure(struct pbox *px, uint32_t from)
 {
-	uint32_t from = px->fail_from == UINT32_MAX ? px->rank : px->fail_from;
-
-	px->fail_told = true;
 	if (px->rank == 0) {
 		for (uint32_t q = 1; q < px->n; q++)
 			if (q != from && px->peer_fd[q] >= 0)
@@ -1384,25 +1378,8 @@ static void tell_failure(struct pbox *px)
  * pbox_shrink(). Rank 0 is told (LEAVE), and tells the others as it tells
  * a lost rank; rank 0 itself tells every other that rank 0 is lost.
  */
-void wk_leave(struct pbox *px, const char *fmt, ...)
-{
-	char msg[WK_ERR_LEN];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	pthread_mutex_lock(&px->mu);
-	if (!px->fail)
-		px->leave = true;
-	pthread_mutex_unlock(&px->mu);
-	wk_fail(px, PBOX_EPEER, "%s", msg);
-	wk_engine_kick(px);
-}
-
 static void tell_leaving(struct pbox *px)
 {
-	px->fail_told = true;
 	if (px->rank != 0 && px->peer_fd[0] >= 0)
 		RP_SEND(px->peer_fd[0], LEAVE, leave, .why = px->fail_msg);
 	for (uint32_t q = 1; px->rank == 0 && q < px->n; q++)
@@ -1420,8 +1397,8 @@ static void told_failure(struct pbox *px, uint32_t r, const struct rp_fail *f)
 		return;
 	if (code >= 0 || code < PBOX_ENODEV)
 		code = PBOX_EFAILED;
-	px->fail_from = f->origin;
-	wk_fail(px, code, "rank %u says: %s", wk_local_world_rank(px, f->origin), f->why);
+	wk_raise(px, WK_FK_HEARD, code, f->origin, "rank %u says: %s",
+		 wk_local_world_rank(px, f->origin), f->why);
 }
 
 /*
@@ -1461,9 +1438,9 @@ static void heartbeat(struct pbox *px, uint64_t now)
 			snprintf(how, sizeof(how),
 				 "silent for %.1f s: its host crashed or was cut off", s);
 			lost(px, r, how);
-		} else {
-			px->gone[0] = true; /* the failure's cause: pbox_shrink() leaves it out */
-			wk_fail(px, PBOX_EPEER,
+		} else { /* gone: pbox_shrink() leaves it out */
+			wk_raise(
+				px, WK_FK_SILENT, 0, 0,
 				"%s fell silent for %.1f s: its host crashed or was cut off (or this "
 				"one was)",
 				wk_peer_name(px, 0, name, sizeof(name)), s);
@@ -1482,8 +1459,8 @@ static void control_line(struct pbox *px, uint32_t r, char *line)
 	struct rp_msg m;
 
 	if (rp_parse(line, &m, err, sizeof(err))) {
-		wk_fail(px, PBOX_EPEER, "rank %u sent a line this rank cannot read: %s",
-			wk_local_world_rank(px, r), err);
+		wk_raise(px, WK_FK_PROTOCOL, 0, 0, "rank %u sent a line this rank cannot read: %s",
+			 wk_local_world_rank(px, r), err);
 		return;
 	}
 	switch (m.verb) {
@@ -1563,23 +1540,24 @@ static void boxes_poll(struct pbox *px, uint64_t now)
 			continue;
 		close(bx->fd);
 		bx->fd = -1;
-		bx->gone |= !px->fail; /* the failure's cause: pbox_shrink() leaves it out */
 		wk_ipstr(bx->addr.ip_be, ip);
+		/* gone, the failure's cause: pbox_shrink() leaves it out */
 		if (got < 0 && errno == ETIMEDOUT) /* keepalive: wk_tcp_dead_after() */
-			wk_fail(px, PBOX_EBOX,
+			wk_raise(
+				px, WK_FK_BOX_LOST, 0, b,
 				"the box at %s:%u: its control connection timed out (no answer for "
 				"%.1f s): pboxd's host crashed or was cut off",
 				ip, bx->addr.port, (double)px->cfg.tuning.heartbeat_us / 1e6);
 		else
-			wk_fail(px, PBOX_EBOX,
-				"the box at %s:%u closed its control connection: pboxd went away",
-				ip, bx->addr.port);
+			wk_raise(px, WK_FK_BOX_LOST, 0, b,
+				 "the box at %s:%u closed its control connection: pboxd went away",
+				 ip, bx->addr.port);
 	}
 	if (px->nojob_since && now - px->nojob_since > 500000000ull)
-		wk_fail(px, PBOX_EBOX,
-			"the box says job %u is not registered: pboxd restarted, or the job was "
-			"unregistered",
-			px->job);
+		wk_raise(px, WK_FK_BOX_LOST, 0, UINT32_MAX,
+			 "the box says job %u is not registered: pboxd restarted, or the job was "
+			 "unregistered",
+			 px->job);
 }
 
 /* pbox_finalize()'s barrier: each rank says BYE to rank 0, which answers
@@ -1617,6 +1595,29 @@ static void finalize_barrier(struct pbox *px, uint64_t now)
 		wk_boxes_close(px, true);
 }
 
+/* A failure raised here, or heard on rank 0 from another rank, to the
+ * ranks that do not know it yet, by the line its kind says (FAIL or
+ * LEAVE); then TOLD. */
+static void tell(struct pbox *px)
+{
+	enum wk_fkind kind;
+	uint32_t from;
+	bool due;
+
+	pthread_mutex_lock(&px->mu);
+	due = px->fstate == WK_FS_FAILED;
+	kind = px->fail_kind;
+	from = px->fail_from == UINT32_MAX ? px->rank : px->fail_from;
+	pthread_mutex_unlock(&px->mu);
+	if (!due)
+		return;
+	if (wk_fail_kinds[kind].verb == RP_LEAVE)
+		tell_leaving(px);
+	else
+		tell_failure(px, from);
+	wk_fail_told(px);
+}
+
 /* The control side of one engine turn: the ranks' lines, the boxes'
  * connections, REJOIN, heartbeats, telling a failure, the BYE barrier. */
 static void control(struct pbox *px, uint64_t now, bool finalizing)
@@ -1633,17 +1634,7 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 		pthread_mutex_unlock(&px->mu);
 	}
 	heartbeat(px, now);
-	if (px->fail && !px->fail_told) { /* before this rank's caller can exit */
-		bool leave;
-
-		pthread_mutex_lock(&px->mu);
-		leave = px->leave;
-		pthread_mutex_unlock(&px->mu);
-		if (leave)
-			tell_leaving(px);
-		else
-			tell_failure(px);
-	}
+	tell(px); /* before this rank's caller can exit */
 	if (finalizing)
 		finalize_barrier(px, now);
 }
@@ -1684,6 +1675,8 @@ static void *engine(void *arg)
 	struct pbox *px = arg;
 	struct eng *e = px->eng;
 
+	on_engine = true;
+
 	for (;;) {
 		uint64_t now = px->now_ns = wk_now();
 		int work = 0;
@@ -1695,6 +1688,8 @@ static void *engine(void *arg)
 		pthread_mutex_unlock(&px->mu);
 		if (ab) /* pbox_shrink(): this incarnation ends here, no BYE */
 			break;
+		if (px->fail && !px->eng_failed) /* raised on another thread */
+			wk_engine_fail_ops(px);
 		if (fin && !px->fail) {
 			/* whatever is still in flight ends here */
 			pthread_mutex_lock(&px->mu);
@@ -1855,8 +1850,15 @@ int wk_engine_start(struct pbox *px)
 	if (px->pace_quantum_ns > px->pace_burst_ns / 2)
 		px->pace_quantum_ns = px->pace_burst_ns / 2;
 	publish(px, wk_now());
+	px->eng_failed = false;
+	pthread_mutex_lock(&px->mu);
+	px->eng_live = true; /* from now on a failure raised elsewhere leaves its ops to it */
+	pthread_mutex_unlock(&px->mu);
 	rc = start_thread(px);
 	if (rc) {
+		pthread_mutex_lock(&px->mu);
+		px->eng_live = false;
+		pthread_mutex_unlock(&px->mu);
 		free(e->rbuf);
 		free(e);
 		px->eng = NULL;
@@ -1871,6 +1873,9 @@ void wk_engine_join(struct pbox *px)
 	struct eng *e = px->eng;
 
 	pthread_join(px->thr, NULL);
+	pthread_mutex_lock(&px->mu);
+	px->eng_live = false;
+	pthread_mutex_unlock(&px->mu);
 	px->thr_started = false;
 	if (e)
 		free(e->rbuf);

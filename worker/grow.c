@@ -126,7 +126,7 @@ static void record(struct pbox *px, uint32_t rank, uint32_t s, const struct wk_a
 		return;
 	row = ag_row(px, s);
 	if (!row) {
-		wk_fail(px, PBOX_ENOMEM, "out of memory agreeing on new tensors");
+		wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0, "out of memory agreeing on new tensors");
 		return;
 	}
 	row[rank] = *a;
@@ -142,7 +142,7 @@ static void apply(struct pbox *px, uint32_t a, uint32_t b)
 	int rc;
 
 	if (!ts) {
-		wk_fail(px, PBOX_ENOMEM, "out of memory laying out new tensors");
+		wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0, "out of memory laying out new tensors");
 		return;
 	}
 	pthread_mutex_lock(&px->mu);
@@ -151,7 +151,7 @@ static void apply(struct pbox *px, uint32_t a, uint32_t b)
 	rc = wk_grow(px, ts, b - a, wk_now() + px->deadline_ns, msg, sizeof(msg));
 	if (rc) {
 		free(ts);
-		wk_fail(px, rc, "new tensors %u to %u: %s", a, b - 1, msg);
+		wk_raise(px, WK_FK_LOCAL, rc, 0, "new tensors %u to %u: %s", a, b - 1, msg);
 		return;
 	}
 	px->applied = b;
@@ -215,8 +215,7 @@ static void mismatch(struct pbox *px, const char *msg)
 	for (uint32_t r = 1; r < px->n; r++)
 		if (px->peer_fd[r] >= 0)
 			RP_SEND(px->peer_fd[r], MISMATCH, mismatch, .why = msg);
-	px->fail_told |= !px->fail; /* MISMATCH is the telling */
-	wk_fail(px, PBOX_EMISMATCH, "%s", msg);
+	wk_raise(px, WK_FK_MISMATCH, 0, 0, "%s", msg); /* MISMATCH is the telling */
 }
 
 /* Rank 0: rank @from's collective @call, where another rank first used new
@@ -414,13 +413,14 @@ int wk_grow_line(struct pbox *px, uint32_t from, const struct rp_msg *m)
 		px->probe_on = true;
 		return 1;
 	case RP_MISMATCH:
-		px->fail_told |= !px->fail; /* every rank heard it from rank 0 */
-		wk_fail(px, PBOX_EMISMATCH, "%s", m->mismatch.why);
+		/* every rank heard it from rank 0 */
+		wk_raise(px, WK_FK_MISMATCH, 0, 0, "%s", m->mismatch.why);
 		return 1;
 	case RP_GREW:
 		if (m->grew.from != px->applied || m->grew.to <= m->grew.from ||
 		    m->grew.to > px->announced)
-			wk_fail(px, PBOX_EPEER,
+			wk_raise(
+				px, WK_FK_PROTOCOL, 0, 0,
 				"rank 0 agreed on new tensors %u to %u, but this rank has laid out "
 				"%u and used %u",
 				m->grew.from, m->grew.to - 1, px->applied, px->announced);

@@ -846,17 +846,8 @@ static void local_fail(struct pbox *px, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (leader(px->loc)) { /* the network job's failure: every rank hears it */
-		wk_fail(px, code, "%s", msg);
-		return;
-	}
-	pthread_mutex_lock(&px->mu);
-	if (!px->fail) {
-		px->fail = code;
-		snprintf(px->fail_msg, sizeof(px->fail_msg), "%s", msg);
-		wk_log(px, CFG_LOG_ERROR, "%s", msg);
-	}
-	pthread_mutex_unlock(&px->mu);
+	/* on the leader, the network job's failure: every rank hears it */
+	wk_raise(px, WK_FK_LOCAL, code, 0, "%s", msg);
 }
 
 /* The push-pulls the API queued since the last look (the thread's now). */
@@ -1309,8 +1300,7 @@ int wk_local_follow_renew(struct pbox *px, const char *fn, bool shrink)
 	lc->renew_got = false;
 	rc = lc->renew_rc;
 	if (rc == PBOX_OK) {
-		px->fail = 0;
-		px->fail_msg[0] = 0;
+		wk_fail_reset(px);
 		lc->resumed = true; /* its thread tells the leader of failures again */
 	}
 	pthread_mutex_unlock(&px->mu);
@@ -1616,6 +1606,7 @@ static struct wk_ltensor *rank_tensor_agrees(struct pbox *px, uint32_t j, const 
 {
 	struct wk_local *lc = px->loc;
 	uint32_t r = lc->ranks[j];
+	bool dev;
 
 	if ((unsigned)m->dtype >= SUM_DTYPE_COUNT || m->count == 0 ||
 	    m->count > (1ull << 40) / sum_dtype_size((enum sum_dtype)m->dtype)) {
@@ -1647,14 +1638,14 @@ static struct wk_ltensor *rank_tensor_agrees(struct pbox *px, uint32_t j, const 
 		t->kind = true;
 		t->dev = m->flags & LMF_DEV;
 	}
+	dev = t->dev; /* this rank's own push-pull sets it too (under mu) */
 	pthread_mutex_unlock(&px->mu);
-	if (t->dev != !!(m->flags & LMF_DEV)) {
+	if (dev != !!(m->flags & LMF_DEV)) {
 		local_fail(px, PBOX_EMISMATCH,
 			   "key %" PRIu64 ": rank %u sums %s memory, rank %u (on the same "
 			   "machine) %s memory; [worker] local_cuda must be the same on "
 			   "both",
-			   m->key, r, mem_kind(m->flags & LMF_DEV), lc->world_rank,
-			   mem_kind(t->dev));
+			   m->key, r, mem_kind(m->flags & LMF_DEV), lc->world_rank, mem_kind(dev));
 		return NULL;
 	}
 	return t;
@@ -1914,8 +1905,8 @@ static void drain(struct pbox *px, uint32_t j)
 			pthread_cond_broadcast(&px->cv);
 			pthread_mutex_unlock(&px->mu);
 			if (leader(lc)) /* the others count this machine gone */
-				wk_leave(
-					px,
+				wk_raise(
+					px, WK_FK_LEAVE, 0, px->rank,
 					"rank %u (pid %d, on rank %u's machine) went away: %s; the "
 					"machine leaves the job",
 					lc->ranks[j], (int)lc->pid[j], lc->world_rank,

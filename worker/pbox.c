@@ -142,7 +142,7 @@ int pbox_init(const char *config, struct pbox **out)
 	px->job = px->cfg.job.id;
 	wk_set_key(px, 0); /* until the bootstrap mixes in rank 0's nonce */
 	px->udp = px->efd = -1;
-	px->fail_from = UINT32_MAX;
+	wk_fail_reset(px);
 	rc = pthread_mutex_init(&px->mu, NULL);
 	if (rc == 0 && pthread_cond_init(&px->cv, NULL) != 0) {
 		pthread_mutex_destroy(&px->mu);

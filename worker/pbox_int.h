@@ -144,6 +144,52 @@ struct wk_call {
 	bool fresh; /* the first use of a tensor first seen after the start */
 };
 
+/* ---- the failure machine (fail.c) ----------------------------------------
+ *
+ * A job's failure moves one way: RUNNING, then FAILED (raised here, the
+ * other ranks not yet told) or TOLD (they know: it came from them, or its
+ * own line told them), then TOLD once the engine has told them. Only a new
+ * incarnation (pbox_shrink(), pbox_rejoin(): wk_fail_reset()) starts again.
+ * wk_raise() is the only writer, from any thread; the first failure holds.
+ *
+ * Each kind is a row: its code (0: the raiser's), what it says is gone
+ * (a rank, a box, or this rank leaving), the line that tells the other
+ * ranks (FAIL; LEAVE; LOST or MISMATCH, which tell as they are raised),
+ * and whether pbox_shrink() may go on from it.
+ */
+enum wk_fstate { WK_FS_RUNNING, WK_FS_FAILED, WK_FS_TOLD };
+enum wk_gone { WK_GONE_NONE, WK_GONE_RANK, WK_GONE_BOX, WK_GONE_SELF };
+
+#define WK_FAIL_KINDS(X)                                                                           \
+	/* kind       code            gone          told by     told  resumable */                 \
+	X(LOCAL, 0, WK_GONE_NONE, RP_FAIL, false, false) /* this rank's own (memory, socket) */    \
+	X(TIMEOUT, PBOX_ETIMEDOUT, WK_GONE_NONE, RP_FAIL, false, false) /* [tuning] deadline */    \
+	X(PROTOCOL, PBOX_EPEER, WK_GONE_NONE, RP_FAIL, false, false)	/* a rank broke it */      \
+	X(REFUSED, 0, WK_GONE_NONE, RP_FAIL, false, false) /* a service refused our pushes */      \
+	X(HEARD, 0, WK_GONE_NONE, RP_FAIL, false, false)   /* FAIL from a rank (rank 0 relays) */  \
+	X(RANK_LOST, PBOX_EPEER, WK_GONE_RANK, RP_LOST, true, true) /* rank 0 says LOST */         \
+	X(SILENT, PBOX_EPEER, WK_GONE_RANK, RP_FAIL, false, true)   /* rank 0 fell silent */       \
+	X(LEAVE, PBOX_EPEER, WK_GONE_SELF, RP_LEAVE, false, true)   /* this rank leaves */         \
+	X(BOX_LOST, PBOX_EBOX, WK_GONE_BOX, RP_FAIL, false, true)   /* a box went away */          \
+	X(MISMATCH, PBOX_EMISMATCH, WK_GONE_NONE, RP_MISMATCH, true, false) /* ranks disagree */
+
+enum wk_fkind {
+#define WK_FK_ENUM(k, code, gone, verb, told, resumable) WK_FK_##k,
+	WK_FAIL_KINDS(WK_FK_ENUM)
+#undef WK_FK_ENUM
+		WK_FK_COUNT
+};
+
+struct wk_fail_kind {
+	const char *name;
+	int code;	   /* 0: the raiser's */
+	enum wk_gone gone; /* what @who names */
+	enum rp_verb verb; /* how the others hear it */
+	bool told;	   /* raising it is the telling */
+	bool resumable;	   /* pbox_shrink() goes on from it */
+};
+extern const struct wk_fail_kind wk_fail_kinds[WK_FK_COUNT];
+
 /* A partition of an op: fragments [g, g_end) still to be sent first. */
 struct wk_part {
 	struct pbox_handle *op;
@@ -272,13 +318,14 @@ struct pbox {
 	struct pbox_handle *subq, *subq_tail;
 	bool finalizing;
 	bool aborting; /* pbox_shrink(): the engine stops at once */
-	int fail;
-	char fail_msg[WK_ERR_LEN];
-	/* engine: the failure's origin (UINT32_MAX: this rank), and whether the
-	 * other ranks were told (FAIL on the bootstrap connections) */
-	uint32_t fail_from;
-	bool fail_told;
-	bool leave; /* under mu: the failure is this rank's leaving (LEAVE, not FAIL) */
+	/* the failure machine (fail.c): written by wk_raise() alone, under mu;
+	 * fail is read anywhere (atomic), the rest under mu */
+	_Atomic int fail;	   /* the failure's PBOX_E* code, 0 while running */
+	enum wk_fstate fstate;	   /* only forward, to a new incarnation */
+	enum wk_fkind fail_kind;   /* valid past WK_FS_RUNNING */
+	uint32_t fail_from;	   /* the rank that saw it first (UINT32_MAX: this one) */
+	char fail_msg[WK_ERR_LEN]; /* written once, before fail */
+	bool eng_live;		   /* the engine thread runs: it fails its own ops */
 	/* pbox_rejoin()'s barrier (under mu): the other ranks say REJOIN to rank 0,
 	 * which closes its connections only once all have */
 	bool rejoin_req, rejoin_sent;
@@ -288,6 +335,7 @@ struct pbox {
 	struct pbox_ss_stats *ss_pub;
 
 	/* engine only */
+	bool eng_failed; /* it failed its ops for this incarnation's failure */
 	struct wk_frag *frag;
 	struct ss_job *ssj;	    /* this rank's SS_GPU: its segments, ->next */
 	struct pbox_handle *active; /* ops with bytes in flight */
@@ -318,6 +366,17 @@ struct pbox {
 	uint64_t nojob_since;	       /* the box said "no such job" first */
 	void *eng;		       /* engine.c's batch buffers */
 };
+
+/* The job fails (fail.c): kind @kind, its code @code where the kind has
+ * none, @who the rank or box it names gone (or, HEARD, the rank that saw
+ * it first), the message. The first failure holds; the push-pulls fail
+ * with it (the engine's by the engine). Any thread. */
+void wk_raise(struct pbox *px, enum wk_fkind kind, int code, uint32_t who, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+/* A new incarnation: RUNNING again, nothing gone (under mu or alone). */
+void wk_fail_reset(struct pbox *px);
+/* The engine told the other ranks: TOLD. */
+void wk_fail_told(struct pbox *px);
 
 /* The message of the calling thread's last failure. */
 int wk_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -569,9 +628,11 @@ void wk_engine_kick(const struct pbox *px);
 /* A push-pull of a laid-out tensor into the scheduler (engine thread). */
 void wk_engine_take(struct pbox *px, struct pbox_handle *op);
 void wk_engine_join(struct pbox *px);
-/* Fail the context (engine side; takes mu). */
-void wk_fail(struct pbox *px, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void wk_leave(struct pbox *px, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Fail every push-pull the engine holds or was given (engine thread, or
+ * no engine; takes mu), and drop its schedule. */
+void wk_engine_fail_ops(struct pbox *px);
+/* Whether the calling thread is an engine's. */
+bool wk_on_engine(void);
 struct wk_tensor *wk_find_tensor(const struct pbox *px, uint64_t key);
 bool wk_wait_cond(struct pbox *px, bool (*ok)(const struct pbox *), uint64_t deadline);
 

@@ -862,11 +862,7 @@ static void renew(struct pbox *px, uint32_t n, uint32_t me)
 	px->ss_pub = NULL;
 	px->subq = px->subq_tail = NULL;
 	px->aborting = false;
-	px->fail = 0;
-	px->fail_msg[0] = 0;
-	px->fail_from = UINT32_MAX;
-	px->fail_told = false;
-	px->leave = false;
+	wk_fail_reset(px);
 	px->rejoin_req = px->rejoin_sent = false;
 	px->rejoins = 0;
 	memset(&px->st_pub, 0, sizeof(px->st_pub));
@@ -877,10 +873,7 @@ static void renew(struct pbox *px, uint32_t n, uint32_t me)
  * (pbox_finalize() frees it). */
 static int failed_with(struct pbox *px, int rc)
 {
-	pthread_mutex_lock(&px->mu);
-	px->fail = rc;
-	snprintf(px->fail_msg, sizeof(px->fail_msg), "%s", pbox_last_error());
-	pthread_mutex_unlock(&px->mu);
+	wk_raise(px, WK_FK_LOCAL, rc, 0, "%s", pbox_last_error());
 	return rc;
 }
 

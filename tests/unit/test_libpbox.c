@@ -1470,7 +1470,7 @@ struct intruder {
 	unsigned port;
 	bool rdv;
 	const char *secret; /* rdv: the job's, for the captured JOIN */
-	volatile bool stop;
+	_Atomic bool stop;  /* set by the test once the ranks are done */
 	int fd[5];
 };
 
@@ -1805,6 +1805,111 @@ START_TEST(test_cuda_refusals)
 }
 END_TEST
 
+/* ---- the failure machine (fail.c) ------------------------------------------ */
+
+/* A context with nothing but what the failure machine touches: @n ranks,
+ * two boxes, no engine, no tensors. */
+static struct pbox *bare_context(uint32_t n)
+{
+	struct pbox *px = calloc(1, sizeof(*px));
+
+	ck_assert_ptr_nonnull(px);
+	px->n = n;
+	px->rank = 1;
+	px->udp = px->efd = -1;
+	px->gone = calloc(n, sizeof(bool));
+	px->n_boxes = 2;
+	ck_assert_ptr_nonnull(px->gone);
+	ck_assert_int_eq(pthread_mutex_init(&px->mu, NULL), 0);
+	ck_assert_int_eq(pthread_cond_init(&px->cv, NULL), 0);
+	wk_fail_reset(px);
+	return px;
+}
+
+static void bare_free(struct pbox *px)
+{
+	pthread_mutex_destroy(&px->mu);
+	pthread_cond_destroy(&px->cv);
+	free(px->gone);
+	free(px);
+}
+
+struct raise_arg {
+	struct pbox *px;
+	enum wk_fkind kind;
+};
+
+static void *raise_elsewhere(void *arg)
+{
+	const struct raise_arg *a = arg;
+
+	wk_raise(a->px, a->kind, PBOX_ENET, 1, "raised on thread %d", 2);
+	return NULL;
+}
+
+/* Each kind, from this thread and from another: the state its row says,
+ * its code (or the raiser's where it has none), what it names gone; the
+ * first failure holds; the state only moves forward, to TOLD, until a new
+ * incarnation resets it. */
+START_TEST(test_failure_kinds)
+{
+	for (int other = 0; other < 2; other++) {
+		const enum wk_fkind kind = (enum wk_fkind)_i;
+		const struct wk_fail_kind *k = &wk_fail_kinds[kind];
+		struct pbox *px = bare_context(4);
+		struct raise_arg a = {px, kind};
+		pthread_t th;
+
+		if (other) {
+			ck_assert_int_eq(pthread_create(&th, NULL, raise_elsewhere, &a), 0);
+			pthread_join(th, NULL);
+		} else {
+			raise_elsewhere(&a);
+		}
+		ck_assert_int_eq(px->fstate, k->told ? WK_FS_TOLD : WK_FS_FAILED);
+		ck_assert_int_eq(px->fail_kind, kind);
+		ck_assert_int_eq(px->fail, k->code ? k->code : PBOX_ENET);
+		ck_assert_str_eq(px->fail_msg, "raised on thread 2");
+		ck_assert_uint_eq(px->fail_from, kind == WK_FK_HEARD ? 1 : UINT32_MAX);
+		ck_assert(px->gone[1] == (k->gone == WK_GONE_RANK));
+		ck_assert(px->box[1].gone == (k->gone == WK_GONE_BOX));
+		ck_assert(!px->gone[0] && !px->gone[2] && !px->box[0].gone);
+		ck_assert(px->eng_failed); /* no engine: the ops failed at once */
+		/* the first holds */
+		wk_raise(px, WK_FK_MISMATCH, 0, 2, "later");
+		ck_assert_int_eq(px->fail, k->code ? k->code : PBOX_ENET);
+		ck_assert_str_eq(px->fail_msg, "raised on thread 2");
+		ck_assert(!px->gone[2] && !px->box[0].gone);
+		/* forward only */
+		wk_fail_told(px);
+		ck_assert_int_eq(px->fstate, WK_FS_TOLD);
+		wk_fail_told(px);
+		ck_assert_int_eq(px->fstate, WK_FS_TOLD);
+		wk_fail_reset(px);
+		ck_assert_int_eq(px->fstate, WK_FS_RUNNING);
+		ck_assert_int_eq(px->fail, 0);
+		bare_free(px);
+	}
+}
+END_TEST
+
+/* A failure raised off the engine's thread while it runs leaves the
+ * engine's push-pulls to the engine (it holds pointers into them); a code
+ * of 0 or above is no failure code, and becomes PBOX_EFAILED. */
+START_TEST(test_failure_leaves_engine_ops)
+{
+	struct pbox *px = bare_context(2);
+
+	px->eng_live = true;
+	wk_raise(px, WK_FK_LOCAL, 0, 0, "no code");
+	ck_assert_int_eq(px->fail, PBOX_EFAILED);
+	ck_assert(!px->eng_failed);
+	wk_engine_fail_ops(px); /* what the engine does on its next turn */
+	ck_assert(px->eng_failed);
+	bare_free(px);
+}
+END_TEST
+
 Suite *libpbox_suite(void)
 {
 	Suite *s = suite_create("libpbox");
@@ -1838,6 +1943,10 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_late_mixed);
 	tcase_add_test(tc, test_late_mismatch);
 	tcase_add_test(tc, test_late_mismatch_existing_key);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("fail"); /* the failure machine (fail.c) */
+	tcase_add_loop_test(tc, test_failure_kinds, 0, WK_FK_COUNT);
+	tcase_add_test(tc, test_failure_leaves_engine_ops);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("local"); /* local aggregation (local.c) */
 	tcase_set_timeout(tc, 60);
