@@ -535,19 +535,14 @@ struct box_eps {
 	uint64_t kbps[WK_MAX_EPS];
 };
 
-/* Box @b's endpoints and geometry, through the control-protocol client,
- * appended to @eps; the connection stays open in px->box[b].fd: the job
- * lives as long as it. */
-static int box_endpoints(struct pbox *px, uint32_t b, struct box_eps *eps, uint64_t deadline,
-			 char *msg, size_t cap)
+/* Box @b's control connection opened and authenticated into
+ * px->box[b].fd: 0, or -1 with @msg. */
+static int box_connect(struct pbox *px, uint32_t b, uint64_t deadline, char *msg, size_t cap)
 {
-	static struct nic_ctl_ep got[WK_MAX_EPS]; /* the bootstrap runs once at a time */
 	struct wk_box *bx = &px->box[b];
 	const struct cfg_hostport *bc = &bx->addr;
-	struct nic_ctl_geometry geo;
 	char ip[INET_ADDRSTRLEN], err[512];
 	uint8_t key[NIC_KEY_LEN];
-	uint32_t e;
 	int rc;
 
 	if (nic_ctl_key_load(px->cfg.box.key_file, key, err, sizeof(err))) {
@@ -571,32 +566,54 @@ static int box_endpoints(struct pbox *px, uint32_t b, struct box_eps *eps, uint6
 			 wk_ipstr(bc->ip_be, ip), bc->port, err, px->cfg.box.key_file);
 		return -1;
 	}
-	if (nic_ctl_endpoints(bx->fd, got, WK_MAX_EPS, &geo, deadline, err, sizeof(err))) {
-		snprintf(msg, cap, "the box at %s:%u: %.400s", wk_ipstr(bc->ip_be, ip), bc->port,
-			 err);
-		return -1;
-	}
-	if (geo.n_eps > WK_MAX_EPS - eps->n) {
-		snprintf(msg, cap, "the boxes have more than %d endpoints in all", WK_MAX_EPS);
-		return -1;
-	}
-	if (eps->n && geo.chunk != eps->chunk) {
-		snprintf(msg, cap, "the box at %s:%u has chunk size %u, the first box %u",
-			 wk_ipstr(bc->ip_be, ip), bc->port, geo.chunk, eps->chunk);
-		return -1;
-	}
-	bx->ep0 = eps->n;
-	bx->n_eps = geo.n_eps;
-	if (!eps->n || geo.frag < eps->frag) /* the fragment every box takes */
-		eps->frag = geo.frag;
-	eps->chunk = geo.chunk;
-	for (e = 0; e < geo.n_eps; e++) {
-		eps->ip[eps->n + e] = got[e].addr.ip_be;
-		eps->port[eps->n + e] = got[e].addr.port;
-		eps->kbps[eps->n + e] = got[e].weight_kbps;
-	}
-	eps->n += geo.n_eps;
 	return 0;
+}
+
+/* Box @b's endpoints and geometry, through the control-protocol client,
+ * appended to @eps; the connection stays open in px->box[b].fd: the job
+ * lives as long as it. */
+static int box_endpoints(struct pbox *px, uint32_t b, struct box_eps *eps, uint64_t deadline,
+			 char *msg, size_t cap)
+{
+	struct wk_box *bx = &px->box[b];
+	const struct cfg_hostport *bc = &bx->addr;
+	struct nic_ctl_ep *got;
+	struct nic_ctl_geometry geo;
+	char ip[INET_ADDRSTRLEN], err[512];
+	int rc = -1;
+
+	if (box_connect(px, b, deadline, msg, cap))
+		return -1;
+	got = calloc(WK_MAX_EPS, sizeof(*got));
+	if (!got) {
+		snprintf(msg, cap, "out of memory");
+		return -1;
+	}
+	wk_ipstr(bc->ip_be, ip);
+	if (nic_ctl_endpoints(bx->fd, got, WK_MAX_EPS, &geo, deadline, err, sizeof(err)))
+		snprintf(msg, cap, "the box at %s:%u: %.400s", ip, bc->port, err);
+	else if (geo.n_eps > WK_MAX_EPS - eps->n)
+		snprintf(msg, cap, "the boxes have more than %d endpoints in all", WK_MAX_EPS);
+	else if (eps->n && geo.chunk != eps->chunk)
+		snprintf(msg, cap, "the box at %s:%u has chunk size %u, the first box %u", ip,
+			 bc->port, geo.chunk, eps->chunk);
+	else
+		rc = 0;
+	if (rc == 0) {
+		bx->ep0 = eps->n;
+		bx->n_eps = geo.n_eps;
+		if (!eps->n || geo.frag < eps->frag) /* the fragment every box takes */
+			eps->frag = geo.frag;
+		eps->chunk = geo.chunk;
+		for (uint32_t e = 0; e < geo.n_eps; e++) {
+			eps->ip[eps->n + e] = got[e].addr.ip_be;
+			eps->port[eps->n + e] = got[e].addr.port;
+			eps->kbps[eps->n + e] = got[e].weight_kbps;
+		}
+		eps->n += geo.n_eps;
+	}
+	free(got);
+	return rc;
 }
 
 /* Rank 0: every box of [box] control, but those pbox_shrink() left out;
@@ -650,13 +667,16 @@ static int box_segment(struct pbox *px, struct wk_box *bx, uint8_t dtype, const 
 		       const uint32_t *count, uint64_t deadline, char *msg, size_t cap)
 {
 	struct nic_ctl_reg *r = calloc(1, sizeof(*r));
+	struct ss_short *shorts = calloc(NIC_CTL_MAX_SHORTS, sizeof(*shorts));
 	struct nic_ctl_reg_ok ok;
 	const char *verb = bx->registered ? "grow" : "register";
 	char err[512], ip[INET_ADDRSTRLEN];
 	uint32_t e;
 	int rc;
 
-	if (!r) {
+	if (!r || !shorts) {
+		free(r);
+		free(shorts);
 		snprintf(msg, cap, "out of memory");
 		return -1;
 	}
@@ -674,7 +694,6 @@ static int box_segment(struct pbox *px, struct wk_box *bx, uint8_t dtype, const 
 		r->ranks[e].port = px->unit[px->n_eps + e].port;
 	}
 	for (e = 0; e < bx->n_eps; e++) {
-		static struct ss_short shorts[NIC_CTL_MAX_SHORTS];
 		uint32_t k, n, u = bx->ep0 + e;
 
 		r->chunks[e] = count[u];
@@ -682,6 +701,7 @@ static int box_segment(struct pbox *px, struct wk_box *bx, uint8_t dtype, const 
 				   NIC_CTL_MAX_SHORTS - r->n_shorts);
 		if (n == UINT32_MAX) {
 			free(r);
+			free(shorts);
 			snprintf(
 				msg, cap,
 				"job %u: more than %u tensors ending mid-chunk on the box at once: "
@@ -693,6 +713,7 @@ static int box_segment(struct pbox *px, struct wk_box *bx, uint8_t dtype, const 
 			r->shorts[r->n_shorts++] = (struct nic_ctl_short){
 				.ep = e, .chunk = shorts[k].chunk, .bytes = shorts[k].bytes};
 	}
+	free(shorts);
 	memcpy(r->key, px->jkey, sizeof(r->key));
 	rc = nic_ctl_register(bx->fd, &bx->sess, r, &ok, deadline, err, sizeof(err));
 	sodium_memzero(r->key, sizeof(r->key));
