@@ -3,6 +3,8 @@
 #   nic/            the wire and NIC layer: includes only nic/ headers
 #   appliance/ss/   the SS core and sum kernels (linked by pboxd and libpbox):
 #                   only its own headers and nic/'s, and no DPDK header
+#   worker/dpdk.c   the DPDK transport module: libpbox's transport interface
+#                   (transport.h) and public header, never its internals
 # Prints each offending include with its file and line; exit 1 if any.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +32,10 @@ layer nic nic
 layer appliance/ss appliance/ss nic
 if grep -nE '^#include <(rte_|dpdk/)' appliance/ss/*.[ch] >&2; then
 	echo "appliance/ss: the SS core must not include DPDK headers" >&2
+	bad=1
+fi
+if grep -n '^#include "pbox_int.h"' worker/dpdk.c worker/transport.h >&2; then
+	echo "worker/dpdk.c: a module sees transport.h, not libpbox's internals" >&2
 	bad=1
 fi
 exit $bad

@@ -1159,14 +1159,18 @@ out:
 
 static int transport_open(struct pbox *px)
 {
-	wk_dpdk_open_fn *open_dpdk;
+	wk_tp_open_fn *open_dpdk;
 
 	if (px->cfg.transport.kind != WRK_TRANSPORT_DPDK) {
 		px->tp = &wk_udp_transport;
+		px->tp_st = px;
 		return udp_open(px);
 	}
-	open_dpdk = (wk_dpdk_open_fn *)wk_module_sym("pbox_start", "dpdk", WK_DPDK_ENTRY);
-	return open_dpdk ? open_dpdk(px, &wk_host, WK_MODULE_ABI, &px->tp) : PBOX_ECONFIG;
+	open_dpdk = (wk_tp_open_fn *)wk_module_sym("pbox_start", "dpdk", WK_DPDK_ENTRY);
+	if (!open_dpdk)
+		return PBOX_ECONFIG;
+	wk_tp_env_init(px, &px->tp_env);
+	return open_dpdk(&px->tp_env, &px->tp, &px->tp_st);
 }
 
 int wk_boot(struct pbox *px)

@@ -268,8 +268,9 @@ static int tx_split(struct pbox *px, struct eng *e, unsigned i)
 }
 
 /* UDP: what tx queued, in one sendmmsg (GSO runs as one message each). */
-static void udp_flush(struct pbox *px, void *eng)
+static void udp_flush(void *st, void *eng)
 {
+	struct pbox *px = st;
 	struct eng *e = eng;
 	unsigned s = 0;
 
@@ -323,9 +324,10 @@ static void udp_flush(struct pbox *px, void *eng)
  * peers' sockets only. A box port may be a virtual device that takes a GSO
  * frame whole (af_packet on a veth) where a NIC would have cut it.
  */
-static void udp_tx(struct pbox *px, void *eng, uint32_t ip_be, uint16_t port,
-		   const struct pbox_hdr *h, const void *payload, uint16_t len, bool gso)
+static void udp_tx(void *st, void *eng, uint32_t ip_be, uint16_t port, const struct pbox_hdr *h,
+		   const void *payload, uint16_t len, bool gso)
 {
+	struct pbox *px = st;
 	struct eng *e = eng;
 	uint16_t dlen = (uint16_t)(PBOX_HDR_LEN + len);
 	unsigned i = e->tn - 1, d;
@@ -353,7 +355,7 @@ static void udp_tx(struct pbox *px, void *eng, uint32_t ip_be, uint16_t port,
 
 static void tx_flush(struct pbox *px, struct eng *e)
 {
-	px->tp->flush(px, e);
+	px->tp->flush(px->tp_st, e);
 }
 
 /* One datagram out, through the transport, paced and counted. */
@@ -368,7 +370,7 @@ static void tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port
 		px->tx_clock_ns = start + ((uint64_t)len + PBOX_HDR_LEN + WK_L2L4_OVERHEAD) *
 						  8000000 / px->pace_kbps;
 	}
-	px->tp->tx(px, e, ip_be, port, h, payload, len, gso);
+	px->tp->tx(px->tp_st, e, ip_be, port, h, payload, len, gso);
 }
 
 /* A reply to the sender of @req: an error (@code rides in the slot after
@@ -1234,10 +1236,11 @@ static void on_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, 
 }
 
 /* One received datagram, pbox header first (from the socket or, through
- * wk_dpdk_rx(), from a frame); @arg is the engine's struct eng. */
-static void on_datagram(struct pbox *px, void *arg, const uint8_t *b, size_t len,
+ * the DPDK transport, from a frame); @arg is the engine's struct eng. */
+static void on_datagram(void *ctx, void *arg, const uint8_t *b, size_t len,
 			const struct sockaddr_in *from, uint64_t now)
 {
+	struct pbox *px = ctx;
 	struct eng *e = arg;
 	const struct nic_wire_expect exp = {.max_payload = (uint16_t)px->frag_size,
 					    .accept_ops = PBOX_OPS_TO_SS | PBOX_OPS_TO_WORKER};
@@ -1267,8 +1270,9 @@ static size_t gro_size(struct msghdr *m)
 }
 
 /* UDP: a batch of datagrams (GRO-coalesced runs cut apart) to @fn. */
-static int udp_rx(struct pbox *px, wk_dgram_fn *fn, void *eng, uint64_t now)
+static int udp_rx(void *st, wk_dgram_fn *fn, void *eng, uint64_t now)
 {
+	struct pbox *px = st;
 	struct eng *e = eng;
 	int n, i;
 
@@ -1306,8 +1310,10 @@ static int udp_rx(struct pbox *px, wk_dgram_fn *fn, void *eng, uint64_t now)
 	return n;
 }
 
-static void udp_describe(const struct pbox *px, char *buf, size_t cap)
+static void udp_describe(const void *st, char *buf, size_t cap)
 {
+	const struct pbox *px = st;
+
 	snprintf(buf, cap, "udp%s",
 		 px->cfg.transport.gso ? (px->gro ? ", GSO and GRO" : ", GSO") : "");
 }
@@ -1322,7 +1328,7 @@ const struct wk_transport wk_udp_transport = {
 
 static int receive(struct pbox *px, struct eng *e, uint64_t now)
 {
-	return px->tp->rx(px, on_datagram, e, now);
+	return px->tp->rx(px->tp_st, on_datagram, e, now);
 }
 
 /* ---- control connections: lost ranks, the finalize barrier ---------------- */
@@ -1832,7 +1838,7 @@ int wk_engine_start(struct pbox *px)
 		px->eng = NULL;
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	}
-	if (px->tp->ready && px->tp->ready(px, 3000000000ull)) {
+	if (px->tp->ready && px->tp->ready(px->tp_st, 3000000000ull)) {
 		free(e->rbuf);
 		free(e);
 		px->eng = NULL;

@@ -13,18 +13,83 @@
  */
 #include <dlfcn.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pbox_int.h"
 
-const struct wk_host wk_host = {
-	.err = wk_err,
-	.log = wk_log,
-	.now = wk_now,
-	.unit_of = wk_unit_of,
-};
+/* ---- what a transport module is given (transport.h) ---------------------- */
+
+static void tp_log(const void *ctx, unsigned level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void tp_log(const void *ctx, unsigned level, const char *fmt, ...)
+{
+	const struct pbox *px = ctx;
+	char msg[WK_ERR_LEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	wk_log(px, level, "%s", msg);
+}
+
+static uint32_t tp_n_units(const void *ctx)
+{
+	return ((const struct pbox *)ctx)->n_units;
+}
+
+static uint32_t tp_self_unit(const void *ctx)
+{
+	return ((const struct pbox *)ctx)->self_unit;
+}
+
+static uint32_t tp_unit_ip(const void *ctx, uint32_t u)
+{
+	return ((const struct pbox *)ctx)->unit[u].ip_be;
+}
+
+static const char *tp_unit_name(const void *ctx, uint32_t u)
+{
+	return ((const struct pbox *)ctx)->unit[u].name;
+}
+
+static uint32_t tp_unit_of(const void *ctx, uint32_t ip_be, uint16_t port)
+{
+	return wk_unit_of(ctx, ip_be, port);
+}
+
+/* engine thread: the transport's sends happen on it */
+static void tp_dropped(void *ctx, uint64_t frames)
+{
+	((struct pbox *)ctx)->st.tx_dropped += frames;
+}
+
+void wk_tp_env_init(struct pbox *px, struct wk_tp_env *env)
+{
+	*env = (struct wk_tp_env){.version = WK_TP_VERSION,
+				  .size = sizeof(*env),
+				  .ctx = px,
+				  .rank = px->rank,
+				  .mtu = (uint32_t)px->cfg.data.mtu,
+				  .ip_be = px->cfg.data.address.be,
+				  .port = (uint16_t)px->cfg.data.port,
+				  .log_level = px->cfg.log.level,
+				  .dpdk_port = px->cfg.transport.dpdk_port,
+				  .dpdk_args = px->cfg.transport.dpdk_args,
+				  .dpdk_lcores = px->cfg.transport.dpdk_lcores,
+				  .err = wk_err,
+				  .log = tp_log,
+				  .now = wk_now,
+				  .n_units = tp_n_units,
+				  .self_unit = tp_self_unit,
+				  .unit_ip = tp_unit_ip,
+				  .unit_name = tp_unit_name,
+				  .unit_of = tp_unit_of,
+				  .dropped = tp_dropped};
+}
 
 #define STR_(x) #x
 #define STR(x)	STR_(x)

@@ -618,7 +618,7 @@ int pbox_layout(const struct pbox *px, struct pbox_layout_info *o)
 	o->ssgpu_share = lay_ssgpu_share(px->n, px->k, (enum lay_mode)px->cfg.tuning.layout);
 	snprintf(o->layout, sizeof(o->layout), "%s",
 		 lay_mode_name((enum lay_mode)px->cfg.tuning.layout));
-	px->tp->describe(px, o->transport, sizeof(o->transport));
+	px->tp->describe(px->tp_st, o->transport, sizeof(o->transport));
 	return px->loc ? wk_local_layout(px, o) : PBOX_OK;
 }
 
@@ -654,7 +654,8 @@ void wk_free_net(struct pbox *px)
 	if (px->udp >= 0)
 		close(px->udp);
 	if (px->tp && px->tp->close)
-		px->tp->close(px);
+		px->tp->close(px->tp_st);
+	px->tp_st = NULL;
 	if (px->efd >= 0)
 		close(px->efd);
 	for (u = 0; px->unit && u < px->n_units; u++) {

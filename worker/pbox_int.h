@@ -19,6 +19,7 @@
 #include "nic_ctl.h"
 #include "pbox.h"
 #include "rank_proto.h"
+#include "transport.h"
 #include "ss.h"
 
 #define WK_LEVELS	 5   /* retransmission backoff levels: rto << 0..4 */
@@ -287,14 +288,15 @@ struct pbox {
 	/* sockets: data (UDP), control (TCP to rank 0 / from the others, box) */
 	int udp, efd;
 	bool gro;	    /* the socket takes GRO-coalesced datagrams (UDP_GRO) */
-	struct wk_dpdk *dp; /* [transport] kind = dpdk: the port; NULL with UDP */
 	void *cuda;	    /* the CUDA module's stager, from the first CUDA push-pull */
 	uint32_t cuda_jobs; /* under mu: its push-pulls not yet answered (pbox_test/wait) */
 	const struct wk_cuda_ops *cuda_ops; /* worker/cuda/stage.h */
 	pthread_mutex_t cuda_mu;	    /* loading the module */
 	bool cuda_failed;		    /* it did not load, or found no GPU: */
 	char cuda_why[WK_ERR_LEN];
-	const struct wk_transport *tp; /* the transport's operations */
+	const struct wk_transport *tp; /* the transport's operations (transport.h) */
+	void *tp_st;		       /* and its state: the context itself with UDP */
+	struct wk_tp_env tp_env;       /* what a module transport was given */
 	struct wk_local *loc; /* local aggregation (local.c): NULL with a machine per rank */
 	int *peer_fd;	      /* rank 0: each rank's bootstrap connection; others: [0] */
 	char **peer_buf;
@@ -477,56 +479,23 @@ int wk_grow_line(struct pbox *px, uint32_t from, const struct rp_msg *m);
 /* The unit whose address is @ip_be:@port, or UINT32_MAX. */
 uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port);
 
-/*
- * How datagrams leave and arrive: one table, chosen once when pbox_start()
- * opens the transport ([transport] kind), so the engine never branches on
- * the transport per datagram. A received datagram (pbox header first) goes
- * to @fn with @arg; tx() queues one (header @h, @len bytes at @payload:
- * @gso lets the transport join it to the previous one for the same
- * destination), flush() sends what is queued.
- */
-struct wk_dpdk;
-struct sockaddr_in;
-typedef void wk_dgram_fn(struct pbox *px, void *arg, const uint8_t *b, size_t len,
-			 const struct sockaddr_in *from, uint64_t now);
-struct wk_transport {
-	void (*tx)(struct pbox *px, void *eng, uint32_t ip_be, uint16_t port,
-		   const struct pbox_hdr *h, const void *payload, uint16_t len, bool gso);
-	void (*flush)(struct pbox *px, void *eng);
-	int (*rx)(struct pbox *px, wk_dgram_fn *fn, void *eng, uint64_t now);
-	/* before the engine runs: what the transport must learn (a DPDK
-	 * port: every unit's MAC); 0 or a PBOX_E* with the error set */
-	int (*ready)(struct pbox *px, uint64_t wait_ns);
-	void (*describe)(const struct pbox *px, char *buf, size_t cap);
-	void (*close)(struct pbox *px);
-	uint64_t nap_ns; /* no descriptor to sleep on: the longest nap; 0: poll() the socket */
-	bool gso;	 /* UDP GSO and GRO may be used */
-};
-extern const struct wk_transport wk_udp_transport; /* engine.c: kernel UDP sockets */
+/* engine.c: kernel UDP sockets (transport.h); their state is the context */
+extern const struct wk_transport wk_udp_transport;
 
 /*
  * Modules (module.c): what a job may need and most hosts lack is loaded only
  * when asked for, so that libpbox itself links no DPDK and no CUDA library.
  * A module lives in the directory "pbox-<major>" beside libpbox (or
- * $PBOX_MODULE_DIR) and is built from the same tree: it shares struct pbox,
- * and calls back into libpbox (which exports pbox_* only) through this
- * table. A module's entry checks @abi (WK_MODULE_ABI) first.
+ * $PBOX_MODULE_DIR); it sees no libpbox structure, only a versioned table
+ * (transport.h's struct wk_tp_env, cuda/stage.h's host table).
  */
-struct wk_host {
-	int (*err)(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-	void (*log)(const struct pbox *px, unsigned level, const char *fmt, ...)
-		__attribute__((format(printf, 3, 4)));
-	uint64_t (*now)(void);
-	uint32_t (*unit_of)(const struct pbox *px, uint32_t ip_be, uint16_t port);
-};
-#define WK_MODULE_ABI                                                                              \
-	((uint64_t)sizeof(struct pbox) << 32 | sizeof(struct wk_host) << 16 | PBOX_VERSION_MAJOR)
+/* The environment a transport module gets for context @px. */
+void wk_tp_env_init(struct pbox *px, struct wk_tp_env *env);
 
 /* The entry @sym of module @name ("dpdk", "cuda"), loaded on first use;
  * NULL with the error set for API function @fn (what is missing, and where
  * it was looked for). */
 void *wk_module_sym(const char *fn, const char *name, const char *sym);
-extern const struct wk_host wk_host;
 
 /* The pinned host memory a context's CUDA push-pulls stage through. */
 #define WK_CUDA_POOL (64ull << 20)
@@ -535,12 +504,6 @@ extern const struct wk_host wk_host;
 #define WK_KEY_OWN (1ull << 63)
 int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 		 enum pbox_dtype dtype, struct pbox_handle **op);
-
-/* The DPDK transport module's entry (dpdk.c, in pbox-3/dpdk.so): opens the
- * port ([transport] dpdk_port) and hands back its operations. */
-typedef int wk_dpdk_open_fn(struct pbox *px, const struct wk_host *host, uint64_t abi,
-			    const struct wk_transport **tp);
-#define WK_DPDK_ENTRY "pbox_module_dpdk_open"
 
 /* tune.c (engine thread): each turn of the loop; each push-pull completed. */
 void wk_tune_turn(struct pbox *px, uint64_t now);

@@ -841,7 +841,7 @@ static void renew(struct pbox *px, uint32_t n, uint32_t me)
 	px->udp = px->efd = -1;
 	px->n_boxes = 0;
 	px->tp = NULL;
-	px->dp = NULL;
+	px->tp_st = NULL;
 	px->unit = NULL;
 	px->n_eps = px->n_units = px->self_unit = px->n_chunks = px->n_frags = 0;
 	px->chunk_unit = px->chunk_local = NULL;
