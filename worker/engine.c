@@ -1690,12 +1690,12 @@ static void *engine(void *arg)
 
 		pthread_mutex_lock(&px->mu);
 		fin = px->finalizing;
-		ab = px->aborting;
+		ab = px->aborting || px->aborted;
 		pthread_mutex_unlock(&px->mu);
-		if (ab) /* pbox_shrink(): this incarnation ends here, no BYE */
-			break;
 		if (px->fail && !px->eng_failed) /* raised on another thread */
 			wk_engine_fail_ops(px);
+		if (ab) /* pbox_shrink() or pbox_abort(): it ends here, no BYE */
+			break;
 		if (fin && !px->fail) {
 			/* whatever is still in flight ends here */
 			pthread_mutex_lock(&px->mu);

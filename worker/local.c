@@ -168,6 +168,7 @@ struct wk_local {
 	bool told;	   /* the failure passed on */
 	pthread_t thr;
 	bool thr_started;
+	bool aborted;		    /* the thread's: pbox_abort() was called */
 	struct pbox_layout_info li; /* the others: the leader's layout */
 	/* tensors by key (under mu) */
 	struct wk_ltensor **t;
@@ -1983,7 +1984,8 @@ static void local_turn(struct pbox *px, bool *stop, int *fail)
 	bool renew, rejoin;
 
 	pthread_mutex_lock(&px->mu);
-	*stop = lc->stop;
+	*stop = lc->stop || px->aborted;
+	lc->aborted = px->aborted;
 	*fail = px->fail;
 	renew = lc->renew_req;
 	snprintf(msg, sizeof(msg), "%s", px->fail_msg);
@@ -2061,8 +2063,8 @@ static void *local_main(void *arg)
 		local_turn(px, &stop, &fail);
 		if (stop && !stop_by)
 			stop_by = wk_now() + px->cfg.tuning.deadline_us * 1000;
-		if (stop && (!leader(lc) || all_bye(lc) || wk_now() > stop_by))
-			break;
+		if (stop && (!leader(lc) || all_bye(lc) || wk_now() > stop_by || lc->aborted))
+			break; /* pbox_abort(): no waiting for the machine's BYE */
 		if (!fail)
 			progress(px);
 		if (local_wait(px, p, nfd))

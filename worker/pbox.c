@@ -720,6 +720,34 @@ int pbox_tuning(struct pbox *px, struct pbox_tuning *out)
 	return PBOX_OK;
 }
 
+int pbox_async_error(struct pbox *px, char *msg, size_t cap)
+{
+	int rc;
+
+	if (!px)
+		return wk_err(PBOX_EINVAL, "pbox_async_error: context is NULL");
+	pthread_mutex_lock(&px->mu);
+	rc = px->fail;
+	if (msg && cap)
+		snprintf(msg, cap, "%s", rc ? px->fail_msg : "");
+	pthread_mutex_unlock(&px->mu);
+	return rc;
+}
+
+int pbox_abort(struct pbox *px)
+{
+	if (!px)
+		return wk_err(PBOX_EINVAL, "pbox_abort: context is NULL");
+	wk_raise(px, WK_FK_ABORTED, 0, 0, "pbox_abort() was called: the context ends here");
+	pthread_mutex_lock(&px->mu);
+	px->aborted = true;
+	pthread_cond_broadcast(&px->cv);
+	pthread_mutex_unlock(&px->mu);
+	wk_engine_kick(px);
+	wk_local_kick(px);
+	return PBOX_OK;
+}
+
 int pbox_finalize(struct pbox *px)
 {
 	uint64_t one = 1;

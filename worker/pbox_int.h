@@ -172,7 +172,8 @@ enum wk_gone { WK_GONE_NONE, WK_GONE_RANK, WK_GONE_BOX, WK_GONE_SELF };
 	X(SILENT, PBOX_EPEER, WK_GONE_RANK, RP_FAIL, false, true)   /* rank 0 fell silent */       \
 	X(LEAVE, PBOX_EPEER, WK_GONE_SELF, RP_LEAVE, false, true)   /* this rank leaves */         \
 	X(BOX_LOST, PBOX_EBOX, WK_GONE_BOX, RP_FAIL, false, true)   /* a box went away */          \
-	X(MISMATCH, PBOX_EMISMATCH, WK_GONE_NONE, RP_MISMATCH, true, false) /* ranks disagree */
+	X(MISMATCH, PBOX_EMISMATCH, WK_GONE_NONE, RP_MISMATCH, true, false) /* ranks disagree */   \
+	X(ABORTED, PBOX_EFAILED, WK_GONE_NONE, RP_FAIL, true, false) /* pbox_abort(): untold */
 
 enum wk_fkind {
 #define WK_FK_ENUM(k, code, gone, verb, told, resumable) WK_FK_##k,
@@ -320,6 +321,7 @@ struct pbox {
 	struct pbox_handle *subq, *subq_tail;
 	bool finalizing;
 	bool aborting; /* pbox_shrink(): the engine stops at once */
+	bool aborted;  /* pbox_abort(): the engine and the local thread stop at once */
 	/* the failure machine (fail.c): written by wk_raise() alone, under mu;
 	 * fail is read anywhere (atomic), the rest under mu */
 	_Atomic int fail;	   /* the failure's PBOX_E* code, 0 while running */

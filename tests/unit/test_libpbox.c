@@ -1910,6 +1910,108 @@ START_TEST(test_failure_leaves_engine_ops)
 }
 END_TEST
 
+/* ---- pbox_abort() and pbox_async_error() ---------------------------------- */
+
+struct abort_run {
+	unsigned rank;
+	pthread_barrier_t *bar;
+	int start_rc, before_rc, wait_rc, async_rc, again_rc, fin_rc;
+	char msg[WK_ERR_LEN];
+	double fin_s; /* pbox_finalize()'s time */
+};
+
+static void *abort_watchdog(void *arg)
+{
+	usleep(100000);
+	ck_assert_int_eq(pbox_abort(arg), PBOX_OK);
+	return NULL;
+}
+
+static double since(const struct timespec *a)
+{
+	struct timespec b;
+
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return (double)(b.tv_sec - a->tv_sec) + (double)(b.tv_nsec - a->tv_nsec) / 1e9;
+}
+
+/* Rank 0 pushes a tensor rank 1 never pushes, and a watchdog aborts it;
+ * rank 1 waits, then learns of rank 0's going from pbox_async_error(). */
+static void *abort_rank_main(void *arg)
+{
+	struct abort_run *ar = arg;
+	struct pbox_handle *op = NULL;
+	struct timespec t0;
+	char path[128];
+	struct pbox *px;
+
+	write_cfg(path, sizeof(path), ar->rank, 2, NULL, 0);
+	ck_assert_int_eq(pbox_init(path, &px), 0);
+	pbox_declare(px, 100, 1000, PBOX_FP32, 0);
+	ar->start_rc = pbox_start(px);
+	ar->before_rc = pbox_async_error(px, ar->msg, sizeof(ar->msg));
+	if (ar->rank == 0) {
+		static float x[1000]; /* rank 0's alone */
+		pthread_t w;
+
+		ck_assert_int_eq(pbox_push_pull(px, 100, x, x, 1000, PBOX_FP32, &op), 0);
+		ck_assert_int_eq(pthread_create(&w, NULL, abort_watchdog, px), 0);
+		ar->wait_rc = pbox_wait(op); /* only the abort ends it before the deadline */
+		pthread_join(w, NULL);
+		ar->async_rc = pbox_async_error(px, ar->msg, sizeof(ar->msg));
+		ar->again_rc = pbox_push_pull(px, 100, x, x, 1000, PBOX_FP32, &op);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		ar->fin_rc = pbox_finalize(px); /* no barrier: rank 1 has not finalized */
+		ar->fin_s = since(&t0);
+		pthread_barrier_wait(ar->bar);
+	} else {
+		pthread_barrier_wait(ar->bar); /* rank 0 is gone */
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		while (!(ar->async_rc = pbox_async_error(px, ar->msg, sizeof(ar->msg))) &&
+		       since(&t0) < 10)
+			usleep(20000);
+		ar->fin_rc = pbox_finalize(px);
+	}
+	unlink(path);
+	return NULL;
+}
+
+START_TEST(test_abort_and_async_error)
+{
+	struct abort_run ar[2] = {{.rank = 0}, {.rank = 1}};
+	pthread_barrier_t bar;
+	pthread_t th[2];
+
+	pthread_barrier_init(&bar, NULL, 2);
+	for (unsigned r = 0; r < 2; r++) {
+		ar[r].bar = &bar;
+		ck_assert_int_eq(pthread_create(&th[r], NULL, abort_rank_main, &ar[r]), 0);
+	}
+	for (unsigned r = 0; r < 2; r++)
+		pthread_join(th[r], NULL);
+	pthread_barrier_destroy(&bar);
+	for (unsigned r = 0; r < 2; r++) {
+		ck_assert_int_eq(ar[r].start_rc, PBOX_OK);
+		ck_assert_int_eq(ar[r].before_rc, PBOX_OK); /* running: no error */
+	}
+	/* the aborted rank: its push-pull ended, later calls refused, and its
+	 * finalize did not wait for rank 1 ([tuning] deadline = 3 s) */
+	ck_assert_int_eq(ar[0].wait_rc, PBOX_EFAILED);
+	ck_assert_int_eq(ar[0].async_rc, PBOX_EFAILED);
+	ck_assert_msg(strstr(ar[0].msg, "pbox_abort()"), "%s", ar[0].msg);
+	ck_assert_int_eq(ar[0].again_rc, PBOX_EFAILED);
+	ck_assert_int_eq(ar[0].fin_rc, PBOX_EFAILED);
+	ck_assert_msg(ar[0].fin_s < 1.5, "pbox_finalize() took %.2f s after pbox_abort()",
+		      ar[0].fin_s);
+	/* the other: rank 0 lost, asked for without waiting on anything */
+	ck_assert_int_eq(ar[1].async_rc, PBOX_EPEER);
+	ck_assert_msg(strstr(ar[1].msg, "rank 0"), "%s", ar[1].msg);
+	ck_assert_int_eq(ar[1].fin_rc, PBOX_EPEER);
+	ck_assert_int_eq(pbox_abort(NULL), PBOX_EINVAL);
+	ck_assert_int_eq(pbox_async_error(NULL, NULL, 0), PBOX_EINVAL);
+}
+END_TEST
+
 Suite *libpbox_suite(void)
 {
 	Suite *s = suite_create("libpbox");
@@ -1947,6 +2049,7 @@ Suite *libpbox_suite(void)
 	tc = tcase_create("fail"); /* the failure machine (fail.c) */
 	tcase_add_loop_test(tc, test_failure_kinds, 0, WK_FK_COUNT);
 	tcase_add_test(tc, test_failure_leaves_engine_ops);
+	tcase_add_test(tc, test_abort_and_async_error);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("local"); /* local aggregation (local.c) */
 	tcase_set_timeout(tc, 60);

@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define PBOX_VERSION_MAJOR 3
-#define PBOX_VERSION_MINOR 3
+#define PBOX_VERSION_MINOR 4
 
 /* Element types, as the GPU holds them (little-endian). */
 enum pbox_dtype {
@@ -313,10 +313,30 @@ struct pbox_tuning {
 int pbox_tuning(struct pbox *px, struct pbox_tuning *out);
 
 /*
+ * The job's failure, without waiting, from any thread (libpbox 3.4; as
+ * NCCL's ncclCommGetAsyncError): PBOX_OK while the job runs, else the first
+ * failure's PBOX_E* code, the same on every rank for one failure, with its
+ * message copied into @msg (@cap bytes; @msg may be NULL). A watchdog polls
+ * it to learn that a rank or the box went away while the caller computes.
+ */
+int pbox_async_error(struct pbox *px, char *msg, size_t cap);
+
+/*
+ * End the job at once, from any thread (libpbox 3.4; as ncclCommAbort):
+ * every push-pull in flight or queued completes with PBOX_EFAILED, later
+ * calls fail the same way, and the progress threads stop without
+ * pbox_finalize()'s barrier; the other ranks see this rank go as they see
+ * a lost one. The context stays allocated: pbox_finalize() frees it and
+ * returns at once (PBOX_EFAILED). PBOX_OK, or PBOX_EINVAL for NULL.
+ */
+int pbox_abort(struct pbox *px);
+
+/*
  * Wait until every rank has finalized (serving this rank's SS_GPU to its
- * peers meanwhile, up to [tuning] deadline), unregister the job (rank 0),
- * and free everything. Calls in flight fail with PBOX_EFAILED. Returns the
- * first failure of the context, or PBOX_OK; @px is gone either way.
+ * peers meanwhile, up to [tuning] deadline; at once after pbox_abort()),
+ * unregister the job (rank 0), and free everything. Calls in flight fail
+ * with PBOX_EFAILED. Returns the first failure of the context, or PBOX_OK;
+ * @px is gone either way.
  */
 int pbox_finalize(struct pbox *px);
 
