@@ -83,7 +83,7 @@ static void op_complete_locked(struct pbox *px, struct pbox_handle *op, int stat
 	if (op->t->busy == op)
 		op->t->busy = NULL;
 	if (status == PBOX_OK)
-		px->st.ops++;
+		px->es.st.ops++;
 	wk_local_kick(px); /* the leader's pieces: the machine's ranks wait on them */
 }
 
@@ -110,11 +110,11 @@ void wk_engine_fail_ops(struct pbox *px)
 	pthread_mutex_lock(&px->mu);
 	fail_all_locked(px, px->fail, px->fail_msg);
 	pthread_mutex_unlock(&px->mu);
-	px->heap_n = 0;
-	px->over = NULL;
-	px->credit_used = 0;
-	px->active = NULL;
-	px->eng_failed = true;
+	px->es.heap_n = 0;
+	px->es.over = NULL;
+	px->es.credit_used = 0;
+	px->es.active = NULL;
+	px->es.eng_failed = true;
 }
 
 /* ---- FIFOs of sent fragments ------------------------------------------- */
@@ -154,7 +154,7 @@ static struct wk_frag *ring_head(struct pbox *px, struct wk_ring *r, uint32_t *g
 {
 	while (r->head != r->tail) {
 		uint32_t i = r->head & (r->cap - 1);
-		struct wk_frag *f = &px->frag[r->g[i]];
+		struct wk_frag *f = &px->es.frag[r->g[i]];
 
 		if (f->state == WK_INFLIGHT && f->stamp == r->stamp[i]) {
 			*g = r->g[i];
@@ -182,21 +182,21 @@ static int heap_push(struct pbox *px, struct wk_part *p)
 {
 	uint32_t i;
 
-	if (px->heap_n == px->heap_cap) {
-		uint32_t cap = px->heap_cap ? px->heap_cap * 2 : 256;
-		struct wk_part **h = realloc(px->heap, cap * sizeof(*h));
+	if (px->es.heap_n == px->es.heap_cap) {
+		uint32_t cap = px->es.heap_cap ? px->es.heap_cap * 2 : 256;
+		struct wk_part **h = realloc(px->es.heap, cap * sizeof(*h));
 
 		if (!h)
 			return -1;
-		px->heap = h;
-		px->heap_cap = cap;
+		px->es.heap = h;
+		px->es.heap_cap = cap;
 	}
-	i = px->heap_n++;
-	while (i && part_before(p, px->heap[(i - 1) / 2])) {
-		px->heap[i] = px->heap[(i - 1) / 2];
+	i = px->es.heap_n++;
+	while (i && part_before(p, px->es.heap[(i - 1) / 2])) {
+		px->es.heap[i] = px->es.heap[(i - 1) / 2];
 		i = (i - 1) / 2;
 	}
-	px->heap[i] = p;
+	px->es.heap[i] = p;
 	return 0;
 }
 
@@ -204,25 +204,25 @@ static int heap_push(struct pbox *px, struct wk_part *p)
  * the credit either. */
 static void heap_pop(struct pbox *px)
 {
-	struct wk_part *last = px->heap[--px->heap_n];
+	struct wk_part *last = px->es.heap[--px->es.heap_n];
 	uint32_t i = 0;
 
-	if (px->over == px->heap[0])
-		px->over = NULL;
+	if (px->es.over == px->es.heap[0])
+		px->es.over = NULL;
 	for (;;) {
 		uint32_t l = 2 * i + 1, m = l;
 
-		if (l >= px->heap_n)
+		if (l >= px->es.heap_n)
 			break;
-		if (l + 1 < px->heap_n && part_before(px->heap[l + 1], px->heap[l]))
+		if (l + 1 < px->es.heap_n && part_before(px->es.heap[l + 1], px->es.heap[l]))
 			m = l + 1;
-		if (!part_before(px->heap[m], last))
+		if (!part_before(px->es.heap[m], last))
 			break;
-		px->heap[i] = px->heap[m];
+		px->es.heap[i] = px->es.heap[m];
 		i = m;
 	}
-	if (px->heap_n)
-		px->heap[i] = last;
+	if (px->es.heap_n)
+		px->es.heap[i] = last;
 }
 
 /* ---- transmit -------------------------------------------------------------- */
@@ -290,7 +290,7 @@ static void udp_flush(void *st, void *eng)
 			c->cmsg_type = UDP_SEGMENT;
 			c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
 			memcpy(CMSG_DATA(c), &e->seg[i], sizeof(uint16_t));
-			px->st.tx_gso += e->nseg[i];
+			px->es.st.tx_gso += e->nseg[i];
 		}
 	}
 	while (s < e->tn) {
@@ -305,7 +305,7 @@ static void udp_flush(void *st, void *eng)
 			}
 			if (e->nseg[s] > 1 && (errno == EIO || errno == EINVAL) &&
 			    tx_split(px, e, s) == 0) {
-				px->st.tx_gso -= e->nseg[s];
+				px->es.st.tx_gso -= e->nseg[s];
 				s++;
 				continue;
 			}
@@ -362,13 +362,14 @@ static void tx_flush(struct pbox *px, struct eng *e)
 static void tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port,
 		   const struct pbox_hdr *h, const void *payload, uint16_t len, bool gso)
 {
-	px->st.tx_pkts++;
-	px->st.tx_bytes += len;
+	px->es.st.tx_pkts++;
+	px->es.st.tx_bytes += len;
 	if (px->cfg.tuning.pacing) {
-		uint64_t start = px->tx_clock_ns > px->now_ns ? px->tx_clock_ns : px->now_ns;
+		uint64_t start =
+			px->es.tx_clock_ns > px->es.now_ns ? px->es.tx_clock_ns : px->es.now_ns;
 
-		px->tx_clock_ns = start + ((uint64_t)len + PBOX_HDR_LEN + WK_L2L4_OVERHEAD) *
-						  8000000 / px->pace_kbps;
+		px->es.tx_clock_ns = start + ((uint64_t)len + PBOX_HDR_LEN + WK_L2L4_OVERHEAD) *
+						     8000000 / px->es.pace_kbps;
 	}
 	px->tp->tx(px->tp_st, e, ip_be, port, h, payload, len, gso);
 }
@@ -400,7 +401,7 @@ static void tx_reply(struct pbox *px, struct eng *e, const struct nic_addr *to,
  */
 static bool link_busy(const struct pbox *px)
 {
-	return px->cfg.tuning.pacing && px->tx_clock_ns > px->now_ns + px->pace_burst_ns;
+	return px->cfg.tuning.pacing && px->es.tx_clock_ns > px->es.now_ns + px->es.pace_burst_ns;
 }
 
 /*
@@ -413,13 +414,14 @@ static bool link_busy(const struct pbox *px)
 static bool link_short(const struct pbox *px)
 {
 	return px->cfg.tuning.pacing &&
-	       px->tx_clock_ns + px->pace_quantum_ns > px->now_ns + px->pace_burst_ns;
+	       px->es.tx_clock_ns + px->es.pace_quantum_ns > px->es.now_ns + px->es.pace_burst_ns;
 }
 
 /* When the last datagram queued will have left: the time its wait starts. */
 static uint64_t departure(const struct pbox *px)
 {
-	return px->cfg.tuning.pacing && px->tx_clock_ns > px->now_ns ? px->tx_clock_ns : px->now_ns;
+	return px->cfg.tuning.pacing && px->es.tx_clock_ns > px->es.now_ns ? px->es.tx_clock_ns
+									   : px->es.now_ns;
 }
 
 /* ---- fragments ---------------------------------------------------------- */
@@ -427,10 +429,10 @@ static uint64_t departure(const struct pbox *px)
 static void active_add(struct pbox *px, struct pbox_handle *op)
 {
 	op->aprev = NULL;
-	op->anext = px->active;
-	if (px->active)
-		px->active->aprev = op;
-	px->active = op;
+	op->anext = px->es.active;
+	if (px->es.active)
+		px->es.active->aprev = op;
+	px->es.active = op;
 }
 
 static void active_del(struct pbox *px, struct pbox_handle *op)
@@ -438,7 +440,7 @@ static void active_del(struct pbox *px, struct pbox_handle *op)
 	if (op->aprev)
 		op->aprev->anext = op->anext;
 	else
-		px->active = op->anext;
+		px->es.active = op->anext;
 	if (op->anext)
 		op->anext->aprev = op->aprev;
 }
@@ -458,34 +460,34 @@ static bool beyond_credit(struct pbox *px, struct wk_part *p)
 {
 	const struct wk_tensor *t = p->op->t;
 
-	if (px->over == p) /* the partition going out beyond the credit now */
+	if (px->es.over == p) /* the partition going out beyond the credit now */
 		return true;
 	if (p->op->inflight)
 		return false;
-	for (const struct pbox_handle *op = px->active; op; op = op->anext)
+	for (const struct pbox_handle *op = px->es.active; op; op = op->anext)
 		if (op->t->prio < t->prio || (op->t->prio == t->prio && op->t->key < t->key))
 			return false;
-	px->over = p;
+	px->es.over = p;
 	return true;
 }
 
 /* The counters for pbox_stats(), with the estimators' state; px->mu held. */
 static void stats_locked(struct pbox *px)
 {
-	px->st.rto_ns = px->rto_ns;
-	px->st.srtt_ns = px->srtt_ns;
-	px->st.probe_rtt_ns = px->probe_rtt_ns;
-	px->st_pub = px->st;
+	px->es.st.rto_ns = px->es.rto_ns;
+	px->es.st.srtt_ns = px->es.srtt_ns;
+	px->es.st.probe_rtt_ns = px->es.probe_rtt_ns;
+	px->st_pub = px->es.st;
 }
 
 static void frag_done(struct pbox *px, uint32_t g)
 {
-	struct wk_frag *f = &px->frag[g];
+	struct wk_frag *f = &px->es.frag[g];
 	struct pbox_handle *op = f->op;
 	uint64_t bytes;
 
 	f->state = WK_DONE;
-	px->credit_used -= f->len;
+	px->es.credit_used -= f->len;
 	op->inflight -= f->len;
 	if (!op->inflight)
 		active_del(px, op);
@@ -495,7 +497,7 @@ static void frag_done(struct pbox *px, uint32_t g)
 	 * waiter hears of it: it may end the process at once (a rank done with
 	 * its last step), and the batch would go with it, the peers left to
 	 * call us dead with their sums one datagram away. */
-	tx_flush(px, px->eng);
+	tx_flush(px, px->es.eng);
 	if (px->fail) /* the flush failed: wk_raise() has failed every op */
 		return;
 	bytes = op->t->bytes;
@@ -504,7 +506,7 @@ static void frag_done(struct pbox *px, uint32_t g)
 	stats_locked(px);
 	pthread_cond_broadcast(&px->cv);
 	pthread_mutex_unlock(&px->mu);
-	wk_tune_done(px, bytes, px->now_ns);
+	wk_tune_done(px, bytes, px->es.now_ns);
 }
 
 /*
@@ -516,26 +518,26 @@ static void rtt_sample(struct pbox *px, uint64_t r)
 {
 	uint64_t rto;
 
-	if (!px->srtt_ns) {
-		px->srtt_ns = r;
-		px->rttvar_ns = r / 2;
+	if (!px->es.srtt_ns) {
+		px->es.srtt_ns = r;
+		px->es.rttvar_ns = r / 2;
 	} else {
-		uint64_t d = r > px->srtt_ns ? r - px->srtt_ns : px->srtt_ns - r;
+		uint64_t d = r > px->es.srtt_ns ? r - px->es.srtt_ns : px->es.srtt_ns - r;
 
-		px->rttvar_ns = (3 * px->rttvar_ns + d) / 4;
-		px->srtt_ns = (7 * px->srtt_ns + r) / 8;
+		px->es.rttvar_ns = (3 * px->es.rttvar_ns + d) / 4;
+		px->es.srtt_ns = (7 * px->es.srtt_ns + r) / 8;
 	}
-	rto = px->srtt_ns + 4 * px->rttvar_ns;
-	if (rto < px->rto_min_ns)
-		rto = px->rto_min_ns;
+	rto = px->es.srtt_ns + 4 * px->es.rttvar_ns;
+	if (rto < px->es.rto_min_ns)
+		rto = px->es.rto_min_ns;
 	/* Samples include waits for other ranks' lost pushes, which feed back
 	 * into the estimate; past a few floors a premature resend (paced, and
 	 * acknowledged) costs less than a stalled sum. */
-	if (rto > 4 * px->rto_min_ns)
-		rto = 4 * px->rto_min_ns;
-	if (rto > px->deadline_ns / 12)
-		rto = px->deadline_ns / 12;
-	px->rto_ns = rto;
+	if (rto > 4 * px->es.rto_min_ns)
+		rto = 4 * px->es.rto_min_ns;
+	if (rto > px->es.deadline_ns / 12)
+		rto = px->es.deadline_ns / 12;
+	px->es.rto_ns = rto;
 }
 
 /*
@@ -547,29 +549,31 @@ static void rtt_sample(struct pbox *px, uint64_t r)
  */
 static void cwnd_grow(struct pbox *px, uint32_t len)
 {
-	if (px->cwnd >= px->credit)
+	if (px->es.cwnd >= px->es.credit)
 		return;
-	px->cwnd += px->cwnd < px->ssthresh ? len : (uint64_t)px->frag_size * len / px->cwnd + 1;
+	px->es.cwnd += px->es.cwnd < px->es.ssthresh
+			       ? len
+			       : (uint64_t)px->frag_size * len / px->es.cwnd + 1;
 }
 
 static void cwnd_cut(struct pbox *px, uint64_t now)
 {
 	uint64_t floor = 16 * (uint64_t)px->frag_size;
 
-	if (floor > px->credit) /* the window stays under the credit */
-		floor = px->credit;
+	if (floor > px->es.credit) /* the window stays under the credit */
+		floor = px->es.credit;
 
-	if (now - px->cwnd_cut_ns < (px->srtt_ns ? px->srtt_ns : px->rto_min_ns))
+	if (now - px->es.cwnd_cut_ns < (px->es.srtt_ns ? px->es.srtt_ns : px->es.rto_min_ns))
 		return;
-	px->cwnd_cut_ns = now;
-	px->cwnd = px->cwnd / 2 > floor ? px->cwnd / 2 : floor;
-	px->ssthresh = px->cwnd;
+	px->es.cwnd_cut_ns = now;
+	px->es.cwnd = px->es.cwnd / 2 > floor ? px->es.cwnd / 2 : floor;
+	px->es.ssthresh = px->es.cwnd;
 }
 
 /* A result for our fragment @g: 1 taken, 0 a duplicate or stale. */
 static int deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, uint32_t round)
 {
-	struct wk_frag *f = &px->frag[g];
+	struct wk_frag *f = &px->es.frag[g];
 	const struct wk_tensor *t;
 
 	/* after a failure the ops are the callers' again (and maybe freed) */
@@ -618,7 +622,7 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
 		result_hdr(px, seg, &h, r, chunk, frag, out, digest);
 		tx_add(px, e, ss_peer(seg, 0, r)->ip_be, ss_peer(seg, 0, r)->port, &h, out->buf,
 		       out->len, true);
-		px->st.ssgpu_results += out->len;
+		px->es.st.ssgpu_results += out->len;
 	}
 	/* ours last: it may complete a sum, and frag_done() sends the batch,
 	 * the peers' results in it, before it says so */
@@ -629,16 +633,16 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
  * FIFO of its backoff level and the FIFO of that SS, both in send order. */
 static void sent_to(struct pbox *px, struct wk_unit *un, uint32_t g)
 {
-	struct wk_frag *f = &px->frag[g];
+	struct wk_frag *f = &px->es.frag[g];
 
-	if (ring_push(&px->ring[f->level], g, f->stamp) || ring_push(&un->sent, g, f->stamp))
+	if (ring_push(&px->es.ring[f->level], g, f->stamp) || ring_push(&un->sent, g, f->stamp))
 		wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0, "out of memory for the send FIFOs");
 }
 
 /* The header of our push (or probe: @op) of fragment @g, unsigned. */
 static struct pbox_hdr frag_hdr(const struct pbox *px, uint32_t g, uint8_t op, bool retrans)
 {
-	const struct wk_frag *f = &px->frag[g];
+	const struct wk_frag *f = &px->es.frag[g];
 	uint32_t c = g / px->fpc;
 
 	return (struct pbox_hdr){.op = op,
@@ -662,46 +666,46 @@ static struct pbox_hdr frag_hdr(const struct pbox *px, uint32_t g, uint8_t op, b
  */
 static void probe_frag(struct pbox *px, struct eng *e, uint32_t g, bool pull)
 {
-	struct wk_frag *f = &px->frag[g];
+	struct wk_frag *f = &px->es.frag[g];
 	struct wk_unit *un = &px->unit[px->chunk_unit[g / px->fpc]];
 	struct pbox_hdr h = frag_hdr(px, g, PBOX_OP_PROBE, false);
 	static const uint8_t none[1];
 
 	if (pull) {
 		h.flags |= PBOX_F_PULL;
-		px->st.pulls++;
+		px->es.st.pulls++;
 	}
 	h.mac = nic_mac_of(&px->mac, &h, none);
-	f->stamp = ++px->stamp;
+	f->stamp = ++px->es.stamp;
 	tx_add(px, e, un->ip_be, un->port, &h, none, 0, false);
 	f->sent = departure(px);
 	f->probed = 1;
 	f->probes++;
-	px->st.probes++;
+	px->es.st.probes++;
 	sent_to(px, un, g);
 }
 
 static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 {
-	struct wk_frag *f = &px->frag[g];
+	struct wk_frag *f = &px->es.frag[g];
 	uint32_t c = g / px->fpc, u = px->chunk_unit[c];
 	const struct wk_tensor *t = f->op->t;
 	const uint8_t *payload = f->op->in + wk_frag_off(px, g, t);
 	struct pbox_hdr h = frag_hdr(px, g, PBOX_OP_PUSH, retrans);
 
 	h.mac = nic_mac_of(&px->mac, &h, payload);
-	f->stamp = ++px->stamp;
+	f->stamp = ++px->es.stamp;
 	if (u == px->self_unit) {
 		/* our own push to our own SS_GPU: from our own address */
 		const struct nic_addr self = {.ip_be = px->unit[px->self_unit].ip_be,
 					      .port = px->unit[px->self_unit].port};
-		struct ss_job *seg = ss_job_seg(px->ssj, 0, h.chunk);
+		struct ss_job *seg = ss_job_seg(px->es.ssj, 0, h.chunk);
 		struct ss_out out = {.why = SS_DROP_CHUNK};
 
-		px->st.ssgpu_summed += f->len;
+		px->es.st.ssgpu_summed += f->len;
 		switch (seg ? ss_push(seg, 0, &h, payload, &self, &out) : SS_DROP) {
 		case SS_SUMMED:
-			if (ring_push(&px->local, g, f->stamp))
+			if (ring_push(&px->es.local, g, f->stamp))
 				wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0,
 					 "out of memory for the send FIFOs");
 			break;
@@ -725,7 +729,7 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 	px->unit[u].tx += f->len;
 	if (retrans) {
 		px->unit[u].retrans++;
-		px->st.retransmits++;
+		px->es.st.retransmits++;
 	}
 	sent_to(px, &px->unit[u], g);
 }
@@ -734,7 +738,7 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 
 static void fail_remote(struct pbox *px, uint32_t g, uint64_t now)
 {
-	const struct wk_frag *f = &px->frag[g];
+	const struct wk_frag *f = &px->es.frag[g];
 	const struct wk_unit *u = &px->unit[px->chunk_unit[g / px->fpc]];
 	char hint[96];
 
@@ -751,9 +755,9 @@ static void fail_remote(struct pbox *px, uint32_t g, uint64_t now)
 
 static void fail_local(struct pbox *px, uint32_t g, uint64_t now)
 {
-	const struct wk_frag *f = &px->frag[g];
+	const struct wk_frag *f = &px->es.frag[g];
 	uint32_t c = g / px->fpc;
-	const struct ss_job *seg = ss_job_seg(px->ssj, 0, px->chunk_local[c]);
+	const struct ss_job *seg = ss_job_seg(px->es.ssj, 0, px->chunk_local[c]);
 	uint32_t idx =
 		seg->ep_first[0] + (px->chunk_local[c] - seg->ep_base[0]) * px->fpc + g % px->fpc;
 	const uint64_t *bits = &seg->bitmap[(size_t)idx * seg->words];
@@ -779,7 +783,7 @@ static void fail_local(struct pbox *px, uint32_t g, uint64_t now)
 void wk_engine_take(struct pbox *px, struct pbox_handle *op)
 {
 	const struct wk_tensor *t = op->t;
-	uint64_t part_bytes = px->part_bytes;
+	uint64_t part_bytes = px->es.part_bytes;
 	uint32_t g, g0 = t->chunk0 * px->fpc, g1 = g0 + t->n_chunks * px->fpc;
 
 	op->n_parts = (uint32_t)((t->bytes + part_bytes - 1) / part_bytes);
@@ -802,11 +806,11 @@ void wk_engine_take(struct pbox *px, struct pbox_handle *op)
 	}
 	op->left = t->n_frags;
 	for (g = g0; g < g1; g++) {
-		px->frag[g].state = WK_IDLE;
-		px->frag[g].op = op;
+		px->es.frag[g].state = WK_IDLE;
+		px->es.frag[g].op = op;
 	}
 	for (uint32_t p = 0; p < op->n_parts; p++) {
-		op->parts[p].seq = px->seq++;
+		op->parts[p].seq = px->es.seq++;
 		if (heap_push(px, &op->parts[p]))
 			wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0,
 				 "out of memory for the scheduler");
@@ -840,33 +844,33 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
 
 	if (link_short(px))
 		return 0;
-	while (px->heap_n && !px->fail && !link_busy(px)) {
-		struct wk_part *p = px->heap[0];
+	while (px->es.heap_n && !px->fail && !link_busy(px)) {
+		struct wk_part *p = px->es.heap[0];
 		struct wk_frag *f;
 		uint32_t g = p->g;
 
-		if (px->credit_used >= px->cwnd && !beyond_credit(px, p))
+		if (px->es.credit_used >= px->es.cwnd && !beyond_credit(px, p))
 			break;
 
-		if (g == p->g_end || !px->frag[g].len) { /* only a tail chunk's empty frags */
+		if (g == p->g_end || !px->es.frag[g].len) { /* only a tail chunk's empty frags */
 			p->g = p->g_end;
 			heap_pop(px);
 			continue;
 		}
 		/* Leave the heap before the last send: a push to our own SS_GPU can
 		 * complete the op at once, and its waiter frees the partitions. */
-		while (++p->g < p->g_end && !px->frag[p->g].len)
+		while (++p->g < p->g_end && !px->es.frag[p->g].len)
 			;
 		if (p->g == p->g_end)
 			heap_pop(px);
-		f = &px->frag[g];
+		f = &px->es.frag[g];
 		f->state = WK_INFLIGHT;
 		f->tries = 1;
 		f->level = 0;
 		f->first = f->sent = f->pushed = now;
-		px->credit_used += f->len;
-		if (px->credit_used > px->st.max_inflight)
-			px->st.max_inflight = px->credit_used;
+		px->es.credit_used += f->len;
+		if (px->es.credit_used > px->es.st.max_inflight)
+			px->es.st.max_inflight = px->es.credit_used;
 		if (!f->op->inflight)
 			active_add(px, f->op);
 		f->op->inflight += f->len;
@@ -880,10 +884,10 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
  * least a dozen tries fit in the deadline. */
 static uint64_t backoff(const struct pbox *px, unsigned l)
 {
-	uint64_t rto = px->rto_ns;
-	uint64_t w = rto << l, cap = px->deadline_ns / 12;
+	uint64_t rto = px->es.rto_ns;
+	uint64_t w = rto << l, cap = px->es.deadline_ns / 12;
 
-	return w < cap ? w : cap > px->rto_min_ns ? cap : px->rto_min_ns;
+	return w < cap ? w : cap > px->es.rto_min_ns ? cap : px->es.rto_min_ns;
 }
 
 static int retransmit(struct pbox *px, struct eng *e, uint64_t now)
@@ -896,10 +900,10 @@ static int retransmit(struct pbox *px, struct eng *e, uint64_t now)
 
 		uint64_t wait = backoff(px, l);
 
-		while (!px->fail && !link_busy(px) && (f = ring_head(px, &px->ring[l], &g)) &&
+		while (!px->fail && !link_busy(px) && (f = ring_head(px, &px->es.ring[l], &g)) &&
 		       now >= f->sent && now - f->sent >= wait) {
-			px->ring[l].head++;
-			if (now - f->first >= px->deadline_ns) {
+			px->es.ring[l].head++;
+			if (now - f->first >= px->es.deadline_ns) {
 				fail_remote(px, g, now);
 				break;
 			}
@@ -920,10 +924,10 @@ static int retransmit(struct pbox *px, struct eng *e, uint64_t now)
 			sent++;
 		}
 	}
-	if (!px->fail && px->ssj) {
-		struct wk_frag *f = ring_head(px, &px->local, &g);
+	if (!px->fail && px->es.ssj) {
+		struct wk_frag *f = ring_head(px, &px->es.local, &g);
 
-		if (f && now - f->first >= px->deadline_ns)
+		if (f && now - f->first >= px->es.deadline_ns)
 			fail_local(px, g, now);
 	}
 	return sent;
@@ -937,16 +941,17 @@ static uint64_t next_expiry(struct pbox *px, uint64_t now, uint64_t cap)
 	uint32_t g;
 
 	if (link_short(px)) {
-		uint64_t slot = px->tx_clock_ns + px->pace_quantum_ns - px->pace_burst_ns - now;
+		uint64_t slot =
+			px->es.tx_clock_ns + px->es.pace_quantum_ns - px->es.pace_burst_ns - now;
 
-		if (px->heap_n && slot < best)
+		if (px->es.heap_n && slot < best)
 			best = slot;
 	}
 
 	bool waiting = false;
 
 	for (unsigned l = 0; l < WK_LEVELS; l++) {
-		struct wk_frag *f = ring_head(px, &px->ring[l], &g);
+		struct wk_frag *f = ring_head(px, &px->es.ring[l], &g);
 
 		if (f) {
 			uint64_t due = f->sent + backoff(px, l);
@@ -960,7 +965,7 @@ static uint64_t next_expiry(struct pbox *px, uint64_t now, uint64_t cap)
 	}
 	/* and, while anything waits, the tail probe's next look */
 	if (waiting) {
-		uint64_t due = px->tail_next_ns > now ? px->tail_next_ns - now : 1;
+		uint64_t due = px->es.tail_next_ns > now ? px->es.tail_next_ns - now : 1;
 
 		if (due < best)
 			best = due;
@@ -972,7 +977,7 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 		    const struct sockaddr_in *from)
 {
 	struct nic_addr src = {.ip_be = from->sin_addr.s_addr, .port = ntohs(from->sin_port)};
-	struct ss_job *seg = ss_job_seg(px->ssj, 0, h->chunk);
+	struct ss_job *seg = ss_job_seg(px->es.ssj, 0, h->chunk);
 	enum ss_verdict v;
 	struct ss_out out;
 
@@ -981,17 +986,17 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 	if (!seg && h->chunk >= px->unit[px->self_unit].n_chunks)
 		return;
 	if (!seg)
-		seg = px->ssj;
+		seg = px->es.ssj;
 	if (!seg)
 		return;
 	v = ss_push(seg, 0, h, p, &src, &out);
-	px->st.ssgpu_needless += out.needless;
+	px->es.st.ssgpu_needless += out.needless;
 	switch (v) {
 	case SS_SUMMED:
-		px->st.ssgpu_summed += h->len;
+		px->es.st.ssgpu_summed += h->len;
 		break;
 	case SS_COMPLETE:
-		px->st.ssgpu_summed += h->len;
+		px->es.st.ssgpu_summed += h->len;
 		fan_out(px, e, seg, h->chunk, h->frag, &out);
 		break;
 	case SS_ANSWER: {
@@ -1000,13 +1005,13 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 		result_hdr(px, seg, &r, h->rank, h->chunk, h->frag, &out,
 			   nic_mac_digest(&px->mac, out.buf, out.len));
 		tx_add(px, e, src.ip_be, src.port, &r, out.buf, out.len, true);
-		px->st.ssgpu_results += out.len;
+		px->es.st.ssgpu_results += out.len;
 		break;
 	}
 	case SS_WAITING:
 	case SS_NACK:
 	case SS_DONE:
-		px->st.nacks_sent += v == SS_NACK;
+		px->es.st.nacks_sent += v == SS_NACK;
 		tx_reply(px, e, &src, h,
 			 v == SS_WAITING ? PBOX_OP_ACK
 			 : v == SS_NACK	 ? PBOX_OP_NACK
@@ -1039,7 +1044,7 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
  */
 static uint64_t probe_gap(const struct pbox *px)
 {
-	uint64_t w = 2 * px->probe_rtt_ns;
+	uint64_t w = 2 * px->es.probe_rtt_ns;
 
 	return w > 1000000 ? w : 1000000;
 }
@@ -1078,7 +1083,7 @@ static void overtaken(struct pbox *px, struct eng *e, struct wk_unit *un, uint64
 		if (!probe_due(px, f, now))
 			return; /* the FIFO is in send order: the rest were sent later */
 		un->sent.head++;
-		px->st.fast_probes++;
+		px->es.st.fast_probes++;
 		probe_frag(px, e, g, false);
 	}
 }
@@ -1094,9 +1099,9 @@ static void tail_probe(struct pbox *px, struct eng *e, uint64_t now)
 {
 	uint64_t w = 2 * probe_gap(px);
 
-	if (now < px->tail_next_ns)
+	if (now < px->es.tail_next_ns)
 		return;
-	px->tail_next_ns = now + w / 2;
+	px->es.tail_next_ns = now + w / 2;
 	for (uint32_t u = 0; u < px->n_units && !px->fail; u++) {
 		struct wk_unit *un = &px->unit[u];
 		struct wk_frag *f;
@@ -1107,7 +1112,7 @@ static void tail_probe(struct pbox *px, struct eng *e, uint64_t now)
 		    link_busy(px))
 			continue;
 		un->sent.head++;
-		px->st.tail_probes++;
+		px->es.st.tail_probes++;
 		probe_frag(px, e, g, false);
 	}
 }
@@ -1123,7 +1128,7 @@ static void probe_answered(struct pbox *px, struct wk_frag *f, uint64_t now)
 	if (now < f->sent) /* f->sent is when the pacer reckoned it would leave */
 		return;
 	r = now - f->sent;
-	px->probe_rtt_ns = px->probe_rtt_ns ? (7 * px->probe_rtt_ns + r) / 8 : r;
+	px->es.probe_rtt_ns = px->es.probe_rtt_ns ? (7 * px->es.probe_rtt_ns + r) / 8 : r;
 }
 
 /*
@@ -1139,7 +1144,7 @@ static void on_ack(struct pbox *px, struct wk_frag *f, uint64_t now)
 	if (f->acked)
 		return;
 	f->acked = 1;
-	px->st.acks++;
+	px->es.st.acks++;
 }
 
 /*
@@ -1151,12 +1156,12 @@ static void on_ack(struct pbox *px, struct wk_frag *f, uint64_t now)
  */
 static void on_nack(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
 {
-	struct wk_frag *f = &px->frag[g];
+	struct wk_frag *f = &px->es.frag[g];
 	bool asked = f->probed && f->sent > f->pushed;
 
-	px->st.nacks++;
+	px->es.st.nacks++;
 	probe_answered(px, f, now);
-	if (!asked && (now < f->pushed || now - f->pushed < px->rto_ns / 2))
+	if (!asked && (now < f->pushed || now - f->pushed < px->es.rto_ns / 2))
 		return;
 	f->tries++;
 	push_frag(px, e, g, true);
@@ -1169,7 +1174,7 @@ static void on_nack(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
  */
 static void on_done(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
 {
-	probe_answered(px, &px->frag[g], now);
+	probe_answered(px, &px->es.frag[g], now);
 	probe_frag(px, e, g, true);
 }
 
@@ -1186,7 +1191,7 @@ static void on_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, 
 	 * no key for the job), and is taken from the box's address alone */
 	if (!nic_mac_ok(&px->mac, h, p) && !(h->op == PBOX_OP_ERROR && h->mac == 0 &&
 					     un->rank < 0 && nic_be16(p) == PBOX_ERR_NO_JOB)) {
-		px->st.bad_mac++;
+		px->es.st.bad_mac++;
 		return;
 	}
 	if (h->op == PBOX_OP_ERROR) {
@@ -1195,8 +1200,8 @@ static void on_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, 
 		if (code == PBOX_ERR_NO_JOB && un->rank < 0) {
 			/* perhaps rank 0 just unregistered it after a LOST: give that word
 			 * a moment to arrive */
-			if (!px->nojob_since)
-				px->nojob_since = now;
+			if (!px->es.nojob_since)
+				px->es.nojob_since = now;
 			return;
 		}
 		wk_raise(px, WK_FK_REFUSED, un->rank < 0 ? PBOX_EBOX : PBOX_EPEER, 0,
@@ -1207,10 +1212,10 @@ static void on_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, 
 		return;
 	un->heard_ns = now;
 	if (un->rank < 0) /* the box answers for our job: a "no such job" was stale */
-		px->nojob_since = 0;
+		px->es.nojob_since = 0;
 	g = un->global[h->chunk] * px->fpc + h->frag;
 	if (h->op != PBOX_OP_RESULT) { /* an answer of no payload, to a probe or a resend */
-		struct wk_frag *f = &px->frag[g];
+		struct wk_frag *f = &px->es.frag[g];
 
 		if (f->state != WK_INFLIGHT || f->op->round != h->round) /* stale */
 			return;
@@ -1223,7 +1228,7 @@ static void on_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, 
 		return;
 	}
 	{
-		const struct wk_frag *f = &px->frag[g];
+		const struct wk_frag *f = &px->es.frag[g];
 		uint64_t pushed = f->pushed;
 		bool clean = f->state == WK_INFLIGHT && f->tries == 1;
 
@@ -1246,10 +1251,10 @@ static void on_datagram(void *ctx, void *arg, const uint8_t *b, size_t len,
 					    .accept_ops = PBOX_OPS_TO_SS | PBOX_OPS_TO_WORKER};
 	struct pbox_hdr h;
 
-	px->st.rx_pkts++;
+	px->es.st.rx_pkts++;
 	if (nic_wire_parse_hdr(b, len, &exp, &h) != NIC_DROP_NONE || h.job != px->job)
 		return;
-	px->st.rx_bytes += h.len;
+	px->es.st.rx_bytes += h.len;
 	if (h.op == PBOX_OP_PUSH || h.op == PBOX_OP_PROBE)
 		on_push(px, e, &h, b + PBOX_HDR_LEN, from);
 	else if (!px->fail)
@@ -1294,7 +1299,7 @@ static int udp_rx(void *st, wk_dgram_fn *fn, void *eng, uint64_t now)
 		size_t len = e->rmm[i].msg_len, seg = px->gro ? gro_size(&e->rmm[i].msg_hdr) : 0;
 
 		if (e->rmm[i].msg_hdr.msg_flags & MSG_TRUNC) {
-			px->st.rx_pkts++;
+			px->es.st.rx_pkts++;
 			continue;
 		}
 		if (!seg || seg >= len) {
@@ -1303,7 +1308,7 @@ static int udp_rx(void *st, wk_dgram_fn *fn, void *eng, uint64_t now)
 		}
 		/* coalesced by GRO: datagrams of @seg bytes, the last maybe shorter */
 		for (size_t off = 0; off < len; off += seg) {
-			px->st.rx_gro++;
+			px->es.st.rx_gro++;
 			fn(px, e, b + off, len - off < seg ? len - off : seg, &e->from[i], now);
 		}
 	}
@@ -1475,7 +1480,7 @@ static void control_line(struct pbox *px, uint32_t r, char *line)
 	case RP_BYE:
 		px->peer_bye[r] = true;
 		if (px->rank != 0)
-			px->bye_done = true;
+			px->es.bye_done = true;
 		break;
 	case RP_LOST:
 		if (px->rank != 0 && m.lost.rank < px->n)
@@ -1519,12 +1524,12 @@ static void peers_poll(struct pbox *px, uint64_t now)
 		if (fd >= 0 && rc < 0) {
 			close(fd);
 			px->peer_fd[r] = -1;
-			if (!px->peer_bye[r] && !(px->rank != 0 && px->bye_done))
+			if (!px->peer_bye[r] && !(px->rank != 0 && px->es.bye_done))
 				lost(px, r,
 				     px->rank == 0 ? "its connection to rank 0 closed"
 						   : "our connection to it closed");
 			if (px->rank != 0)
-				px->bye_done = true;
+				px->es.bye_done = true;
 		}
 	}
 }
@@ -1559,7 +1564,7 @@ static void boxes_poll(struct pbox *px, uint64_t now)
 				 "the box at %s:%u closed its control connection: pboxd went away",
 				 ip, bx->addr.port);
 	}
-	if (px->nojob_since && now - px->nojob_since > 500000000ull)
+	if (px->es.nojob_since && now - px->es.nojob_since > 500000000ull)
 		wk_raise(px, WK_FK_BOX_LOST, 0, UINT32_MAX,
 			 "the box says job %u is not registered: pboxd restarted, or the job was "
 			 "unregistered",
@@ -1570,16 +1575,16 @@ static void boxes_poll(struct pbox *px, uint64_t now)
  * every rank once all have (or are gone), up to the deadline. */
 static void finalize_barrier(struct pbox *px, uint64_t now)
 {
-	if (!px->bye_deadline)
-		px->bye_deadline = now + px->deadline_ns;
+	if (!px->es.bye_deadline)
+		px->es.bye_deadline = now + px->es.deadline_ns;
 	if (px->n == 1) {
-		px->bye_done = true;
+		px->es.bye_done = true;
 	} else if (px->rank != 0) {
-		if (!px->bye_sent && px->peer_fd[0] >= 0)
+		if (!px->es.bye_sent && px->peer_fd[0] >= 0)
 			rp_send_verb(px->peer_fd[0], RP_BYE);
-		px->bye_sent = true;
+		px->es.bye_sent = true;
 		if (px->peer_fd[0] < 0)
-			px->bye_done = true;
+			px->es.bye_done = true;
 	} else {
 		bool all = true;
 
@@ -1589,15 +1594,15 @@ static void finalize_barrier(struct pbox *px, uint64_t now)
 			for (uint32_t r = 1; r < px->n; r++)
 				if (px->peer_fd[r] >= 0)
 					rp_send_verb(px->peer_fd[r], RP_BYE);
-			px->bye_done = true;
+			px->es.bye_done = true;
 		}
 	}
-	if (!px->bye_done && now >= px->bye_deadline) {
+	if (!px->es.bye_done && now >= px->es.bye_deadline) {
 		wk_log(px, CFG_LOG_WARNING,
 		       "finalize: not every rank said BYE within the deadline");
-		px->bye_done = true;
+		px->es.bye_done = true;
 	}
-	if (px->bye_done && px->rank == 0)
+	if (px->es.bye_done && px->rank == 0)
 		wk_boxes_close(px, true);
 }
 
@@ -1663,15 +1668,15 @@ static void publish(struct pbox *px, uint64_t now)
 		s->retrans = un->retrans;
 	}
 	px->tune_pub = (struct pbox_tuning){
-		.credit_bytes = px->credit,
-		.partition_bytes = px->part_bytes,
-		.converged = px->tune.phase == WK_TUNE_DONE,
-		.windows = px->tune.windows,
-		.goodput_first_mbps = px->tune.first * 1e3,
-		.goodput_best_mbps = px->tune.best * 1e3,
+		.credit_bytes = px->es.credit,
+		.partition_bytes = px->es.part_bytes,
+		.converged = px->es.tune.phase == WK_TUNE_DONE,
+		.windows = px->es.tune.windows,
+		.goodput_first_mbps = px->es.tune.first * 1e3,
+		.goodput_best_mbps = px->es.tune.best * 1e3,
 	};
 	pthread_mutex_unlock(&px->mu);
-	px->published_ns = now;
+	px->es.published_ns = now;
 }
 
 /* ---- the thread ---------------------------------------------------------------- */
@@ -1679,12 +1684,12 @@ static void publish(struct pbox *px, uint64_t now)
 static void *engine(void *arg)
 {
 	struct pbox *px = arg;
-	struct eng *e = px->eng;
+	struct eng *e = px->es.eng;
 
 	on_engine = true;
 
 	for (;;) {
-		uint64_t now = px->now_ns = wk_now();
+		uint64_t now = px->es.now_ns = wk_now();
 		int work = 0;
 		bool fin, ab;
 
@@ -1692,7 +1697,7 @@ static void *engine(void *arg)
 		fin = px->finalizing;
 		ab = px->aborting || px->aborted;
 		pthread_mutex_unlock(&px->mu);
-		if (px->fail && !px->eng_failed) /* raised on another thread */
+		if (px->fail && !px->es.eng_failed) /* raised on another thread */
 			wk_engine_fail_ops(px);
 		if (ab) /* pbox_shrink() or pbox_abort(): it ends here, no BYE */
 			break;
@@ -1702,9 +1707,9 @@ static void *engine(void *arg)
 			fail_all_locked(px, PBOX_EFAILED,
 					"pbox_finalize() was called while it was in flight");
 			pthread_mutex_unlock(&px->mu);
-			px->heap_n = 0;
-			px->over = NULL;
-			px->active = NULL;
+			px->es.heap_n = 0;
+			px->es.over = NULL;
+			px->es.active = NULL;
 		}
 		if (!px->fail) {
 			take_new(px);
@@ -1727,13 +1732,13 @@ static void *engine(void *arg)
 			wk_tune_turn(px, now);
 		}
 		tx_flush(px, e);
-		if (fin || now - px->control_ns > 2000000ull) { /* a syscall per connection */
+		if (fin || now - px->es.control_ns > 2000000ull) { /* a syscall per connection */
 			control(px, now, fin);
-			px->control_ns = now;
+			px->es.control_ns = now;
 		}
-		if (now - px->published_ns > 20000000ull)
+		if (now - px->es.published_ns > 20000000ull)
 			publish(px, now);
-		if (fin && px->bye_done)
+		if (fin && px->es.bye_done)
 			break;
 		if (!work) {
 			struct pollfd p[2] = {{.fd = px->udp, .events = POLLIN},
@@ -1764,14 +1769,14 @@ static void *engine(void *arg)
 static void set_credit(struct pbox *px, uint64_t credit)
 {
 	uint64_t drain = (uint64_t)((double)credit * (px->cfg.tuning.pacing ? 8e6 : 16e6) /
-				    (double)px->pace_kbps);
+				    (double)px->es.pace_kbps);
 
-	px->credit = px->cwnd = px->ssthresh = credit;
-	px->rto_min_ns = px->cfg.tuning.retransmit_us * 1000;
-	if (drain > px->rto_min_ns)
-		px->rto_min_ns = drain;
-	if (px->rto_ns < px->rto_min_ns)
-		px->rto_ns = px->rto_min_ns;
+	px->es.credit = px->es.cwnd = px->es.ssthresh = credit;
+	px->es.rto_min_ns = px->cfg.tuning.retransmit_us * 1000;
+	if (drain > px->es.rto_min_ns)
+		px->es.rto_min_ns = drain;
+	if (px->es.rto_ns < px->es.rto_min_ns)
+		px->es.rto_ns = px->es.rto_min_ns;
 }
 
 void wk_tune_apply(struct pbox *px, unsigned phase, uint64_t v)
@@ -1779,7 +1784,7 @@ void wk_tune_apply(struct pbox *px, unsigned phase, uint64_t v)
 	if (phase == WK_TUNE_CREDIT)
 		set_credit(px, v);
 	else
-		px->part_bytes = v; /* for push-pulls taken from now on */
+		px->es.part_bytes = v; /* for push-pulls taken from now on */
 }
 
 /*
@@ -1826,7 +1831,7 @@ int wk_engine_start(struct pbox *px)
 
 	if (!e)
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
-	px->eng = e;
+	px->es.eng = e;
 	e->gso = px->cfg.transport.gso && px->tp->gso;
 	e->rsize = px->gro ? WK_RX_GRO : PBOX_HDR_LEN + px->frag_size + 64;
 	e->rbuf = malloc(e->rsize * WK_BATCH);
@@ -1835,28 +1840,28 @@ int wk_engine_start(struct pbox *px)
 	if (!e->rbuf || !px->ss_pub || px->efd < 0) {
 		free(e->rbuf);
 		free(e);
-		px->eng = NULL;
+		px->es.eng = NULL;
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	}
 	if (px->tp->ready && px->tp->ready(px->tp_st, 3000000000ull)) {
 		free(e->rbuf);
 		free(e);
-		px->eng = NULL;
+		px->es.eng = NULL;
 		return PBOX_ENOMEM;
 	}
-	px->part_bytes = px->cfg.tuning.partition_size;
+	px->es.part_bytes = px->cfg.tuning.partition_size;
 	set_credit(px, px->cfg.tuning.credit_bytes); /* and the timeout, at its floor */
-	px->deadline_ns = px->cfg.tuning.deadline_us * 1000;
+	px->es.deadline_ns = px->cfg.tuning.deadline_us * 1000;
 	/* a burst: 64 KiB of link time or half a millisecond, the longer (the
 	 * thread cannot count on waking up more precisely than that) */
-	px->pace_burst_ns = 64 * 1024 * 8000000ull / px->pace_kbps;
-	if (px->pace_burst_ns < 500000)
-		px->pace_burst_ns = 500000;
-	px->pace_quantum_ns = 32 * 1024 * 8000000ull / px->pace_kbps; /* a chunk's worth */
-	if (px->pace_quantum_ns > px->pace_burst_ns / 2)
-		px->pace_quantum_ns = px->pace_burst_ns / 2;
+	px->es.pace_burst_ns = 64 * 1024 * 8000000ull / px->es.pace_kbps;
+	if (px->es.pace_burst_ns < 500000)
+		px->es.pace_burst_ns = 500000;
+	px->es.pace_quantum_ns = 32 * 1024 * 8000000ull / px->es.pace_kbps; /* a chunk's worth */
+	if (px->es.pace_quantum_ns > px->es.pace_burst_ns / 2)
+		px->es.pace_quantum_ns = px->es.pace_burst_ns / 2;
 	publish(px, wk_now());
-	px->eng_failed = false;
+	px->es.eng_failed = false;
 	pthread_mutex_lock(&px->mu);
 	px->eng_live = true; /* from now on a failure raised elsewhere leaves its ops to it */
 	pthread_mutex_unlock(&px->mu);
@@ -1867,7 +1872,7 @@ int wk_engine_start(struct pbox *px)
 		pthread_mutex_unlock(&px->mu);
 		free(e->rbuf);
 		free(e);
-		px->eng = NULL;
+		px->es.eng = NULL;
 		return rc;
 	}
 	px->thr_started = true;
@@ -1876,7 +1881,7 @@ int wk_engine_start(struct pbox *px)
 
 void wk_engine_join(struct pbox *px)
 {
-	struct eng *e = px->eng;
+	struct eng *e = px->es.eng;
 
 	pthread_join(px->thr, NULL);
 	pthread_mutex_lock(&px->mu);
@@ -1886,5 +1891,5 @@ void wk_engine_join(struct pbox *px)
 	if (e)
 		free(e->rbuf);
 	free(e);
-	px->eng = NULL;
+	px->es.eng = NULL;
 }

@@ -148,7 +148,7 @@ static void apply(struct pbox *px, uint32_t a, uint32_t b)
 	pthread_mutex_lock(&px->mu);
 	memcpy(ts, &px->newt[a], (b - a) * sizeof(*ts));
 	pthread_mutex_unlock(&px->mu);
-	rc = wk_grow(px, ts, b - a, wk_now() + px->deadline_ns, msg, sizeof(msg));
+	rc = wk_grow(px, ts, b - a, wk_now() + px->es.deadline_ns, msg, sizeof(msg));
 	if (rc) {
 		free(ts);
 		wk_raise(px, WK_FK_LOCAL, rc, 0, "new tensors %u to %u: %s", a, b - 1, msg);

@@ -64,7 +64,7 @@ static uint32_t tp_unit_of(const void *ctx, uint32_t ip_be, uint16_t port)
 /* engine thread: the transport's sends happen on it */
 static void tp_dropped(void *ctx, uint64_t frames)
 {
-	((struct pbox *)ctx)->st.tx_dropped += frames;
+	((struct pbox *)ctx)->es.st.tx_dropped += frames;
 }
 
 void wk_tp_env_init(struct pbox *px, struct wk_tp_env *env)

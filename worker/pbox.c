@@ -613,7 +613,7 @@ int pbox_layout(const struct pbox *px, struct pbox_layout_info *o)
 	for (uint32_t e = 0; e < px->n_eps; e++)
 		o->box_bytes += px->unit[e].bytes;
 	o->ssgpu_bytes_mine = px->unit[px->self_unit].bytes;
-	o->pace_mbps = (double)px->pace_kbps / 1000;
+	o->pace_mbps = (double)px->es.pace_kbps / 1000;
 	o->box_share = lay_box_share(px->n, px->k, (enum lay_mode)px->cfg.tuning.layout);
 	o->ssgpu_share = lay_ssgpu_share(px->n, px->k, (enum lay_mode)px->cfg.tuning.layout);
 	snprintf(o->layout, sizeof(o->layout), "%s",
@@ -664,11 +664,11 @@ void wk_free_net(struct pbox *px)
 		free(px->unit[u].sent.stamp);
 	}
 	for (i = 0; i < WK_LEVELS; i++) {
-		free(px->ring[i].g);
-		free(px->ring[i].stamp);
+		free(px->es.ring[i].g);
+		free(px->es.ring[i].stamp);
 	}
-	free(px->local.g);
-	free(px->local.stamp);
+	free(px->es.local.g);
+	free(px->es.local.stamp);
 	free(px->peer_fd);
 	free(px->peer_buf);
 	free(px->peer_len);
@@ -679,19 +679,19 @@ void wk_free_net(struct pbox *px)
 	free(px->unit);
 	free(px->chunk_unit);
 	free(px->chunk_local);
-	free(px->frag);
-	while (px->ssj) {
-		struct ss_job *next = px->ssj->next;
+	free(px->es.frag);
+	while (px->es.ssj) {
+		struct ss_job *next = px->es.ssj->next;
 
-		free(px->ssj);
-		px->ssj = next;
+		free(px->es.ssj);
+		px->es.ssj = next;
 	}
-	free(px->heap);
-	free(px->hash_unit);
+	free(px->es.heap);
+	free(px->es.hash_unit);
 	free(px->ss_pub);
 	free(px->newt);
 	free(px->ag);
-	free(px->eng);
+	free(px->es.eng);
 }
 
 static void free_all(struct pbox *px)

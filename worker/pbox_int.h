@@ -338,37 +338,42 @@ struct pbox {
 	struct pbox_tuning tune_pub;
 	struct pbox_ss_stats *ss_pub;
 
-	/* engine only */
-	bool eng_failed; /* it failed its ops for this incarnation's failure */
-	struct wk_frag *frag;
-	struct ss_job *ssj;	    /* this rank's SS_GPU: its segments, ->next */
-	struct pbox_handle *active; /* ops with bytes in flight */
-	struct wk_part **heap;
-	uint32_t heap_n, heap_cap;
-	uint64_t seq;
-	struct wk_ring ring[WK_LEVELS], local;
-	uint64_t credit, credit_used;
-	uint64_t part_bytes;  /* the partition size in use ([tuning] partition_size, or tuned) */
-	struct wk_tune tune;  /* [tuning] autotune (tune.c) */
-	struct wk_part *over; /* the partition going out beyond the credit (engine.c) */
-	uint64_t cwnd, ssthresh, cwnd_cut_ns; /* congestion window */
-	uint64_t rto_ns, rto_min_ns, deadline_ns;
-	uint64_t srtt_ns, rttvar_ns; /* time to a sum, smoothed */
-	uint64_t probe_rtt_ns;	     /* a probe's answer, smoothed: the network's own round trip */
-	uint64_t tail_next_ns;	     /* tail_probe()'s next look */
-	uint32_t stamp;
-	uint64_t now_ns;	  /* the loop's clock, read once per turn */
-	uint64_t tx_clock_ns;	  /* pacing: when our link has sent all we gave it */
-	uint64_t pace_burst_ns;	  /* how far ahead of now the link may be booked */
-	uint64_t pace_quantum_ns; /* the room new fragments wait for (send_new) */
-	uint64_t pace_kbps;	  /* the rate we pace at: see pace_kbps() in pbox.c */
-	struct pbox_stats st;
-	uint64_t published_ns, control_ns;
-	bool bye_sent, bye_done;
-	uint64_t bye_deadline;
-	uint32_t *hash_unit, hash_cap; /* unit by source address */
-	uint64_t nojob_since;	       /* the box said "no such job" first */
-	void *eng;		       /* engine.c's batch buffers */
+	/* One incarnation's engine: the engine thread's alone while it runs,
+	 * zeroed as a whole by a new incarnation (survive.c, renew()) */
+	struct wk_eng_state {
+		bool eng_failed; /* it failed its ops for this incarnation's failure */
+		struct wk_frag *frag;
+		struct ss_job *ssj;	    /* this rank's SS_GPU: its segments, ->next */
+		struct pbox_handle *active; /* ops with bytes in flight */
+		struct wk_part **heap;
+		uint32_t heap_n, heap_cap;
+		uint64_t seq;
+		struct wk_ring ring[WK_LEVELS], local;
+		uint64_t credit, credit_used;
+		uint64_t part_bytes;  /* the partition size in use ([tuning] partition_size, or
+					 tuned) */
+		struct wk_tune tune;  /* [tuning] autotune (tune.c) */
+		struct wk_part *over; /* the partition going out beyond the credit (engine.c) */
+		uint64_t cwnd, ssthresh, cwnd_cut_ns; /* congestion window */
+		uint64_t rto_ns, rto_min_ns, deadline_ns;
+		uint64_t srtt_ns, rttvar_ns; /* time to a sum, smoothed */
+		uint64_t
+			probe_rtt_ns; /* a probe's answer, smoothed: the network's own round trip */
+		uint64_t tail_next_ns; /* tail_probe()'s next look */
+		uint32_t stamp;
+		uint64_t now_ns;	  /* the loop's clock, read once per turn */
+		uint64_t tx_clock_ns;	  /* pacing: when our link has sent all we gave it */
+		uint64_t pace_burst_ns;	  /* how far ahead of now the link may be booked */
+		uint64_t pace_quantum_ns; /* the room new fragments wait for (send_new) */
+		uint64_t pace_kbps;	  /* the rate we pace at: see pace_kbps() in pbox.c */
+		struct pbox_stats st;
+		uint64_t published_ns, control_ns;
+		bool bye_sent, bye_done;
+		uint64_t bye_deadline;
+		uint32_t *hash_unit, hash_cap; /* unit by source address */
+		uint64_t nojob_since;	       /* the box said "no such job" first */
+		void *eng;		       /* engine.c's batch buffers */
+	} es;
 };
 
 /* The job fails (fail.c): kind @kind, its code @code where the kind has

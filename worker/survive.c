@@ -142,7 +142,7 @@ void wk_resume_capture(struct pbox *px)
 					.round = op->round,
 					.out = op->out};
 		for (uint32_t g = g0; op->parts && g < g1; g++) { /* taken: its fragments are its */
-			const struct wk_frag *f = &px->frag[g];
+			const struct wk_frag *f = &px->es.frag[g];
 			uint64_t ab[2];
 
 			if (f->op != op || f->state != WK_DONE || !f->len)
@@ -866,7 +866,7 @@ static void renew(struct pbox *px, uint32_t n, uint32_t me)
 	px->rejoin_req = px->rejoin_sent = false;
 	px->rejoins = 0;
 	memset(&px->st_pub, 0, sizeof(px->st_pub));
-	memset(&px->frag, 0, sizeof(*px) - offsetof(struct pbox, frag)); /* engine only */
+	memset(&px->es, 0, sizeof(px->es)); /* the engine's, as a whole */
 }
 
 /* A failed bootstrap of the new incarnation fails the context with it
@@ -1073,7 +1073,7 @@ static void rejoin_barrier(struct pbox *px)
 	px->rejoin_req = true;
 	pthread_mutex_unlock(&px->mu);
 	wk_engine_kick(px);
-	wk_wait_cond(px, rejoin_met, wk_now() + px->deadline_ns);
+	wk_wait_cond(px, rejoin_met, wk_now() + px->es.deadline_ns);
 }
 
 /*

@@ -29,29 +29,29 @@ static int build_hash(struct pbox *px)
 
 	while (cap < 2 * px->n_units)
 		cap *= 2;
-	px->hash_cap = cap;
-	px->hash_unit = malloc(cap * sizeof(uint32_t));
-	if (!px->hash_unit)
+	px->es.hash_cap = cap;
+	px->es.hash_unit = malloc(cap * sizeof(uint32_t));
+	if (!px->es.hash_unit)
 		return -1;
-	memset(px->hash_unit, 0xff, cap * sizeof(uint32_t));
+	memset(px->es.hash_unit, 0xff, cap * sizeof(uint32_t));
 	for (u = 0; u < px->n_units; u++) {
 		uint32_t s = hash_slot(px->unit[u].ip_be, px->unit[u].port, cap);
 
-		while (px->hash_unit[s] != UINT32_MAX)
+		while (px->es.hash_unit[s] != UINT32_MAX)
 			s = (s + 1) & (cap - 1);
-		px->hash_unit[s] = u;
+		px->es.hash_unit[s] = u;
 	}
 	return 0;
 }
 
 uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port)
 {
-	uint32_t s = hash_slot(ip_be, port, px->hash_cap), u;
+	uint32_t s = hash_slot(ip_be, port, px->es.hash_cap), u;
 
-	while ((u = px->hash_unit[s]) != UINT32_MAX) {
+	while ((u = px->es.hash_unit[s]) != UINT32_MAX) {
 		if (px->unit[u].ip_be == ip_be && px->unit[u].port == port)
 			return u;
-		s = (s + 1) & (px->hash_cap - 1);
+		s = (s + 1) & (px->es.hash_cap - 1);
 	}
 	return UINT32_MAX;
 }
@@ -66,7 +66,7 @@ uint32_t wk_unit_shorts(const struct pbox *px, uint32_t u, uint16_t ep, uint32_t
 		uint32_t g = un->global[k], bytes = 0;
 
 		for (f = 0; f < px->fpc; f++)
-			bytes += px->frag[(size_t)g * px->fpc + f].len;
+			bytes += px->es.frag[(size_t)g * px->fpc + f].len;
 		if (bytes < px->chunk_size) {
 			if (got == max)
 				return UINT32_MAX;
@@ -128,7 +128,7 @@ static int ssgpu_add(struct pbox *px, uint8_t dtype, uint32_t base, uint32_t cou
 	j = ss_job_init(mem, &d, 0, sum_ops_best());
 	free(shorts);
 	free(ranks);
-	for (tail = &px->ssj; *tail; tail = &(*tail)->next)
+	for (tail = &px->es.ssj; *tail; tail = &(*tail)->next)
 		;
 	*tail = j;
 	return PBOX_OK;
@@ -213,7 +213,7 @@ int wk_layout_init(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const ui
 	for (u = 0; u < px->n_units; u++)
 		px->unit[u].weight = w[u];
 	free(w);
-	px->pace_kbps = in.worker_kbps;
+	px->es.pace_kbps = in.worker_kbps;
 	if (build_hash(px))
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	return PBOX_OK;
@@ -273,7 +273,7 @@ static void place_chunks(struct pbox *px, uint32_t c0, uint32_t added, const uin
 	for (uint32_t g = 0; g < added * px->fpc; g++) {
 		uint32_t cb = bytes[g / px->fpc], off = (g % px->fpc) * px->frag_size;
 
-		px->frag[(size_t)c0 * px->fpc + g].len =
+		px->es.frag[(size_t)c0 * px->fpc + g].len =
 			(uint16_t)(off >= cb		      ? 0
 				   : cb - off < px->frag_size ? cb - off
 							      : px->frag_size);
@@ -298,7 +298,7 @@ int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint
 	if (!w || !bytes || !unit_of || !local ||
 	    grow_array(&px->chunk_unit, sizeof(uint32_t), c0, (size_t)c0 + added) ||
 	    grow_array(&px->chunk_local, sizeof(uint32_t), c0, (size_t)c0 + added) ||
-	    grow_array(&px->frag, sizeof(*px->frag), (size_t)c0 * px->fpc,
+	    grow_array(&px->es.frag, sizeof(*px->es.frag), (size_t)c0 * px->fpc,
 		       ((size_t)c0 + added) * px->fpc)) {
 		wk_err(rc, "out of memory for the layout of %u more chunks", added);
 		goto out;
@@ -333,7 +333,7 @@ int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint
 		px->total_bytes += ts[i]->bytes;
 		ts[i]->ready = true;
 	}
-	px->pace_kbps = pace_kbps(px);
+	px->es.pace_kbps = pace_kbps(px);
 	rc = n ? ssgpu_add(px, ts[0]->dtype, base[px->self_unit], count[px->self_unit]) : PBOX_OK;
 out:
 	free(w);

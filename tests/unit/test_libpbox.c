@@ -1715,12 +1715,12 @@ static unsigned tune_to(uint64_t credit0, uint64_t part0, uint64_t cpeak, uint64
 	memset(px, 0, sizeof(*px));
 	px->cfg.tuning.autotune = true;
 	px->cfg.tuning.retransmit_us = 1000;
-	px->pace_kbps = 10000000;
+	px->es.pace_kbps = 10000000;
 	px->chunk_size = 32768;
-	px->credit = credit0;
-	px->part_bytes = part0;
-	while (px->tune.phase != WK_TUNE_DONE && windows < 100) {
-		wk_tune_window(px, hill(px->credit, cpeak) * hill(px->part_bytes, ppeak));
+	px->es.credit = credit0;
+	px->es.part_bytes = part0;
+	while (px->es.tune.phase != WK_TUNE_DONE && windows < 100) {
+		wk_tune_window(px, hill(px->es.credit, cpeak) * hill(px->es.part_bytes, ppeak));
 		windows++;
 	}
 	return windows;
@@ -1733,27 +1733,27 @@ START_TEST(test_tune_search)
 	ck_assert_ptr_nonnull(px);
 	/* up from 64 KiB to a 2 MiB credit, then down from 2 MiB to 256 KiB partitions */
 	ck_assert_uint_le(tune_to(64 << 10, 2 << 20, 2 << 20, 256 << 10, px), 14);
-	ck_assert_uint_eq(px->credit, 2 << 20);
-	ck_assert_uint_eq(px->part_bytes, 256 << 10);
-	ck_assert_uint_eq(px->cwnd, px->credit); /* in force */
+	ck_assert_uint_eq(px->es.credit, 2 << 20);
+	ck_assert_uint_eq(px->es.part_bytes, 256 << 10);
+	ck_assert_uint_eq(px->es.cwnd, px->es.credit); /* in force */
 	/* down from 64 MiB to 8 MiB; partitions up from 64 KiB to 1 MiB */
 	tune_to(64 << 20, 64 << 10, 8 << 20, 1 << 20, px);
-	ck_assert_uint_eq(px->credit, 8 << 20);
-	ck_assert_uint_eq(px->part_bytes, 1 << 20);
+	ck_assert_uint_eq(px->es.credit, 8 << 20);
+	ck_assert_uint_eq(px->es.part_bytes, 1 << 20);
 	/* already at the peak: one window there, one each side, and stays */
 	ck_assert_uint_le(tune_to(4 << 20, 1 << 20, 4 << 20, 1 << 20, px), 6);
-	ck_assert_uint_eq(px->credit, 4 << 20);
-	ck_assert_uint_eq(px->part_bytes, 1 << 20);
+	ck_assert_uint_eq(px->es.credit, 4 << 20);
+	ck_assert_uint_eq(px->es.part_bytes, 1 << 20);
 	/* up from one chunk, a credit below a round trip's worth (perf/tune) */
 	tune_to(32 << 10, 1 << 20, 512 << 10, 1 << 20, px);
-	ck_assert_uint_eq(px->credit, 512 << 10);
+	ck_assert_uint_eq(px->es.credit, 512 << 10);
 	/* down to a chunk, no further (the configuration's bound) */
 	tune_to(256 << 10, 1 << 20, 1 << 10, 1 << 20, px);
-	ck_assert_uint_eq(px->credit, 32 << 10);
+	ck_assert_uint_eq(px->es.credit, 32 << 10);
 	/* within the bounds: a credit up to 256 MiB, a partition up to 64 MiB */
 	tune_to(128 << 10, 128 << 10, 1ull << 40, 1ull << 40, px);
-	ck_assert_uint_eq(px->credit, 256ull << 20);
-	ck_assert_uint_eq(px->part_bytes, 64ull << 20);
+	ck_assert_uint_eq(px->es.credit, 256ull << 20);
+	ck_assert_uint_eq(px->es.part_bytes, 64ull << 20);
 	free(px);
 }
 END_TEST
@@ -1874,7 +1874,7 @@ START_TEST(test_failure_kinds)
 		ck_assert(px->gone[1] == (k->gone == WK_GONE_RANK));
 		ck_assert(px->box[1].gone == (k->gone == WK_GONE_BOX));
 		ck_assert(!px->gone[0] && !px->gone[2] && !px->box[0].gone);
-		ck_assert(px->eng_failed); /* no engine: the ops failed at once */
+		ck_assert(px->es.eng_failed); /* no engine: the ops failed at once */
 		/* the first holds */
 		wk_raise(px, WK_FK_MISMATCH, 0, 2, "later");
 		ck_assert_int_eq(px->fail, k->code ? k->code : PBOX_ENET);
@@ -1903,9 +1903,9 @@ START_TEST(test_failure_leaves_engine_ops)
 	px->eng_live = true;
 	wk_raise(px, WK_FK_LOCAL, 0, 0, "no code");
 	ck_assert_int_eq(px->fail, PBOX_EFAILED);
-	ck_assert(!px->eng_failed);
+	ck_assert(!px->es.eng_failed);
 	wk_engine_fail_ops(px); /* what the engine does on its next turn */
-	ck_assert(px->eng_failed);
+	ck_assert(px->es.eng_failed);
 	bare_free(px);
 }
 END_TEST
