@@ -1887,6 +1887,8 @@ void wk_engine_join(struct pbox *px)
 	pthread_mutex_lock(&px->mu);
 	px->eng_live = false;
 	pthread_mutex_unlock(&px->mu);
+	if (px->fail && !px->es.eng_failed) /* raised as it stopped: its ops fail here */
+		wk_engine_fail_ops(px);
 	px->thr_started = false;
 	if (e)
 		free(e->rbuf);
