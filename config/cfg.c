@@ -863,11 +863,45 @@ static void env_name(char *buf, size_t len, const char *prefix, const char *sec,
 		buf[i] = buf[i] == '-' ? '_' : (char)toupper((unsigned char)buf[i]);
 }
 
+/* The value of variable @name in @envp, or NULL. */
+static const char *env_get(char *const *envp, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (; *envp; envp++)
+		if (strncmp(*envp, name, n) == 0 && (*envp)[n] == '=')
+			return *envp + n + 1;
+	return NULL;
+}
+
+/* @name's other name under the schema's aliases into @name (the key's
+ * variable); both names set with different values is an error. */
+static void env_unalias(struct cfg_ctx *ctx, char *const *envp, char *name, size_t cap)
+{
+	const char *const *a = ctx->schema->env_alias;
+
+	for (unsigned i = 0; a && a[i]; i += 2) {
+		const char *other;
+
+		if (strcmp(name, a[i]) != 0)
+			continue;
+		other = env_get(envp, a[i + 1]);
+		if (other && strcmp(other, env_get(envp, a[i])) != 0)
+			cfg_err_add(ctx->errs,
+				    "env %s and %s: two names for one setting, with two values: "
+				    "set one",
+				    a[i], a[i + 1]);
+		snprintf(name, cap, "%s", a[i + 1]);
+		return;
+	}
+}
+
 static void apply_env(struct cfg_ctx *ctx, char *const *envp)
 {
 	const struct cfg_schema *sc = ctx->schema;
 	size_t plen = strlen(sc->env_prefix);
-	char name[128], why[CFG_MSG_LEN];
+	char name[128], shown[128], why[CFG_MSG_LEN];
+	char *const *all = envp;
 
 	for (; *envp; envp++) {
 		const char *eq = strchr(*envp, '=');
@@ -882,6 +916,8 @@ static void apply_env(struct cfg_ctx *ctx, char *const *envp)
 			nlen = sizeof(name) - 1;
 		memcpy(name, *envp, nlen);
 		name[nlen] = '\0';
+		memcpy(shown, name, nlen + 1); /* what the messages say: the name as set */
+		env_unalias(ctx, all, name, sizeof(name));
 		for (ki = 0; sc->env_ignore && sc->env_ignore[ki]; ki++)
 			if (strcmp(name, sc->env_ignore[ki]) == 0)
 				matched = true;
@@ -900,7 +936,7 @@ static void apply_env(struct cfg_ctx *ctx, char *const *envp)
 					continue;
 				matched = true;
 				if (idx >= s->max) {
-					cfg_err_add(ctx->errs, "env %s: index must be 0..%u", name,
+					cfg_err_add(ctx->errs, "env %s: index must be 0..%u", shown,
 						    s->max - 1);
 					continue;
 				}
@@ -908,7 +944,7 @@ static void apply_env(struct cfg_ctx *ctx, char *const *envp)
 						sec_elem(s, ctx->stage, (unsigned)idx) +
 							s->keys[0].off,
 						why, sizeof(why)))
-					cfg_err_add(ctx->errs, "env %s: %s", name, why);
+					cfg_err_add(ctx->errs, "env %s: %s", shown, why);
 				else
 					ctx->slots[ctx->slot_base[si] + idx].src = SRC_ENV;
 				continue;
@@ -921,7 +957,7 @@ static void apply_env(struct cfg_ctx *ctx, char *const *envp)
 				matched = true;
 				if (parse_value(&s->keys[ki], eq + 1, ctx->stage + s->keys[ki].off,
 						why, sizeof(why)))
-					cfg_err_add(ctx->errs, "env %s: %s", name, why);
+					cfg_err_add(ctx->errs, "env %s: %s", shown, why);
 				else
 					ctx->slots[ctx->slot_base[si] + ki].src = SRC_ENV;
 			}
@@ -930,7 +966,7 @@ static void apply_env(struct cfg_ctx *ctx, char *const *envp)
 			cfg_err_add(
 				ctx->errs,
 				"env %s: not a %s configuration key (overrides are named %sSECTION_KEY)",
-				name, sc->what, sc->env_prefix);
+				shown, sc->what, sc->env_prefix);
 	}
 }
 

@@ -135,6 +135,9 @@ struct cfg_schema {
 	const char *what;	       /* "pboxd", "worker": for messages */
 	const char *env_prefix;	       /* "PBOX_" to enable overrides, or NULL */
 	const char *const *env_ignore; /* PBOX_* names that are not config keys */
+	/* pairs (short name, the key's variable), NULL-ended: one thing, two
+	 * names; both set with different values is an error naming both */
+	const char *const *env_alias;
 	const struct cfg_section *sections;
 	unsigned n_sections;
 	size_t size; /* sizeof the whole config struct */

@@ -19,9 +19,12 @@ const char *const cfg_layout_names[] = {"unified", "ps", "ssgpu", NULL};
 static const char *const mac_names[] = {"off", "header", "payload", NULL};
 
 /* PBOX_* variables that are not configuration keys. */
-static const char *const env_ignore[] = {"PBOX_SIMD", "PBOX_CONFIG",	 "PBOX_LIB",
-					 "PBOX_BOX",  "PBOX_MODULE_DIR", "PBOX_CUDA_STAGE_ONLY",
-					 NULL};
+static const char *const env_ignore[] = {"PBOX_SIMD",	    "PBOX_CONFIG",	    "PBOX_LIB",
+					 "PBOX_MODULE_DIR", "PBOX_CUDA_STAGE_ONLY", NULL};
+
+/* PBOX_BOX, as the PyTorch backend has always read it, is [box] control
+ * for C too: one or several host:port. */
+static const char *const env_alias[] = {"PBOX_BOX", "PBOX_BOX_CONTROL", NULL};
 
 static const struct cfg_key worker_keys[] = {
 	CFG_KEY(W, worker.rank, "rank", CFG_UINT, CFG_REQUIRED, 0, WRK_MAX_WORKERS - 1, NULL,
@@ -267,6 +270,7 @@ const struct cfg_schema wrk_cfg_schema = {
 	.what = "worker",
 	.env_prefix = "PBOX_",
 	.env_ignore = env_ignore,
+	.env_alias = env_alias,
 	.sections = wrk_sections,
 	.n_sections = CFG_NKEYS(wrk_sections),
 	.size = sizeof(struct wrk_cfg),

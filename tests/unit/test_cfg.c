@@ -537,6 +537,32 @@ START_TEST(worker_env_errors_name_the_variable)
 }
 END_TEST
 
+/* PBOX_BOX, the PyTorch backend's name, is [box] control for C as well:
+ * one or several host:port; set beside PBOX_BOX_CONTROL it must agree. */
+START_TEST(worker_env_box_one_name)
+{
+	struct cfg_errors errs;
+	struct wrk_cfg *c = calloc(1, sizeof(*c));
+	char *two[] = {"PBOX_BOX=198.18.0.1:9570, 198.18.0.2:9571", NULL};
+	char *same[] = {"PBOX_BOX=198.18.0.1:9570", "PBOX_BOX_CONTROL=198.18.0.1:9570", NULL};
+	char *differ[] = {"PBOX_BOX=198.18.0.1:9570", "PBOX_BOX_CONTROL=198.18.0.3:9570", NULL};
+	char *bad[] = {"PBOX_BOX=198.18.0.1", NULL};
+
+	ck_assert_int_eq(wrk_env(two, c, &errs), 0);
+	ck_assert_uint_eq(c->box.control.n, 2);
+	ck_assert_uint_eq(c->box.control.hp[1].ip_be, htonl(0xc6120002));
+	ck_assert_uint_eq(c->box.control.hp[1].port, 9571);
+	ck_assert_int_eq(wrk_env(same, c, &errs), 0);
+	ck_assert_uint_eq(c->box.control.n, 1);
+	ck_assert_int_eq(wrk_env(differ, c, &errs), -EINVAL);
+	ck_assert_str_eq(errs.msg[0], "env PBOX_BOX and PBOX_BOX_CONTROL: two names for one "
+				      "setting, with two values: set one");
+	ck_assert_int_eq(wrk_env(bad, c, &errs), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(errs.msg[0], "env PBOX_BOX: "));
+	free(c);
+}
+END_TEST
+
 START_TEST(worker_peer_conflicts)
 {
 	struct cfg_errors errs;
@@ -573,6 +599,7 @@ Suite *cfg_suite(void)
 	tcase_add_test(tc, box_too_many_ports);
 	tcase_add_test(tc, worker_env_overrides);
 	tcase_add_test(tc, worker_env_errors_name_the_variable);
+	tcase_add_test(tc, worker_env_box_one_name);
 	tcase_add_test(tc, worker_peer_conflicts);
 	suite_add_tcase(s, tc);
 

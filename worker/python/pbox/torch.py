@@ -5,7 +5,8 @@
     torch.distributed.init_process_group("pbox")
 
 under torchrun, with only torchrun's environment, plus PBOX_BOX=host:port
-(the box's control address; unset: no box, the workers sum among
+(the box's control address, or several, comma-separated; libpbox reads it
+as [box] control, for C programs too; unset: no box, the workers sum among
 themselves) and, optionally, PBOX_CONFIG (a worker INI file whose keys the
 rendezvous does not set) and PBOX_SECTION_KEY overrides (PBOX_DATA_BANDWIDTH
 =25G, PBOX_DATA_ADDRESS=...).
@@ -129,13 +130,6 @@ def _free_port(addr):
     raise RuntimeError("pbox: no free port on %s" % addr)
 
 
-def _hostport(v, what):
-    host, _, port = v.rpartition(":")
-    if not host or not port.isdigit():
-        raise RuntimeError("pbox: %s=%r is not host:port" % (what, v))
-    return socket.gethostbyname(host), int(port)
-
-
 class ProcessGroupPbox(ProcessGroup):
     def __init__(self, store, rank, size, timeout, ctx=None):
         super().__init__(rank, size)
@@ -163,9 +157,7 @@ class ProcessGroupPbox(ProcessGroup):
                  # alive but late (a checkpoint on rank 0): waited for up to the
                  # group's timeout; a dead rank is named at once all the same
                  "deadline = %ds" % max(1, int(timeout.total_seconds()))]
-        box = os.environ.get("PBOX_BOX")
-        if box:
-            lines += ["[box]", "control = %s:%d" % _hostport(box, "PBOX_BOX")]
+        # PBOX_BOX (one or several host:port) is libpbox's own to read: [box] control
         lines += ["[peers]"] + ["%d = %s" % (r, p) for r, p in enumerate(peers)]
         base = os.environ.get("PBOX_CONFIG")
         text = (open(base).read() + "\n" if base else "") + "\n".join(lines) + "\n"
