@@ -145,7 +145,7 @@ int wk_nonce_wait(int fd, char *buf, uint32_t *len, uint32_t cap, uint8_t *nonce
 	    sodium_hex2bin(nonce, WK_GATHER_NONCE, m.nonce.nonce, 2 * WK_GATHER_NONCE, NULL, &got,
 			   NULL) ||
 	    got != WK_GATHER_NONCE)
-		return -1;
+		return -2;
 	return 1;
 }
 
@@ -1052,10 +1052,16 @@ out:
 	return rc;
 }
 
+/* Rank 0 closed the bootstrap connection before its verdict: its door
+ * drops a connection whose HELLO is not whole within WK_GATHER_NS (a
+ * lossy link's retransmissions can take that long), so the rank connects
+ * again. */
+#define BOOT_CLOSED 1
+
 /* Rank 0's verdict on @fd (its bytes so far in @buf, @*len of them): GO
  * and the box's endpoints into @eps, @frag and @nonce: PBOX_OK; or rank
  * 0's ERR, its code the same on every rank and the ranks it names gone
- * for a second shrink; or what went wrong (set by wk_err()). */
+ * for a second shrink; BOOT_CLOSED; or what went wrong (set by wk_err()). */
 static int read_verdict(struct pbox *px, int fd, char *buf, uint32_t *len, const char *name,
 			uint64_t deadline, struct box_eps *eps, uint32_t *frag, uint64_t *nonce)
 {
@@ -1066,11 +1072,11 @@ static int read_verdict(struct pbox *px, int fd, char *buf, uint32_t *len, const
 	/* rank 0 gives its verdict at the deadline at the latest: wait a little longer */
 	rc = wk_line_wait(fd, buf, len, WK_LINEBUF, line, sizeof(line),
 			  deadline + 1000000000ull + px->cfg.tuning.deadline_us * 100);
-	if (rc <= 0)
-		return wk_err(rc ? PBOX_EPEER : PBOX_ETIMEDOUT,
-			      rc ? "pbox_start: %s closed the bootstrap connection"
-				 : "pbox_start: no word from %s within [tuning] deadline",
-			      name);
+	if (rc < 0)
+		return BOOT_CLOSED;
+	if (rc == 0)
+		return wk_err(PBOX_ETIMEDOUT,
+			      "pbox_start: no word from %s within [tuning] deadline", name);
 	if (rp_parse(line, &m, err, sizeof(err)) == 0 && m.verb == RP_ERR) {
 		rc = m.err.code < PBOX_ENODEV || m.err.code > PBOX_EINVAL ? PBOX_EPEER : m.err.code;
 		if (rp_ranks_parse(m.err.gone, px->gone, px->n))
@@ -1099,44 +1105,68 @@ static int read_verdict(struct pbox *px, int fd, char *buf, uint32_t *len, const
 	return PBOX_OK;
 }
 
-/* Every other rank's side. */
-static int boot_rank(struct pbox *px, uint64_t deadline)
+/* One try at rank 0's door: connect, its NONCE, our HELLO, its verdict
+ * (into @buf, @eps, @frag, @nonce). PBOX_OK, BOOT_CLOSED, or a failure. */
+static int hello_rank0(struct pbox *px, uint64_t deadline, const char *name, char *buf,
+		       uint32_t *len, struct box_eps *eps, uint32_t *frag, uint64_t *nonce)
 {
 	const struct cfg_hostport *root = &px->cfg.peers[0];
-	struct box_eps *eps = calloc(1, sizeof(*eps));
-	char buf[WK_LINEBUF], name[96];
 	uint8_t rank0_nonce[WK_GATHER_NONCE];
-	uint32_t len = 0, frag = 0;
-	uint64_t nonce = 0;
-	int fd = -1, rc;
+	int fd, rc;
 
-	if (!eps)
-		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
-	wk_peer_name(px, 0, name, sizeof(name));
 	while ((fd = wk_tcp_to(root->ip_be, root->port)) < 0 && wk_now() < deadline)
 		usleep(20000); /* rank 0 is not listening yet */
 	if (fd < 0) {
 		px->gone[0] = true; /* a second pbox_shrink() goes on without it */
-		rc = wk_err(PBOX_ETIMEDOUT,
-			    "pbox_start: cannot reach %s within %.1f s ([tuning] deadline): %s",
-			    name, (double)px->cfg.tuning.deadline_us / 1e6, strerror(errno));
-		goto out;
+		return wk_err(PBOX_ETIMEDOUT,
+			      "pbox_start: cannot reach %s within %.1f s ([tuning] deadline): %s",
+			      name, (double)px->cfg.tuning.deadline_us / 1e6, strerror(errno));
 	}
 	px->peer_fd[0] = fd;
-	rc = wk_nonce_wait(fd, buf, &len, sizeof(buf), rank0_nonce, deadline);
-	if (rc != 1) {
-		rc = wk_err(
-			rc ? PBOX_EPEER : PBOX_ETIMEDOUT, "pbox_start: %s %s", name,
-			rc ? "did not greet the bootstrap connection with a NONCE (not rank 0, or "
-			     "another libpbox)"
-			   : "sent no NONCE within [tuning] deadline");
-		goto out;
+	*len = 0;
+	eps->n = 0;
+	rc = wk_nonce_wait(fd, buf, len, WK_LINEBUF, rank0_nonce, deadline);
+	if (rc == -1)
+		return BOOT_CLOSED;
+	if (rc != 1)
+		return wk_err(rc ? PBOX_EPEER : PBOX_ETIMEDOUT, "pbox_start: %s %s", name,
+			      rc ? "did not greet the bootstrap connection with a NONCE (not rank "
+				   "0, or another libpbox)"
+				 : "sent no NONCE within [tuning] deadline");
+	if (send_hello(px, fd, rank0_nonce))
+		return BOOT_CLOSED;
+	return read_verdict(px, fd, buf, len, name, deadline, eps, frag, nonce);
+}
+
+/* Every other rank's side. */
+static int boot_rank(struct pbox *px, uint64_t deadline)
+{
+	struct box_eps *eps = calloc(1, sizeof(*eps));
+	char buf[WK_LINEBUF], name[96];
+	uint32_t len = 0, frag = 0;
+	uint64_t nonce = 0;
+	int rc;
+
+	if (!eps)
+		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
+	wk_peer_name(px, 0, name, sizeof(name));
+	while ((rc = hello_rank0(px, deadline, name, buf, &len, eps, &frag, &nonce)) ==
+	       BOOT_CLOSED) {
+		close(px->peer_fd[0]);
+		px->peer_fd[0] = -1;
+		if (wk_now() >= deadline) {
+			rc = wk_err(PBOX_EPEER,
+				    "pbox_start: %s closed the bootstrap connection before its "
+				    "verdict, again until [tuning] deadline",
+				    name);
+			goto out;
+		}
+		wk_log(px, CFG_LOG_WARNING,
+		       "bootstrap: %s closed our connection before its verdict (our HELLO was "
+		       "not whole in time: a slow or lossy link?); connecting again",
+		       name);
+		usleep(100000);
 	}
-	if (send_hello(px, fd, rank0_nonce)) {
-		rc = wk_err(PBOX_EPEER, "pbox_start: %s closed the bootstrap connection", name);
-		goto out;
-	}
-	rc = read_verdict(px, fd, buf, &len, name, deadline, eps, &frag, &nonce);
 	if (rc)
 		goto out;
 	wk_set_key(px, nonce);

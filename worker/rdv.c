@@ -454,59 +454,103 @@ static int read_peers(struct pbox *px, int fd, char *buf, uint32_t *len, size_t 
 	return PBOX_OK;
 }
 
-static int rdv_rank(struct pbox *px, uint64_t deadline)
+/* The rendezvous closed our connection before its answer: its door drops
+ * a connection whose JOIN is not whole within WK_GATHER_NS (a lossy link's
+ * retransmissions can take that long): join again. */
+#define RDV_CLOSED 1
+
+/* Rank 0's answer on @fd: JOINED (the token opened with @pk, @sk, into
+ * @token; the job into @job) and the PEER list. PBOX_OK, RDV_CLOSED, or a
+ * failure (wk_err() says why). */
+static int read_joined(struct pbox *px, int fd, char *buf, uint32_t *len, size_t cap,
+		       const uint8_t *pk, const uint8_t *sk, uint64_t deadline, uint32_t *job,
+		       uint64_t *token)
 {
 	const struct cfg_hostport *at = &px->cfg.rendezvous.address;
-	uint8_t pk[crypto_box_PUBLICKEYBYTES], sk[crypto_box_SECRETKEYBYTES], sealed[SEALED_LEN];
-	uint8_t nonce[WK_GATHER_NONCE];
-	char buf[RP_LINE_MAX * 4], line[RP_LINE_MAX], ip[INET_ADDRSTRLEN],
-		pk_hex[sizeof(pk) * 2 + 1], err[160];
+	char line[RP_LINE_MAX], err[160];
+	uint8_t sealed[SEALED_LEN];
 	struct rp_msg m;
-	uint32_t len = 0;
-	uint64_t token;
-	int fd = -1, rc;
+	int rc = wk_line_wait(fd, buf, len, (uint32_t)cap, line, sizeof(line), deadline);
 
-	crypto_box_keypair(pk, sk);
-	hex(pk, sizeof(pk), pk_hex);
+	if (rc < 0)
+		return RDV_CLOSED;
+	if (rc == 1 && rp_parse(line, &m, err, sizeof(err)) == 0 && m.verb == RP_ERR) {
+		rc = m.err.code < PBOX_ENODEV || m.err.code > PBOX_EINVAL ? PBOX_EPEER : m.err.code;
+		return wk_err(rc, "pbox_start: the rendezvous says: %s", m.err.why);
+	}
+	if (rc != 1 || m.verb != RP_JOINED || strlen(m.joined.token) != 2 * SEALED_LEN ||
+	    unhex(m.joined.token, sealed, sizeof(sealed)) ||
+	    crypto_box_seal_open((uint8_t *)token, sealed, sizeof(sealed), pk, sk)) {
+		char ip[INET_ADDRSTRLEN];
+
+		return wk_err(rc == 0 ? PBOX_ETIMEDOUT : PBOX_ENET,
+			      "pbox_start: the rendezvous at %s:%u %s", wk_ipstr(at->ip_be, ip),
+			      at->port,
+			      rc == 0 ? "did not answer before the deadline (are all ranks up?)"
+				      : "answered with something else than JOINED");
+	}
+	*job = m.joined.job;
+	return read_peers(px, fd, buf, len, cap, deadline);
+}
+
+/* One try at the rendezvous: connect, its NONCE, our JOIN, its answer.
+ * PBOX_OK, RDV_CLOSED, or a failure. */
+static int join_once(struct pbox *px, const uint8_t *pk, const uint8_t *sk, const char *pk_hex,
+		     uint64_t deadline, uint32_t *job, uint64_t *token)
+{
+	const struct cfg_hostport *at = &px->cfg.rendezvous.address;
+	uint8_t nonce[WK_GATHER_NONCE];
+	char buf[RP_LINE_MAX * 4], ip[INET_ADDRSTRLEN];
+	uint32_t len = 0;
+	int fd, rc;
+
 	while ((fd = wk_tcp_to(at->ip_be, at->port)) < 0 && wk_now() < deadline)
 		usleep(50000); /* rank 0 may not listen yet */
 	if (fd < 0)
 		return wk_err(PBOX_ETIMEDOUT, "pbox_start: no rendezvous at %s:%u: %s",
 			      wk_ipstr(at->ip_be, ip), at->port, strerror(errno));
 	rc = wk_nonce_wait(fd, buf, &len, sizeof(buf), nonce, deadline);
-	if (rc != 1) {
+	if (rc == -1)
+		rc = RDV_CLOSED;
+	else if (rc != 1)
 		rc = wk_err(rc ? PBOX_ENET : PBOX_ETIMEDOUT,
 			    "pbox_start: the rendezvous at %s:%u %s", wk_ipstr(at->ip_be, ip),
 			    at->port,
 			    rc ? "did not greet us with a NONCE (not rank 0, or another libpbox)"
 			       : "sent no NONCE before the deadline");
-		goto out;
-	}
-	rc = send_join(px, fd, nonce, pk_hex);
-	if (rc)
-		goto out;
-	rc = wk_line_wait(fd, buf, &len, sizeof(buf), line, sizeof(line), deadline);
-	if (rc == 1 && rp_parse(line, &m, err, sizeof(err)) == 0 && m.verb == RP_ERR) {
-		rc = m.err.code < PBOX_ENODEV || m.err.code > PBOX_EINVAL ? PBOX_EPEER : m.err.code;
-		rc = wk_err(rc, "pbox_start: the rendezvous says: %s", m.err.why);
-		goto out;
-	}
-	if (rc != 1 || m.verb != RP_JOINED || strlen(m.joined.token) != 2 * SEALED_LEN ||
-	    unhex(m.joined.token, sealed, sizeof(sealed)) ||
-	    crypto_box_seal_open((uint8_t *)&token, sealed, sizeof(sealed), pk, sk)) {
-		rc = wk_err(rc == 0 ? PBOX_ETIMEDOUT : PBOX_ENET,
-			    "pbox_start: the rendezvous at %s:%u %s", wk_ipstr(at->ip_be, ip),
-			    at->port,
-			    rc == 0 ? "did not answer before the deadline (are all ranks up?)"
-				    : "answered with something else than JOINED");
-		goto out;
-	}
-	rc = read_peers(px, fd, buf, &len, sizeof(buf), deadline);
-	if (rc == PBOX_OK)
-		set_job(px, m.joined.job, token);
-out:
-	sodium_memzero(sk, sizeof(sk));
+	else if ((rc = send_join(px, fd, nonce, pk_hex)) == PBOX_OK)
+		rc = read_joined(px, fd, buf, &len, sizeof(buf), pk, sk, deadline, job, token);
+	else if (rc == PBOX_ENET)
+		rc = RDV_CLOSED;
 	close(fd);
+	return rc;
+}
+
+static int rdv_rank(struct pbox *px, uint64_t deadline)
+{
+	uint8_t pk[crypto_box_PUBLICKEYBYTES], sk[crypto_box_SECRETKEYBYTES];
+	char pk_hex[sizeof(pk) * 2 + 1];
+	uint64_t token = 0;
+	uint32_t job = 0;
+	int rc;
+
+	crypto_box_keypair(pk, sk);
+	hex(pk, sizeof(pk), pk_hex);
+	while ((rc = join_once(px, pk, sk, pk_hex, deadline, &job, &token)) == RDV_CLOSED) {
+		if (wk_now() >= deadline) {
+			rc = wk_err(PBOX_ENET,
+				    "pbox_start: the rendezvous closed our connection before its "
+				    "answer, again until [tuning] deadline");
+			break;
+		}
+		wk_log(px, CFG_LOG_WARNING,
+		       "rendezvous: rank 0 closed our connection before its answer (our JOIN "
+		       "was not whole in time: a slow or lossy link?); joining again");
+		usleep(100000);
+	}
+	if (rc == PBOX_OK)
+		set_job(px, job, token);
+	sodium_memzero(sk, sizeof(sk));
 	return rc;
 }
 
