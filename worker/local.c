@@ -801,15 +801,14 @@ int wk_local_push_pull(struct pbox *px, uint64_t key, const void *in, void *out,
 		}
 		return rc;
 	}
-	t->kind = true;
-	t->dev = dev;
+	if (!t->kind) { /* the first word: its kind for good (the thread reads it then) */
+		t->kind = true;
+		t->dev = dev;
+	}
 	op->lt = t;
 	t->busy = op;
 	op->round = t->round++;
-	if (lc->q_tail)
-		lc->q_tail->next = op;
-	else
-		lc->q = op;
+	*(lc->q_tail ? &lc->q_tail->next : &lc->q) = op;
 	lc->q_tail = op;
 	pthread_mutex_unlock(&px->mu);
 	wk_engine_kick(px);
