@@ -724,6 +724,12 @@ int nic_ctl_send(int fd, const char *line)
 
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd p = {.fd = fd, .events = POLLOUT};
+
+			poll(&p, 1, 100); /* a non-blocking socket: until it takes more */
+			continue;
+		}
 		if (w <= 0)
 			return -1;
 		off += (size_t)w;

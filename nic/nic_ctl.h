@@ -170,7 +170,8 @@ uint64_t nic_ctl_now(void); /* ns, CLOCK_MONOTONIC */
 /* Connect to @ip_be:@port by @deadline: the descriptor (close-on-exec,
  * TCP_NODELAY), or -1 with errno set. */
 int nic_ctl_connect(uint32_t ip_be, uint16_t port, uint64_t deadline);
-/* @line and a newline, whole: 0 or -1. */
+/* @line and a newline, whole (a non-blocking socket is waited on until it
+ * takes them): 0 or -1. */
 int nic_ctl_send(int fd, const char *line);
 /* One line (without its newline) into @out: 1, or 0 at the deadline, -1
  * when the box closed the connection or the line is longer than @cap.

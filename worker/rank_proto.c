@@ -7,14 +7,12 @@
 #include "rank_proto.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
+#include "nic_ctl.h"
 #include "nic_wire.h"
 
 struct rp_field {
@@ -141,29 +139,11 @@ int rp_format(char *buf, size_t cap, const struct rp_msg *m)
 
 int rp_send_text(int fd, const char *line)
 {
-	char buf[RP_LINE_MAX];
-	size_t off = 0, n = strlen(line);
+	size_t n = strlen(line);
 
-	if (n + 1 > sizeof(buf) || memchr(line, '\n', n))
+	if (n + 1 > RP_LINE_MAX || memchr(line, '\n', n))
 		return -1;
-	memcpy(buf, line, n);
-	buf[n++] = '\n';
-	while (off < n) {
-		ssize_t w = send(fd, buf + off, n - off, MSG_NOSIGNAL);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			struct pollfd p = {.fd = fd, .events = POLLOUT};
-
-			poll(&p, 1, 100);
-			continue;
-		}
-		if (w <= 0)
-			return -1;
-		off += (size_t)w;
-	}
-	return 0;
+	return nic_ctl_send(fd, line);
 }
 
 int rp_send(int fd, const struct rp_msg *m)
