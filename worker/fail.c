@@ -16,8 +16,7 @@
 #include "pbox_int.h"
 
 const struct wk_fail_kind wk_fail_kinds[WK_FK_COUNT] = {
-#define WK_FK_ROW(k, c, g, v, t, r)                                                                \
-	[WK_FK_##k] = {.name = #k, .code = c, .gone = g, .verb = v, .told = t, .resumable = r},
+#define WK_FK_ROW(k, c, g, v, t) [WK_FK_##k] = {.code = c, .gone = g, .verb = v, .told = t},
 	WK_FAIL_KINDS(WK_FK_ROW)
 #undef WK_FK_ROW
 };

@@ -155,40 +155,40 @@ struct wk_call {
  *
  * Each kind is a row: its code (0: the raiser's), what it says is gone
  * (a rank, a box, or this rank leaving), the line that tells the other
- * ranks (FAIL; LEAVE; LOST or MISMATCH, which tell as they are raised),
- * and whether pbox_shrink() may go on from it.
+ * ranks (FAIL; LEAVE; LOST or MISMATCH, which tell as they are raised).
+ * Whether pbox_shrink() may go on is not a kind's: it is what the failure
+ * names gone and its code (PBOX_EBOX), the same on every rank, also on
+ * those that only heard of it (HEARD carries the origin's code).
  */
 enum wk_fstate { WK_FS_RUNNING, WK_FS_FAILED, WK_FS_TOLD };
 enum wk_gone { WK_GONE_NONE, WK_GONE_RANK, WK_GONE_BOX, WK_GONE_SELF };
 
 #define WK_FAIL_KINDS(X)                                                                           \
-	/* kind       code            gone          told by     told  resumable */                 \
-	X(LOCAL, 0, WK_GONE_NONE, RP_FAIL, false, false) /* this rank's own (memory, socket) */    \
-	X(TIMEOUT, PBOX_ETIMEDOUT, WK_GONE_NONE, RP_FAIL, false, false) /* [tuning] deadline */    \
-	X(PROTOCOL, PBOX_EPEER, WK_GONE_NONE, RP_FAIL, false, false)	/* a rank broke it */      \
-	X(REFUSED, 0, WK_GONE_NONE, RP_FAIL, false, false) /* a service refused our pushes */      \
-	X(HEARD, 0, WK_GONE_NONE, RP_FAIL, false, false)   /* FAIL from a rank (rank 0 relays) */  \
-	X(RANK_LOST, PBOX_EPEER, WK_GONE_RANK, RP_LOST, true, true) /* rank 0 says LOST */         \
-	X(SILENT, PBOX_EPEER, WK_GONE_RANK, RP_FAIL, false, true)   /* rank 0 fell silent */       \
-	X(LEAVE, PBOX_EPEER, WK_GONE_SELF, RP_LEAVE, false, true)   /* this rank leaves */         \
-	X(BOX_LOST, PBOX_EBOX, WK_GONE_BOX, RP_FAIL, false, true)   /* a box went away */          \
-	X(MISMATCH, PBOX_EMISMATCH, WK_GONE_NONE, RP_MISMATCH, true, false) /* ranks disagree */   \
-	X(ABORTED, PBOX_EFAILED, WK_GONE_NONE, RP_FAIL, true, false) /* pbox_abort(): untold */
+	/* kind       code            gone          told by     told */                            \
+	X(LOCAL, 0, WK_GONE_NONE, RP_FAIL, false) /* this rank's own (memory, socket) */           \
+	X(TIMEOUT, PBOX_ETIMEDOUT, WK_GONE_NONE, RP_FAIL, false) /* [tuning] deadline */           \
+	X(PROTOCOL, PBOX_EPEER, WK_GONE_NONE, RP_FAIL, false)	 /* a rank broke it */             \
+	X(REFUSED, 0, WK_GONE_NONE, RP_FAIL, false) /* a service refused our pushes */             \
+	X(HEARD, 0, WK_GONE_NONE, RP_FAIL, false)   /* FAIL from a rank (rank 0 relays) */         \
+	X(RANK_LOST, PBOX_EPEER, WK_GONE_RANK, RP_LOST, true)	     /* rank 0 says LOST */        \
+	X(SILENT, PBOX_EPEER, WK_GONE_RANK, RP_FAIL, false)	     /* rank 0 fell silent */      \
+	X(LEAVE, PBOX_EPEER, WK_GONE_SELF, RP_LEAVE, false)	     /* this rank leaves */        \
+	X(BOX_LOST, PBOX_EBOX, WK_GONE_BOX, RP_FAIL, false)	     /* a box went away */         \
+	X(MISMATCH, PBOX_EMISMATCH, WK_GONE_NONE, RP_MISMATCH, true) /* ranks disagree */          \
+	X(ABORTED, PBOX_EFAILED, WK_GONE_NONE, RP_FAIL, true)	     /* pbox_abort(): untold */
 
 enum wk_fkind {
-#define WK_FK_ENUM(k, code, gone, verb, told, resumable) WK_FK_##k,
+#define WK_FK_ENUM(k, code, gone, verb, told) WK_FK_##k,
 	WK_FAIL_KINDS(WK_FK_ENUM)
 #undef WK_FK_ENUM
 		WK_FK_COUNT
 };
 
 struct wk_fail_kind {
-	const char *name;
 	int code;	   /* 0: the raiser's */
 	enum wk_gone gone; /* what @who names */
 	enum rp_verb verb; /* how the others hear it */
 	bool told;	   /* raising it is the telling */
-	bool resumable;	   /* pbox_shrink() goes on from it */
 };
 extern const struct wk_fail_kind wk_fail_kinds[WK_FK_COUNT];
 
