@@ -71,6 +71,13 @@ int wk_verdict_send(int fd, int code, const bool *gone, uint32_t n, const char *
 	return RP_SEND(fd, ERR, err, .code = code, .gone = list, .why = text);
 }
 
+int wk_verdict_of(const struct rp_err *e, bool *gone, uint32_t n)
+{
+	if (rp_ranks_parse(e->gone, gone, n))
+		return PBOX_EPEER;
+	return e->code < PBOX_ENODEV || e->code > PBOX_EINVAL ? PBOX_EPEER : e->code;
+}
+
 int wk_verdict_parse(char *line, int *code, bool *gone, uint32_t n, const char **text)
 {
 	char err[160];
@@ -78,8 +85,7 @@ int wk_verdict_parse(char *line, int *code, bool *gone, uint32_t n, const char *
 
 	if (rp_expect(line, RP_ERR, &m, err, sizeof(err)) || rp_ranks_parse(m.err.gone, NULL, 0))
 		return -1;
-	*code = m.err.code < PBOX_ENODEV || m.err.code > PBOX_EINVAL ? PBOX_EPEER : m.err.code;
-	rp_ranks_parse(m.err.gone, gone, n);
+	*code = wk_verdict_of(&m.err, gone, n);
 	*text = m.err.why;
 	return 0;
 }
@@ -1077,12 +1083,8 @@ static int read_verdict(struct pbox *px, int fd, char *buf, uint32_t *len, const
 	if (rc == 0)
 		return wk_err(PBOX_ETIMEDOUT,
 			      "pbox_start: no word from %s within [tuning] deadline", name);
-	if (rp_parse(line, &m, err, sizeof(err)) == 0 && m.verb == RP_ERR) {
-		rc = m.err.code < PBOX_ENODEV || m.err.code > PBOX_EINVAL ? PBOX_EPEER : m.err.code;
-		if (rp_ranks_parse(m.err.gone, px->gone, px->n))
-			rc = PBOX_EPEER;
-		return wk_err(rc, "pbox_start: %s", m.err.why);
-	}
+	if (rp_parse(line, &m, err, sizeof(err)) == 0 && m.verb == RP_ERR)
+		return wk_err(wk_verdict_of(&m.err, px->gone, px->n), "pbox_start: %s", m.err.why);
 	if (m.verb != RP_GO || m.go.eps > WK_MAX_EPS)
 		return wk_err(PBOX_EPEER, "pbox_start: %s sent %s", name,
 			      err[0] ? err : rp_verb_name(m.verb));
@@ -1092,7 +1094,7 @@ static int read_verdict(struct pbox *px, int fd, char *buf, uint32_t *len, const
 		if (wk_line_wait(fd, buf, len, WK_LINEBUF, line, sizeof(line), deadline) != 1 ||
 		    rp_expect(line, RP_EP, &m, err, sizeof(err)))
 			return wk_err(PBOX_EPEER, "pbox_start: %s sent a bad endpoint list (%s)",
-				      name, line);
+				      name, err[0] ? err : "cut short");
 		eps->ip[eps->n] = m.ep.ip;
 		eps->port[eps->n] = m.ep.port;
 		eps->kbps[eps->n++] = m.ep.kbps;

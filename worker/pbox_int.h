@@ -427,9 +427,13 @@ void wk_secret_key(const char *secret, uint8_t *k);
  * the PBOX_E* code and the ranks that are gone (@gone[r] of @n; NULL or
  * none: "-") as fields, TEXT for people. 0, or -1 when it cannot be sent. */
 int wk_verdict_send(int fd, int code, const bool *gone, uint32_t n, const char *text);
-/* @line as such a verdict: its code in @code (PBOX_EPEER when it is out of
- * range), its gone ranks marked in @gone (of @n), @text at its words. 0;
- * -1 when @line is no verdict. */
+/* The code a verdict @e carries, the same on every rank that reads it
+ * (PBOX_EPEER when it is no PBOX_E* code or its gone list is malformed: a
+ * peer's fault), its gone ranks marked in @gone (of @n; NULL: not wanted). */
+int wk_verdict_of(const struct rp_err *e, bool *gone, uint32_t n);
+/* @line as such a verdict: its code in @code (wk_verdict_of()), its gone
+ * ranks marked in @gone (of @n), @text at its words. 0; -1 when @line is no
+ * verdict. */
 int wk_verdict_parse(char *line, int *code, bool *gone, uint32_t n, const char **text);
 
 /* Rank 0: close every box's control connection (@unregister: say so first). */

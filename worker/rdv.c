@@ -249,11 +249,11 @@ static int take_join(struct pbox *px, struct joiner *j, char *line, const uint8_
 	return 0;
 }
 
-/* Rank 0's door: every JOIN into @j, on its own connection, all gathered at once: one that
- * says nothing holds nobody up. A JOIN that conflicts (another world
- * size, a rank out of range or taken) is refused to its sender and logged
- * (the first in @refused), and the rest wait on for the true rank up to the
- * deadline. PBOX_OK with the ranks in (rank 0 counted) in @got, or a
+/* Rank 0's door: every JOIN into @j, each on its own connection, all
+ * gathered at once: one that says nothing holds nobody up. A JOIN that
+ * conflicts (another world size, a rank out of range or taken) is refused
+ * to its sender and logged (the first in @refused), and the rest wait on
+ * for the true rank up to the deadline. PBOX_OK with the ranks in (rank 0 counted) in @got, or a
  * code (wk_err() says why) when the door did not open. */
 static int door_joins(struct pbox *px, struct joiner *j, uint64_t deadline, uint32_t *got,
 		      char *refused, size_t refused_cap)
@@ -474,10 +474,9 @@ static int read_joined(struct pbox *px, int fd, char *buf, uint32_t *len, size_t
 
 	if (rc < 0)
 		return RDV_CLOSED;
-	if (rc == 1 && rp_parse(line, &m, err, sizeof(err)) == 0 && m.verb == RP_ERR) {
-		rc = m.err.code < PBOX_ENODEV || m.err.code > PBOX_EINVAL ? PBOX_EPEER : m.err.code;
-		return wk_err(rc, "pbox_start: the rendezvous says: %s", m.err.why);
-	}
+	if (rc == 1 && rp_parse(line, &m, err, sizeof(err)) == 0 && m.verb == RP_ERR)
+		return wk_err(wk_verdict_of(&m.err, NULL, 0), "pbox_start: the rendezvous says: %s",
+			      m.err.why);
 	if (rc != 1 || m.verb != RP_JOINED || strlen(m.joined.token) != 2 * SEALED_LEN ||
 	    unhex(m.joined.token, sealed, sizeof(sealed)) ||
 	    crypto_box_seal_open((uint8_t *)token, sealed, sizeof(sealed), pk, sk)) {
