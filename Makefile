@@ -74,8 +74,11 @@ WORKER_SRCS := worker/pbox_worker.c
 # (configuration, SS core, sum kernels, wire code).
 # libpbox links no DPDK (and no CUDA) library: what needs one is a module
 # under $(BUILD)/lib/pbox-3, loaded when a job asks for it (worker/module.c).
-LIBPBOX_SRCS := worker/pbox.c worker/gather.c worker/boot.c worker/grow.c worker/engine.c worker/layout.c worker/units.c worker/tune.c worker/module.c \
-                worker/rdv.c worker/local.c worker/survive.c worker/rank_proto.c worker/fail.c
+# libpbox's files, bottom first: each calls only files before it
+# (tests/lint-layers.sh holds them to this order; worker/README.md says why).
+LIBPBOX_LAYERS := rank_proto layout gather base ranks units module handle resume fail link box \
+                  sched tune grow udp engine submit local boot rdv pbox survive
+LIBPBOX_SRCS := $(patsubst %,worker/%.c,$(LIBPBOX_LAYERS))
 LIBPBOX_CORE := config/cfg.c config/cfg_box.c config/cfg_worker.c appliance/ss/ss.c appliance/ss/sum.c \
                 appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c nic/nic_wire.c \
                 nic/nic_nh.c nic/nic_nh_avx2.c nic/nic_nh_avx512.c nic/nic_ctl.c nic/nic_host.c
@@ -256,7 +259,7 @@ DATA_PATH_SRCS := appliance/box_lcore.c appliance/box_txref.c appliance/ss/ss.c 
                   nic/nic_nh_avx2.c nic/nic_nh_avx512.c
 C_SOURCES = $(shell git ls-files --cached --others --exclude-standard '*.c' '*.h' 2>/dev/null || find . -name '*.[ch]' -not -path './build/*')
 
-lint:
+lint: $(call obj,$(LIBPBOX_SRCS))
 	@echo "lint: cppcheck"
 	@cppcheck --quiet --error-exitcode=1 --enable=warning,style,performance,portability \
 		--std=c11 --inline-suppr --suppress=missingIncludeSystem \
@@ -266,6 +269,8 @@ lint:
 	@! grep -nE 'pthread_(mutex|rwlock|spin)|rte_(spinlock|rwlock|atomic)|__atomic_|_Atomic|stdatomic|__sync_|sem_(wait|post)' $(DATA_PATH_SRCS)
 	@echo "lint: layers (nic/ includes only nic/; the SS core no config/ and no DPDK)"
 	@tests/lint-layers.sh
+	@echo "lint: libpbox's files call only the files below them (LIBPBOX_LAYERS)"
+	@tests/lint-calls.sh $(BUILD)/obj/worker $(LIBPBOX_LAYERS)
 	@echo "lint: libpbox's functions at most 80 lines"
 	@tests/lint-size.sh $(LIBPBOX_SRCS) worker/dpdk.c
 	@echo "lint: clang-format"

@@ -63,198 +63,6 @@
 
 #define LINE_CAP 512
 
-int wk_verdict_send(int fd, int code, const bool *gone, uint32_t n, const char *text)
-{
-	char list[256];
-
-	rp_ranks_format(list, sizeof(list), gone, n);
-	return RP_SEND(fd, ERR, err, .code = code, .gone = list, .why = text);
-}
-
-int wk_verdict_of(const struct rp_err *e, bool *gone, uint32_t n)
-{
-	if (rp_ranks_parse(e->gone, gone, n))
-		return PBOX_EPEER;
-	return e->code < PBOX_ENODEV || e->code > PBOX_EINVAL ? PBOX_EPEER : e->code;
-}
-
-int wk_verdict_parse(char *line, int *code, bool *gone, uint32_t n, const char **text)
-{
-	char err[160];
-	struct rp_msg m;
-
-	if (rp_expect(line, RP_ERR, &m, err, sizeof(err)) || rp_ranks_parse(m.err.gone, NULL, 0))
-		return -1;
-	*code = wk_verdict_of(&m.err, gone, n);
-	*text = m.err.why;
-	return 0;
-}
-
-/* Take one line out of @buf (@*len bytes); 1 when there was one. */
-static int take_line(char *buf, uint32_t *len, char *out, size_t out_cap)
-{
-	char *nl = memchr(buf, '\n', *len);
-	size_t n;
-
-	if (!nl)
-		return 0;
-	n = (size_t)(nl - buf);
-	snprintf(out, out_cap, "%.*s", (int)n, buf);
-	*len -= (uint32_t)(n + 1);
-	memmove(buf, nl + 1, *len);
-	return 1;
-}
-
-int wk_line_poll(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size_t out_cap)
-{
-	ssize_t r;
-
-	if (take_line(buf, len, out, out_cap))
-		return 1;
-	if (*len >= cap) /* a line longer than the buffer: the peer is not speaking our protocol */
-		return -1;
-	r = recv(fd, buf + *len, cap - *len, MSG_DONTWAIT);
-	if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-		return -1;
-	if (r > 0)
-		*len += (uint32_t)r;
-	return take_line(buf, len, out, out_cap);
-}
-
-int wk_line_wait(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size_t out_cap,
-		 uint64_t deadline)
-{
-	for (;;) {
-		int r = wk_line_poll(fd, buf, len, cap, out, out_cap);
-		uint64_t now = wk_now();
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-
-		if (r)
-			return r;
-		if (now >= deadline)
-			return 0;
-		poll(&p, 1, (int)((deadline - now) / 1000000 + 1));
-	}
-}
-
-int wk_nonce_wait(int fd, char *buf, uint32_t *len, uint32_t cap, uint8_t *nonce, uint64_t deadline)
-{
-	char line[64 + 2 * WK_GATHER_NONCE], err[160];
-	int rc = wk_line_wait(fd, buf, len, cap, line, sizeof(line), deadline);
-	struct rp_msg m;
-	size_t got = 0;
-
-	if (rc != 1)
-		return rc;
-	if (rp_expect(line, RP_NONCE, &m, err, sizeof(err)) ||
-	    strlen(m.nonce.nonce) != 2 * WK_GATHER_NONCE ||
-	    sodium_hex2bin(nonce, WK_GATHER_NONCE, m.nonce.nonce, 2 * WK_GATHER_NONCE, NULL, &got,
-			   NULL) ||
-	    got != WK_GATHER_NONCE)
-		return -2;
-	return 1;
-}
-
-static void proof_of(const uint8_t *key, const uint8_t *nonce, const char *line, size_t n,
-		     char hex[2 * crypto_auth_hmacsha256_BYTES + 1])
-{
-	static const char label[] = "pbox proof v1";
-	uint8_t mac[crypto_auth_hmacsha256_BYTES];
-	crypto_auth_hmacsha256_state st;
-
-	crypto_auth_hmacsha256_init(&st, key, WK_PROOF_KEY);
-	crypto_auth_hmacsha256_update(&st, (const uint8_t *)label, sizeof(label));
-	crypto_auth_hmacsha256_update(&st, nonce, WK_GATHER_NONCE);
-	crypto_auth_hmacsha256_update(&st, (const uint8_t *)line, n);
-	crypto_auth_hmacsha256_final(&st, mac);
-	sodium_bin2hex(hex, 2 * sizeof(mac) + 1, mac, sizeof(mac));
-}
-
-void wk_proof_append(const uint8_t *key, const uint8_t *nonce, char *line, size_t cap)
-{
-	char hex[2 * crypto_auth_hmacsha256_BYTES + 1];
-	size_t n = strlen(line);
-
-	proof_of(key, nonce, line, n, hex);
-	snprintf(line + n, cap - n, " proof=%s", hex);
-}
-
-int wk_proof_cut(const uint8_t *key, const uint8_t *nonce, char *line)
-{
-	char want[2 * crypto_auth_hmacsha256_BYTES + 1];
-	char *p = strstr(line, " proof=");
-	size_t n;
-
-	if (!p)
-		return -1;
-	n = (size_t)(p - line);
-	p += 7;
-	proof_of(key, nonce, line, n, want);
-	line[n] = '\0';
-	return strlen(p) == sizeof(want) - 1 && sodium_memcmp(p, want, sizeof(want) - 1) == 0;
-}
-
-int wk_tcp_to(uint32_t ip_be, uint16_t port)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-
-	sa.sin_addr.s_addr = ip_be;
-	if (fd < 0)
-		return -1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
-}
-
-int wk_tcp_listen(uint32_t ip_be, uint16_t port)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-
-	sa.sin_addr.s_addr = ip_be;
-	if (fd < 0)
-		return -1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 128)) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
-}
-
-const char *wk_ipstr(uint32_t ip_be, char *buf)
-{
-	inet_ntop(AF_INET, &ip_be, buf, INET_ADDRSTRLEN);
-	return buf;
-}
-
-void wk_tcp_dead_after(int fd, uint64_t us)
-{
-	int one = 1, s = (int)(us / 3000000), cnt = 2;
-	unsigned ms = (unsigned)(us / 1000);
-
-	if (!us)
-		return;
-	if (s < 1)
-		s = 1;
-	/* idle s, then 2 probes s apart: an answerless host is found in ~3 s */
-	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &s, sizeof(s));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &s, sizeof(s));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
-	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
-}
-
 /* ---- what every rank says about itself ------------------------------------ */
 
 #define HELLO_FIELDS(_)                                                                            \
@@ -532,231 +340,6 @@ static int compare(const struct pbox *px, const struct hello *h, char *msg, size
 	return 0;
 }
 
-/* ---- the box ------------------------------------------------------------- */
-
-struct box_eps {
-	uint32_t n, frag, chunk;
-	uint32_t ip[WK_MAX_EPS];
-	uint16_t port[WK_MAX_EPS];
-	uint64_t kbps[WK_MAX_EPS];
-};
-
-/* Box @b's control connection opened and authenticated into
- * px->box[b].fd: 0, or -1 with @msg. */
-static int box_connect(struct pbox *px, uint32_t b, uint64_t deadline, char *msg, size_t cap)
-{
-	struct wk_box *bx = &px->box[b];
-	const struct cfg_hostport *bc = &bx->addr;
-	char ip[INET_ADDRSTRLEN], err[512];
-	uint8_t key[NIC_KEY_LEN];
-	int rc;
-
-	if (nic_ctl_key_load(px->cfg.box.key_file, key, err, sizeof(err))) {
-		snprintf(msg, cap, "[box] key_file: %.400s", err);
-		return -1;
-	}
-	bx->fd = nic_ctl_connect(bc->ip_be, bc->port, deadline);
-	if (bx->fd >= 0)
-		wk_tcp_dead_after(bx->fd, px->cfg.tuning.heartbeat_us);
-	if (bx->fd < 0) {
-		sodium_memzero(key, sizeof(key));
-		snprintf(msg, cap,
-			 "cannot reach the box's control plane at %s:%u ([box] control): %s",
-			 wk_ipstr(bc->ip_be, ip), bc->port, strerror(errno));
-		return -1;
-	}
-	rc = nic_ctl_auth(bx->fd, key, &bx->sess, deadline, err, sizeof(err));
-	sodium_memzero(key, sizeof(key));
-	if (rc) {
-		snprintf(msg, cap, "the box at %s:%u: %.300s ([box] key_file %.100s)",
-			 wk_ipstr(bc->ip_be, ip), bc->port, err, px->cfg.box.key_file);
-		return -1;
-	}
-	return 0;
-}
-
-/* Box @b's endpoints and geometry, through the control-protocol client,
- * appended to @eps; the connection stays open in px->box[b].fd: the job
- * lives as long as it. */
-static int box_endpoints(struct pbox *px, uint32_t b, struct box_eps *eps, uint64_t deadline,
-			 char *msg, size_t cap)
-{
-	struct wk_box *bx = &px->box[b];
-	const struct cfg_hostport *bc = &bx->addr;
-	struct nic_ctl_ep *got;
-	struct nic_ctl_geometry geo;
-	char ip[INET_ADDRSTRLEN], err[512];
-	int rc = -1;
-
-	if (box_connect(px, b, deadline, msg, cap))
-		return -1;
-	got = calloc(WK_MAX_EPS, sizeof(*got));
-	if (!got) {
-		snprintf(msg, cap, "out of memory");
-		return -1;
-	}
-	wk_ipstr(bc->ip_be, ip);
-	if (nic_ctl_endpoints(bx->fd, got, WK_MAX_EPS, &geo, deadline, err, sizeof(err)))
-		snprintf(msg, cap, "the box at %s:%u: %.400s", ip, bc->port, err);
-	else if (geo.n_eps > WK_MAX_EPS - eps->n)
-		snprintf(msg, cap, "the boxes have more than %d endpoints in all", WK_MAX_EPS);
-	else if (eps->n && geo.chunk != eps->chunk)
-		snprintf(msg, cap, "the box at %s:%u has chunk size %u, the first box %u", ip,
-			 bc->port, geo.chunk, eps->chunk);
-	else
-		rc = 0;
-	if (rc == 0) {
-		bx->ep0 = eps->n;
-		bx->n_eps = geo.n_eps;
-		if (!eps->n || geo.frag < eps->frag) /* the fragment every box takes */
-			eps->frag = geo.frag;
-		eps->chunk = geo.chunk;
-		for (uint32_t e = 0; e < geo.n_eps; e++) {
-			eps->ip[eps->n + e] = got[e].addr.ip_be;
-			eps->port[eps->n + e] = got[e].addr.port;
-			eps->kbps[eps->n + e] = got[e].weight_kbps;
-		}
-		eps->n += geo.n_eps;
-	}
-	free(got);
-	return rc;
-}
-
-/* Rank 0: every box of [box] control, but those pbox_shrink() left out;
- * after a shrink a box that does not answer within [tuning] heartbeat is
- * left out too, with a warning. */
-static int boxes_endpoints(struct pbox *px, struct box_eps *eps, uint64_t deadline, char *msg,
-			   size_t cap)
-{
-	px->n_boxes = 0;
-	for (uint32_t i = 0; i < px->cfg.box.control.n; i++) {
-		struct wk_box *bx = &px->box[px->n_boxes];
-		uint64_t by = deadline;
-
-		*bx = (struct wk_box){.fd = -1, .addr = px->cfg.box.control.hp[i]};
-		if (px->epoch && px->cfg.tuning.heartbeat_us &&
-		    wk_now() + px->cfg.tuning.heartbeat_us * 1000 < by)
-			by = wk_now() + px->cfg.tuning.heartbeat_us * 1000;
-		if (box_endpoints(px, px->n_boxes, eps, by, msg, cap)) {
-			if (bx->fd >= 0)
-				close(bx->fd);
-			bx->fd = -1;
-			if (!px->epoch)
-				return -1;
-			wk_log(px, CFG_LOG_WARNING, "shrink: going on without it: %s", msg);
-			msg[0] = 0;
-			continue;
-		}
-		px->n_boxes++;
-	}
-	return 0;
-}
-
-void wk_boxes_close(struct pbox *px, bool unregister)
-{
-	for (uint32_t b = 0; b < px->n_boxes; b++) {
-		struct wk_box *bx = &px->box[b];
-		char bye[96];
-
-		if (bx->fd < 0)
-			continue;
-		if (unregister && bx->registered &&
-		    nic_ctl_format_unregister(bye, sizeof(bye), &bx->sess, px->job, px->jkey) > 0)
-			nic_ctl_send(bx->fd, bye);
-		close(bx->fd);
-		bx->fd = -1;
-	}
-}
-
-/* Box @bx's part of a segment: its endpoints' chunks. */
-static int box_segment(struct pbox *px, struct wk_box *bx, uint8_t dtype, const uint32_t *base,
-		       const uint32_t *count, uint64_t deadline, char *msg, size_t cap)
-{
-	struct nic_ctl_reg *r = calloc(1, sizeof(*r));
-	struct ss_short *shorts = calloc(NIC_CTL_MAX_SHORTS, sizeof(*shorts));
-	struct nic_ctl_reg_ok ok;
-	const char *verb = bx->registered ? "grow" : "register";
-	char err[512], ip[INET_ADDRSTRLEN];
-	uint32_t e;
-	int rc;
-
-	if (!r || !shorts) {
-		free(r);
-		free(shorts);
-		snprintf(msg, cap, "out of memory");
-		return -1;
-	}
-	*r = (struct nic_ctl_reg){.grow = bx->registered,
-				  .job = px->job,
-				  .mac = px->mac.mode,
-				  .n = px->n,
-				  .dtype = dtype,
-				  .frag = px->frag_size,
-				  .chunk = px->chunk_size,
-				  .n_eps = bx->n_eps};
-	r->n_shorts = 0;
-	for (e = 0; e < px->n; e++) { /* each rank's SS_GPU address is its data address */
-		r->ranks[e].ip_be = px->unit[px->n_eps + e].ip_be;
-		r->ranks[e].port = px->unit[px->n_eps + e].port;
-	}
-	for (e = 0; e < bx->n_eps; e++) {
-		uint32_t k, n, u = bx->ep0 + e;
-
-		r->chunks[e] = count[u];
-		n = wk_unit_shorts(px, u, (uint16_t)e, base[u], count[u], shorts,
-				   NIC_CTL_MAX_SHORTS - r->n_shorts);
-		if (n == UINT32_MAX) {
-			free(r);
-			free(shorts);
-			snprintf(
-				msg, cap,
-				"job %u: more than %u tensors ending mid-chunk on the box at once: "
-				"more than one request can carry",
-				px->job, NIC_CTL_MAX_SHORTS);
-			return -1;
-		}
-		for (k = 0; k < n; k++)
-			r->shorts[r->n_shorts++] = (struct nic_ctl_short){
-				.ep = e, .chunk = shorts[k].chunk, .bytes = shorts[k].bytes};
-	}
-	free(shorts);
-	memcpy(r->key, px->jkey, sizeof(r->key));
-	rc = nic_ctl_register(bx->fd, &bx->sess, r, &ok, deadline, err, sizeof(err));
-	sodium_memzero(r->key, sizeof(r->key));
-	free(r);
-	wk_ipstr(bx->addr.ip_be, ip);
-	if (rc == 0) {
-		bx->registered = true;
-		wk_log(px, CFG_LOG_INFO,
-		       "job %u: %s with the box at %s:%u: %" PRIu64 " bytes of its memory in all",
-		       px->job, verb, ip, bx->addr.port, ok.bytes);
-		return 0;
-	}
-	if (rc > 0)
-		snprintf(msg, cap, "the box at %s:%u refused to %s job %u: %.400s", ip,
-			 bx->addr.port, verb, px->job, err);
-	else
-		snprintf(msg, cap, "%s job %u with the box at %s:%u: %.400s", verb, px->job, ip,
-			 bx->addr.port, err);
-	return -1;
-}
-
-int wk_box_segment(struct pbox *px, uint8_t dtype, const uint32_t *base, const uint32_t *count,
-		   uint64_t deadline, char *msg, size_t cap)
-{
-	for (uint32_t b = 0; b < px->n_boxes; b++) {
-		struct wk_box *bx = &px->box[b];
-		uint32_t chunks = 0;
-
-		for (uint32_t e = 0; e < bx->n_eps; e++)
-			chunks += count[bx->ep0 + e];
-		if (bx->fd >= 0 && chunks &&
-		    box_segment(px, bx, dtype, base, count, deadline, msg, cap))
-			return -1;
-	}
-	return 0;
-}
-
 /* ---- both sides --------------------------------------------------------- */
 
 static int own_frag(const struct pbox *px)
@@ -822,12 +405,6 @@ static uint64_t draw_nonce(void)
 			v = wk_now() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid() << 32;
 	while (v >= UINT64_MAX - 1); /* token_check()'s and hello_key()'s */
 	return v;
-}
-
-void wk_set_key(struct pbox *px, uint64_t nonce)
-{
-	nic_job_key(px->cfg.job.token, px->job, nonce, px->jkey);
-	nic_mac_init(&px->mac, px->cfg.job.mac, px->jkey);
 }
 
 /* A whole HELLO (@m) on @fd into its rank's place: 0; 1 when it disagrees
@@ -979,12 +556,12 @@ static int name_missing(struct pbox *px, uint32_t got, bool *missing, const char
 
 /* The boxes' endpoints into @eps, and the fragment size they allow into
  * @frag: PBOX_OK, or a code with @msg. */
-static int box_geometry(struct pbox *px, struct box_eps *eps, uint32_t *frag, uint64_t deadline,
+static int box_geometry(struct pbox *px, struct wk_box_eps *eps, uint32_t *frag, uint64_t deadline,
 			char *msg, size_t cap)
 {
 	if (!px->cfg.box.control.n)
 		return PBOX_OK;
-	if (boxes_endpoints(px, eps, deadline, msg, cap))
+	if (wk_boxes_endpoints(px, eps, deadline, msg, cap))
 		return PBOX_EBOX;
 	if (eps->n && eps->chunk != px->cfg.tuning.chunk_size) {
 		snprintf(msg, cap,
@@ -1001,7 +578,7 @@ static int box_geometry(struct pbox *px, struct box_eps *eps, uint32_t *frag, ui
 /* Rank 0's verdict to every rank in: ERR @rc @msg, or GO and the box's
  * endpoints. */
 static void send_verdicts(struct pbox *px, int rc, const char *msg, const bool *missing,
-			  const struct box_eps *eps, uint32_t frag, uint64_t nonce)
+			  const struct wk_box_eps *eps, uint32_t frag, uint64_t nonce)
 {
 	for (uint32_t r = 1; r < px->n; r++) {
 		if (px->peer_fd[r] < 0)
@@ -1021,7 +598,7 @@ static void send_verdicts(struct pbox *px, int rc, const char *msg, const bool *
 /* Rank 0's side. */
 static int boot_root(struct pbox *px, uint64_t deadline)
 {
-	struct box_eps *eps = calloc(1, sizeof(*eps));
+	struct wk_box_eps *eps = calloc(1, sizeof(*eps));
 	bool *missing = calloc(px->n, sizeof(bool)); /* ranks that never reached us */
 	char msg[WK_ERR_LEN] = "", refused[WK_ERR_LEN / 2] = "";
 	uint32_t got = 0, frag = (uint32_t)own_frag(px);
@@ -1069,7 +646,7 @@ out:
  * 0's ERR, its code the same on every rank and the ranks it names gone
  * for a second shrink; BOOT_CLOSED; or what went wrong (set by wk_err()). */
 static int read_verdict(struct pbox *px, int fd, char *buf, uint32_t *len, const char *name,
-			uint64_t deadline, struct box_eps *eps, uint32_t *frag, uint64_t *nonce)
+			uint64_t deadline, struct wk_box_eps *eps, uint32_t *frag, uint64_t *nonce)
 {
 	char line[RP_LINE_MAX], err[160] = "";
 	struct rp_msg m;
@@ -1110,7 +687,7 @@ static int read_verdict(struct pbox *px, int fd, char *buf, uint32_t *len, const
 /* One try at rank 0's door: connect, its NONCE, our HELLO, its verdict
  * (into @buf, @eps, @frag, @nonce). PBOX_OK, BOOT_CLOSED, or a failure. */
 static int hello_rank0(struct pbox *px, uint64_t deadline, const char *name, char *buf,
-		       uint32_t *len, struct box_eps *eps, uint32_t *frag, uint64_t *nonce)
+		       uint32_t *len, struct wk_box_eps *eps, uint32_t *frag, uint64_t *nonce)
 {
 	const struct cfg_hostport *root = &px->cfg.peers[0];
 	uint8_t rank0_nonce[WK_GATHER_NONCE];
@@ -1143,7 +720,7 @@ static int hello_rank0(struct pbox *px, uint64_t deadline, const char *name, cha
 /* Every other rank's side. */
 static int boot_rank(struct pbox *px, uint64_t deadline)
 {
-	struct box_eps *eps = calloc(1, sizeof(*eps));
+	struct wk_box_eps *eps = calloc(1, sizeof(*eps));
 	char buf[WK_LINEBUF], name[96];
 	uint32_t len = 0, frag = 0;
 	uint64_t nonce = 0;
@@ -1235,4 +812,59 @@ int wk_boot(struct pbox *px)
 		if (px->peer_fd[r] >= 0)
 			fcntl(px->peer_fd[r], F_SETFL, fcntl(px->peer_fd[r], F_GETFL) | O_NONBLOCK);
 	return rc;
+}
+
+/* Everything of one incarnation of the job: its connections, transport,
+ * layout and engine state (the engine stopped); the tensors stay. */
+void wk_free_net(struct pbox *px)
+{
+	uint32_t u, i;
+
+	for (i = 0; px->peer_fd && i < px->n; i++)
+		if (px->peer_fd[i] >= 0)
+			close(px->peer_fd[i]);
+	for (i = 0; px->peer_buf && i < px->n; i++)
+		free(px->peer_buf[i]);
+	wk_boxes_close(px, false);
+	if (px->udp >= 0)
+		close(px->udp);
+	if (px->tp && px->tp->close)
+		px->tp->close(px->tp_st);
+	px->tp_st = NULL;
+	if (px->efd >= 0)
+		close(px->efd);
+	for (u = 0; px->unit && u < px->n_units; u++) {
+		free(px->unit[u].global);
+		free(px->unit[u].sent.g);
+		free(px->unit[u].sent.stamp);
+	}
+	for (i = 0; i < WK_LEVELS; i++) {
+		free(px->es.ring[i].g);
+		free(px->es.ring[i].stamp);
+	}
+	free(px->es.local.g);
+	free(px->es.local.stamp);
+	free(px->peer_fd);
+	free(px->peer_buf);
+	free(px->peer_len);
+	free(px->peer_bye);
+	free(px->peer_heard);
+	free(px->gone);
+	px->gone = NULL;
+	free(px->unit);
+	free(px->chunk_unit);
+	free(px->chunk_local);
+	free(px->es.frag);
+	while (px->es.ssj) {
+		struct ss_job *next = px->es.ssj->next;
+
+		free(px->es.ssj);
+		px->es.ssj = next;
+	}
+	free(px->es.heap);
+	free(px->es.hash_unit);
+	free(px->ss_pub);
+	free(px->newt);
+	free(px->ag);
+	free(px->es.eng);
 }

@@ -33,89 +33,7 @@
 #include "nic_ctl.h"
 #include "pbox_int.h"
 
-/*
- * UDP GSO: consecutive datagrams to one destination leave in one send, the
- * kernel (or the NIC) cutting it at the first datagram's size; only the
- * last may be shorter. UDP's 64 KiB bound comes first: 7 fragments of 8 KiB.
- */
-#define WK_GSO_MAX   16
-#define WK_GSO_BYTES 65507u /* IPv4's largest UDP payload */
-#define WK_RX_GRO    65536u /* a receive buffer when GRO may coalesce */
-#define WK_RX_DRAIN  64	    /* receive batches taken before timers are judged */
-
-struct eng {
-	/* transmit batch: entries of one or more datagrams (GSO), each
-	 * datagram two iovecs (header, payload) */
-	struct mmsghdr tmm[WK_BATCH];
-	struct iovec tiov[WK_BATCH][2 * WK_GSO_MAX];
-	struct sockaddr_in to[WK_BATCH];
-	union {
-		char buf[CMSG_SPACE(sizeof(uint16_t))];
-		struct cmsghdr align;
-	} tcm[WK_BATCH];
-	uint16_t seg[WK_BATCH]; /* the entry's first datagram size */
-	uint8_t nseg[WK_BATCH];
-	bool open[WK_BATCH]; /* its last datagram is full size: more may follow */
-	uint8_t thdr[WK_BATCH * WK_GSO_MAX][PBOX_HDR_LEN + 2];
-	unsigned tn, nh; /* entries, header slots used */
-	bool gso;
-	/* receive batch */
-	struct mmsghdr rmm[WK_BATCH];
-	struct iovec riov[WK_BATCH];
-	struct sockaddr_in from[WK_BATCH];
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} rcm[WK_BATCH];
-	uint8_t *rbuf;
-	size_t rsize;
-};
-
-/* ---- failure ---------------------------------------------------------- */
-
-/* Complete @op (under mu). */
-static void op_complete_locked(struct pbox *px, struct pbox_handle *op, int status, const char *msg)
-{
-	op->status = status;
-	if (msg)
-		snprintf(op->msg, sizeof(op->msg), "%s", msg);
-	op->done = true;
-	if (op->t->busy == op)
-		op->t->busy = NULL;
-	if (status == PBOX_OK)
-		px->es.st.ops++;
-	wk_local_kick(px); /* the leader's pieces: the machine's ranks wait on them */
-}
-
-/* Fail every op in flight or queued (under mu). */
-static void fail_all_locked(struct pbox *px, int status, const char *msg)
-{
-	for (uint32_t i = 0; i < px->n_t; i++)
-		if (px->t[i]->busy && !px->t[i]->busy->done)
-			op_complete_locked(px, px->t[i]->busy, status, msg);
-	px->subq = px->subq_tail = NULL;
-	pthread_cond_broadcast(&px->cv);
-}
-
-/* The engine thread's own: set as it starts. */
-static _Thread_local bool on_engine;
-
-bool wk_on_engine(void)
-{
-	return on_engine;
-}
-
-void wk_engine_fail_ops(struct pbox *px)
-{
-	pthread_mutex_lock(&px->mu);
-	fail_all_locked(px, px->fail, px->fail_msg);
-	pthread_mutex_unlock(&px->mu);
-	px->es.heap_n = 0;
-	px->es.over = NULL;
-	px->es.credit_used = 0;
-	px->es.active = NULL;
-	px->es.eng_failed = true;
-}
+#define WK_RX_DRAIN 64 /* receive batches taken before timers are judged */
 
 /* ---- FIFOs of sent fragments ------------------------------------------- */
 
@@ -165,193 +83,7 @@ static struct wk_frag *ring_head(struct pbox *px, struct wk_ring *r, uint32_t *g
 	return NULL;
 }
 
-/* ---- the priority heap of partitions ------------------------------------ */
-
-/* (priority, key) is one total order on every rank (the ranks agree on
- * both); seq orders the partitions of one push-pull, and push-pulls of one
- * key in turn. */
-static bool part_before(const struct wk_part *a, const struct wk_part *b)
-{
-	uint64_t ka = a->op->t->key, kb = b->op->t->key;
-
-	return a->prio < b->prio ||
-	       (a->prio == b->prio && (ka < kb || (ka == kb && a->seq < b->seq)));
-}
-
-static int heap_push(struct pbox *px, struct wk_part *p)
-{
-	uint32_t i;
-
-	if (px->es.heap_n == px->es.heap_cap) {
-		uint32_t cap = px->es.heap_cap ? px->es.heap_cap * 2 : 256;
-		struct wk_part **h = realloc(px->es.heap, cap * sizeof(*h));
-
-		if (!h)
-			return -1;
-		px->es.heap = h;
-		px->es.heap_cap = cap;
-	}
-	i = px->es.heap_n++;
-	while (i && part_before(p, px->es.heap[(i - 1) / 2])) {
-		px->es.heap[i] = px->es.heap[(i - 1) / 2];
-		i = (i - 1) / 2;
-	}
-	px->es.heap[i] = p;
-	return 0;
-}
-
-/* The top leaves the heap (all of it sent): it no longer goes out beyond
- * the credit either. */
-static void heap_pop(struct pbox *px)
-{
-	struct wk_part *last = px->es.heap[--px->es.heap_n];
-	uint32_t i = 0;
-
-	if (px->es.over == px->es.heap[0])
-		px->es.over = NULL;
-	for (;;) {
-		uint32_t l = 2 * i + 1, m = l;
-
-		if (l >= px->es.heap_n)
-			break;
-		if (l + 1 < px->es.heap_n && part_before(px->es.heap[l + 1], px->es.heap[l]))
-			m = l + 1;
-		if (!part_before(px->es.heap[m], last))
-			break;
-		px->es.heap[i] = px->es.heap[m];
-		i = m;
-	}
-	if (px->es.heap_n)
-		px->es.heap[i] = last;
-}
-
 /* ---- transmit -------------------------------------------------------------- */
-
-/* Whether @err is one peer not there (yet): the datagram is lost, and
- * recovered later like any other. */
-static bool peer_absent(int err)
-{
-	return err == ECONNREFUSED || err == EHOSTUNREACH || err == ENETUNREACH;
-}
-
-/* Whether a send failed with @err only for want of room now: then it has
- * waited (up to a millisecond) for the socket to drain, and may try again. */
-static bool tx_wait_room(const struct pbox *px, int err)
-{
-	struct pollfd p = {.fd = px->udp, .events = POLLOUT};
-
-	if (err != EINTR && err != EAGAIN && err != ENOBUFS)
-		return false;
-	poll(&p, 1, 1);
-	return true;
-}
-
-/* The kernel refused GSO (a device without checksum offload, an old
- * kernel): entry @i goes as single datagrams, and GSO stays off. */
-static int tx_split(struct pbox *px, struct eng *e, unsigned i)
-{
-	if (e->gso)
-		wk_log(px, CFG_LOG_INFO, "UDP GSO refused (%s): sending datagrams one by one",
-		       strerror(errno));
-	e->gso = false;
-	for (unsigned d = 0; d < e->nseg[i]; d++) {
-		struct msghdr m = {.msg_name = &e->to[i],
-				   .msg_namelen = sizeof(e->to[i]),
-				   .msg_iov = &e->tiov[i][2 * d],
-				   .msg_iovlen = 2};
-
-		while (sendmsg(px->udp, &m, 0) < 0 && !peer_absent(errno))
-			if (!tx_wait_room(px, errno))
-				return -1;
-	}
-	return 0;
-}
-
-/* UDP: what tx queued, in one sendmmsg (GSO runs as one message each). */
-static void udp_flush(void *st, void *eng)
-{
-	struct pbox *px = st;
-	struct eng *e = eng;
-	unsigned s = 0;
-
-	for (unsigned i = 0; i < e->tn; i++) {
-		struct msghdr *m = &e->tmm[i].msg_hdr;
-
-		m->msg_iovlen = 2 * (size_t)e->nseg[i];
-		m->msg_control = NULL;
-		m->msg_controllen = 0;
-		if (e->nseg[i] > 1) {
-			struct cmsghdr *c;
-
-			m->msg_control = e->tcm[i].buf;
-			m->msg_controllen = sizeof(e->tcm[i].buf);
-			c = CMSG_FIRSTHDR(m);
-			c->cmsg_level = SOL_UDP;
-			c->cmsg_type = UDP_SEGMENT;
-			c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-			memcpy(CMSG_DATA(c), &e->seg[i], sizeof(uint16_t));
-			px->es.st.tx_gso += e->nseg[i];
-		}
-	}
-	while (s < e->tn) {
-		int w = sendmmsg(px->udp, e->tmm + s, e->tn - s, 0);
-
-		if (w < 0) {
-			if (tx_wait_room(px, errno))
-				continue;
-			if (peer_absent(errno)) {
-				s++;
-				continue;
-			}
-			if (e->nseg[s] > 1 && (errno == EIO || errno == EINVAL) &&
-			    tx_split(px, e, s) == 0) {
-				px->es.st.tx_gso -= e->nseg[s];
-				s++;
-				continue;
-			}
-			wk_raise(px, WK_FK_LOCAL, PBOX_ENET, 0, "sending on UDP port %u: %s",
-				 px->cfg.data.port, strerror(errno));
-			break;
-		}
-		s += (unsigned)w;
-	}
-	e->tn = e->nh = 0;
-}
-
-/*
- * UDP: queue one datagram: header @h, then @len bytes at @payload; joined
- * to the previous entry when GSO can carry both and @gso allows it: to
- * peers' sockets only. A box port may be a virtual device that takes a GSO
- * frame whole (af_packet on a veth) where a NIC would have cut it.
- */
-static void udp_tx(void *st, void *eng, uint32_t ip_be, uint16_t port, const struct pbox_hdr *h,
-		   const void *payload, uint16_t len, bool gso)
-{
-	struct pbox *px = st;
-	struct eng *e = eng;
-	uint16_t dlen = (uint16_t)(PBOX_HDR_LEN + len);
-	unsigned i = e->tn - 1, d;
-
-	if (!(gso && e->gso && e->tn && e->open[i] && dlen <= e->seg[i] &&
-	      e->nseg[i] < WK_GSO_MAX && (e->nseg[i] + 1u) * e->seg[i] <= WK_GSO_BYTES &&
-	      e->to[i].sin_addr.s_addr == ip_be && e->to[i].sin_port == htons(port))) {
-		if (e->tn == WK_BATCH)
-			udp_flush(px, e);
-		i = e->tn++;
-		e->to[i] = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(port)};
-		e->to[i].sin_addr.s_addr = ip_be;
-		e->tmm[i].msg_hdr = (struct msghdr){.msg_name = &e->to[i],
-						    .msg_namelen = sizeof(e->to[i]),
-						    .msg_iov = e->tiov[i]};
-		e->seg[i] = dlen;
-		e->nseg[i] = 0;
-	}
-	d = e->nseg[i]++;
-	e->open[i] = gso && dlen == e->seg[i];
-	nic_wire_put_hdr(e->thdr[e->nh], h);
-	e->tiov[i][2 * d] = (struct iovec){e->thdr[e->nh++], PBOX_HDR_LEN};
-	e->tiov[i][2 * d + 1] = (struct iovec){(void *)(uintptr_t)payload, len};
-}
 
 static void tx_flush(struct pbox *px, struct eng *e)
 {
@@ -385,9 +117,7 @@ static void tx_reply(struct pbox *px, struct eng *e, const struct nic_addr *to,
 	r.op = op;
 	r.flags = 0;
 	r.len = op == PBOX_OP_ERROR ? 2 : 0;
-	if (e->tn == WK_BATCH) /* tx_add must not flush: the code sits in its slot */
-		tx_flush(px, e);
-	slot = e->thdr[e->nh] + PBOX_HDR_LEN;
+	slot = wk_udp_slot(px, e); /* tx_add must not flush: the code sits in its slot */
 	nic_put16(slot, code);
 	r.mac = nic_mac_of(&px->mac, &r, slot);
 	tx_add(px, e, to->ip_be, to->port, &r, slot, r.len, true);
@@ -502,7 +232,8 @@ static void frag_done(struct pbox *px, uint32_t g)
 		return;
 	bytes = op->t->bytes;
 	pthread_mutex_lock(&px->mu);
-	op_complete_locked(px, op, PBOX_OK, NULL); /* its waiter may free it from here */
+	px->es.st.ops++;
+	wk_op_complete_locked(px, op, PBOX_OK, NULL); /* its waiter may free it from here */
 	stats_locked(px);
 	pthread_cond_broadcast(&px->cv);
 	pthread_mutex_unlock(&px->mu);
@@ -779,44 +510,6 @@ static void fail_local(struct pbox *px, uint32_t g, uint64_t now)
 
 /* ---- the loop's steps ----------------------------------------------------- */
 
-/* A push-pull of a laid-out tensor: its partitions into the heap. */
-void wk_engine_take(struct pbox *px, struct pbox_handle *op)
-{
-	const struct wk_tensor *t = op->t;
-	uint64_t part_bytes = px->es.part_bytes;
-	uint32_t g, g0 = t->chunk0 * px->fpc, g1 = g0 + t->n_chunks * px->fpc;
-
-	op->n_parts = (uint32_t)((t->bytes + part_bytes - 1) / part_bytes);
-	op->parts = calloc(op->n_parts, sizeof(*op->parts));
-	if (!op->parts) {
-		wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0, "tensor key %" PRIu64 ": out of memory",
-			 t->key);
-		return;
-	}
-	for (uint32_t p = 0; p < op->n_parts; p++) {
-		uint64_t c0 = (uint64_t)p * part_bytes / px->chunk_size,
-			 c1 = c0 + part_bytes / px->chunk_size;
-
-		if (c1 > t->n_chunks)
-			c1 = t->n_chunks;
-		op->parts[p] = (struct wk_part){.op = op,
-						.g = g0 + (uint32_t)c0 * px->fpc,
-						.g_end = g0 + (uint32_t)c1 * px->fpc,
-						.prio = t->prio};
-	}
-	op->left = t->n_frags;
-	for (g = g0; g < g1; g++) {
-		px->es.frag[g].state = WK_IDLE;
-		px->es.frag[g].op = op;
-	}
-	for (uint32_t p = 0; p < op->n_parts; p++) {
-		op->parts[p].seq = px->es.seq++;
-		if (heap_push(px, &op->parts[p]))
-			wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0,
-				 "out of memory for the scheduler");
-	}
-}
-
 /* New push-pulls: into the heap, or parked until their tensor is agreed. */
 static void take_new(struct pbox *px)
 {
@@ -830,7 +523,7 @@ static void take_new(struct pbox *px)
 		struct pbox_handle *next = op->next;
 
 		if (op->t->ready)
-			wk_engine_take(px, op);
+			wk_sched_take(px, op);
 		else
 			op->t->parked = op;
 		op = next;
@@ -854,7 +547,7 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
 
 		if (g == p->g_end || !px->es.frag[g].len) { /* only a tail chunk's empty frags */
 			p->g = p->g_end;
-			heap_pop(px);
+			wk_heap_pop(px);
 			continue;
 		}
 		/* Leave the heap before the last send: a push to our own SS_GPU can
@@ -862,7 +555,7 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
 		while (++p->g < p->g_end && !px->es.frag[p->g].len)
 			;
 		if (p->g == p->g_end)
-			heap_pop(px);
+			wk_heap_pop(px);
 		f = &px->es.frag[g];
 		f->state = WK_INFLIGHT;
 		f->tries = 1;
@@ -1261,76 +954,6 @@ static void on_datagram(void *ctx, void *arg, const uint8_t *b, size_t len,
 		on_result(px, e, &h, b + PBOX_HDR_LEN, from, now);
 }
 
-/* The size GRO cut a coalesced message at, or 0. */
-static size_t gro_size(struct msghdr *m)
-{
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c))
-		if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
-			int v;
-
-			memcpy(&v, CMSG_DATA(c), sizeof(v));
-			return v > 0 ? (size_t)v : 0;
-		}
-	return 0;
-}
-
-/* UDP: a batch of datagrams (GRO-coalesced runs cut apart) to @fn. */
-static int udp_rx(void *st, wk_dgram_fn *fn, void *eng, uint64_t now)
-{
-	struct pbox *px = st;
-	struct eng *e = eng;
-	int n, i;
-
-	for (i = 0; i < WK_BATCH; i++) {
-		e->riov[i] = (struct iovec){e->rbuf + (size_t)i * e->rsize, e->rsize};
-		e->rmm[i].msg_hdr =
-			(struct msghdr){.msg_name = &e->from[i],
-					.msg_namelen = sizeof(e->from[i]),
-					.msg_iov = &e->riov[i],
-					.msg_iovlen = 1,
-					.msg_control = px->gro ? e->rcm[i].buf : NULL,
-					.msg_controllen = px->gro ? sizeof(e->rcm[i].buf) : 0};
-	}
-	n = recvmmsg(px->udp, e->rmm, WK_BATCH, MSG_DONTWAIT, NULL);
-	if (n <= 0)
-		return 0;
-	for (i = 0; i < n; i++) {
-		const uint8_t *b = e->riov[i].iov_base;
-		size_t len = e->rmm[i].msg_len, seg = px->gro ? gro_size(&e->rmm[i].msg_hdr) : 0;
-
-		if (e->rmm[i].msg_hdr.msg_flags & MSG_TRUNC) {
-			px->es.st.rx_pkts++;
-			continue;
-		}
-		if (!seg || seg >= len) {
-			fn(px, e, b, len, &e->from[i], now);
-			continue;
-		}
-		/* coalesced by GRO: datagrams of @seg bytes, the last maybe shorter */
-		for (size_t off = 0; off < len; off += seg) {
-			px->es.st.rx_gro++;
-			fn(px, e, b + off, len - off < seg ? len - off : seg, &e->from[i], now);
-		}
-	}
-	return n;
-}
-
-static void udp_describe(const void *st, char *buf, size_t cap)
-{
-	const struct pbox *px = st;
-
-	snprintf(buf, cap, "udp%s",
-		 px->cfg.transport.gso ? (px->gro ? ", GSO and GRO" : ", GSO") : "");
-}
-
-const struct wk_transport wk_udp_transport = {
-	.tx = udp_tx,
-	.flush = udp_flush,
-	.rx = udp_rx,
-	.describe = udp_describe,
-	.gso = true,
-};
-
 static int receive(struct pbox *px, struct eng *e, uint64_t now)
 {
 	return px->tp->rx(px->tp_st, on_datagram, e, now);
@@ -1686,7 +1309,7 @@ static void *engine(void *arg)
 	struct pbox *px = arg;
 	struct eng *e = px->es.eng;
 
-	on_engine = true;
+	wk_mark_engine_thread();
 
 	for (;;) {
 		uint64_t now = px->es.now_ns = wk_now();
@@ -1698,14 +1321,14 @@ static void *engine(void *arg)
 		ab = px->aborting || px->aborted;
 		pthread_mutex_unlock(&px->mu);
 		if (px->fail && !px->es.eng_failed) /* raised on another thread */
-			wk_engine_fail_ops(px);
+			wk_fail_ops(px);
 		if (ab) /* pbox_shrink() or pbox_abort(): it ends here, no BYE */
 			break;
 		if (fin && !px->fail) {
 			/* whatever is still in flight ends here */
 			pthread_mutex_lock(&px->mu);
-			fail_all_locked(px, PBOX_EFAILED,
-					"pbox_finalize() was called while it was in flight");
+			wk_fail_all_locked(px, PBOX_EFAILED,
+					   "pbox_finalize() was called while it was in flight");
 			pthread_mutex_unlock(&px->mu);
 			px->es.heap_n = 0;
 			px->es.over = NULL;
@@ -1761,32 +1384,6 @@ static void *engine(void *arg)
 	return NULL;
 }
 
-/* The credit, the window under it, and the timeout's floor: the
- * configured timeout, or the time to drain the credit at the rate we pace
- * at, whichever is longer: the results of a whole credit can be queued
- * ahead of a fragment's on our link (and, without pacing, its pushes too:
- * twice that). Sooner, a fragment is only queued, not lost. */
-static void set_credit(struct pbox *px, uint64_t credit)
-{
-	uint64_t drain = (uint64_t)((double)credit * (px->cfg.tuning.pacing ? 8e6 : 16e6) /
-				    (double)px->es.pace_kbps);
-
-	px->es.credit = px->es.cwnd = px->es.ssthresh = credit;
-	px->es.rto_min_ns = px->cfg.tuning.retransmit_us * 1000;
-	if (drain > px->es.rto_min_ns)
-		px->es.rto_min_ns = drain;
-	if (px->es.rto_ns < px->es.rto_min_ns)
-		px->es.rto_ns = px->es.rto_min_ns;
-}
-
-void wk_tune_apply(struct pbox *px, unsigned phase, uint64_t v)
-{
-	if (phase == WK_TUNE_CREDIT)
-		set_credit(px, v);
-	else
-		px->es.part_bytes = v; /* for push-pulls taken from now on */
-}
-
 /*
  * The progress thread, at real-time priority when [tuning] priority asks.
  * It paces our sends to the microsecond: a thread kept off the CPU for a
@@ -1826,31 +1423,24 @@ static int start_thread(struct pbox *px)
 
 int wk_engine_start(struct pbox *px)
 {
-	struct eng *e = calloc(1, sizeof(*e));
+	struct eng *e = wk_udp_batch_new(px);
 	int rc;
 
-	if (!e)
-		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	px->es.eng = e;
-	e->gso = px->cfg.transport.gso && px->tp->gso;
-	e->rsize = px->gro ? WK_RX_GRO : PBOX_HDR_LEN + px->frag_size + 64;
-	e->rbuf = malloc(e->rsize * WK_BATCH);
 	px->ss_pub = calloc(px->n_units, sizeof(*px->ss_pub));
 	px->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!e->rbuf || !px->ss_pub || px->efd < 0) {
-		free(e->rbuf);
-		free(e);
+	if (!e || !px->ss_pub || px->efd < 0) {
+		wk_udp_batch_free(e);
 		px->es.eng = NULL;
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	}
 	if (px->tp->ready && px->tp->ready(px->tp_st, 3000000000ull)) {
-		free(e->rbuf);
-		free(e);
+		wk_udp_batch_free(e);
 		px->es.eng = NULL;
 		return PBOX_ENOMEM;
 	}
 	px->es.part_bytes = px->cfg.tuning.partition_size;
-	set_credit(px, px->cfg.tuning.credit_bytes); /* and the timeout, at its floor */
+	wk_set_credit(px, px->cfg.tuning.credit_bytes); /* and the timeout, at its floor */
 	px->es.deadline_ns = px->cfg.tuning.deadline_us * 1000;
 	/* a burst: 64 KiB of link time or half a millisecond, the longer (the
 	 * thread cannot count on waking up more precisely than that) */
@@ -1870,8 +1460,7 @@ int wk_engine_start(struct pbox *px)
 		pthread_mutex_lock(&px->mu);
 		px->eng_live = false;
 		pthread_mutex_unlock(&px->mu);
-		free(e->rbuf);
-		free(e);
+		wk_udp_batch_free(e);
 		px->es.eng = NULL;
 		return rc;
 	}
@@ -1888,10 +1477,8 @@ void wk_engine_join(struct pbox *px)
 	px->eng_live = false;
 	pthread_mutex_unlock(&px->mu);
 	if (px->fail && !px->es.eng_failed) /* raised as it stopped: its ops fail here */
-		wk_engine_fail_ops(px);
+		wk_fail_ops(px);
 	px->thr_started = false;
-	if (e)
-		free(e->rbuf);
-	free(e);
+	wk_udp_batch_free(e);
 	px->es.eng = NULL;
 }

@@ -63,7 +63,7 @@ void wk_raise(struct pbox *px, enum wk_fkind kind, int code, uint32_t who, const
 	if (engine_runs)
 		wk_engine_kick(px); /* it fails its own ops */
 	else
-		wk_engine_fail_ops(px);
+		wk_fail_ops(px);
 	wk_local_kick(px);
 }
 

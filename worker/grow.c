@@ -160,7 +160,7 @@ static void apply(struct pbox *px, uint32_t a, uint32_t b)
 			struct pbox_handle *op = ts[i]->parked;
 
 			ts[i]->parked = NULL;
-			wk_engine_take(px, op);
+			wk_sched_take(px, op);
 		}
 	free(ts);
 }

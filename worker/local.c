@@ -45,6 +45,7 @@
  * Host memory in that path carries only what goes on the network.
  */
 #include "pbox_int.h"
+#include "local.h"
 #include "cuda/stage.h"
 #include "sum.h"
 
@@ -146,64 +147,6 @@ struct wk_ltensor {
 	void **ev;	       /* [i]: piece i's copy or sum in flight */
 	void *ev_in;	       /* the others: the copy of the input into dbuf */
 };
-
-struct wk_local {
-	uint32_t world_rank, world_n, machines, machine, local_rank, local_size;
-	uint32_t *leader_of; /* machine -> the world rank of its leader */
-	uint32_t *ranks;     /* local rank -> world rank */
-	uint32_t *mach_of;   /* world rank -> its machine */
-	struct cfg_hostport *world_peers;
-	int lfd, efd;
-	int *fd;	/* leader: [j] local rank j's connection; others: [0] the leader's */
-	bool *bye;	/* leader: [j] said BYE (written under mu) */
-	uint32_t n_bye; /* leader, under mu: how many */
-	/* pbox_rejoin(): the others say REJOIN once they called it, with nothing
-	 * in flight; the leader renews the machine only once all have, so that
-	 * no rank still finishing its last step sees its push-pulls failed */
-	bool *rejoin;	   /* leader, under mu: [j] said REJOIN in this incarnation */
-	uint32_t n_rejoin; /* leader, under mu: how many */
-	bool rejoin_say;   /* the others, under mu: the thread is to say REJOIN */
-	pid_t *pid;	   /* leader: [j] its process */
-	bool stop;	   /* under mu: finalizing */
-	bool told;	   /* the failure passed on */
-	pthread_t thr;
-	bool thr_started;
-	bool aborted;		    /* the thread's: pbox_abort() was called */
-	struct pbox_layout_info li; /* the others: the leader's layout */
-	/* tensors by key (under mu) */
-	struct wk_ltensor **t;
-	uint32_t n_t, cap_t;
-	/* push-pulls: queued by the API (under mu), then the thread's own */
-	struct pbox_handle *q, *q_tail;
-	struct pbox_handle **act;
-	uint32_t n_act, cap_act;
-	float *acc; /* fp32 accumulator of one piece (fp16, bf16) */
-	const struct sum_ops *ops;
-	uint64_t piece_bytes;
-	uint32_t n_dev; /* ops in act on CUDA memory: the thread polls their events */
-	/*
-	 * Renewal (pbox_shrink(), pbox_rejoin()): the leader renews its network
-	 * job, then its thread renumbers the world without the machines gone,
-	 * starts the tensors' rounds over and tells the others (GONE, then
-	 * RENEW, or FAIL with LMF_RENEW); their threads do the same on RENEW.
-	 * A machine is one failure domain: one that lost a rank leaves the job.
-	 */
-	uint32_t epoch;	 /* local thread; messages carry it */
-	bool left;	 /* under mu: this machine left the job (or lost its leader) */
-	bool renew_req;	 /* under mu, leader: its thread is to renew (below) */
-	int renew_rc;	 /* under mu: the renewal's result (the others: as told) */
-	bool renew_got;	 /* under mu, the others: a renewal was told (RENEW or FAIL) */
-	bool resumed;	 /* under mu, the others: pbox_shrink() took it; tell again */
-	bool quiet;	 /* under mu: its thread failed every op of the failure */
-	uint32_t *gone;	 /* the machines gone (before the renewal's numbers) */
-	uint32_t n_gone; /* under mu with gone */
-	char renew_msg[WK_ERR_LEN];
-};
-
-static bool leader(const struct wk_local *lc)
-{
-	return lc->local_rank == 0;
-}
 
 static uint64_t local_piece_key(uint64_t key, uint32_t i)
 {
@@ -334,94 +277,13 @@ static ssize_t msg_wait(int fd, struct lmsg *m, int *memfd, uint64_t deadline)
 
 /* ---- the plan: which ranks share a machine ------------------------------- */
 
-static bool groups(const struct pbox *px, uint32_t ip_be)
+/* The leader's layout, told to its machine's ranks (READY, RENEW): the
+ * network job's, in the world's numbers. */
+static int leader_layout(const struct pbox *px, struct pbox_layout_info *o)
 {
-	unsigned mode = px->cfg.worker.local_aggregation;
-
-	if (mode == WRK_LOCAL_OFF)
-		return false;
-	return mode == WRK_LOCAL_ON || (ntohl(ip_be) >> 24) != 127;
-}
-
-int wk_local_plan(struct pbox *px)
-{
-	uint32_t n = px->n, r, q, m = 0, *mach;
-	struct wk_local *lc;
-	bool any = false;
-
-	mach = malloc(n * sizeof(*mach));
-	if (!mach)
-		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
-	for (r = 0; r < n; r++) {
-		mach[r] = UINT32_MAX;
-		for (q = 0; q < r && groups(px, px->cfg.peers[r].ip_be); q++)
-			if (px->cfg.peers[q].ip_be == px->cfg.peers[r].ip_be) {
-				mach[r] = mach[q];
-				any = true;
-				break;
-			}
-		if (mach[r] == UINT32_MAX)
-			mach[r] = m++;
-	}
-	if (!any) { /* a machine per rank: nothing to aggregate locally */
-		free(mach);
-		return PBOX_OK;
-	}
-	lc = calloc(1, sizeof(*lc));
-	if (lc) {
-		lc->leader_of = calloc(m, sizeof(uint32_t));
-		lc->ranks = calloc(n, sizeof(uint32_t));
-		lc->gone = calloc(m, sizeof(uint32_t));
-		lc->world_peers = malloc(n * sizeof(*lc->world_peers));
-	}
-	if (!lc || !lc->leader_of || !lc->ranks || !lc->world_peers || !lc->gone) {
-		if (lc) {
-			free(lc->leader_of);
-			free(lc->ranks);
-			free(lc->world_peers);
-			free(lc->gone);
-		}
-		free(lc);
-		free(mach);
-		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
-	}
-	lc->world_rank = px->rank;
-	lc->world_n = n;
-	lc->machines = m;
-	lc->machine = mach[px->rank];
-	lc->lfd = lc->efd = -1;
-	memcpy(lc->world_peers, px->cfg.peers, n * sizeof(*lc->world_peers));
-	for (r = n; r-- > 0;)
-		lc->leader_of[mach[r]] = r;
-	for (r = 0; r < n; r++)
-		if (mach[r] == lc->machine) {
-			if (r == px->rank)
-				lc->local_rank = lc->local_size;
-			lc->ranks[lc->local_size++] = r;
-		}
-	lc->mach_of = mach;
-	lc->piece_bytes = px->cfg.tuning.partition_size;
-	lc->ops = sum_ops_best();
-	px->loc = lc;
-	if (leader(lc)) { /* the network job is the machines' leaders */
-		for (q = 0; q < m; q++)
-			px->cfg.peers[q] = lc->world_peers[lc->leader_of[q]];
-		px->n = px->cfg.worker.world_size = m;
-		px->rank = px->cfg.worker.rank = lc->machine;
-	}
-	wk_log(px, CFG_LOG_INFO,
-	       "rank %u: %u ranks on %u machines; this machine has %u (local rank %u%s)",
-	       lc->world_rank, n, m, lc->local_size, lc->local_rank,
-	       leader(lc) ? ", its leader" : "");
-	return PBOX_OK;
-}
-
-uint32_t wk_local_world_rank(const struct pbox *px, uint32_t rank)
-{
-	const struct wk_local *lc = px->loc;
-
-	/* a leader's network ranks are machines; the others have none */
-	return lc && leader(lc) && rank < lc->machines ? lc->leader_of[rank] : rank;
+	memset(o, 0, sizeof(*o));
+	wk_net_layout(px, o);
+	return wk_local_layout(px, o);
 }
 
 /* ---- tensors ------------------------------------------------------------ */
@@ -673,21 +535,6 @@ static const char *mem_kind(bool dev)
 }
 
 /* ---- the API side ------------------------------------------------------- */
-
-static void kick(const struct wk_local *lc)
-{
-	uint64_t one = 1;
-
-	if (lc->efd >= 0 && write(lc->efd, &one, sizeof(one)) < 0) {
-		/* saturated: the thread is awake anyway */
-	}
-}
-
-void wk_local_kick(const struct pbox *px)
-{
-	if (px->loc)
-		kick(px->loc);
-}
 
 int wk_local_declare(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
 		     enum pbox_dtype dtype, int prio)
@@ -1042,7 +889,7 @@ static void leader_renew(struct pbox *px)
 	if (rc == PBOX_OK) {
 		lc->epoch++;
 		lc->told = false;
-		rc = pbox_layout(px, &m.u.ready);
+		rc = leader_layout(px, &m.u.ready);
 		m.epoch = lc->epoch;
 		for (uint32_t j = 1; rc == PBOX_OK && j < lc->local_size; j++)
 			if (lc->fd[j] >= 0)
@@ -2254,7 +2101,7 @@ int wk_local_ready(struct pbox *px, int rc)
 	struct lmsg m = {.type = LM_READY};
 
 	if (rc == PBOX_OK && leader(lc)) {
-		rc = pbox_layout(px, &m.u.ready);
+		rc = leader_layout(px, &m.u.ready);
 		if (rc == PBOX_OK)
 			for (uint32_t j = 1; j < lc->local_size; j++)
 				if (msg_send(lc->fd[j], &m, LM_SHORT + sizeof(m.u.ready), -1))
@@ -2327,11 +2174,6 @@ void wk_local_free(struct pbox *px)
 	free(lc->world_peers);
 	free(lc);
 	px->loc = NULL;
-}
-
-bool wk_local_led(const struct pbox *px)
-{
-	return px->loc && !leader(px->loc);
 }
 
 int wk_local_layout(const struct pbox *px, struct pbox_layout_info *o)

@@ -238,6 +238,14 @@ struct wk_frag {
 	struct pbox_handle *op;
 };
 
+/* A box's endpoints, as its control plane lists them (box.c). */
+struct wk_box_eps {
+	uint32_t n, frag, chunk;
+	uint32_t ip[WK_MAX_EPS];
+	uint16_t port[WK_MAX_EPS];
+	uint64_t kbps[WK_MAX_EPS];
+};
+
 struct pbox {
 	struct wrk_cfg cfg;
 	enum { WK_PH_NEW, WK_PH_STARTED, WK_PH_DONE } phase;
@@ -292,8 +300,12 @@ struct pbox {
 	void *cuda;	    /* the CUDA module's stager, from the first CUDA push-pull */
 	uint32_t cuda_jobs; /* under mu: its push-pulls not yet answered (pbox_test/wait) */
 	const struct wk_cuda_ops *cuda_ops; /* worker/cuda/stage.h */
-	pthread_mutex_t cuda_mu;	    /* loading the module */
-	bool cuda_failed;		    /* it did not load, or found no GPU: */
+	/* the stager's push-pulls: pbox.c's wk_submit() (through local
+	 * aggregation where it is on), set by pbox_init() */
+	int (*cuda_submit)(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+			   enum pbox_dtype dtype, struct pbox_handle **opp);
+	pthread_mutex_t cuda_mu; /* loading the module */
+	bool cuda_failed;	 /* it did not load, or found no GPU: */
 	char cuda_why[WK_ERR_LEN];
 	const struct wk_transport *tp; /* the transport's operations (transport.h) */
 	void *tp_st;		       /* and its state: the context itself with UDP */
@@ -376,10 +388,117 @@ struct pbox {
 	} es;
 };
 
-/* The job fails (fail.c): kind @kind, its code @code where the kind has
- * none, @who the rank or box it names gone (or, HEARD, the rank that saw
- * it first), the message. The first failure holds; the push-pulls fail
- * with it (the engine's by the engine). Any thread. */
+/*
+ * The functions each file offers the others, by file, bottom first: a file
+ * calls only the files above it in this list (the Makefile's
+ * LIBPBOX_LAYERS; tests/lint-layers.sh fails on a call the other way).
+ * rank_proto.h, layout.h and gather.h are the three files below base.c.
+ */
+
+/* ---- base.c: what every file may call ------------------------------------ */
+
+/* The message of the calling thread's last failure; returns @code. */
+int wk_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+uint64_t wk_now(void);
+/* @ip_be as a.b.c.d in @buf (INET_ADDRSTRLEN bytes). */
+const char *wk_ipstr(uint32_t ip_be, char *buf);
+/* Wait (no lock held) until @ok holds under mu, each change of state
+ * broadcast on cv, or until @deadline; whether it held. */
+bool wk_wait_cond(struct pbox *px, bool (*ok)(const struct pbox *), uint64_t deadline);
+/* wakes the engine (new tensors declared); nothing before the start */
+void wk_engine_kick(const struct pbox *px);
+/* Whether the calling thread is an engine's; the engine's thread says so
+ * as it starts. */
+bool wk_on_engine(void);
+void wk_mark_engine_thread(void);
+
+/* ---- ranks.c: who is who --------------------------------------------------- */
+
+void wk_log(const struct pbox *px, unsigned level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* "rank W (a.b.c.d:port)" of network rank @rank, W its world rank. */
+const char *wk_peer_name(const struct pbox *px, uint32_t rank, char *buf, size_t cap);
+/* The world rank of network rank @rank. */
+uint32_t wk_local_world_rank(const struct pbox *px, uint32_t rank);
+/*
+ * Local aggregation's plan: after the rendezvous, the ranks grouped by
+ * machine (a leader then takes the network job's rank and world of
+ * machines); px->loc stays NULL with a machine per rank.
+ */
+int wk_local_plan(struct pbox *px);
+/* Whether this rank leaves the network to its machine's leader. */
+bool wk_local_led(const struct pbox *px);
+/* wakes local.c's thread: an op of the network job completed, a failure */
+void wk_local_kick(const struct pbox *px);
+
+/* ---- units.c: the summation services a rank addresses ---------------------- */
+
+/* The summation services from the box's endpoints (or none), no chunks yet. */
+int wk_layout_init(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_t *ep_ip,
+		   const uint16_t *ep_port, const uint64_t *ep_kbps);
+/*
+ * Lay out @n tensors, all of one dtype, after those laid out before: their
+ * chunks follow the job's, each unit's new chunks follow its earlier ones
+ * (unit u's are its [base[u], base[u] + count[u])), and this rank's SS_GPU
+ * gets a segment for its own. Every rank calls it with the same tensors in
+ * the same order, and gets the same layout.
+ */
+int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint32_t *base,
+		  uint32_t *count);
+/* The short chunks (a tensor's last) among unit @u's [from, from + n), as
+ * endpoint @ep of an SS would list them (counted from @from): their
+ * number, or UINT32_MAX when more than @max. */
+struct ss_short;
+uint32_t wk_unit_shorts(const struct pbox *px, uint32_t u, uint16_t ep, uint32_t from, uint32_t n,
+			struct ss_short *out, uint32_t max);
+/* The unit whose address is @ip_be:@port, or UINT32_MAX. */
+uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port);
+
+/*
+ * ---- module.c: what a job may need and most hosts lack, loaded only when
+ * asked for, so that libpbox itself links no DPDK and no CUDA library. A
+ * module lives in the directory "pbox-<major>" beside libpbox (or
+ * $PBOX_MODULE_DIR); it sees no libpbox structure, only a versioned table
+ * (transport.h's struct wk_tp_env, cuda/stage.h's host table).
+ */
+/* The environment a transport module gets for context @px. */
+void wk_tp_env_init(struct pbox *px, struct wk_tp_env *env);
+/* The entry @sym of module @name ("dpdk", "cuda"), loaded on first use;
+ * NULL with the error set for API function @fn (what is missing, and where
+ * it was looked for). */
+void *wk_module_sym(const char *fn, const char *name, const char *sym);
+
+/* ---- handle.c: push-pull handles completed ---------------------------------- */
+
+/* Complete @op with @status (under mu). */
+void wk_op_complete_locked(struct pbox *px, struct pbox_handle *op, int status, const char *msg);
+/* Fail every op in flight or queued (under mu). */
+void wk_fail_all_locked(struct pbox *px, int status, const char *msg);
+/* Fail every push-pull the engine holds or was given (engine thread, or
+ * no engine; takes mu), and drop its schedule. */
+void wk_fail_ops(struct pbox *px);
+
+/* ---- resume.c: what the box's loss interrupted ------------------------------ */
+
+/* Record the push-pulls in flight as the box is lost (under mu, before
+ * they fail); drop every record. */
+void wk_resume_capture(struct pbox *px);
+void wk_resume_free(struct pbox *px);
+/* pbox_push_pull() of a key pbox_shrink() resumes: the buffer made into this
+ * rank's part of the resumed round (@in becomes @out); PBOX_EINVAL when the
+ * buffers are not those of the push-pull interrupted. */
+int wk_resume_apply(struct pbox *px, uint64_t key, uint64_t count, int dtype, const void **in,
+		    void *out);
+/* @v (@width words) appended to the growing array @run of @n (room @cap);
+ * 0, or -1 out of memory. */
+int wk_run_add(uint64_t **run, uint32_t *n, uint32_t *cap, unsigned width, const uint64_t *v);
+
+/* ---- fail.c: the failure machine -------------------------------------------- */
+
+/* The job fails: kind @kind, its code @code where the kind has none, @who
+ * the rank or box it names gone (or, HEARD, the rank that saw it first),
+ * the message. The first failure holds; the push-pulls fail with it (the
+ * engine's by the engine). Any thread. */
 void wk_raise(struct pbox *px, enum wk_fkind kind, int code, uint32_t who, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 /* A new incarnation: RUNNING again, nothing gone (under mu or alone). */
@@ -387,17 +506,14 @@ void wk_fail_reset(struct pbox *px);
 /* The engine told the other ranks: TOLD. */
 void wk_fail_told(struct pbox *px);
 
-/* The message of the calling thread's last failure. */
-int wk_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void wk_log(const struct pbox *px, unsigned level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-uint64_t wk_now(void);
+/* ---- link.c: the ranks' TCP links ------------------------------------------- */
 
-/* boot.c: bootstrap (pbox_start's first half), the control lines later. */
-int wk_boot(struct pbox *px);
 /* A line from @fd before @deadline (ns): 1, 0 the deadline passed, -1 closed. */
 int wk_line_wait(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size_t out_cap,
 		 uint64_t deadline);
+/* Next complete line of @fd's buffer, non-blocking: 1 a line in @out, 0 none
+ * yet, -1 the connection closed. */
+int wk_line_poll(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size_t out_cap);
 /* A TCP connection to @ip_be:@port (no delay), or -1 with errno. */
 int wk_tcp_to(uint32_t ip_be, uint16_t port);
 /* A TCP listener on @ip_be:@port (address reuse), or -1 with errno. */
@@ -405,8 +521,6 @@ int wk_tcp_listen(uint32_t ip_be, uint16_t port);
 /* A connection whose peer host does not answer for @us (keepalive probes,
  * a user timeout) errors with ETIMEDOUT; 0: the kernel's defaults. */
 void wk_tcp_dead_after(int fd, uint64_t us);
-/* @ip_be as a.b.c.d in @buf (INET_ADDRSTRLEN bytes). */
-const char *wk_ipstr(uint32_t ip_be, char *buf);
 /* Proving a secret to rank 0 on a rendezvous or bootstrap connection:
  * rank 0 greets each connection with "NONCE <hex>" (gather.h), and the
  * first line the rank sends ends in " proof=<hex>", HMAC-SHA-256 under a
@@ -421,8 +535,6 @@ int wk_nonce_wait(int fd, char *buf, uint32_t *len, uint32_t cap, uint8_t *nonce
 		  uint64_t deadline);
 void wk_proof_append(const uint8_t *key, const uint8_t *nonce, char *line, size_t cap);
 int wk_proof_cut(const uint8_t *key, const uint8_t *nonce, char *line);
-/* rdv.c: the key JOINs prove [rendezvous] secret @secret with (BLAKE2b). */
-void wk_secret_key(const char *secret, uint8_t *k);
 /* Rank 0's verdict to a rank that will not start: "ERR code=C gone=R,R... TEXT",
  * the PBOX_E* code and the ranks that are gone (@gone[r] of @n; NULL or
  * none: "-") as fields, TEXT for people. 0, or -1 when it cannot be sent. */
@@ -435,106 +547,100 @@ int wk_verdict_of(const struct rp_err *e, bool *gone, uint32_t n);
  * ranks marked in @gone (of @n), @text at its words. 0; -1 when @line is no
  * verdict. */
 int wk_verdict_parse(char *line, int *code, bool *gone, uint32_t n, const char **text);
-
-/* Rank 0: close every box's control connection (@unregister: say so first). */
-void wk_boxes_close(struct pbox *px, bool unregister);
-
 /* The key that signs the job's datagrams, from [job] token, the job id and
  * rank 0's @nonce (0 until the bootstrap has it). */
 void wk_set_key(struct pbox *px, uint64_t nonce);
 
-/* rdv.c: [rendezvous] address: meet the other ranks there, and fill in
- * [job] id and token, [peers] and this rank's [data] address and port. */
-int wk_rendezvous(struct pbox *px, uint64_t deadline);
-/* Next complete line of @fd's buffer, non-blocking: 1 a line in @out, 0 none
- * yet, -1 the connection closed. */
-int wk_line_poll(int fd, char *buf, uint32_t *len, uint32_t cap, char *out, size_t out_cap);
-const char *wk_peer_name(const struct pbox *px, uint32_t rank, char *buf, size_t cap);
+/* ---- box.c: the box's client (rank 0) --------------------------------------- */
 
-/* layout.c's half in libpbox (pbox.c): the summation services from the
- * box's endpoints (or none), no chunks yet. */
-int wk_layout_init(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_t *ep_ip,
-		   const uint16_t *ep_port, const uint64_t *ep_kbps);
-
-/*
- * Lay out @n tensors, all of one dtype, after those laid out before: their
- * chunks follow the job's, each unit's new chunks follow its earlier ones
- * (unit u's are its [base[u], base[u] + count[u])), and this rank's SS_GPU
- * gets a segment for its own. Every rank calls it with the same tensors in
- * the same order, and gets the same layout.
- */
-int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint32_t *base,
-		  uint32_t *count);
-
-/* The short chunks (a tensor's last) among unit @u's [from, from + n), as
- * endpoint @ep of an SS would list them (counted from @from): their
- * number, or UINT32_MAX when more than @max. */
-struct ss_short;
-uint32_t wk_unit_shorts(const struct pbox *px, uint32_t u, uint16_t ep, uint32_t from, uint32_t n,
-			struct ss_short *out, uint32_t max);
-
-/* boot.c: rank 0 puts a segment on each box with chunks in it (REGISTER
- * the first, GROW the others); 0, or -1 with @msg. */
+/* The endpoints of every box of [box] control, each box's connection
+ * opened and authenticated (boxes that do not answer left out, where the
+ * job may go on without them); 0, or -1 with @msg. */
+int wk_boxes_endpoints(struct pbox *px, struct wk_box_eps *eps, uint64_t deadline, char *msg,
+		       size_t cap);
+/* Put a segment on each box with chunks in it (REGISTER the first, GROW
+ * the others); 0, or -1 with @msg. */
 int wk_box_segment(struct pbox *px, uint8_t dtype, const uint32_t *base, const uint32_t *count,
 		   uint64_t deadline, char *msg, size_t cap);
+/* Close every box's control connection (@unregister: say so first). */
+void wk_boxes_close(struct pbox *px, bool unregister);
 
-/* grow.c: lay out @n tensors (any dtypes: one segment per dtype, in dtype
- * order), and on rank 0 put them on the box. PBOX_OK or a failure code. */
-int wk_grow(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint64_t deadline, char *msg,
-	    size_t cap);
-/* grow.c, engine side: announce new tensors, agree on them (rank 0), lay
- * out what was agreed; a control line that is grow.c's (1) or not (0). */
-void wk_grow_poll(struct pbox *px);
-int wk_grow_line(struct pbox *px, uint32_t from, const struct rp_msg *m);
+/* ---- sched.c: the scheduler (engine thread) --------------------------------- */
 
-/* The unit whose address is @ip_be:@port, or UINT32_MAX. */
-uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port);
+/* A push-pull of a laid-out tensor into the scheduler: its partitions. */
+void wk_sched_take(struct pbox *px, struct pbox_handle *op);
+/* The heap of partitions: a partition in (0, or -1 out of memory), the top out. */
+int wk_heap_push(struct pbox *px, struct wk_part *p);
+void wk_heap_pop(struct pbox *px);
+/* The credit window @credit bytes, and the retransmit timeout's floor the
+ * time to drain it. */
+void wk_set_credit(struct pbox *px, uint64_t credit);
 
-/* engine.c: kernel UDP sockets (transport.h); their state is the context */
-extern const struct wk_transport wk_udp_transport;
+/* ---- tune.c: [tuning] autotune (engine thread) ------------------------------ */
 
-/*
- * Modules (module.c): what a job may need and most hosts lack is loaded only
- * when asked for, so that libpbox itself links no DPDK and no CUDA library.
- * A module lives in the directory "pbox-<major>" beside libpbox (or
- * $PBOX_MODULE_DIR); it sees no libpbox structure, only a versioned table
- * (transport.h's struct wk_tp_env, cuda/stage.h's host table).
- */
-/* The environment a transport module gets for context @px. */
-void wk_tp_env_init(struct pbox *px, struct wk_tp_env *env);
-
-/* The entry @sym of module @name ("dpdk", "cuda"), loaded on first use;
- * NULL with the error set for API function @fn (what is missing, and where
- * it was looked for). */
-void *wk_module_sym(const char *fn, const char *name, const char *sym);
-
-/* The pinned host memory a context's CUDA push-pulls stage through. */
-#define WK_CUDA_POOL (64ull << 20)
-
-/* Keys from here up are libpbox's own: the pieces of CUDA tensors. */
-#define WK_KEY_OWN (1ull << 63)
-int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
-		 enum pbox_dtype dtype, struct pbox_handle **op);
-
-/* tune.c (engine thread): each turn of the loop; each push-pull completed. */
+/* Each turn of the loop; each push-pull completed. */
 void wk_tune_turn(struct pbox *px, uint64_t now);
 void wk_tune_done(struct pbox *px, uint64_t bytes, uint64_t now);
 /* A window is over: goodput @g (bytes per ns) at the values in force; the
  * search's next step. */
 void wk_tune_window(struct pbox *px, double g);
-/* engine.c: put a tuned value in force (@phase: which) */
+/* Put a tuned value in force (@phase: which). */
 void wk_tune_apply(struct pbox *px, unsigned phase, uint64_t v);
 
+/* ---- grow.c: tensors first used after the start ----------------------------- */
+
+/* Lay out @n tensors (any dtypes: one segment per dtype, in dtype order),
+ * and on rank 0 put them on the box. PBOX_OK or a failure code. */
+int wk_grow(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint64_t deadline, char *msg,
+	    size_t cap);
+/* Engine side: announce new tensors, agree on them (rank 0), lay out what
+ * was agreed; a control line that is grow.c's (1) or not (0). */
+void wk_grow_poll(struct pbox *px);
+int wk_grow_line(struct pbox *px, uint32_t from, const struct rp_msg *m);
+
+/* ---- udp.c: kernel UDP sockets (transport.h); their state is the context --- */
+
+extern const struct wk_transport wk_udp_transport;
+/* The engine's send and receive batches; NULL out of memory. */
+struct eng *wk_udp_batch_new(const struct pbox *px);
+void wk_udp_batch_free(struct eng *e);
+/* Room for a reply's payload of up to 2 bytes that lasts until the batch
+ * is flushed (the batch flushed first when full). */
+uint8_t *wk_udp_slot(struct pbox *px, struct eng *e);
+
+/* ---- engine.c: the progress thread ------------------------------------------ */
+
+int wk_engine_start(struct pbox *px);
+void wk_engine_join(struct pbox *px);
+
+/* ---- submit.c: the network job's side of the API ---------------------------- */
+
+/* The pinned host memory a context's CUDA push-pulls stage through. */
+#define WK_CUDA_POOL (64ull << 20)
+/* Keys from here up are libpbox's own: the pieces of CUDA tensors. */
+#define WK_KEY_OWN (1ull << 63)
+/* @count elements of @dtype, for API function @fn: PBOX_OK or PBOX_EINVAL. */
+int wk_check_tensor(const char *fn, uint64_t key, uint64_t count, enum pbox_dtype dtype);
+/* The tensor of @key, or NULL (under mu once started). */
+struct wk_tensor *wk_find_tensor(const struct pbox *px, uint64_t key);
+/* A tensor into the index (under mu once started). */
+int wk_add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
+		  enum pbox_dtype dtype, int priority, struct wk_tensor **out);
+/* The network job's push-pull of any key (libpbox's own too). */
+int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+		 enum pbox_dtype dtype, struct pbox_handle **op);
+/* The CUDA module loaded (px->cuda_ops), or a PBOX_E* saying why not. */
+int wk_cuda_load(struct pbox *px, const char *fn);
+/* The network job's layout into @o (its world, not the machines'). */
+void wk_net_layout(const struct pbox *px, struct pbox_layout_info *o);
+
 /*
- * local.c: local aggregation. After the rendezvous, plan() groups the
- * ranks by machine (a leader then takes the network job's rank and world
- * of machines); adopt() takes the tensors declared so far; start() meets
- * the machine's ranks (the leader before its bootstrap, the others
- * instead of it); ready() after the bootstrap: READY or FAIL to the
- * machine, and its thread. With px->loc, declarations and push-pulls go
- * to local.c, and the leader's network job sees pieces.
+ * ---- local.c: local aggregation. adopt() takes the tensors declared so
+ * far; start() meets the machine's ranks (the leader before its bootstrap,
+ * the others instead of it); ready() after the bootstrap: READY or FAIL to
+ * the machine, and its thread. With px->loc, declarations and push-pulls
+ * go to local.c, and the leader's network job sees pieces.
  */
-int wk_local_plan(struct pbox *px);
 /* renewal with local aggregation (pbox_shrink(), pbox_rejoin()) */
 int wk_local_can_renew(struct pbox *px, const char *fn, bool idle);
 int wk_local_follow_renew(struct pbox *px, const char *fn, bool shrink);
@@ -551,27 +657,38 @@ int wk_local_declare(struct pbox *px, const char *fn, uint64_t key, uint64_t cou
  * the work on @stream so far */
 int wk_local_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 		       enum pbox_dtype dtype, bool dev, void *stream, struct pbox_handle **op);
-/* wakes local.c's thread: an op of the network job completed, a failure */
-void wk_local_kick(const struct pbox *px);
 void wk_local_stop(struct pbox *px);
 void wk_local_free(struct pbox *px);
-/* Whether this rank leaves the network to its machine's leader. */
-bool wk_local_led(const struct pbox *px);
 int wk_local_layout(const struct pbox *px, struct pbox_layout_info *o);
-/* The world rank of network rank @rank. */
-uint32_t wk_local_world_rank(const struct pbox *px, uint32_t rank);
 
-/* pbox.c: a tensor into the index (under mu once started); the push-pull
- * of any key (libpbox's own too) by the path the context takes. */
-int wk_add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
-		  enum pbox_dtype dtype, int priority, struct wk_tensor **out);
-/* pbox.c: the CUDA module loaded (px->cuda_ops), or a PBOX_E* saying why not */
-int wk_cuda_load(struct pbox *px, const char *fn);
+/* ---- boot.c: the bootstrap, and its mirror ---------------------------------- */
+
+int wk_boot(struct pbox *px);
+/* Free one incarnation's connections, layout and engine state. */
+void wk_free_net(struct pbox *px);
+
+/* ---- rdv.c: the rendezvous --------------------------------------------------- */
+
+/* [rendezvous] address: meet the other ranks there, and fill in [job] id
+ * and token, [peers] and this rank's [data] address and port. */
+int wk_rendezvous(struct pbox *px, uint64_t deadline);
+/* The key JOINs prove [rendezvous] secret @secret with (BLAKE2b). */
+void wk_secret_key(const char *secret, uint8_t *k);
+
+/* ---- pbox.c: the API ----------------------------------------------------------- */
+
+/* A push-pull of any key by the path the context takes (local aggregation
+ * or the network job). */
 int wk_submit(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 	      enum pbox_dtype dtype, struct pbox_handle **op);
 
-/* pbox.c: free one incarnation's connections, layout and engine state. */
-void wk_free_net(struct pbox *px);
+/* ---- survive.c: pbox_shrink() and pbox_rejoin() -------------------------------- */
+
+/* Rank 0: how tensor @key of @bytes resumes, from the accounts of ranks
+ * 0..n-1 (@pl->own filled); 0, or -1 with @why (the step is redone). */
+int wk_resume_plan(uint64_t key, uint64_t bytes, const struct wk_rs_rank *rk, uint32_t n,
+		   struct wk_rs_plan *pl, char *why, size_t cap);
+const struct wk_rs_ent *wk_rs_find(const struct wk_rs_rank *rk, uint64_t key);
 
 /* Fragment @g's offset in its tensor @t. */
 static inline uint64_t wk_frag_off(const struct pbox *px, uint32_t g, const struct wk_tensor *t)
@@ -579,35 +696,5 @@ static inline uint64_t wk_frag_off(const struct pbox *px, uint32_t g, const stru
 	return (uint64_t)(g / px->fpc - t->chunk0) * px->chunk_size +
 	       (uint64_t)(g % px->fpc) * px->frag_size;
 }
-
-/* survive.c: record the push-pulls in flight as the box is lost (engine, under
- * mu, before they fail); drop every record. */
-void wk_resume_capture(struct pbox *px);
-void wk_resume_free(struct pbox *px);
-/* Rank 0: how tensor @key of @bytes resumes, from the accounts of ranks
- * 0..n-1 (@pl->own filled); 0, or -1 with @why (the step is redone). */
-int wk_resume_plan(uint64_t key, uint64_t bytes, const struct wk_rs_rank *rk, uint32_t n,
-		   struct wk_rs_plan *pl, char *why, size_t cap);
-const struct wk_rs_ent *wk_rs_find(const struct wk_rs_rank *rk, uint64_t key);
-/* pbox_push_pull() of a key pbox_shrink() resumes: the buffer made into this
- * rank's part of the resumed round (@in becomes @out); PBOX_EINVAL when the
- * buffers are not those of the push-pull interrupted. */
-int wk_resume_apply(struct pbox *px, uint64_t key, uint64_t count, int dtype, const void **in,
-		    void *out);
-
-/* engine.c */
-int wk_engine_start(struct pbox *px);
-/* wakes the engine (new tensors declared); nothing before the start */
-void wk_engine_kick(const struct pbox *px);
-/* A push-pull of a laid-out tensor into the scheduler (engine thread). */
-void wk_engine_take(struct pbox *px, struct pbox_handle *op);
-void wk_engine_join(struct pbox *px);
-/* Fail every push-pull the engine holds or was given (engine thread, or
- * no engine; takes mu), and drop its schedule. */
-void wk_engine_fail_ops(struct pbox *px);
-/* Whether the calling thread is an engine's. */
-bool wk_on_engine(void);
-struct wk_tensor *wk_find_tensor(const struct pbox *px, uint64_t key);
-bool wk_wait_cond(struct pbox *px, bool (*ok)(const struct pbox *), uint64_t deadline);
 
 #endif /* PBOX_INT_H */

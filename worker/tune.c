@@ -141,3 +141,11 @@ void wk_tune_done(struct pbox *px, uint64_t bytes, uint64_t now)
 	t->busy_ns = 0;
 	t->busy_since = t->busy_since ? now : 0;
 }
+
+void wk_tune_apply(struct pbox *px, unsigned phase, uint64_t v)
+{
+	if (phase == WK_TUNE_CREDIT)
+		wk_set_credit(px, v);
+	else
+		px->es.part_bytes = v; /* for push-pulls taken from now on */
+}

@@ -1936,7 +1936,7 @@ START_TEST(test_failure_leaves_engine_ops)
 	wk_raise(px, WK_FK_LOCAL, 0, 0, "no code");
 	ck_assert_int_eq(px->fail, PBOX_EFAILED);
 	ck_assert(!px->es.eng_failed);
-	wk_engine_fail_ops(px); /* what the engine does on its next turn */
+	wk_fail_ops(px); /* what the engine does on its next turn */
 	ck_assert(px->es.eng_failed);
 	bare_free(px);
 }

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Push-pull handles: completed (by the engine, the local thread, or the
+ * failure machine, under mu, each change broadcast on cv) and answered to
+ * the caller (pbox_test(), pbox_wait()), who then owns nothing of them.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cuda/stage.h"
+#include "pbox_int.h"
+
+/* Complete @op (under mu). */
+void wk_op_complete_locked(struct pbox *px, struct pbox_handle *op, int status, const char *msg)
+{
+	op->status = status;
+	if (msg)
+		snprintf(op->msg, sizeof(op->msg), "%s", msg);
+	op->done = true;
+	if (op->t->busy == op)
+		op->t->busy = NULL;
+	wk_local_kick(px); /* the leader's pieces: the machine's ranks wait on them */
+}
+
+/* Fail every op in flight or queued (under mu). */
+void wk_fail_all_locked(struct pbox *px, int status, const char *msg)
+{
+	for (uint32_t i = 0; i < px->n_t; i++)
+		if (px->t[i]->busy && !px->t[i]->busy->done)
+			wk_op_complete_locked(px, px->t[i]->busy, status, msg);
+	px->subq = px->subq_tail = NULL;
+	pthread_cond_broadcast(&px->cv);
+}
+
+/* A completed op's result; releases it. Called with mu held. */
+static int reap(struct pbox_handle *op)
+{
+	int st = op->status;
+
+	if (st != PBOX_OK)
+		wk_err(st, "%s", op->msg);
+	free(op->parts);
+	free(op);
+	return st;
+}
+
+/* A staged CUDA push-pull answered with its status: the module freed its
+ * job; pbox_rejoin() counts what is still in flight. */
+static void cuda_answered(struct pbox_handle *op)
+{
+	struct pbox *px = op->px;
+
+	pthread_mutex_lock(&px->mu);
+	px->cuda_jobs--;
+	pthread_mutex_unlock(&px->mu);
+	free(op);
+}
+
+int pbox_test(struct pbox_handle *op)
+{
+	struct pbox *px;
+	int st;
+
+	if (!op)
+		return wk_err(PBOX_EINVAL, "pbox_test: handle is NULL");
+	px = op->px;
+	if (op->cuda) {
+		st = px->cuda_ops->test(px->cuda, op->cuda);
+		if (st != PBOX_EAGAIN)
+			cuda_answered(op);
+		return st;
+	}
+	pthread_mutex_lock(&px->mu);
+	st = op->done ? reap(op) : PBOX_EAGAIN;
+	pthread_mutex_unlock(&px->mu);
+	return st;
+}
+
+int pbox_wait(struct pbox_handle *op)
+{
+	struct pbox *px;
+	int st;
+
+	if (!op)
+		return wk_err(PBOX_EINVAL, "pbox_wait: handle is NULL");
+	px = op->px;
+	if (op->cuda) {
+		st = px->cuda_ops->wait(px->cuda, op->cuda);
+		cuda_answered(op);
+		return st;
+	}
+	pthread_mutex_lock(&px->mu);
+	while (!op->done)
+		pthread_cond_wait(&px->cv, &px->mu);
+	st = reap(op);
+	pthread_mutex_unlock(&px->mu);
+	return st;
+}
+
+/* The failure's ops failed, and the engine's pointers into them dropped:
+ * by the engine on its own turn, or by the failure machine where no engine
+ * runs (wk_raise()). */
+void wk_fail_ops(struct pbox *px)
+{
+	pthread_mutex_lock(&px->mu);
+	wk_fail_all_locked(px, px->fail, px->fail_msg);
+	pthread_mutex_unlock(&px->mu);
+	px->es.heap_n = 0;
+	px->es.over = NULL;
+	px->es.credit_used = 0;
+	px->es.active = NULL;
+	px->es.eng_failed = true;
+}

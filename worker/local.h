@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Local aggregation's state (local.c): the machine's numbering, planned at
+ * pbox_start() (ranks.c), and what its thread keeps. Only local.c and
+ * ranks.c see it; the rest of libpbox holds a struct wk_local * and asks
+ * through pbox_int.h's wk_local_* functions.
+ */
+#ifndef PBOX_WORKER_LOCAL_H
+#define PBOX_WORKER_LOCAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "pbox_int.h"
+
+struct wk_ltensor;
+struct sum_ops;
+
+struct wk_local {
+	uint32_t world_rank, world_n, machines, machine, local_rank, local_size;
+	uint32_t *leader_of; /* machine -> the world rank of its leader */
+	uint32_t *ranks;     /* local rank -> world rank */
+	uint32_t *mach_of;   /* world rank -> its machine */
+	struct cfg_hostport *world_peers;
+	int lfd, efd;
+	int *fd;	/* leader: [j] local rank j's connection; others: [0] the leader's */
+	bool *bye;	/* leader: [j] said BYE (written under mu) */
+	uint32_t n_bye; /* leader, under mu: how many */
+	/* pbox_rejoin(): the others say REJOIN once they called it, with nothing
+	 * in flight; the leader renews the machine only once all have, so that
+	 * no rank still finishing its last step sees its push-pulls failed */
+	bool *rejoin;	   /* leader, under mu: [j] said REJOIN in this incarnation */
+	uint32_t n_rejoin; /* leader, under mu: how many */
+	bool rejoin_say;   /* the others, under mu: the thread is to say REJOIN */
+	pid_t *pid;	   /* leader: [j] its process */
+	bool stop;	   /* under mu: finalizing */
+	bool told;	   /* the failure passed on */
+	pthread_t thr;
+	bool thr_started;
+	bool aborted;		    /* the thread's: pbox_abort() was called */
+	struct pbox_layout_info li; /* the others: the leader's layout */
+	/* tensors by key (under mu) */
+	struct wk_ltensor **t;
+	uint32_t n_t, cap_t;
+	/* push-pulls: queued by the API (under mu), then the thread's own */
+	struct pbox_handle *q, *q_tail;
+	struct pbox_handle **act;
+	uint32_t n_act, cap_act;
+	float *acc; /* fp32 accumulator of one piece (fp16, bf16) */
+	const struct sum_ops *ops;
+	uint64_t piece_bytes;
+	uint32_t n_dev; /* ops in act on CUDA memory: the thread polls their events */
+	/*
+	 * Renewal (pbox_shrink(), pbox_rejoin()): the leader renews its network
+	 * job, then its thread renumbers the world without the machines gone,
+	 * starts the tensors' rounds over and tells the others (GONE, then
+	 * RENEW, or FAIL with LMF_RENEW); their threads do the same on RENEW.
+	 * A machine is one failure domain: one that lost a rank leaves the job.
+	 */
+	uint32_t epoch;	 /* local thread; messages carry it */
+	bool left;	 /* under mu: this machine left the job (or lost its leader) */
+	bool renew_req;	 /* under mu, leader: its thread is to renew (below) */
+	int renew_rc;	 /* under mu: the renewal's result (the others: as told) */
+	bool renew_got;	 /* under mu, the others: a renewal was told (RENEW or FAIL) */
+	bool resumed;	 /* under mu, the others: pbox_shrink() took it; tell again */
+	bool quiet;	 /* under mu: its thread failed every op of the failure */
+	uint32_t *gone;	 /* the machines gone (before the renewal's numbers) */
+	uint32_t n_gone; /* under mu with gone */
+	char renew_msg[WK_ERR_LEN];
+};
+
+/* Whether this rank leads its machine (its lowest rank). */
+static inline bool leader(const struct wk_local *lc)
+{
+	return lc->local_rank == 0;
+}
+
+/* Wake the machine's thread up. */
+static inline void kick(const struct wk_local *lc)
+{
+	uint64_t one = 1;
+
+	if (lc->efd >= 0 && write(lc->efd, &one, sizeof(one)) < 0) {
+		/* saturated: the thread is awake anyway */
+	}
+}
+
+#endif

@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The network job's side of the API: the tensor index (sorted by key; a
+ * tensor first seen after the start joins the order of new ones that
+ * grow.c agrees on), a push-pull handed to the engine's submit queue, the
+ * CUDA module loaded on first use, and the network job's layout. pbox.c
+ * hands a call here, or to local aggregation (local.c), which hands its
+ * machine's pieces here in turn.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "layout.h"
+#include "cuda/stage.h"
+#include "pbox_int.h"
+
+/* The tensor of @key, or NULL (under mu once started). */
+struct wk_tensor *wk_find_tensor(const struct pbox *px, uint64_t key)
+{
+	uint32_t lo = 0, hi = px->n_t;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (px->t[mid]->key < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < px->n_t && px->t[lo]->key == key ? px->t[lo] : NULL;
+}
+
+int wk_check_tensor(const char *fn, uint64_t key, uint64_t count, enum pbox_dtype dtype)
+{
+	if ((unsigned)dtype >= SUM_DTYPE_COUNT)
+		return wk_err(PBOX_EINVAL, "%s: key %" PRIu64 ": unknown dtype %d", fn, key,
+			      (int)dtype);
+	if (count == 0 || count > (1ull << 40) / sum_dtype_size((enum sum_dtype)dtype))
+		return wk_err(PBOX_EINVAL, "%s: key %" PRIu64 ": count %" PRIu64 " out of range",
+			      fn, key, count);
+	return PBOX_OK;
+}
+
+/* A new tensor into the sorted index (and, after start, the order of new
+ * ones); under mu once started. */
+int wk_add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
+		  enum pbox_dtype dtype, int priority, struct wk_tensor **out)
+{
+	struct wk_tensor *t;
+	uint32_t at = 0;
+
+	if (px->n_t == px->cap_t) {
+		uint32_t cap = px->cap_t ? px->cap_t * 2 : 64;
+		struct wk_tensor **v = realloc(px->t, cap * sizeof(*v));
+
+		if (!v)
+			return wk_err(PBOX_ENOMEM, "%s: out of memory", fn);
+		px->t = v;
+		px->cap_t = cap;
+	}
+	if (px->phase == WK_PH_STARTED && px->n_new == px->cap_new) {
+		uint32_t cap = px->cap_new ? px->cap_new * 2 : 64;
+		struct wk_tensor **v = realloc(px->newt, cap * sizeof(*v));
+
+		if (!v)
+			return wk_err(PBOX_ENOMEM, "%s: out of memory", fn);
+		px->newt = v;
+		px->cap_new = cap;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return wk_err(PBOX_ENOMEM, "%s: out of memory", fn);
+	t->key = key;
+	t->count = count;
+	t->dtype = (uint8_t)dtype;
+	t->bytes = count * sum_dtype_size((enum sum_dtype)dtype);
+	t->prio = priority;
+	while (at < px->n_t && px->t[at]->key < key)
+		at++;
+	memmove(&px->t[at + 1], &px->t[at], (px->n_t - at) * sizeof(*px->t));
+	px->t[at] = t;
+	px->n_t++;
+	if (px->phase == WK_PH_STARTED) {
+		t->seq = px->n_new;
+		t->late = true;
+		t->call = UINT64_MAX; /* pbox_push_pull() says which, if it is the first user */
+		px->newt[px->n_new++] = t;
+	}
+	*out = t;
+	return PBOX_OK;
+}
+
+/* The context's failure as the calling thread's error. */
+static int failed(struct pbox *px, const char *what)
+{
+	return wk_err(PBOX_EFAILED, "%s: the context failed earlier: %s", what, px->fail_msg);
+}
+
+/* The CUDA module's operations, loaded on the first call (under cuda_mu). */
+static int cuda_ops(struct pbox *px, const char *fn)
+{
+	wk_cuda_open_fn *open_cuda;
+	struct wk_cuda_host host;
+	int rc;
+
+	if (px->cuda_ops)
+		return PBOX_OK;
+	if (px->cuda_failed) /* said once, the same each time */
+		return wk_err(PBOX_ENODEV, "%s", px->cuda_why);
+	open_cuda = (wk_cuda_open_fn *)wk_module_sym(fn, "cuda", WK_CUDA_ENTRY);
+	host = (struct wk_cuda_host){.abi = WK_CUDA_ABI,
+				     .size = sizeof(host),
+				     .px = px,
+				     .piece_bytes = px->cfg.tuning.partition_size,
+				     .pool_bytes = WK_CUDA_POOL,
+				     .err = wk_err,
+				     .push_pull = px->cuda_submit,
+				     .test = pbox_test,
+				     .last_error = pbox_last_error};
+	rc = open_cuda ? open_cuda(&host, &px->cuda, &px->cuda_ops) : PBOX_ENODEV;
+	if (rc) {
+		px->cuda_failed = true;
+		snprintf(px->cuda_why, sizeof(px->cuda_why), "%s", pbox_last_error());
+		return wk_err(PBOX_ENODEV, "%s", px->cuda_why);
+	}
+	return PBOX_OK;
+}
+
+int wk_cuda_load(struct pbox *px, const char *fn)
+{
+	int rc;
+
+	pthread_mutex_lock(&px->cuda_mu);
+	rc = cuda_ops(px, fn);
+	pthread_mutex_unlock(&px->cuda_mu);
+	return rc;
+}
+
+int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+		 enum pbox_dtype dtype, struct pbox_handle **opp)
+{
+	struct wk_tensor *t;
+	struct pbox_handle *op;
+	uint64_t one = 1;
+	int rc;
+
+	if (!px || !in || !out || !opp)
+		return wk_err(PBOX_EINVAL, "pbox_push_pull: key %" PRIu64 ": a NULL argument", key);
+	*opp = NULL;
+	if (px->phase != WK_PH_STARTED)
+		return wk_err(PBOX_ESTATE, "pbox_push_pull: key %" PRIu64 ": before pbox_start()",
+			      key);
+	rc = wk_check_tensor("pbox_push_pull", key, count, dtype);
+	if (rc == PBOX_OK) /* after pbox_shrink(): what the box's loss interrupted goes on */
+		rc = wk_resume_apply(px, key, count, dtype, &in, out);
+	if (rc)
+		return rc;
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return wk_err(PBOX_ENOMEM, "pbox_push_pull: key %" PRIu64 ": out of memory", key);
+	op->px = px;
+	op->in = in;
+	op->out = out;
+	pthread_mutex_lock(&px->mu);
+	t = wk_find_tensor(px, key);
+	if (px->fail) {
+		rc = failed(px, "pbox_push_pull");
+	} else if (px->finalizing) {
+		rc = wk_err(PBOX_ESTATE,
+			    "pbox_push_pull: key %" PRIu64 ": the context is finalizing", key);
+	} else if (t && (t->count != count || t->dtype != (uint8_t)dtype)) {
+		rc = wk_err(PBOX_EINVAL,
+			    "pbox_push_pull: key %" PRIu64 ": %" PRIu64 " elements of %s, but the "
+			    "key was first used with %" PRIu64 " of %s",
+			    key, count, sum_dtype_name((enum sum_dtype)dtype), t->count,
+			    sum_dtype_name((enum sum_dtype)t->dtype));
+	} else if (t && t->busy) {
+		rc = wk_err(PBOX_ESTATE,
+			    "pbox_push_pull: key %" PRIu64 ": a push-pull of it is still in flight",
+			    key);
+	} else if (!t) { /* first seen now: agreed with every rank before data moves */
+		rc = wk_add_tensor(px, "pbox_push_pull", key, count, dtype, 0, &t);
+		if (rc == PBOX_OK)
+			t->call = px->calls;
+	}
+	if (rc) {
+		pthread_mutex_unlock(&px->mu);
+		free(op);
+		return rc;
+	}
+	op->t = t;
+	t->busy = op;
+	px->hist[px->calls % WK_HIST] = (struct wk_call){.call = px->calls,
+							 .key = key,
+							 .count = count,
+							 .seq = t->seq,
+							 .dtype = (uint8_t)dtype,
+							 .fresh = t->late && t->round == 0};
+	px->calls++;
+	op->round = t->round++;
+	if (px->subq_tail)
+		px->subq_tail->next = op;
+	else
+		px->subq = op;
+	px->subq_tail = op;
+	pthread_mutex_unlock(&px->mu);
+	if (write(px->efd, &one, sizeof(one)) < 0) {
+		/* the counter is saturated only if the engine is gone; it polls anyway */
+	}
+	*opp = op;
+	return PBOX_OK;
+}
+
+/* The network job's layout, as this rank laid it out (pbox_layout()). */
+void wk_net_layout(const struct pbox *px, struct pbox_layout_info *o)
+{
+	o->world_size = px->n;
+	o->rank = px->rank;
+	o->k = px->k;
+	o->box_endpoints = px->n_eps;
+	o->fragment_size = px->frag_size;
+	o->chunk_size = px->chunk_size;
+	o->total_bytes = px->total_bytes;
+	for (uint32_t e = 0; e < px->n_eps; e++)
+		o->box_bytes += px->unit[e].bytes;
+	o->ssgpu_bytes_mine = px->unit[px->self_unit].bytes;
+	o->pace_mbps = (double)px->es.pace_kbps / 1000;
+	o->box_share = lay_box_share(px->n, px->k, (enum lay_mode)px->cfg.tuning.layout);
+	o->ssgpu_share = lay_ssgpu_share(px->n, px->k, (enum lay_mode)px->cfg.tuning.layout);
+	snprintf(o->layout, sizeof(o->layout), "%s",
+		 lay_mode_name((enum lay_mode)px->cfg.tuning.layout));
+	px->tp->describe(px->tp_st, o->transport, sizeof(o->transport));
+}
