@@ -1357,8 +1357,11 @@ static bool follow(struct pbox *px, struct pbox_handle *op)
 	size_t esz = sum_dtype_size((enum sum_dtype)t->dtype);
 
 	if (!t->asked) {
-		struct lmsg m = {
-			.type = LM_TENSOR, .key = t->key, .count = t->count, .dtype = t->dtype};
+		struct lmsg m = {.type = LM_TENSOR,
+				 .epoch = lc->epoch,
+				 .key = t->key,
+				 .count = t->count,
+				 .dtype = t->dtype};
 		size_t len = LM_SHORT;
 
 		if (t->dev) { /* its buffer, shared with the leader */
@@ -1503,7 +1506,7 @@ static struct wk_ltensor *rank_tensor_agrees(struct pbox *px, uint32_t j, const 
 static void rank_tensor(struct pbox *px, uint32_t j, const struct lmsg *m, struct wk_ltensor *t)
 {
 	struct wk_local *lc = px->loc;
-	struct lmsg ok = {.type = LM_TENSOR_OK, .key = m->key};
+	struct lmsg ok = {.type = LM_TENSOR_OK, .epoch = lc->epoch, .key = m->key};
 	size_t len = LM_SHORT;
 	uint32_t r = lc->ranks[j];
 

@@ -464,6 +464,39 @@ static int survive(struct pbox *px, struct pbox_handle **ops, uint8_t *ok, uint3
 	return rc;
 }
 
+/* --survive, after a lost rank: the iteration the survivors do again, the
+ * earliest any of them failed in (@v: this rank's). A rank can finish an
+ * iteration that another cannot (the lost rank's SS_GPU answered it but
+ * not the other before it died), and redoing each its own would sum one
+ * rank's iteration 8 with another's 7. A one-element-per-rank allreduce
+ * says each rank's (a key per world size: the job's tensors are its).
+ * 0, or -1 when that failed too. */
+static int agree_redo(struct pbox *px, const struct pbox_layout_info *li, uint32_t *v)
+{
+	uint32_t n = li->world_size, min = UINT32_MAX;
+	struct pbox_handle *op;
+	float *x = calloc(n, sizeof(*x));
+	int rc;
+
+	if (!x)
+		return -1;
+	x[li->rank] = (float)*v + 1; /* the others' slots 0: the sum is each rank's */
+	rc = pbox_push_pull(px, (1ull << 62) + n, x, x, n, PBOX_FP32, &op);
+	if (rc == PBOX_OK)
+		rc = pbox_wait(op);
+	for (uint32_t r = 0; rc == PBOX_OK && r < n; r++)
+		if (x[r] >= 1 && (uint32_t)x[r] - 1 < min)
+			min = (uint32_t)x[r] - 1;
+	free(x);
+	if (rc || min == UINT32_MAX)
+		return -1;
+	if (min != *v)
+		printf("bench: rank %u: the survivors redo iteration %u (this rank failed in %u)\n",
+		       li->rank, min, *v);
+	*v = min;
+	return 0;
+}
+
 static void print_traffic(struct pbox *px, uint32_t rank)
 {
 	struct pbox_stats st;
@@ -682,6 +715,8 @@ int main(int argc, char **argv)
 		continue;
 	failed:
 		st = o.survive ? survive(px, ops, ok, m.n, &li, v) : -1;
+		if (st == PBOX_REDO && agree_redo(px, &li, &v))
+			st = -1;
 		if (st < 0) {
 			fprintf(stderr, "pbox-bench: rank %u: iteration %u: %s\n", li.rank, v,
 				pbox_last_error());
