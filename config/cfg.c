@@ -1075,8 +1075,11 @@ static void check_required(struct cfg_ctx *ctx)
 	}
 }
 
-int cfg_load(const struct cfg_schema *sc, const char *path, char *const *envp, void *out,
-	     struct cfg_errors *errs)
+/* cfg_load() and cfg_load_text(): @path names the configuration in
+ * messages; @given, where not NULL, is read instead of opening @path (and
+ * closed here). */
+static int load(const struct cfg_schema *sc, const char *path, FILE *given, char *const *envp,
+		void *out, struct cfg_errors *errs)
 {
 	struct cfg_ctx *ctx;
 	unsigned si, nslots = 0;
@@ -1085,9 +1088,12 @@ int cfg_load(const struct cfg_schema *sc, const char *path, char *const *envp, v
 	memset(errs, 0, sizeof(*errs));
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx) {
+		if (given)
+			fclose(given);
 		cfg_err_add(errs, "%s: out of memory", path);
 		return -ENOMEM;
 	}
+	ctx->fp = given;
 	ctx->schema = sc;
 	ctx->path = path;
 	ctx->errs = errs;
@@ -1108,9 +1114,9 @@ int cfg_load(const struct cfg_schema *sc, const char *path, char *const *envp, v
 		if (sc->sections[si].kind == CFG_SEC_ONE)
 			apply_defaults(ctx, &sc->sections[si], ctx->stage);
 
-	if (!path) { /* no file: the defaults and the environment */
+	if (!path && !given) { /* no file: the defaults and the environment */
 		ctx->path = "(no file)";
-	} else if (!(ctx->fp = fopen(path, "r"))) {
+	} else if (!given && !(ctx->fp = fopen(path, "r"))) {
 		rc = -errno;
 		cfg_err_add(errs, "%s: cannot open: %s", path, strerror(errno));
 		goto out;
@@ -1145,6 +1151,31 @@ out:
 	free(ctx->stage);
 	free(ctx);
 	return rc;
+}
+
+int cfg_load(const struct cfg_schema *sc, const char *path, char *const *envp, void *out,
+	     struct cfg_errors *errs)
+{
+	return load(sc, path, NULL, envp, out, errs);
+}
+
+int cfg_load_text(const struct cfg_schema *sc, const char *name, const char *text,
+		  char *const *envp, void *out, struct cfg_errors *errs)
+{
+	FILE *fp;
+
+	memset(errs, 0, sizeof(*errs));
+	if (!text) {
+		cfg_err_add(errs, "%s: no text", name);
+		return -EINVAL;
+	}
+	/* read as a file is (fmemopen() of an empty text fails: a blank line) */
+	fp = fmemopen((void *)(uintptr_t)(*text ? text : "\n"), *text ? strlen(text) : 1, "r");
+	if (!fp) {
+		cfg_err_add(errs, "%s: %s", name, strerror(errno));
+		return -errno;
+	}
+	return load(sc, name, fp, envp, out, errs);
 }
 
 /* ---- printing --------------------------------------------------------- */

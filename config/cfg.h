@@ -153,6 +153,10 @@ struct cfg_schema {
  */
 int cfg_load(const struct cfg_schema *schema, const char *path, char *const *envp, void *out,
 	     struct cfg_errors *errs);
+/* The same from @text in memory (an INI file's contents), named @name in
+ * its messages ("name:LINE: ..."); nothing is written anywhere. */
+int cfg_load_text(const struct cfg_schema *schema, const char *name, const char *text,
+		  char *const *envp, void *out, struct cfg_errors *errs);
 
 /* Print every key with its effective value and where it came from. The
  * output parses back to the same configuration. */

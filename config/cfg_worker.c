@@ -281,3 +281,9 @@ int wrk_cfg_load(const char *path, char *const *envp, struct wrk_cfg *out, struc
 {
 	return cfg_load(&wrk_cfg_schema, path, envp, out, errs);
 }
+
+int wrk_cfg_load_text(const char *name, const char *text, char *const *envp, struct wrk_cfg *out,
+		      struct cfg_errors *errs)
+{
+	return cfg_load_text(&wrk_cfg_schema, name, text, envp, out, errs);
+}

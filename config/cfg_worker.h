@@ -68,6 +68,8 @@ extern const struct cfg_schema wrk_cfg_schema;
 
 /* Load, apply PBOX_* overrides from @envp (may be NULL), validate. */
 int wrk_cfg_load(const char *path, char *const *envp, struct wrk_cfg *out, struct cfg_errors *errs);
+int wrk_cfg_load_text(const char *name, const char *text, char *const *envp, struct wrk_cfg *out,
+		      struct cfg_errors *errs);
 
 /* [tuning] layout's names, in enum lay_mode's order (worker/layout.h), NULL-ended. */
 extern const char *const cfg_layout_names[];

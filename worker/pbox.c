@@ -21,7 +21,9 @@
 
 extern char **environ;
 
-int pbox_init(const char *config, struct pbox **out)
+/* A context of configuration @text (in memory: its name in messages
+ * @name) or of the file @path (NULL: the defaults and the environment). */
+static int init(const char *path, const char *name, const char *text, struct pbox **out)
 {
 	struct cfg_errors errs;
 	struct pbox *px;
@@ -30,12 +32,12 @@ int pbox_init(const char *config, struct pbox **out)
 	if (!out)
 		return wk_err(PBOX_EINVAL, "pbox_init: out is NULL");
 	*out = NULL;
-	if (!config) /* neither: the defaults and PBOX_SECTION_KEY variables alone */
-		config = getenv("PBOX_CONFIG");
 	px = calloc(1, sizeof(*px));
 	if (!px)
 		return wk_err(PBOX_ENOMEM, "pbox_init: out of memory");
-	if (wrk_cfg_load(config, environ, &px->cfg, &errs)) {
+	rc = text ? wrk_cfg_load_text(name, text, environ, &px->cfg, &errs)
+		  : wrk_cfg_load(path, environ, &px->cfg, &errs);
+	if (rc) {
 		char all[WK_ERR_LEN] = "";
 		size_t off = 0;
 
@@ -69,6 +71,20 @@ int pbox_init(const char *config, struct pbox **out)
 	}
 	*out = px;
 	return PBOX_OK;
+}
+
+int pbox_init(const char *config, struct pbox **out)
+{
+	if (!config) /* neither: the defaults and PBOX_SECTION_KEY variables alone */
+		config = getenv("PBOX_CONFIG");
+	return init(config, NULL, NULL, out);
+}
+
+int pbox_init_text(const char *config_text, struct pbox **out)
+{
+	if (!config_text)
+		return wk_err(PBOX_EINVAL, "pbox_init_text: config_text is NULL");
+	return init(NULL, "(pbox_init_text)", config_text, out);
 }
 
 int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype dtype, int priority)

@@ -108,6 +108,8 @@ struct rank_run {
 	uint64_t counts[NT];	 /* this rank's declaration */
 	int start_rc, run_rc, fin_rc;
 	unsigned at; /* the iteration it was on (the failed one, if it failed) */
+	bool text;   /* configured from memory: pbox_init_text() of its file's contents */
+	int fresh;   /* after its shrink: a tensor first used then (0 ok, else its code) */
 	char msg[WK_ERR_LEN];
 	uint32_t *layout; /* a copy of chunk_unit */
 	uint32_t n_chunks;
@@ -173,6 +175,41 @@ static float get(const void *p, uint64_t i, enum pbox_dtype dt)
 	return dt == PBOX_FP16 ? sum_f16_to_f32(h) : sum_bf16_to_f32(h);
 }
 
+/* pbox_init_text() of @path's contents, the file removed first: nothing
+ * of the configuration is on the disk while the context reads it. */
+static int init_from_text(const char *path, struct pbox **px)
+{
+	char text[4096];
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	ck_assert_ptr_nonnull(f);
+	n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	unlink(path);
+	return pbox_init_text(text, px);
+}
+
+/* After a shrink: a tensor first used by the smaller job (key 999, each
+ * survivor's 1..5) sums exactly; PBOX_OK, its code, or -1 a wrong sum. (A
+ * machine's ranks once dropped each other's word about a new tensor after
+ * a renewal, and waited for ever.) */
+static int fresh_tensor(struct pbox *px, const struct rank_run *rr)
+{
+	unsigned n = rr->n - (rr->dead >= 0) - (rr->dead2 >= 0 && rr->dead2 != rr->dead);
+	float x[5] = {1, 2, 3, 4, 5};
+	struct pbox_handle *op;
+	int rc = pbox_push_pull(px, 999, x, x, 5, PBOX_FP32, &op);
+
+	if (rc == PBOX_OK)
+		rc = pbox_wait(op);
+	for (unsigned i = 0; rc == PBOX_OK && i < 5; i++)
+		if (x[i] != (float)((i + 1) * n))
+			rc = -1;
+	return rc;
+}
+
 static void *rank_main(void *arg)
 {
 	struct rank_run *rr = arg;
@@ -187,7 +224,7 @@ static void *rank_main(void *arg)
 			      rr->secret);
 	else
 		write_cfg(path, sizeof(path), rr->rank, rr->n, rr->extra, rr->per);
-	if (pbox_init(path, &px)) {
+	if (rr->text ? init_from_text(path, &px) : pbox_init(path, &px)) {
 		snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
 		rr->start_rc = -100;
 		return NULL;
@@ -270,6 +307,7 @@ static void *rank_main(void *arg)
 					  (double)(b.tv_nsec - a.tv_nsec) / 1e6;
 			rr->shrunk = true;
 			rr->run_rc = 0;
+			rr->fresh = fresh_tensor(px, rr);
 			v--; /* the failed iteration again, from its inputs */
 			continue;
 		}
@@ -903,6 +941,8 @@ static void went_on(const struct rank_run *rr, unsigned r, unsigned dead)
 	ck_assert_msg(rr[r].start_rc == 0 && rr[r].run_rc == 0, "rank %u: %s", r, rr[r].msg);
 	ck_assert_msg(rr[r].shrunk, "rank %u never lost rank %u", r, dead);
 	ck_assert_msg(!rr[r].wrong, "rank %u: a wrong sum after the shrink", r);
+	ck_assert_msg(rr[r].fresh == PBOX_OK, "rank %u: a tensor first used after the shrink: %d",
+		      r, rr[r].fresh);
 	ck_assert_int_eq(rr[r].fin_rc, 0);
 }
 
@@ -1282,6 +1322,31 @@ START_TEST(test_missing_rank_named)
 		ck_assert_msg(strstr(rr[r].msg, "rank 3 never reached rank 0 at 127.0.0.1:"),
 			      "rank %u: %s", r, rr[r].msg);
 	}
+}
+END_TEST
+
+/* A configuration from memory (pbox_init_text()): four ranks whose files
+ * are read and removed before their contexts see them sum exactly; a bad
+ * line is named by its number, a NULL text refused. */
+START_TEST(test_init_text)
+{
+	struct rank_run rr[NR];
+	struct pbox *px = NULL;
+
+	setup_runs(rr, NR, PBOX_FP32, 2);
+	for (unsigned r = 0; r < NR; r++)
+		rr[r].text = true;
+	run_ranks(rr, NR);
+	check_exact(rr);
+	ck_assert_int_eq(pbox_init_text("[worker]\nrank = 0\n[tuning]\ncredit_bytes = lots\n", &px),
+			 PBOX_ECONFIG);
+	ck_assert_ptr_null(px);
+	ck_assert_msg(strstr(pbox_last_error(), "(pbox_init_text):4:") &&
+			      strstr(pbox_last_error(), "credit_bytes"),
+		      "%s", pbox_last_error());
+	ck_assert_int_eq(pbox_init_text(NULL, &px), PBOX_EINVAL);
+	ck_assert_int_eq(pbox_init_text("", &px), PBOX_ECONFIG); /* as no file: [worker] rank */
+	ck_assert_ptr_nonnull(strstr(pbox_last_error(), "rank"));
 }
 END_TEST
 
@@ -2124,6 +2189,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_priority_mismatch_named);
 	tcase_add_test(tc, test_priority_overtakes);
 	tcase_add_test(tc, test_api_refusals);
+	tcase_add_test(tc, test_init_text);
 	tcase_add_test(tc, test_module_missing);
 	tcase_add_test(tc, test_cuda_refusals);
 	tcase_add_test(tc, test_cuda_staged);

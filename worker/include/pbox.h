@@ -56,8 +56,21 @@
 extern "C" {
 #endif
 
-#define PBOX_VERSION_MAJOR 3
-#define PBOX_VERSION_MINOR 4
+/*
+ * The version of this header; pbox_version() says the library's. ABI
+ * policy: within one major version (the soname, libpbox.so.3) a minor
+ * version only adds: functions (each under a symbol version of its own,
+ * worker/libpbox.map), enumerators at the end, and meanings for arguments
+ * that were refused before. It never changes or removes what an earlier
+ * minor version had, and no struct of this header changes its size or
+ * layout but by a new major version. A program built against 3.x runs on
+ * any 3.y with y >= x; test PBOX_VERSION_CODE >= PBOX_VERSION(3, 5) before
+ * calling what 3.5 added.
+ */
+#define PBOX_VERSION_MAJOR   3
+#define PBOX_VERSION_MINOR   5
+#define PBOX_VERSION(ma, mi) ((ma)*1000 + (mi))
+#define PBOX_VERSION_CODE    PBOX_VERSION(PBOX_VERSION_MAJOR, PBOX_VERSION_MINOR)
 
 /* Element types, as the GPU holds them (little-endian). */
 enum pbox_dtype {
@@ -107,6 +120,15 @@ const char *pbox_version(void);
  * SS_GPU endpoints; no [peers] or [job] needed. Host names are resolved.
  */
 int pbox_init(const char *config, struct pbox **out);
+
+/*
+ * The same from @config_text in memory, the contents an INI file would
+ * have (libpbox 3.5): nothing touches the disk, so a job's secret token
+ * need not either (PyTorch's backend passes it so). PBOX_SECTION_KEY
+ * variables override it as they override a file; PBOX_CONFIG is not read.
+ * Errors name "(pbox_init_text)" and the line.
+ */
+int pbox_init_text(const char *config_text, struct pbox **out);
 
 /*
  * A tensor of @count elements of @dtype, known to every rank by @key.

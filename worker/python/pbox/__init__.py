@@ -64,6 +64,10 @@ try:  # libpbox 3.2
     library.pbox_rejoin.argtypes = [_P]
 except AttributeError:
     pass
+try:  # libpbox 3.5
+    library.pbox_init_text.argtypes = [ctypes.c_char_p, ctypes.POINTER(_P)]
+except AttributeError:
+    pass
 library.pbox_layout.argtypes = [_P, _P]
 library.pbox_test.argtypes = [_P]
 library.pbox_finalize.argtypes = [_P]
@@ -103,9 +107,15 @@ class Context:
     """One rank of one job. config: the worker INI file (None: $PBOX_CONFIG);
     PBOX_SECTION_KEY variables override any key, as in C."""
 
-    def __init__(self, config=None):
+    def __init__(self, config=None, text=None):
+        """text: the configuration itself (an INI file's contents), kept in
+        memory (pbox_init_text()); config is then not read, nor PBOX_CONFIG."""
         self._px = _P()
-        _check(library.pbox_init(config.encode() if config else None, ctypes.byref(self._px)))
+        if text is not None:
+            _check(library.pbox_init_text(text.encode(), ctypes.byref(self._px)))
+        else:
+            _check(library.pbox_init(config.encode() if config else None,
+                                     ctypes.byref(self._px)))
 
     def start(self):
         _check(library.pbox_start(self._px))
