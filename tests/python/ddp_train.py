@@ -15,8 +15,16 @@ up, in seconds since the epoch, and the death's time).
 MODE: pbox or gloo (the process group's backend, DDP's default
 allreduce); hook (a Gloo group for DDP, its buckets summed by pbox through
 pbox.torch.allreduce_hook); powersgd (torch's own PowerSGD comm hook on the
-pbox group: compressed gradients, summed by pbox).
+pbox group: compressed gradients, summed by pbox); sched (no DDP:
+pbox.torch.ScheduledOptimizer on the pbox group, each parameter's sum
+started as its gradient is ready, applied before its module's next
+forward).
+
+DDP_ACCUM=A: each step is A micro-batches, all but the last under
+no_sync(); DDP_CLIP=C: the gradients' norm clipped to C before each step
+(torch.nn.utils.clip_grad_norm_ under DDP, the optimizer's own under sched).
 """
+import contextlib
 import os
 import sys
 import time
@@ -27,7 +35,7 @@ import torch.distributed as dist
 import pbox.torch  # noqa: F401  (registers the "pbox" backend)
 
 mode, out = sys.argv[1], sys.argv[2]
-backend = {"hook": "gloo", "powersgd": "pbox"}.get(mode, mode)
+backend = {"hook": "gloo", "powersgd": "pbox", "sched": "pbox"}.get(mode, mode)
 mixed = sys.argv[3] == "mixed"
 steps = 8
 dist.init_process_group(backend)
@@ -57,7 +65,10 @@ class Net(torch.nn.Module):
 dev = torch.device(os.environ.get("DDP_DEVICE", "cpu"))
 torch.manual_seed(0)
 model = Net().to(dev)
-ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.1)
+accum = int(os.environ.get("DDP_ACCUM", "1"))
+clip = float(os.environ["DDP_CLIP"]) if os.environ.get("DDP_CLIP") else None
+sched = mode == "sched"
+ddp = model if sched else torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.1)
 group = dist.distributed_c10d._get_default_group()
 if mode == "hook":
     hs = pbox.torch.hook_state()
@@ -69,18 +80,28 @@ elif mode == "powersgd":
     psgd = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=2,
                                        start_powerSGD_iter=2, min_compression_rate=0.5)
     ddp.register_comm_hook(psgd, powerSGD_hook.powerSGD_hook)
-opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+if sched:
+    opt = pbox.torch.ScheduledOptimizer(opt, model)
 gen = torch.Generator().manual_seed(1000 + rank)
 t0 = time.monotonic()
 for step in range(steps):
     if die and attempt == 0 and rank == die[0] and step == die[1]:
         print("%s: rank %d dies at step %d at %.3f" % (mode, rank, step, time.time()), flush=True)
         os._exit(3)
-    x = torch.randn(64, 64, generator=gen).to(dev)
-    y = torch.randint(0, 10, (64,), generator=gen).to(dev)
-    loss = torch.nn.functional.cross_entropy(ddp(x), y)
     opt.zero_grad()
-    loss.backward()
+    for a in range(accum):
+        x = torch.randn(64, 64, generator=gen).to(dev)
+        y = torch.randint(0, 10, (64,), generator=gen).to(dev)
+        with (opt.no_sync() if sched else ddp.no_sync()) if a < accum - 1 else \
+                contextlib.nullcontext():
+            loss = torch.nn.functional.cross_entropy(ddp(x), y)
+            loss.backward()
+    if clip is not None:
+        if sched:
+            opt.clip_grad_norm_(clip)
+        else:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     opt.step()
     if rank == 0:
         print("%s step %d loss %.4f" % (mode, step, float(loss)), flush=True)
@@ -93,6 +114,8 @@ if rank == 0 and mode != "gloo":
     grads = sum(p.numel() * p.element_size() for p in model.parameters())
     print("%s: laid out %d bytes (box %d) for %d bytes of gradients, in chunks of %d" %
           (mode, li.total_bytes, li.box_bytes, grads, li.chunk_size), flush=True)
+if sched:
+    opt.synchronize()  # the last step's updates applied
 torch.save([p.detach().float().cpu() for p in model.parameters()], "%s-%d.pt" % (out, rank))
 dist.barrier()
 dist.destroy_process_group()

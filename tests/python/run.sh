@@ -20,11 +20,12 @@ fi
 export PYTHONPATH=$PWD/$build/python
 # Debian's torch 1.13 under Python 3.11: torchrun's launcher dies without
 # --redirects and --tee (README: "Using pbox from PyTorch")
-run() { # BACKEND MODEL PORT
+run() { # MODE MODEL PORT [NAME]: NAME (MODE-MODEL) its output's prefix
+	local name=${4:-$1-$2}
 	timeout 300 $py -m torch.distributed.run --redirects 2 --tee 2 --nproc_per_node 4 \
 		--master_addr 127.0.0.1 --master_port "$3" tests/python/ddp_train.py "$1" \
-		"$out/$1-$2" "$2" >"$out/$1-$2.log" 2>&1 && return 0
-	grep -v '^\[default[0-9]\]:\s*$' "$out/$1-$2.log" | grep -v '^ ' | tail -12 | sed 's/^/        /'
+		"$out/$name" "$2" >"$out/$name.log" 2>&1 && return 0
+	grep -v '^\[default[0-9]\]:\s*$' "$out/$name.log" | grep -v '^ ' | tail -12 | sed 's/^/        /'
 	return 1
 }
 # compare RUN [REF]: RUN's parameters equal on every rank, within 1e-4 of REF's
@@ -44,6 +45,27 @@ compare pbox-fp32 gloo-fp32 && ok "fp32: final parameters equal on every rank, w
 	bad "fp32: final parameters equal on every rank, within 1e-4 of Gloo's"
 compare pbox-mixed && ok "fp32 and bf16 in one group: final parameters equal on every rank" ||
 	bad "fp32 and bf16 in one group: final parameters equal on every rank"
+# ByteScheduler's plugin: no DDP, each parameter summed as its gradient is
+# ready and updated before its module's next forward; the same parameters
+# as DDP's (SGD with momentum: per-parameter state), with micro-batches
+# under no_sync() and a gradient clip that binds (0.05: the clipped run
+# differs from the unclipped one), and with a bf16 layer
+if run sched fp32 29584 && compare sched-fp32 gloo-fp32; then
+	ok "pbox.torch.ScheduledOptimizer: parameters equal on every rank, within 1e-4 of DDP's on Gloo ($(grep -o 'sched: .* per step' "$out/sched-fp32.log"))"
+else
+	bad "pbox.torch.ScheduledOptimizer against DDP on Gloo"
+fi
+if DDP_ACCUM=2 DDP_CLIP=0.05 run gloo fp32 29585 gloo-accum && ! compare gloo-accum gloo-fp32 >/dev/null &&
+	DDP_ACCUM=2 DDP_CLIP=0.05 run sched fp32 29586 sched-accum && compare sched-accum gloo-accum; then
+	ok "ScheduledOptimizer with 2 micro-batches (no_sync()) and clip_grad_norm_(0.05): within 1e-4 of DDP's doing the same"
+else
+	bad "ScheduledOptimizer with no_sync() and clip_grad_norm_() against DDP's"
+fi
+if run sched mixed 29587 && compare sched-mixed; then
+	ok "ScheduledOptimizer with fp32 and bf16 parameters: final parameters equal on every rank"
+else
+	bad "ScheduledOptimizer with fp32 and bf16 parameters"
+fi
 # the hook on a Gloo group, and torch's own PowerSGD hook on the pbox group
 if run hook fp32 29578 && compare hook-fp32 gloo-fp32; then
 	ok "DDP on a Gloo group with pbox.torch.allreduce_hook: parameters equal on every rank, within 1e-4 of Gloo's"

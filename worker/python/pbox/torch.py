@@ -21,6 +21,12 @@ pbox (any shape, any number of tensors per call: they are packed into one
 buffer), and so is broadcast of bf16 tensors (Gloo has none in torch 1.13:
 the root's values summed with zeros). Everything else (broadcast, allgather, barrier, other dtypes and
 ops, ...) goes to an internal Gloo group on the same store.
+
+allreduce_hook (with hook_state()) sums DDP's buckets through pbox on a
+Gloo default group; ScheduledOptimizer stands in for DDP and overlaps both
+passes (ByteScheduler's plugin: each parameter summed as soon as its
+gradient is ready, by priority, and updated just before its module's next
+forward).
 """
 import atexit
 import concurrent.futures
@@ -30,7 +36,6 @@ import queue
 import random
 import socket
 import sys
-import tempfile
 import threading
 import zlib
 from datetime import timedelta
@@ -41,7 +46,8 @@ from torch._C._distributed_c10d import ProcessGroup, Work, _create_work_from_fut
 
 import pbox
 
-__all__ = ["ProcessGroupPbox", "allreduce_hook", "hook_state", "rejoin", "shrink"]
+__all__ = ["ProcessGroupPbox", "ScheduledOptimizer", "allreduce_hook", "hook_state", "rejoin",
+           "shrink"]
 
 _DTYPES = {torch.float32: pbox.FP32, torch.float16: pbox.FP16, torch.bfloat16: pbox.BF16}
 _CALLBACK_THREADS = 4  # futures' callbacks that may block at once (nested collectives)
@@ -160,19 +166,10 @@ class ProcessGroupPbox(ProcessGroup):
         # PBOX_BOX (one or several host:port) is libpbox's own to read: [box] control
         lines += ["[peers]"] + ["%d = %s" % (r, p) for r, p in enumerate(peers)]
         base = os.environ.get("PBOX_CONFIG")
-        text = (open(base).read() + "\n" if base else "") + "\n".join(lines) + "\n"
-        fd, path = tempfile.mkstemp(prefix="pbox-", suffix=".ini")  # 0600: the token is secret
-        try:
-            os.write(fd, text.encode())
-            os.close(fd)
-            env = os.environ.pop("PBOX_CONFIG", None)
-            try:
-                self._ctx = pbox.Context(path)
-            finally:
-                if env is not None:
-                    os.environ["PBOX_CONFIG"] = env
-        finally:
-            os.unlink(path)
+        with open(base) if base else contextlib.nullcontext() as f:
+            text = (f.read() + "\n" if base else "") + "\n".join(lines) + "\n"
+        # in memory: the job's secret token never touches the disk
+        self._ctx = pbox.Context(text=text)
         self._ctx.start()
         self._serve()
 
@@ -541,3 +538,207 @@ def allreduce_hook(state, bucket):
         return v[0].div_(size)
 
     return work.get_future().then(average)
+
+
+# ---- ByteScheduler's plugin: each parameter's sum as soon as it is ready ----
+
+class ScheduledOptimizer:
+    """Wraps a torch optimizer (and stands in for DDP) so that communication
+    overlaps both passes, as ByteScheduler's PyTorch plugin does:
+
+        model = Net()                                    # no DDP wrapper
+        opt = pbox.torch.ScheduledOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                            model)       # rank 0's parameters broadcast
+        for x, y in data:
+            loss = loss_fn(model(x), y)
+            opt.zero_grad()
+            loss.backward()      # each parameter's sum starts as its gradient is ready
+            opt.step()           # returns at once
+        opt.synchronize()        # before reading the parameters (eval, checkpoint)
+
+    Each parameter is a tensor of its own in libpbox, declared with its place
+    in model.parameters() as its priority (the input layers first: the next
+    forward pass needs them first), so libpbox's scheduler sends the most
+    urgent partition first and lets it overtake what waits. A backward hook
+    copies each gradient out as soon as autograd has accumulated it and
+    starts its push-pull; step() only marks the sums as due; a forward
+    pre-hook on each module waits for its own parameters' sums alone and
+    runs the optimizer's step for them (the Dependency Proxy), so the next
+    iteration's first layers compute while the last layers' sums are still
+    on the wire.
+
+    The mathematics are synchronous SGD's, as DDP's: each gradient is the
+    average of the ranks' (summed by pbox, divided by the world size), and
+    the optimizer's step per parameter is the step it takes on all of them
+    at once for any optimizer that updates each parameter from its own
+    gradient and state (SGD, momentum, Adam, AdamW, RMSprop, ...; not one
+    that couples parameters, such as LBFGS). The parameters equal DDP's
+    after any number of steps, up to the order in which fp32 sums were
+    added.
+
+    no_sync(): gradients accumulate locally (micro-batches); the next
+    backward outside it sends the accumulated ones, as DDP's no_sync().
+    clip_grad_norm_(): clipping needs every gradient, so it waits for every
+    sum first (that step does not overlap; it says so once) and clips the
+    averaged gradients exactly as torch.nn.utils.clip_grad_norm_ does.
+    A second backward before step() is refused (use no_sync()).
+
+    group: a pbox group (None: the default group, which must be pbox's).
+    Parameters must be fp32, fp16 or bf16, on the CPU or one CUDA device.
+    Other attributes (param_groups, state_dict(), ...) are the optimizer's.
+    """
+
+    _made = 0  # ranks make their ScheduledOptimizers in the same order: keys agree
+
+    def __init__(self, optimizer, model, group=None):
+        g = group if group is not None else dist.distributed_c10d._get_default_group()
+        if not isinstance(g, ProcessGroupPbox) or g._ctx is None:
+            raise RuntimeError("pbox: ScheduledOptimizer needs a live pbox group, not %s" %
+                               type(g).__name__)
+        self._opt, self._group, self._ctx = optimizer, g, g._ctx
+        ScheduledOptimizer._made += 1
+        owned = {id(p) for grp in optimizer.param_groups for p in grp["params"]}
+        self._params = [p for p in model.parameters() if id(p) in owned and p.requires_grad]
+        if len(self._params) != len(owned):
+            raise RuntimeError("pbox: ScheduledOptimizer: the optimizer has parameters "
+                               "that are not the model's, or that need no gradient")
+        self._index = {id(p): i for i, p in enumerate(self._params)}
+        n = len(self._params)
+        self._bufs, self._keys = [], []
+        for i, p in enumerate(self._params):
+            if p.dtype not in _DTYPES:
+                raise RuntimeError("pbox: ScheduledOptimizer: parameter %d is %s (fp32, fp16 "
+                                   "or bf16 only)" % (i, p.dtype))
+            dist.broadcast(p.data, 0, group=g)  # rank 0's parameters, as DDP starts
+            key = (zlib.crc32(b"sched:%d:%d:%d" % (self._made, i, p.numel())) &
+                   0x7FFFFFFF) << 32 | (i & 0x1FFFFFFF) << 3 | 1  # never a _key()
+            self._ctx.declare(key, p.numel(), _DTYPES[p.dtype], i)
+            self._keys.append(key)
+            self._bufs.append(torch.empty(p.numel(), dtype=p.dtype, device=p.device))
+        self._handle = [None] * n  # its push-pull in flight
+        self._avg = [False] * n  # its buffer holds the ranks' average
+        self._due = [False] * n  # step() was called: apply before its next use
+        self._sync = True
+        self._said_clip = False
+        self._hooks = []
+        for i, p in enumerate(self._params):
+            acc = p.expand_as(p).grad_fn.next_functions[0][0]  # p's AccumulateGrad
+            self._hooks.append((acc, acc.register_hook(self._grad_ready(i))))
+        for m in model.modules():
+            own = [self._index[id(p)] for p in m.parameters(recurse=False)
+                   if id(p) in self._index]
+            if own:
+                self._hooks.append((m, m.register_forward_pre_hook(self._pre_forward(own))))
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._opt, name)
+
+    def _grad_ready(self, i):
+        def hook(*_):
+            if not self._sync:
+                return  # no_sync(): accumulate
+            if self._handle[i] is not None or self._avg[i]:
+                raise RuntimeError("pbox: ScheduledOptimizer: a second backward before "
+                                   "step(); accumulate under no_sync()")
+            if self._due[i]:
+                raise RuntimeError("pbox: ScheduledOptimizer: parameter %d was used before "
+                                   "its module's forward ran (its update was not applied): "
+                                   "call synchronize() before such a forward" % i)
+            p, buf = self._params[i], self._bufs[i]
+            buf.copy_(p.grad.reshape(-1))
+            dt = _DTYPES[p.dtype]
+            if buf.is_cuda:
+                stream = torch.cuda.current_stream(buf.device).cuda_stream
+                self._handle[i] = self._ctx.push_pull_cuda(self._keys[i], buf.data_ptr(),
+                                                           buf.data_ptr(), buf.numel(), dt,
+                                                           stream)
+            else:
+                self._handle[i] = self._ctx.push_pull(self._keys[i], buf.data_ptr(),
+                                                      buf.data_ptr(), buf.numel(), dt)
+        return hook
+
+    def _summed(self, i):
+        """Parameter @i's sum in, averaged."""
+        h, self._handle[i] = self._handle[i], None
+        if h is not None:
+            h.wait()
+            self._bufs[i].div_(self._group.size())
+            self._avg[i] = True
+
+    def _with_grads(self, idx, fn):
+        """fn() with parameters @idx's .grad the averaged sums (the caller's back after)."""
+        saved = [self._params[i].grad for i in idx]
+        try:
+            for i in idx:
+                self._params[i].grad = self._bufs[i].view_as(self._params[i])
+            return fn()
+        finally:
+            for i, g in zip(idx, saved):
+                self._params[i].grad = g
+
+    def _apply(self, idx):
+        """The optimizer's step for the due parameters among @idx."""
+        idx = [i for i in idx if self._due[i]]
+        if not idx:
+            return
+        for i in idx:
+            self._summed(i)
+        mine = {id(self._params[i]) for i in idx}
+        groups = [grp["params"] for grp in self._opt.param_groups]
+        try:
+            for grp, ps in zip(self._opt.param_groups, groups):
+                grp["params"] = [p for p in ps if id(p) in mine]
+            self._with_grads(idx, self._opt.step)
+        finally:
+            for grp, ps in zip(self._opt.param_groups, groups):
+                grp["params"] = ps
+        for i in idx:
+            self._due[i] = self._avg[i] = False
+
+    def _pre_forward(self, own):
+        def hook(module, inputs):  # noqa: ARG001
+            self._apply(own)
+        return hook
+
+    def step(self, closure=None):
+        """Marks this step's sums as due: each parameter is updated once its
+        sum is in, before its module's next forward (or at synchronize())."""
+        if closure is not None:
+            raise RuntimeError("pbox: ScheduledOptimizer.step() takes no closure")
+        self._apply(range(len(self._params)))  # a previous step's never used since
+        for i in range(len(self._params)):
+            self._due[i] = self._handle[i] is not None or self._avg[i]
+
+    def synchronize(self):
+        """Every sum in and every due update applied: the parameters as DDP's."""
+        self._apply(range(len(self._params)))
+
+    def zero_grad(self, *args, **kwargs):
+        self._opt.zero_grad(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backwards here accumulate gradients locally; the next one outside
+        sends the accumulated gradients."""
+        self._sync = False
+        try:
+            yield
+        finally:
+            self._sync = True
+
+    def clip_grad_norm_(self, max_norm, norm_type=2.0):
+        """torch.nn.utils.clip_grad_norm_ of the averaged gradients (call it
+        after backward, before step()): waits for every sum first."""
+        if not self._said_clip:
+            self._said_clip = True
+            print("pbox: ScheduledOptimizer.clip_grad_norm_ needs every gradient: a step that "
+                  "clips waits for every sum (no overlap with the next forward)",
+                  file=sys.stderr, flush=True)
+        idx = [i for i in range(len(self._params)) if self._handle[i] is not None or
+               self._avg[i]]
+        for i in idx:
+            self._summed(i)
+        return self._with_grads(idx, lambda: torch.nn.utils.clip_grad_norm_(
+            [self._params[i] for i in idx], max_norm, norm_type))
