@@ -143,7 +143,7 @@ $(error libdpdk not found by pkg-config: run 'make setup' (as root), or 'make te
 endif
 endif
 
-.PHONY: worker test-gpu perf-gpu setup test-run demo-run all test unit unit-asan unit-tsan integration python-test soak lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-tune perf-scale demo install uninstall image boot-test clean
+.PHONY: worker test-gpu perf-gpu setup test-run demo-run all test unit unit-asan unit-tsan integration python-test soak lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-train perf-tune perf-scale demo install uninstall image boot-test clean
 all: $(BINS)
 worker: $(WORKER_BINS)
 
@@ -400,6 +400,11 @@ perf-loss: all
 
 perf-backprop: all
 	perf/backprop/backprop.sh $(BUILD)
+
+# Real models (torchvision) trained through the box against Gloo: DDP on
+# the pbox backend, the hook, pbox.torch.ScheduledOptimizer (MODELS, B).
+perf-train: all
+	perf/train/train.sh $(BUILD)
 
 perf-tune: all
 	perf/tune/tune.sh $(BUILD)

@@ -20,7 +20,8 @@ set -euo pipefail
 #        program: libbpf), Prometheus (promtool and a server for the scrape
 #        test), curl, PyTorch (the pbox backend's DDP test), systemd
 #        (systemd-analyze verify of the installed units)
-# perf:  Gloo's ring (perf/cluster), gnuplot for the charts, dpdk-dev
+# perf:  Gloo's ring (perf/cluster), gnuplot for the charts, torchvision
+#        (perf/train's models), dpdk-dev
 #        (dpdk-testpmd for perf/dataplane)
 # image: mmdebstrap, GRUB for BIOS (UEFI's signed shim and GRUB come from the
 #        image's mirror), partitioning, ext4 and FAT (the ESP, by dosfstools
@@ -29,7 +30,7 @@ pkgs_build=(build-essential pkg-config git libdpdk-dev dpdk libnuma-dev libinih-
 	libsubunit-dev libmicrohttpd-dev libsodium-dev)
 pkgs_test=(cppcheck clang-format clang libclang-rt-14-dev iproute2 iputils-ping procps
 	libbpf-dev linux-libc-dev prometheus curl ca-certificates python3 python3-torch systemd)
-pkgs_perf=(libgloo-dev gnuplot-nox dpdk-dev)
+pkgs_perf=(libgloo-dev gnuplot-nox dpdk-dev python3-torchvision)
 pkgs_image=(mmdebstrap grub-pc-bin dosfstools mtools fdisk e2fsprogs qemu-system-x86 qemu-utils ovmf)
 
 perf=0 image=0 check=0

@@ -584,13 +584,15 @@ class ScheduledOptimizer:
     A second backward before step() is refused (use no_sync()).
 
     group: a pbox group (None: the default group, which must be pbox's).
+    priority: False sends every parameter at one priority, first come first
+    served (perf-train's comparison of the two).
     Parameters must be fp32, fp16 or bf16, on the CPU or one CUDA device.
     Other attributes (param_groups, state_dict(), ...) are the optimizer's.
     """
 
     _made = 0  # ranks make their ScheduledOptimizers in the same order: keys agree
 
-    def __init__(self, optimizer, model, group=None):
+    def __init__(self, optimizer, model, group=None, priority=True):
         g = group if group is not None else dist.distributed_c10d._get_default_group()
         if not isinstance(g, ProcessGroupPbox) or g._ctx is None:
             raise RuntimeError("pbox: ScheduledOptimizer needs a live pbox group, not %s" %
@@ -612,7 +614,7 @@ class ScheduledOptimizer:
             dist.broadcast(p.data, 0, group=g)  # rank 0's parameters, as DDP starts
             key = (zlib.crc32(b"sched:%d:%d:%d" % (self._made, i, p.numel())) &
                    0x7FFFFFFF) << 32 | (i & 0x1FFFFFFF) << 3 | 1  # never a _key()
-            self._ctx.declare(key, p.numel(), _DTYPES[p.dtype], i)
+            self._ctx.declare(key, p.numel(), _DTYPES[p.dtype], i if priority else 0)
             self._keys.append(key)
             self._bufs.append(torch.empty(p.numel(), dtype=p.dtype, device=p.device))
         self._handle = [None] * n  # its push-pull in flight

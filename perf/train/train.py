@@ -1,0 +1,83 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""One rank of perf/train: a torchvision model trained on synthetic images by
+an unmodified DDP loop (or pbox.torch.ScheduledOptimizer in its place),
+under torchrun. Prints the time per step and saves the final parameters.
+
+    torchrun ... perf/train/train.py MODE MODEL OUT_PREFIX
+
+MODE: gloo (DDP on a Gloo group), pbox (DDP on the pbox backend), hook (DDP
+on Gloo, its buckets summed by pbox.torch.allreduce_hook), sched
+(pbox.torch.ScheduledOptimizer on the pbox group, no DDP), sched-fifo (the
+same, every parameter at one priority). MODEL: a
+torchvision model name (resnet18, resnet50, vgg16, ...), 10 classes.
+STEPS (10) steps, the first WARMUP (2) untimed; BATCH (8) images of IMAGE
+(32) pixels a side per rank; SGD with momentum.
+
+Prints "train: MODE MODEL step_ms=S grads_mb=G ..." from rank 0: the mean
+time from one timed step's start to the next's (a long run's rate; the
+scheduled optimizer's updates of a step land in the next step's forward,
+and its last step's, applied once at the end, are tail_ms), where the
+time went (fwd_ms, with the scheduled optimizer's waits for sums; bwd_ms,
+with DDP's; opt_ms), and saves OUT_PREFIX-RANK.pt.
+"""
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torchvision
+
+import pbox.torch
+
+mode, name, out = sys.argv[1:4]
+steps = int(os.environ.get("STEPS", "10"))
+warm = int(os.environ.get("WARMUP", "2"))
+batch = int(os.environ.get("BATCH", "8"))
+side = int(os.environ.get("IMAGE", "32"))
+torch.set_num_threads(1)  # ranks share the host's cores
+dist.init_process_group("gloo" if mode in ("gloo", "hook") else "pbox")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = getattr(torchvision.models, name)(num_classes=10)
+opt = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9)
+if mode in ("sched", "sched-fifo"):
+    net = model
+    opt = pbox.torch.ScheduledOptimizer(opt, model, priority=mode == "sched")
+else:
+    net = torch.nn.parallel.DistributedDataParallel(model)
+    if mode == "hook":
+        net.register_comm_hook(pbox.torch.hook_state(), pbox.torch.allreduce_hook)
+gen = torch.Generator().manual_seed(1000 + rank)
+data = [(torch.randn(batch, 3, side, side, generator=gen),
+         torch.randint(0, 10, (batch,), generator=gen)) for _ in range(steps)]
+dist.barrier()
+phase = [0.0, 0.0, 0.0]  # forward (with the scheduled optimizer's waits), backward, step
+for step, (x, y) in enumerate(data):
+    if step == warm:
+        t0 = time.monotonic()
+        phase = [0.0, 0.0, 0.0]
+    a = time.monotonic()
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(net(x), y)
+    b = time.monotonic()
+    loss.backward()
+    c = time.monotonic()
+    opt.step()
+    d = time.monotonic()
+    for i, t in enumerate((b - a, c - b, d - c)):
+        phase[i] += t
+t1 = time.monotonic()
+if mode.startswith("sched"):  # the last step's updates: once per run, not per step
+    opt.synchronize()
+tail = (time.monotonic() - t1) * 1000
+ms = (t1 - t0) * 1000 / (steps - warm)
+fwd, bwd, stp = (1000 * t / (steps - warm) for t in phase)
+grads = sum(p.numel() * p.element_size() for p in model.parameters())
+if rank == 0:
+    print("train: %s %s step_ms=%.1f grads_mb=%.1f loss=%.4f fwd_ms=%.1f bwd_ms=%.1f "
+          "opt_ms=%.1f tail_ms=%.1f" % (mode, name, ms, grads / 2**20, float(loss), fwd, bwd, stp,
+                                        tail), flush=True)
+torch.save([p.detach().float() for p in model.parameters()], "%s-%d.pt" % (out, rank))
+dist.barrier()
+dist.destroy_process_group()

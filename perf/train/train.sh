@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# perf/train: real models trained through pbox against Gloo (issue 36).
+# n = 4 workers (one network namespace and one torchrun each) at B Mb/s,
+# a box of 2 ports at k = 2 on the emulated network; torchvision models on
+# synthetic images (perf/train/train.py), each trained by
+#   gloo   DDP on a Gloo group (its ring allreduce over the same links)
+#   pbox   DDP on the pbox backend, through the box
+#   hook   DDP on Gloo with pbox.torch.allreduce_hook, through the box
+#   sched  pbox.torch.ScheduledOptimizer (no DDP), through the box
+#   sched-fifo  the same with every parameter at one priority (MODES=...)
+# For each model and mode: the time per step (rank 0's mean over the timed
+# steps), the final parameters' largest difference from Gloo's, and the
+# theory's speedup over Gloo: Theorem 1's t_ring / t_opt = (n^2 + kn -
+# 2k) / n^2 for the communication, and for the whole step Gloo's step
+# with t_ring replaced by t_opt (no overlap assumed). Writes
+# $OUT/train.csv and one line per model:
+#   RESULT train model=M ddp_vs_gloo= hook_vs_gloo= sched_vs_gloo= sched_vs_ddp= theory=
+# (speedups: Gloo's step time over the mode's, one run; theory: the step's)
+# Needs root, hugepages, torch and torchvision (deploy/host-setup.sh --perf).
+#
+#   perf/train/train.sh [BUILD_DIR]   MODELS ("resnet18 resnet50"; vgg16 too
+#                                     where memory allows), B (500), MODES,
+#                                     STEPS (10), WARMUP (2), BATCH (8),
+#                                     IMAGE (32), OUT (BUILD_DIR/perf/train)
+set -uo pipefail
+
+N=4
+B=${B:-500}
+K=2
+ports=2
+MODELS=${MODELS:-resnet18 resnet50}
+MODES=${MODES:-gloo pbox hook sched}
+. "$(dirname "$0")/../../tests/net/lib.sh"
+py=${PY:-/usr/bin/python3}
+harness train
+$py -c 'import torchvision' 2>/dev/null ||
+	{ echo "train: no torchvision for $py (deploy/host-setup.sh --perf)"; exit 1; }
+
+# train MODE MODEL PORT: every rank under its own torchrun; true when all ended
+train() {
+	local i rc=0 pids=() envs=(PYTHONPATH="$build/python" GLOO_SOCKET_IFNAME=eth0
+		PBOX_DATA_BANDWIDTH="${wbw}M")
+	[ "$1" != gloo ] && envs+=(PBOX_BOX="$boxaddr")
+	for ((i = 0; i < N; i++)); do
+		wns "$i" env "${envs[@]}" timeout 900 $py -m torch.distributed.run --redirects 2 \
+			--tee 2 --nnodes "$N" --node_rank "$i" --nproc_per_node 1 \
+			--master_addr 198.18.100.1 --master_port "$3" "$src/perf/train/train.py" "$1" "$2" \
+			"$log/$2-$1" >"$log/$2-$1-h$i.log" 2>&1 &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	[ "$rc" -eq 0 ] && return 0
+	for ((i = 0; i < N; i++)); do
+		grep -v '^\[default[0-9]\]:\s*$' "$log/$2-$1-h$i.log" | grep -v '^ ' | tail -6 |
+			sed "s/^/        h$i: /"
+	done
+	return 1
+}
+step_ms() { grep -oh "train: $1 $2 step_ms=[0-9.]*" "$log/$2-$1-h0.log" | sed 's/.*=//'; }
+# diff_from MODE MODEL REF: the largest difference of MODE's rank-0
+# parameters from REF's, and whether MODE's ranks all agree
+diff_from() {
+	$py - "$log/$2-$1" "$log/$2-$3" "$N" <<'PY'
+import sys, torch
+run, ref, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+p0 = torch.load(run + "-0.pt")
+same = all(all(torch.equal(a, b) for a, b in zip(p0, torch.load("%s-%d.pt" % (run, r))))
+           for r in range(1, n))
+q = torch.load(ref + "-0.pt")
+print("%.3g %s" % (max(float((a - b).abs().max()) for a, b in zip(p0, q)), "yes" if same else "no"))
+PY
+}
+
+echo "train: n=$N workers at B=$B Mb/s, a box of $ports ports at k=$K; models: $MODELS;" \
+	"modes: $MODES; ${STEPS:-10} steps (${WARMUP:-2} untimed) of ${BATCH:-8} images of" \
+	"${IMAGE:-32} px per rank; logs in $log"
+pbox_net_up "$tag" "$ports" "$N" || exit 1
+shape "$K" || exit 1
+restart_box $((K * wbw / ports)) || exit 1
+echo "model,mode,step_ms,speedup_vs_gloo,max_param_diff_vs_gloo,ranks_agree,grads_mb,theory_step,theory_comm" >"$csv"
+port=29700
+for m in $MODELS; do
+	declare -A t=()
+	for mode in $MODES; do
+		port=$((port + 1))
+		if train "$mode" "$m" "$port"; then
+			t[$mode]=$(step_ms "$mode" "$m")
+			echo "train: $m $mode: ${t[$mode]} ms per step"
+		else
+			bad "$m $mode trains"
+		fi
+	done
+	[ -n "${t[gloo]:-}" ] || continue
+	mb=$(grep -oh "grads_mb=[0-9.]*" "$log/$m-gloo-h0.log" | sed 's/.*=//')
+	# Theorem 1 at n, k: t_ring = 2(n-1)M/(nB), t_opt = t_ring n^2/(n^2+kn-2k)
+	read -r comm theory < <(awk -v n="$N" -v k="$K" -v mb="$mb" -v b="$B" -v g="${t[gloo]}" 'BEGIN {
+		c = (n * n + k * n - 2 * k) / (n * n)
+		ring = 2 * (n - 1) * mb * 8 * 1048576 / (n * b * 1e6) * 1000
+		printf "%.3f %.3f\n", c, g / (g - ring + ring / c) }')
+	line="RESULT train model=$m"
+	for mode in $MODES; do
+		[ -n "${t[$mode]:-}" ] || continue
+		read -r d agree < <(diff_from "$mode" "$m" gloo)
+		sp=$(awk -v g="${t[gloo]}" -v x="${t[$mode]}" 'BEGIN { printf "%.3f", g / x }')
+		echo "$m,$mode,${t[$mode]},$sp,$d,$agree,$mb,$theory,$comm" >>"$csv"
+		echo "train: $m $mode: ${sp}x Gloo, parameters $d from Gloo's, ranks agree: $agree"
+		[ "$agree" = yes ] || bad "$m $mode: every rank's parameters equal"
+		case $mode in
+		pbox) line+=" ddp_vs_gloo=$sp" ;;
+		hook) line+=" hook_vs_gloo=$sp" ;;
+		sched) line+=" sched_vs_gloo=$sp" ;;
+		sched-fifo) line+=" sched_fifo_vs_gloo=$sp" ;;
+		esac
+	done
+	[ -n "${t[sched]:-}" ] && [ -n "${t[pbox]:-}" ] &&
+		line+=" sched_vs_ddp=$(awk -v a="${t[pbox]}" -v b="${t[sched]}" 'BEGIN { printf "%.3f", a / b }')"
+	echo "$line theory=$theory theory_comm=$comm"
+	unset t
+done
+[ "$fail" -eq 0 ]
