@@ -113,6 +113,17 @@ def survive_main(rank, box, ddp):
             for p in model.parameters():
                 p -= 0.1 * p.grad / pg.size()
         step += 1
+    if pg.size() < WORLD:  # a shrunk group refuses what it cannot do, by name
+        opts = dist.ReduceOptions()
+        opts.rootRank = 0
+        try:
+            pg.reduce([torch.ones(1)], opts)
+            print("RANK %d: the shrunk group's reduce() did not refuse" % rank, flush=True)
+            os._exit(1)
+        except RuntimeError as e:
+            if "reduce: a group made by shrink()" not in str(e):
+                print("RANK %d: the shrunk group's reduce(): %s" % (rank, e), flush=True)
+                os._exit(1)
     digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes()
                                      for p in model.parameters())).hexdigest()[:16]
     print("RANK %d ok, %d steps, parameters %s" % (rank, STEPS, digest), flush=True)

@@ -103,6 +103,17 @@ if CUDA_VISIBLE_DEVICES= run powersgd fp32 29579 && compare powersgd-fp32 &&
 else
 	bad "torch's PowerSGD hook on the pbox group"
 fi
+# the backend's edges: an op handed to Gloo said once, Work.wait(timeout),
+# a failure's code on PboxError (tests/python/edges.py)
+if timeout 120 $py -m torch.distributed.run --redirects 2 --tee 2 --nproc_per_node 2 \
+	--master_addr 127.0.0.1 --master_port 29588 tests/python/edges.py >"$out/edges.log" 2>&1 &&
+	grep -q "edges: rank 0 ok" "$out/edges.log" &&
+	[ "$(grep -c 'pbox: allreduce goes to Gloo: op MAX' "$out/edges.log")" = 2 ]; then
+	ok "MAX all_reduce through Gloo, said once per rank; Work.wait(timeout) honoured; a lost rank's PboxError carries pbox.EPEER"
+else
+	bad "the backend's edges (Gloo hand-off said once, Work.wait(timeout), PboxError's code)"
+	grep -v '^\[default[0-9]\]:\s*$' "$out/edges.log" | grep -v '^ ' | tail -8 | sed 's/^/        /'
+fi
 # a rank late by more than libpbox's own 30 s deadline (the group's timeout
 # counts), and a rank that dies (the others get an error naming it, at once)
 if timeout 200 $py tests/python/faults.py late 60 29576 >"$out/late.log" 2>&1; then

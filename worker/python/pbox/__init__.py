@@ -14,10 +14,12 @@ system's library path (make install).
 import ctypes
 import os
 
-__all__ = ["Context", "Error", "FP32", "FP16", "BF16", "library"]
+__all__ = ["Context", "Error", "FP32", "FP16", "BF16", "Stats", "library"]
 
 FP32, FP16, BF16 = 0, 1, 2
-OK, EBOX, EFAILED, REDO = 0, -7, -11, 1  # pbox_status values used here
+# enum pbox_status (pbox.h)
+OK, EAGAIN, EINVAL, ECONFIG, ENOMEM, ESTATE, EMISMATCH = 0, -1, -2, -3, -4, -5, -6
+EBOX, ETIMEDOUT, EPEER, ENET, EFAILED, ENODEV, REDO = -7, -8, -9, -10, -11, -12, 1
 _EFAILED = -11
 
 
@@ -69,6 +71,7 @@ try:  # libpbox 3.5
 except AttributeError:
     pass
 library.pbox_layout.argtypes = [_P, _P]
+library.pbox_stats.argtypes = [_P, _P, _P, ctypes.c_uint32]
 library.pbox_test.argtypes = [_P]
 library.pbox_finalize.argtypes = [_P]
 library.pbox_last_error.restype = ctypes.c_char_p
@@ -84,6 +87,18 @@ class LayoutInfo(ctypes.Structure):
                 ("ssgpu_bytes_mine", ctypes.c_uint64), ("box_share", ctypes.c_double),
                 ("ssgpu_share", ctypes.c_double), ("layout", ctypes.c_char * 16),
                 ("pace_mbps", ctypes.c_double), ("transport", ctypes.c_char * 96)]
+
+
+_STATS_A = ("ops", "tx_bytes", "rx_bytes", "tx_pkts", "rx_pkts", "retransmits", "acks",
+            "tx_gso", "rx_gro", "tx_dropped", "ssgpu_summed", "ssgpu_results", "bad_mac")
+_STATS_B = ("probes", "nacks", "nacks_sent", "ssgpu_needless", "fast_probes", "tail_probes",
+            "pulls", "rto_ns", "srtt_ns", "probe_rtt_ns", "max_inflight")
+
+
+class Stats(ctypes.Structure):
+    """struct pbox_stats (pbox.h says what each counts)"""
+    _fields_ = ([(n, ctypes.c_uint64) for n in _STATS_A] + [("n_ss", ctypes.c_uint32)] +
+                [(n, ctypes.c_uint64) for n in _STATS_B])
 
 
 def _check(rc):
@@ -144,6 +159,13 @@ class Context:
         li = LayoutInfo()
         _check(library.pbox_layout(self._px, ctypes.byref(li)))
         return li
+
+    def stats(self):
+        """pbox_stats() as a dict: this rank's counters since the start (or
+        the last shrink or rejoin)."""
+        st = Stats()
+        _check(library.pbox_stats(self._px, ctypes.byref(st), None, 0))
+        return {name: getattr(st, name) for name, _ in Stats._fields_ if name != "n_ss"}
 
     def shrink(self):
         """After a failure that lost ranks or the box: go on with the survivors

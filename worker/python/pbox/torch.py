@@ -46,10 +46,21 @@ from torch._C._distributed_c10d import ProcessGroup, Work, _create_work_from_fut
 
 import pbox
 
-__all__ = ["ProcessGroupPbox", "ScheduledOptimizer", "allreduce_hook", "hook_state", "rejoin",
-           "shrink"]
+__all__ = ["PboxError", "ProcessGroupPbox", "ScheduledOptimizer", "allreduce_hook", "hook_state",
+           "rejoin", "shrink", "stats"]
 
 _DTYPES = {torch.float32: pbox.FP32, torch.float16: pbox.FP16, torch.bfloat16: pbox.BF16}
+
+
+class PboxError(getattr(dist, "DistBackendError", RuntimeError)):
+    """A collective failed in libpbox: torch's DistBackendError where torch
+    has one (2.x), a RuntimeError otherwise; .status is libpbox's PBOX_E*
+    code (pbox.EPEER: a rank left, pbox.EBOX: the box, ...), the same on
+    every rank for one failure."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
 _CALLBACK_THREADS = 4  # futures' callbacks that may block at once (nested collectives)
 
 
@@ -63,7 +74,18 @@ class _Work(Work):
         super().__init__()
         self._fut = fut
 
-    def wait(self, timeout=None):  # noqa: ARG002 (the group's timeout is libpbox's deadline)
+    def wait(self, timeout=None):
+        """Until the collective completes (raising its failure), or at most
+        @timeout (a timedelta or seconds; None or 0: libpbox's deadline
+        alone), raising PboxError(pbox.ETIMEDOUT) then: the collective goes
+        on, and a later wait() can still have it."""
+        secs = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        if secs and not self._fut.done():
+            done = threading.Event()
+            self._fut.then(lambda f: done.set())
+            if not done.wait(secs):
+                raise PboxError(pbox.ETIMEDOUT, "pbox: the collective did not complete "
+                                "within %.3g s (Work.wait's timeout); it goes on" % secs)
         self._fut.wait()  # raises the collective's error
         return True
 
@@ -119,6 +141,9 @@ def _op_code(op):
 
 _SUM = _op_code(dist.ReduceOp.SUM)
 _AVG = _op_code(dist.ReduceOp.AVG) if hasattr(dist.ReduceOp, "AVG") else None
+_OP_NAMES = {_op_code(getattr(dist.ReduceOp, n)): n for n in
+             ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM")
+             if hasattr(dist.ReduceOp, n)}
 
 
 def _free_port(addr):
@@ -269,6 +294,18 @@ class ProcessGroupPbox(ProcessGroup):
         raise RuntimeError("pbox: %s: a group made by shrink() does all_reduce, broadcast, "
                            "allgather and barrier only (its Gloo group had the lost ranks)" % what)
 
+    _said = set()  # (op, why) handed to Gloo and said so, once per process
+
+    def _gloo_for(self, op, why):
+        """The internal Gloo group that does @op, which pbox does not sum
+        (@why), said once per process on stderr; a shrunk group has none."""
+        if self._gloo is None:
+            self._no_gloo(op)
+        if (op, why) not in ProcessGroupPbox._said:
+            ProcessGroupPbox._said.add((op, why))
+            print("pbox: %s goes to Gloo: %s" % (op, why), file=sys.stderr, flush=True)
+        return self._gloo
+
     # ---- collectives --------------------------------------------------------
 
     @staticmethod
@@ -283,16 +320,28 @@ class ProcessGroupPbox(ProcessGroup):
         # below 2^63: the keys above are libpbox's own (the pieces of CUDA tensors)
         return (zlib.crc32(b"%d:%d" % (dt, count)) & 0x7FFFFFFF) << 32 | (count & 0xFFFFFFF) << 3
 
+    @staticmethod
+    def _why_not(tensors, op, dev):
+        """Why pbox does not sum this allreduce (for the one line that says so)."""
+        if not tensors:
+            return "no tensors"
+        if op not in (_SUM, _AVG):
+            return "op %s (pbox sums SUM and AVG)" % _OP_NAMES.get(op, op)
+        if dev.type not in ("cpu", "cuda") or any(t.device != dev for t in tensors):
+            return "tensors on %s (pbox: one CPU or CUDA device per call)" % dev
+        odd = sorted({str(t.dtype) for t in tensors if t.dtype not in _DTYPES})
+        if odd:
+            return "dtype %s (pbox sums float32, float16, bfloat16)" % ", ".join(odd)
+        return "several dtypes in one call"
+
     def allreduce(self, tensors, opts=None):
         op = _op_code(opts.reduceOp) if opts is not None else _SUM
         dev = tensors[0].device if tensors else None
         if (not tensors or op not in (_SUM, _AVG) or dev.type not in ("cpu", "cuda") or
                 any(t.device != dev or t.dtype not in _DTYPES for t in tensors) or
                 len({t.dtype for t in tensors}) != 1):
-            if self._gloo is None:
-                self._no_gloo("allreduce of these tensors")
-            return self._gloo.allreduce(tensors, opts) if opts is not None else \
-                self._gloo.allreduce(tensors)
+            g = self._gloo_for("allreduce", self._why_not(tensors, op, dev))
+            return g.allreduce(tensors, opts) if opts is not None else g.allreduce(tensors)
         cuda = dev.type == "cuda"
         dt = _DTYPES[tensors[0].dtype]
         if len(tensors) == 1 and tensors[0].is_contiguous():
@@ -340,7 +389,7 @@ class ProcessGroupPbox(ProcessGroup):
             if err is not None:
                 if err.status == pbox.EBOX:
                     self._failed.append(resume)
-                fut.set_exception(RuntimeError(str(err)))
+                fut.set_exception(PboxError(err.status, str(err)))
                 return
             finish()
             fut.set_result(tensors)
@@ -359,12 +408,12 @@ class ProcessGroupPbox(ProcessGroup):
             return _work(fut)
         try:
             handle = self._started(start, resume)
-        except pbox.Error:
+        except pbox.Error as e:
             if prev is None:
                 del self._busy[key]
             else:
                 self._busy[key] = prev
-            raise
+            raise PboxError(e.status, str(e)) from e
         self._q.put((handle, done))
         return _work(fut)
 
@@ -423,7 +472,8 @@ class ProcessGroupPbox(ProcessGroup):
                 for t in tensors:
                     t.zero_()
             return self.allreduce(tensors)
-        return self._gloo.broadcast(tensors, opts)
+        return self._gloo_for("broadcast", "pbox sums; Gloo copies the root's").broadcast(
+            tensors, opts)
 
     def allgather(self, outputs, inputs, opts=None):
         if self._gloo is None:  # (DDP's construction allgathers int64 shapes)
@@ -432,11 +482,12 @@ class ProcessGroupPbox(ProcessGroup):
                 for o, got in zip(outs, self._exact([n] * self.size(), self._bytes(t))):
                     o.copy_(got.view(t.dtype).view(o.shape))
             return self._done(outputs)
-        return self._gloo.allgather(outputs, inputs) if opts is None else \
-            self._gloo.allgather(outputs, inputs, opts)
+        g = self._gloo_for("allgather", "not summed (issue 34: pbox_all_gather)")
+        return g.allgather(outputs, inputs) if opts is None else g.allgather(outputs, inputs, opts)
 
     def _allgather_base(self, output, input, opts=None):
-        return self._gloo._allgather_base(output, input)
+        return self._gloo_for("_allgather_base", "not summed (issue 34)")._allgather_base(
+            output, input)
 
     def barrier(self, opts=None):
         if self._gloo is None:  # every rank's one element summed: every rank was here
@@ -444,26 +495,28 @@ class ProcessGroupPbox(ProcessGroup):
         return self._gloo.barrier() if opts is None else self._gloo.barrier(opts)
 
     def reduce(self, tensors, opts):
-        return self._gloo.reduce(tensors, opts)
+        return self._gloo_for("reduce", "one rank's result: pbox sums for every rank").reduce(
+            tensors, opts)
 
     def gather(self, outputs, inputs, opts):
-        return self._gloo.gather(outputs, inputs, opts)
+        return self._gloo_for("gather", "nothing to sum").gather(outputs, inputs, opts)
 
     def scatter(self, outputs, inputs, opts):
-        return self._gloo.scatter(outputs, inputs, opts)
+        return self._gloo_for("scatter", "nothing to sum").scatter(outputs, inputs, opts)
 
     def reduce_scatter(self, outputs, inputs, opts):
-        return self._gloo.reduce_scatter(outputs, inputs, opts)
+        return self._gloo_for("reduce_scatter", "not yet pbox's (issue 34)").reduce_scatter(
+            outputs, inputs, opts)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts):
-        return self._gloo.alltoall_base(output, input, output_split_sizes, input_split_sizes,
-                                        opts)
+        return self._gloo_for("alltoall", "nothing to sum").alltoall_base(
+            output, input, output_split_sizes, input_split_sizes, opts)
 
     def send(self, tensors, dst, tag):
-        return self._gloo.send(tensors, dst, tag)
+        return self._gloo_for("send", "point to point").send(tensors, dst, tag)
 
     def recv(self, tensors, src, tag):
-        return self._gloo.recv(tensors, src, tag)
+        return self._gloo_for("recv", "point to point").recv(tensors, src, tag)
 
 
 def shrink(group=None):
@@ -482,6 +535,16 @@ def shrink(group=None):
     if not isinstance(g, ProcessGroupPbox):
         raise RuntimeError("pbox: shrink() takes a pbox group, not %s" % type(g).__name__)
     return g._shrink()
+
+
+def stats(group=None):
+    """This rank's libpbox counters (pbox_stats()) for a pbox group (None:
+    the default group), as a dict: ops, tx_bytes, rx_bytes, retransmits,
+    probes, srtt_ns, ... (pbox.h's struct pbox_stats)."""
+    g = group if group is not None else dist.distributed_c10d._get_default_group()
+    if not isinstance(g, ProcessGroupPbox) or g._ctx is None:
+        raise RuntimeError("pbox: stats() takes a live pbox group")
+    return g._ctx.stats()
 
 
 def rejoin(group=None):

@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The pbox backend's edges, 2 ranks under torchrun on loopback (run.sh):
+
+- an op pbox does not sum (MAX) goes to the internal Gloo group, right,
+  and says so once per process on stderr (run.sh counts the lines);
+- Work.wait(timeout) honours its timeout while rank 1 is 1.5 s late
+  (PboxError with pbox.ETIMEDOUT; the collective goes on and a later wait()
+  has its sum);
+- pbox.torch.stats() counts what the rank did (ops, bytes);
+- a failure is a PboxError (torch's DistBackendError where torch has one)
+  carrying libpbox's code: rank 1 leaves, rank 0's all_reduce raises with
+  pbox.EPEER.
+"""
+import os
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+import pbox
+import pbox.torch
+
+dist.init_process_group("pbox")
+rank = dist.get_rank()
+fails = []
+
+# MAX twice: Gloo's result, one line on stderr
+for _ in range(2):
+    t = torch.tensor([float(rank + 1)])
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    if float(t) != 2.0:
+        fails.append("MAX through Gloo: %s" % float(t))
+
+# Work.wait(timeout): rank 1 comes 1.5 s late
+if rank == 1:
+    time.sleep(1.5)
+t = torch.ones(1000)
+work = dist.all_reduce(t, async_op=True)
+if rank == 0:
+    t0 = time.monotonic()
+    try:
+        work.wait(timeout=timedelta(seconds=0.3))
+        fails.append("wait(timeout=0.3 s) returned while rank 1 was late")
+    except pbox.torch.PboxError as e:
+        waited = time.monotonic() - t0
+        if e.status != pbox.ETIMEDOUT or not 0.25 <= waited < 1.2:
+            fails.append("wait(timeout): status %d after %.2f s" % (e.status, waited))
+work.wait()
+if float(t[0]) != 2.0:
+    fails.append("the late all_reduce: %s" % float(t[0]))
+
+# pbox.torch.stats(): the counters of what this rank did
+st = pbox.torch.stats()
+if st["ops"] < 1 or st["rx_bytes"] < 2000 or "srtt_ns" not in st:  # the 1000-float sum
+    fails.append("stats(): %s" % st)
+
+# a failure carries its code: rank 1 leaves without a word
+dist.barrier()
+if rank == 1:
+    print("edges: rank 1 ok" if not fails else "edges: rank 1: %s" % fails, flush=True)
+    os._exit(0 if not fails else 1)
+time.sleep(0.5)
+try:
+    dist.all_reduce(torch.ones(10))
+    fails.append("all_reduce went on without rank 1")
+except pbox.torch.PboxError as e:
+    base = getattr(dist, "DistBackendError", RuntimeError)
+    if e.status not in (pbox.EPEER, pbox.EFAILED) or not isinstance(e, base) or \
+            "rank 1" not in str(e):
+        fails.append("rank 1 gone: %s %d %s" % (type(e).__name__, e.status, e))
+print("edges: rank 0 ok" if not fails else "edges: rank 0: %s" % fails, flush=True)
+os._exit(0 if not fails else 1)
