@@ -36,25 +36,9 @@ harness train
 $py -c 'import torchvision' 2>/dev/null ||
 	{ echo "train: no torchvision for $py (deploy/host-setup.sh --perf)"; exit 1; }
 
-# train MODE MODEL PORT: every rank under its own torchrun; true when all ended
+# train MODE MODEL PORT: every rank under its own torchrun (torch_ranks)
 train() {
-	local i rc=0 pids=() envs=(PYTHONPATH="$build/python" GLOO_SOCKET_IFNAME=eth0
-		PBOX_DATA_BANDWIDTH="${wbw}M")
-	[ "$1" != gloo ] && envs+=(PBOX_BOX="$boxaddr")
-	for ((i = 0; i < N; i++)); do
-		wns "$i" env "${envs[@]}" timeout 900 $py -m torch.distributed.run --redirects 2 \
-			--tee 2 --nnodes "$N" --node_rank "$i" --nproc_per_node 1 \
-			--master_addr 198.18.100.1 --master_port "$3" "$src/perf/train/train.py" "$1" "$2" \
-			"$log/$2-$1" >"$log/$2-$1-h$i.log" 2>&1 &
-		pids+=($!)
-	done
-	for p in "${pids[@]}"; do wait "$p" || rc=1; done
-	[ "$rc" -eq 0 ] && return 0
-	for ((i = 0; i < N; i++)); do
-		grep -v '^\[default[0-9]\]:\s*$' "$log/$2-$1-h$i.log" | grep -v '^ ' | tail -6 |
-			sed "s/^/        h$i: /"
-	done
-	return 1
+	torch_ranks "$1" "$2-$1" "$3" 900 "$src/perf/train/train.py" "$1" "$2" "$log/$2-$1"
 }
 step_ms() { grep -oh "train: $1 $2 step_ms=[0-9.]*" "$log/$2-$1-h0.log" | sed 's/.*=//'; }
 # diff_from MODE MODEL REF: the largest difference of MODE's rank-0

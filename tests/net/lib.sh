@@ -301,30 +301,36 @@ run_past_two() {
 
 py=/usr/bin/python3 # Debian's python3-torch
 
-# torch_ddp BACKEND MODEL PORT: tests/python/ddp_train.py on every worker
-# host, each rank under its own torchrun as on a real cluster (--nnodes N,
-# w0 the master); every mode but gloo goes through pboxd (PBOX_BOX), the
-# workers at $wbw
-# Mb/s. Logs in $log/BACKEND-MODEL-hI.log, parameters in
-# $log/BACKEND-MODEL-R.pt. True when every rank finished.
-torch_ddp() {
-	local i rc=0 pids=() envs=(PYTHONPATH="$build/python" GLOO_SOCKET_IFNAME=eth0
-		PBOX_DATA_BANDWIDTH="${wbw}M")
-	[ "$1" != gloo ] && envs+=(PBOX_BOX="$boxaddr")
+# torch_ranks MODE NAME PORT LIMIT SCRIPT ARGS...: SCRIPT ARGS... on every
+# worker host, each rank under its own torchrun as on a real cluster
+# (--nnodes N, w0 the master), for at most LIMIT seconds; every MODE but
+# gloo goes through pboxd (PBOX_BOX), the workers at $wbw Mb/s. Logs in
+# $log/NAME-hI.log. True when every rank finished; else their last words.
+torch_ranks() {
+	local mode=$1 name=$2 port=$3 limit=$4 i rc=0 pids=()
+	local envs=(PYTHONPATH="$build/python" GLOO_SOCKET_IFNAME=eth0 PBOX_DATA_BANDWIDTH="${wbw}M")
+	shift 4
+	[ "$mode" != gloo ] && envs+=(PBOX_BOX="$boxaddr")
 	for ((i = 0; i < N; i++)); do
 		# Debian's torch 1.13 under Python 3.11: torchrun's launcher dies
 		# without --redirects and --tee
-		wns "$i" env "${envs[@]}" timeout 300 $py -m torch.distributed.run --redirects 2 --tee 2 \
-			--nnodes "$N" --node_rank "$i" --nproc_per_node 1 --master_addr 198.18.100.1 \
-			--master_port "$3" "$src/tests/python/ddp_train.py" "$1" "$log/$1-$2" "$2" \
-			>"$log/$1-$2-h$i.log" 2>&1 &
+		wns "$i" env "${envs[@]}" timeout "$limit" $py -m torch.distributed.run --redirects 2 \
+			--tee 2 --nnodes "$N" --node_rank "$i" --nproc_per_node 1 \
+			--master_addr 198.18.100.1 --master_port "$port" "$@" >"$log/$name-h$i.log" 2>&1 &
 		pids+=($!)
 	done
 	for p in "${pids[@]}"; do wait "$p" || rc=1; done
 	[ "$rc" -eq 0 ] && return 0
 	for ((i = 0; i < N; i++)); do
-		grep -v '^\[default[0-9]\]:\s*$' "$log/$1-$2-h$i.log" | grep -v '^ ' | tail -6 |
+		grep -v '^\[default[0-9]\]:\s*$' "$log/$name-h$i.log" | grep -v '^ ' | tail -6 |
 			sed "s/^/        h$i: /"
 	done
 	return 1
+}
+
+# torch_ddp BACKEND MODEL PORT: tests/python/ddp_train.py through
+# torch_ranks; logs in $log/BACKEND-MODEL-hI.log, parameters in
+# $log/BACKEND-MODEL-R.pt.
+torch_ddp() {
+	torch_ranks "$1" "$1-$2" "$3" 300 "$src/tests/python/ddp_train.py" "$1" "$log/$1-$2" "$2"
 }
