@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * libpbox internals: the context, shared by the API (pbox.c), the bootstrap
- * (boot.c) and the progress engine (engine.c). Not installed.
+ * libpbox internals: the context, shared by every file of worker/ (the API,
+ * the bootstrap, the engine, local aggregation: worker/README.md says which
+ * owns what), and each file's functions under its name, bottom up. Not
+ * installed.
  *
  * Ownership: after pbox_start() the engine thread owns everything below
  * "engine only"; the API threads and the engine meet under px->mu only for
@@ -384,7 +386,7 @@ struct pbox {
 		uint64_t bye_deadline;
 		uint32_t *hash_unit, hash_cap; /* unit by source address */
 		uint64_t nojob_since;	       /* the box said "no such job" first */
-		void *eng;		       /* engine.c's batch buffers */
+		void *eng;		       /* udp.c's batch buffers (struct eng) */
 	} es;
 };
 
