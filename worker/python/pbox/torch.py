@@ -322,7 +322,9 @@ class ProcessGroupPbox(ProcessGroup):
 
     @staticmethod
     def _why_not(tensors, op, dev):
-        """Why pbox does not sum this allreduce (for the one line that says so)."""
+        """Why pbox does not sum this allreduce (the one line that says so),
+        or None where it does: SUM or AVG of fp32, fp16 or bf16 tensors, all
+        of one dtype on one CPU or CUDA device."""
         if not tensors:
             return "no tensors"
         if op not in (_SUM, _AVG):
@@ -332,15 +334,16 @@ class ProcessGroupPbox(ProcessGroup):
         odd = sorted({str(t.dtype) for t in tensors if t.dtype not in _DTYPES})
         if odd:
             return "dtype %s (pbox sums float32, float16, bfloat16)" % ", ".join(odd)
-        return "several dtypes in one call"
+        if len({t.dtype for t in tensors}) != 1:
+            return "several dtypes in one call"
+        return None
 
     def allreduce(self, tensors, opts=None):
         op = _op_code(opts.reduceOp) if opts is not None else _SUM
         dev = tensors[0].device if tensors else None
-        if (not tensors or op not in (_SUM, _AVG) or dev.type not in ("cpu", "cuda") or
-                any(t.device != dev or t.dtype not in _DTYPES for t in tensors) or
-                len({t.dtype for t in tensors}) != 1):
-            g = self._gloo_for("allreduce", self._why_not(tensors, op, dev))
+        why = self._why_not(tensors, op, dev)
+        if why:
+            g = self._gloo_for("allreduce", why)
             return g.allreduce(tensors, opts) if opts is not None else g.allreduce(tensors)
         cuda = dev.type == "cuda"
         dt = _DTYPES[tensors[0].dtype]
