@@ -449,7 +449,7 @@ install: all
 		sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@SBINDIR@|$(PREFIX)/sbin|g' deploy/systemd/$$u.service \
 			>$(DESTDIR)$(UNITDIR)/$$u.service && chmod 0644 $(DESTDIR)$(UNITDIR)/$$u.service; \
 	done
-	install -m 0644 README.md config/REFERENCE.md $(DESTDIR)$(PREFIX)/share/doc/pbox/
+	install -m 0644 README.md docs/*.md config/REFERENCE.md $(DESTDIR)$(PREFIX)/share/doc/pbox/
 	install -m 0644 config/examples/*.ini $(DESTDIR)$(PREFIX)/share/doc/pbox/examples/
 	$(if $(DESTDIR),,-ldconfig)
 	@echo "installed under $(DESTDIR)$(PREFIX); next: write /etc/pbox/box.ini, then"
