@@ -65,6 +65,7 @@ SIMD_FLAGS_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mf16c -mfma
 CORE_SRCS := config/cfg.c config/cfg_box.c config/cfg_worker.c \
              numa/numa_topo.c numa/numa_plan.c \
              appliance/ss/ss.c appliance/ss/sum.c appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c \
+             appliance/ss/comp.c appliance/ss/comp_avx2.c appliance/ss/comp_avx512.c \
              nic/nic_wire.c nic/nic_nh.c nic/nic_nh_avx2.c nic/nic_nh_avx512.c nic/nic_ctl.c nic/nic_host.c
 PBOXD_SRCS  := appliance/pboxd.c appliance/box_lcore.c appliance/box_txref.c appliance/box_ctl.c \
                appliance/box_stats.c appliance/box_telemetry.c appliance/box_metrics.c \
@@ -80,7 +81,8 @@ LIBPBOX_LAYERS := rank_proto layout gather base ranks units module handle resume
                   sched tune grow udp engine submit local boot rdv pbox survive
 LIBPBOX_SRCS := $(patsubst %,worker/%.c,$(LIBPBOX_LAYERS))
 LIBPBOX_CORE := config/cfg.c config/cfg_box.c config/cfg_worker.c appliance/ss/ss.c appliance/ss/sum.c \
-                appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c nic/nic_wire.c \
+                appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c \
+                appliance/ss/comp.c appliance/ss/comp_avx2.c appliance/ss/comp_avx512.c nic/nic_wire.c \
                 nic/nic_nh.c nic/nic_nh_avx2.c nic/nic_nh_avx512.c nic/nic_ctl.c nic/nic_host.c
 LIBPBOX_SONAME := libpbox.so.3
 LIBPBOX_SO     := $(BUILD)/lib/libpbox.so.3.0
@@ -110,8 +112,11 @@ CUDA_OBJS := $(if $(filter 1,$(WITH_CUDA)),$(patsubst %.cu,$(BUILD)/obj/%.o,$(CU
 # CUDA runtime linked in statically (it needs only the driver at run time).
 CUDA_MODULE := $(if $(CUDA_OBJS),$(BUILD)/lib/pbox-3/cuda.so)
 CUDA_DOUBLE := $(BUILD)/tests/double/cuda.so
+COMP_SO     := $(BUILD)/tests/libpboxcomp.so
 # make test-gpu's and perf/gpu's C program (tests/gpu/gpu_check.cu)
 GPU_CHECK   := $(if $(CUDA_OBJS),$(BUILD)/tests/gpu_check)
+# and the CUDA compressors against the C ones (tests/gpu/comp_check.cu)
+COMP_CHECK  := $(if $(CUDA_OBJS),$(BUILD)/tests/comp_check)
 
 # The ring all-reduce perf/cluster compares with: Gloo (C++), when installed.
 GLOO_HDR := $(wildcard /usr/include/gloo/allreduce.h)
@@ -123,8 +128,8 @@ PY_SRCS  := $(wildcard worker/python/pbox/*.py)
 PY_FILES := $(patsubst worker/python/%,$(BUILD)/python/%,$(PY_SRCS))
 PY_SITE  ?= /usr/lib/python3/dist-packages
 
-BINS := $(DPDK_MODULE) $(CUDA_MODULE) $(GPU_CHECK) $(RING_BIN) $(BUILD)/bin/pbox-gen $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(BUILD)/bin/pbox-client $(BUILD)/tests/unit_tests $(CUDA_DOUBLE) \
-        $(BUILD)/perf/perf_sum $(BUILD)/lib/libpbox.a $(LIBPBOX_SO) $(BUILD)/bin/pbox-bench \
+BINS := $(DPDK_MODULE) $(CUDA_MODULE) $(GPU_CHECK) $(COMP_CHECK) $(RING_BIN) $(BUILD)/bin/pbox-gen $(BUILD)/bin/pboxd $(BUILD)/bin/pboxctl $(BUILD)/bin/pbox-worker $(BUILD)/bin/pbox-client $(BUILD)/tests/unit_tests $(CUDA_DOUBLE) \
+        $(BUILD)/perf/perf_sum $(COMP_SO) $(BUILD)/lib/libpbox.a $(LIBPBOX_SO) $(BUILD)/bin/pbox-bench \
         $(PY_FILES)
 
 $(BUILD)/python/%.py: worker/python/%.py
@@ -133,7 +138,8 @@ $(BUILD)/python/%.py: worker/python/%.py
 
 # What a worker host needs, and nothing that needs DPDK: libpbox, its
 # Python package and, where nvcc is, the CUDA module.
-WORKER_BINS := $(LIBPBOX_SO) $(BUILD)/lib/libpbox.a $(PY_FILES) $(CUDA_MODULE) $(GPU_CHECK)
+WORKER_BINS := $(LIBPBOX_SO) $(BUILD)/lib/libpbox.a $(PY_FILES) $(CUDA_MODULE) $(GPU_CHECK) $(COMP_CHECK) \
+               $(COMP_SO)
 
 # A build without DPDK's development files fails with a hint, not with a
 # missing header (make worker needs none).
@@ -172,6 +178,8 @@ $(BUILD)/lib/libpbox.a: $(call obj,$(LIBPBOX_SRCS) $(LIBPBOX_CORE))
 
 $(BUILD)/obj/appliance/ss/sum_avx2.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx2)
 $(BUILD)/obj/appliance/ss/sum_avx512.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx512)
+$(BUILD)/obj/appliance/ss/comp_avx2.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx2)
+$(BUILD)/obj/appliance/ss/comp_avx512.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx512)
 $(BUILD)/obj/perf/sum/perf_sum_ref_avx2.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx2)
 $(BUILD)/obj/perf/sum/perf_sum_ref_avx512.o: EXTRA_OBJ_FLAGS := $(SIMD_FLAGS_avx512)
 $(BUILD)/obj/tests/%.o: EXTRA_OBJ_FLAGS := $(CHECK_CFLAGS)
@@ -195,6 +203,11 @@ $(GPU_CHECK): tests/gpu/gpu_check.cu worker/include/pbox.h $(LIBPBOX_SO)
 	@mkdir -p $(@D)
 	$(Q)$(call say,NVCC,$@)$(NVCC) -O2 -std=c++17 -Xcompiler -Wall,-Wextra,-Werror -Iworker/include \
 		-o $@ $< -L$(BUILD)/lib -lpbox -Xlinker -rpath,'$$ORIGIN/../lib' -cudart static -lpthread
+
+$(COMP_CHECK): tests/gpu/comp_check.cu $(BUILD)/obj/worker/cuda/comp.o $(BUILD)/lib/libpboxcore.a
+	@mkdir -p $(@D)
+	$(Q)$(call say,NVCC,$@)$(NVCC) -O2 -std=c++17 -Xcompiler -Wall,-Wextra,-Werror $(INCLUDES) -Iworker/cuda \
+		-o $@ $< $(BUILD)/obj/worker/cuda/comp.o $(BUILD)/lib/libpboxcore.a -cudart static -lm -lpthread
 
 $(CUDA_MODULE): $(CUDA_OBJS) worker/module.map
 	@mkdir -p $(@D)
@@ -232,6 +245,13 @@ $(BUILD)/tests/unit_tests: $(call obj,$(TEST_SRCS) $(LIBPBOX_SRCS) worker/models
 	@mkdir -p $(@D)
 	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(CHECK_LIBS) $(DPDK_LIBS) \
 		-lrte_net_ring
+
+# The compressors alone, for tests/python/comp_check.py and comp_train.py
+# (ctypes): the same objects libpbox and pboxd link.
+$(COMP_SO): $(call obj,appliance/ss/comp.c appliance/ss/comp_avx2.c appliance/ss/comp_avx512.c \
+              appliance/ss/sum.c appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c)
+	@mkdir -p $(@D)
+	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -shared -Wl,-z,defs -o $@ $^ -lm -pthread
 
 # The unit tests' stand-in for the CUDA module (host memory, no GPU): local
 # aggregation's GPU path driven where there is no GPU; never installed.

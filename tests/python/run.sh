@@ -18,6 +18,7 @@ if ! $py -c 'import torch' 2>/dev/null; then
 	exit 1
 fi
 export PYTHONPATH=$PWD/$build/python
+abs_build=$(cd "$build" && pwd)
 # Debian's torch 1.13 under Python 3.11: torchrun's launcher dies without
 # --redirects and --tee (README: "Using pbox from PyTorch")
 run() { # MODE MODEL PORT [NAME]: NAME (MODE-MODEL) its output's prefix
@@ -30,6 +31,21 @@ run() { # MODE MODEL PORT [NAME]: NAME (MODE-MODEL) its output's prefix
 }
 # compare RUN [REF]: RUN's parameters equal on every rank, within 1e-4 of REF's
 compare() { $py tests/python/compare.py "$out" "$@"; }
+# the compressors (appliance/ss/comp.h): every scheme on every ISA here,
+# bit for bit with the torch reference, and a model trained through them
+echo "python: gradient compressors against tests/python/comp_ref.py"
+if (cd tests/python && $py comp_check.py "$abs_build") >"$out/comp-check.log" 2>&1; then
+	ok "compressors (sign, topk, randk, bf16, fp16, none) bit-exact with the reference: $(tail -1 "$out/comp-check.log" | sed 's/^comp_check: //')"
+else
+	bad "compressors against the reference"
+	tail -5 "$out/comp-check.log" | sed 's/^/        /'
+fi
+if (cd tests/python && $py comp_train.py "$abs_build") >"$out/comp-train.log" 2>&1; then
+	ok "trained through each compressor: $(grep RESULT "$out/comp-train.log")"
+else
+	bad "training through the compressors"
+	tail -8 "$out/comp-train.log" | sed 's/^/        /'
+fi
 echo "python: DDP, 4 ranks under torchrun on loopback, no box"
 n=0
 for m in fp32 mixed; do
