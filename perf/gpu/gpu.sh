@@ -12,7 +12,10 @@
 #                   CUDA tensors summed on the GPU ([worker] local_cuda =
 #                   ipc) over the same through host memory by the CPU
 #                   (local_cuda = host): below 1 is the GPU path's gain
-# Last line: RESULT gpu staging=X device_vs_host=Y local_ipc_vs_host=Z. Results in
+#   gpu_comp        each CUDA compressor's encode (error feedback included)
+#                   over a device-to-device copy of the same 64 MiB
+# Last lines: RESULT gpu staging=X device_vs_host=Y local_ipc_vs_host=Z, and
+# RESULT gpu_comp sign_vs_copy=... Results in
 # perf/gpu/results/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,4 +24,5 @@ mkdir -p perf/gpu/results
 {
 	echo "perf/gpu: $(nvidia-smi -L | head -1), $(date -u +%F)"
 	"$build/tests/gpu_check" perf 4
+	"$build/tests/comp_check" perf
 } | tee perf/gpu/results/last.txt

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # make test-gpu: CUDA tensors, on a machine with an NVIDIA GPU (and, for the
 # PyTorch part, torch with CUDA). Ranks share the one GPU on loopback, no box.
+#   - the CUDA compressors (comp_check): every scheme, to the bit of the C
+#     ones, payloads, residuals and decompress-add;
 #   - the C API: gpu_check, 2 and 4 ranks, fp32/fp16/bf16, one piece to
 #     many, in place and not: every sum exact, and pbox_rejoin() with CUDA
 #     tensors (refused while one is in flight, taken between steps); then 2
@@ -30,6 +32,12 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
 	exit 1
 fi
 echo "test-gpu: $(nvidia-smi -L | head -1)"
+if timeout 120 "$build/tests/comp_check" >"$out/comp.log" 2>&1; then
+	ok "CUDA compressors (worker/cuda/comp.cu) against the C ones: $(tail -1 "$out/comp.log" | sed 's/^comp_check: //')"
+else
+	bad "CUDA compressors against the C ones"
+	grep -v '^comp_check: [a-z0-9]* *rate' "$out/comp.log" | tail -5 | sed 's/^/        /'
+fi
 for n in 2 4; do
 	if timeout 300 "$build/tests/gpu_check" check $n >"$out/c$n.log" 2>&1; then
 		ok "C API, $n ranks on one GPU: $(tail -1 "$out/c$n.log")"
@@ -90,5 +98,5 @@ if TAG=-local PBOX_WORKER_LOCAL_AGGREGATION=on PBOX_WORKER_LOCAL_CUDA=ipc run cu
 else
 	bad "DDP on CUDA tensors, 4 processes as one machine (CUDA IPC)"
 fi
-echo "test-gpu: $((10 - fails)) passed, $fails failed"
+echo "test-gpu: $((11 - fails)) passed, $fails failed"
 [ $fails = 0 ]
