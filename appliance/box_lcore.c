@@ -64,7 +64,7 @@ static void send_result(struct box_lcore *lc, struct box_ep *ep, const struct ss
 {
 	struct rte_mbuf *h = rte_pktmbuf_alloc(lc->pool), *p;
 	struct pbox_hdr rh = {.op = PBOX_OP_RESULT,
-			      .dtype = j->dtype,
+			      .dtype = out->dtype, /* the job's, and the result's compressor */
 			      .rank = rank,
 			      .job = j->id,
 			      .chunk = push->chunk,

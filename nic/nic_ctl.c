@@ -288,6 +288,12 @@ int nic_ctl_format_register(char *buf, size_t cap, const struct nic_ctl_session 
 			return -1;
 		off += (size_t)n;
 	}
+	if (r->comp) {
+		n = snprintf(buf + off, cap - off, " comp=%u", r->comp);
+		if (fits(n, cap - off) < 0)
+			return -1;
+		off += (size_t)n;
+	}
 	n = snprintf(buf + off, cap - off, " chunks=");
 	if (fits(n, cap - off) < 0)
 		return -1;
@@ -524,10 +530,12 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 		K_CHUNKS,
 		K_RANKS,
 		K_SHORT,
+		K_COMP,
 		K_COUNT
 	};
-	static const char *const keys[K_COUNT] = {"job",  "key",   "mac",    "n",     "dtype",
-						  "frag", "chunk", "chunks", "ranks", "short"};
+	static const char *const keys[K_COUNT] = {"job",   "key",   "mac",   "n",
+						  "dtype", "frag",  "chunk", "chunks",
+						  "ranks", "short", "comp"};
 	const char *val[K_COUNT] = {0};
 	size_t vlen[K_COUNT] = {0};
 	const char *p = args;
@@ -563,7 +571,7 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 		if (k == K_COUNT) {
 			errf(err, cap,
 			     "unknown key '%.*s' (%s takes job, %sn, dtype, frag, chunk, chunks, "
-			     "ranks, short)",
+			     "ranks, short, comp)",
 			     (int)(eq - tok > 20 ? 20 : eq - tok), tok, verb,
 			     grow ? "" : "key, mac, ");
 			return -1;
@@ -581,7 +589,7 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 	}
 	for (k = 0; k < K_COUNT; k++)
 		if (!val[k] && k != K_FRAG && k != K_CHUNK && k != K_SHORT && k != K_MAC &&
-		    (k != K_KEY || !grow)) {
+		    k != K_COMP && (k != K_KEY || !grow)) {
 			errf(err, cap, "%s: missing", keys[k]);
 			return -1;
 		}
@@ -645,6 +653,16 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 	if (r->chunk < r->frag) {
 		errf(err, cap, "frag: %u is larger than the chunk (%u)", r->frag, r->chunk);
 		return -1;
+	}
+	/* compressed pushes (fp32 only; the SS says which rates fit its fragments) */
+	if (val[K_COMP]) {
+		if (number("comp", val[K_COMP], vlen[K_COMP], 1, 1000000, false, &v, err, cap))
+			return -1;
+		if (r->dtype != PBOX_DTYPE_FP32) {
+			errf(err, cap, "comp: compressed pushes are of fp32 data only");
+			return -1;
+		}
+		r->comp = (uint32_t)v;
 	}
 	if (chunk_list(val[K_CHUNKS], vlen[K_CHUNKS], lim->n_eps, r, err, cap) ||
 	    rank_list(val[K_RANKS], vlen[K_RANKS], r, err, cap))

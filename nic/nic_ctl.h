@@ -13,6 +13,7 @@
  *   PROVE <HMAC>              and the client does: OK, or ERR and closed
  *   REGISTER job=ID key=K [mac=header|payload|off] n=N dtype=fp32|fp16|bf16
  *            [frag=F] [chunk=C] chunks=C0,C1,... ranks=IP:PORT,... [short=E:C:B,...]
+ *            [comp=RATE]
  *       EP lines, then OK job=ID bytes=B frag=F chunk=C   (the effective sizes)
  *   GROW (REGISTER's fields)   a segment of new chunks for a registered job,
  *       from the connection that registered it: n, frag, chunk and ranks as
@@ -38,7 +39,9 @@
  * first (the box takes a rank's pushes from there only, and sends its
  * results only there); short= lists the chunks shorter than the
  * chunk size (a tensor's last: endpoint E's chunk C holds B bytes), in
- * (endpoint, chunk) order, so that the box knows every fragment's length.
+ * (endpoint, chunk) order, so that the box knows every fragment's length;
+ * comp= (fp32 only) says the job's pushes may be compressed (nic/WIRE.md),
+ * top-k and rand-k at RATE parts per million of a fragment's elements.
  */
 #ifndef PBOX_NIC_CTL_H
 #define PBOX_NIC_CTL_H
@@ -119,7 +122,8 @@ struct nic_ctl_reg {
 	uint8_t key[NIC_KEY_LEN]; /* REGISTER: the job's key (wrapped on the wire) */
 	uint8_t mac;		  /* REGISTER: enum nic_mac_mode */
 	uint32_t n;
-	uint8_t dtype;	      /* PBOX_DTYPE_* */
+	uint8_t dtype; /* PBOX_DTYPE_* */
+	uint32_t comp; /* comp=: 0, or compressed pushes taken at this top-k/rand-k rate (ppm) */
 	uint32_t frag, chunk; /* 0 in a request: the box's own */
 	uint32_t n_eps;
 	uint32_t chunks[NIC_CTL_MAX_EPS];

@@ -220,7 +220,8 @@ enum nic_drop nic_wire_parse_hdr(const void *src, size_t n, const struct nic_wir
 	    (exp->accept_ops && !(exp->accept_ops & (1u << h->op))))
 		return NIC_DROP_OP;
 	h->dtype = p[4];
-	if (h->dtype >= PBOX_DTYPE_COUNT)
+	if (pbox_hdr_dtype(h) >= PBOX_DTYPE_COUNT || pbox_hdr_comp(h) >= PBOX_COMP_COUNT ||
+	    (pbox_hdr_comp(h) && pbox_hdr_dtype(h) != PBOX_DTYPE_FP32))
 		return NIC_DROP_DTYPE;
 	h->flags = p[5];
 	if (h->flags & ~PBOX_F_KNOWN)
@@ -239,7 +240,8 @@ enum nic_drop nic_wire_parse_hdr(const void *src, size_t n, const struct nic_wir
 	if (h->op == PBOX_OP_ACK || h->op == PBOX_OP_PROBE || h->op == PBOX_OP_NACK ||
 	    h->op == PBOX_OP_DONE)
 		return h->len == 0 ? NIC_DROP_NONE : NIC_DROP_LEN;
-	if (h->len == 0 || h->len % nic_dtype_size(h->dtype) ||
+	/* a compressed payload's length the SS checks against its scheme */
+	if (h->len == 0 || (!pbox_hdr_comp(h) && h->len % nic_dtype_size(h->dtype)) ||
 	    (exp->max_payload && h->len > exp->max_payload))
 		return NIC_DROP_LEN;
 	return NIC_DROP_NONE;

@@ -90,6 +90,14 @@ const char *nic_err_text(unsigned code);
 #define PBOX_DTYPE_BF16	 2u
 #define PBOX_DTYPE_COUNT 3u
 
+/* The dtype byte carries the wire dtype in its low nibble and, in its high
+ * one, the compressor of a compressed payload (appliance/ss/comp.h's enum
+ * comp_scheme: 0 none, 1 sign, 2 topk, 3 randk, 4 bf16, 5 fp16), for fp32
+ * data only: a push of a compressed fragment, and its result. */
+#define PBOX_DTYPE_MASK 0x0fu
+#define PBOX_COMP_SHIFT 4
+#define PBOX_COMP_COUNT 6u
+
 /* Bytes per element of wire dtype @t (< PBOX_DTYPE_COUNT). */
 static inline unsigned nic_dtype_size(unsigned t)
 {
@@ -113,6 +121,17 @@ struct pbox_hdr {
 	uint64_t mac;	/* nic_mac(): what the job's key says of the rest */
 };
 
+/* The dtype and the compressor a header's dtype byte says. */
+static inline unsigned pbox_hdr_dtype(const struct pbox_hdr *h)
+{
+	return h->dtype & PBOX_DTYPE_MASK;
+}
+
+static inline unsigned pbox_hdr_comp(const struct pbox_hdr *h)
+{
+	return h->dtype >> PBOX_COMP_SHIFT;
+}
+
 /* Why a frame was refused. X-macro: the enum and the counter names. */
 #define NIC_FOREACH_DROP(_)                                                                        \
 	_(SHORT, short, "frame shorter than its headers")                                          \
@@ -127,7 +146,7 @@ struct pbox_hdr {
 	_(MAGIC, magic, "pbox magic wrong")                                                        \
 	_(VERSION, version, "pbox version unsupported")                                            \
 	_(OP, op, "pbox op unknown or not for us")                                                 \
-	_(DTYPE, dtype, "pbox dtype unknown")                                                      \
+	_(DTYPE, dtype, "pbox dtype or compressor unknown")                                        \
 	_(FLAGS, flags, "pbox flags set that are not defined")                                     \
 	_(LEN, len, "pbox payload length wrong")                                                   \
 	_(SRC, src, "source not a unicast host (broadcast, multicast, zero or our own)")

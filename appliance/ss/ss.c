@@ -13,6 +13,7 @@
 _Static_assert(PBOX_DTYPE_FP32 == SUM_FP32 && PBOX_DTYPE_FP16 == SUM_FP16 &&
 		       PBOX_DTYPE_BF16 == SUM_BF16 && PBOX_DTYPE_COUNT == SUM_DTYPE_COUNT,
 	       "wire dtypes are enum sum_dtype");
+_Static_assert(PBOX_COMP_COUNT == COMP_SCHEME_COUNT, "the dtype byte's compressors are comp.h's");
 
 static const char *const drop_names[SS_DROP_COUNT] = {
 #define SS__DROP_NAME(n, id, s) [SS_DROP_##n] = s,
@@ -53,6 +54,16 @@ const char *ss_job_desc_check(const struct ss_job_desc *d)
 	for (e = 0; e < d->n_eps; e++)
 		if (d->ep_chunks[e] > (1u << 30) / (d->chunk_size / d->frag_size))
 			return "too many chunks on an endpoint";
+	if (d->comp_ppm) {
+		const struct comp_spec topk = {COMP_TOPK, d->comp_ppm};
+
+		if (d->dtype != SUM_FP32)
+			return "compressed pushes are of fp32 jobs only";
+		if (d->comp_ppm > COMP_RATE_MAX_PPM ||
+		    comp_bytes(&topk, d->frag_size / 4) > d->frag_size)
+			return "compression rate must be 1 to 500000 ppm (top-k's indices and values "
+			       "fit the fragment)";
+	}
 	for (e = 0; e < d->n_shorts; e++) {
 		const struct ss_short *s = &d->shorts[e];
 
@@ -67,7 +78,7 @@ const char *ss_job_desc_check(const struct ss_job_desc *d)
 
 /* The layout, computed once for sizing and once for carving. */
 struct layout {
-	size_t frag, bitmap, peer, answered, res, acc, txref, end;
+	size_t frag, bitmap, peer, answered, res, acc, cacc, resid, scratch, txref, end;
 	uint32_t n_frags;
 };
 
@@ -94,6 +105,11 @@ static void layout(const struct ss_job_desc *d, size_t txref_size, struct layout
 	if (d->dtype != SUM_FP32)
 		x += F * (d->frag_size / sum_dtype_size(d->dtype)) * sizeof(float);
 	x = align_up(x, SS_CACHE_LINE);
+	l->cacc = x;
+	l->resid = x + (d->comp_ppm ? F * d->frag_size : 0);
+	l->scratch = l->resid + (d->comp_ppm ? F * d->frag_size : 0);
+	x = align_up(l->scratch + (d->comp_ppm ? comp_scratch_bytes(d->frag_size / 4) : 0),
+		     SS_CACHE_LINE);
 	l->frag = x;
 	x += F * sizeof(struct ss_frag);
 	x = align_up(x, 8);
@@ -153,6 +169,13 @@ struct ss_job *ss_job_init(void *mem, const struct ss_job_desc *d, size_t txref_
 	j->txref = base + l.txref;
 	j->peer = (struct nic_addr *)(base + l.peer);
 	j->answered = (struct ss_answered *)(void *)(base + l.answered);
+	j->comp_ppm = d->comp_ppm;
+	if (d->comp_ppm) {
+		j->cacc = (float *)(void *)(base + l.cacc);
+		j->resid = (float *)(void *)(base + l.resid);
+		j->scratch = base + l.scratch;
+		memset(j->resid, 0, (size_t)l.n_frags * d->frag_size);
+	}
 	for (e = 0; e < d->n_eps; e++) {
 		j->ep_first[e] = first;
 		j->ep_chunks[e] = d->ep_chunks[e];
@@ -236,7 +259,7 @@ static bool pace(struct ss_job *j, uint32_t f, uint16_t rank, uint32_t round)
  * resend that asked for it (needless: the sender had pushed its part
  * before). */
 static enum ss_verdict answer(struct ss_job *j, uint32_t f, uint16_t rank, uint32_t round,
-			      uint16_t len, bool resent, struct ss_out *out)
+			      uint16_t len, uint8_t comp, bool resent, struct ss_out *out)
 {
 	needless(j, out, resent);
 	if (!pace(j, f, rank, round))
@@ -244,6 +267,7 @@ static enum ss_verdict answer(struct ss_job *j, uint32_t f, uint16_t rank, uint3
 	out->buf = ss_job_res(j, f, round & 1);
 	out->txref = j->txref_size ? ss_job_txref(j, f, round & 1) : NULL;
 	out->len = len;
+	out->dtype = (uint8_t)(j->dtype | comp << PBOX_COMP_SHIFT);
 	out->round = round;
 	j->cnt.answers++;
 	return SS_ANSWER;
@@ -255,6 +279,32 @@ static inline float *acc_of(const struct ss_job *j, uint32_t f, uint32_t round)
 	if (j->acc)
 		return j->acc + (size_t)f * (j->frag_size / j->elem);
 	return (float *)(void *)ss_job_res(j, f, round & 1);
+}
+
+/* A compressed fragment's accumulator and its result's residual. */
+static inline float *cacc_of(const struct ss_job *j, uint32_t f)
+{
+	return j->cacc + (size_t)f * (j->frag_size / 4);
+}
+
+static inline float *resid_of(const struct ss_job *j, uint32_t f)
+{
+	return j->resid + (size_t)f * (j->frag_size / 4);
+}
+
+/* A push's length for its fragment and compressor: the registered one, or
+ * for a compressed push its scheme's for the fragment's elements, the
+ * payload checked too (comp_payload_check()). SS_DROP_COUNT: good. */
+static enum ss_drop push_len(const struct ss_frag *fr, const struct pbox_hdr *h,
+			     const struct comp_spec *c, const void *payload)
+{
+	if (!c->scheme)
+		return h->len == fr->want ? SS_DROP_COUNT : SS_DROP_LEN;
+	if (!fr->want || h->len != comp_bytes(c, fr->want / 4u))
+		return SS_DROP_LEN;
+	if (comp_payload_check(c, payload, h->len, fr->want / 4u))
+		return SS_DROP_COMP_DATA;
+	return SS_DROP_COUNT;
 }
 
 /* A probe for fragment @f (validated as a push is): see ss.h. */
@@ -270,18 +320,18 @@ static enum ss_verdict probe(struct ss_job *j, uint32_t f, const struct pbox_hdr
 		if (fr->done) {
 			if (!fr->len) /* the initial pseudo-round has no result */
 				return drop(j, out, SS_DROP_STALE);
-			return h->flags & PBOX_F_PULL
-				       ? answer(j, f, h->rank, fr->round, fr->len, false, out)
-				       : SS_DONE;
+			return h->flags & PBOX_F_PULL ? answer(j, f, h->rank, fr->round, fr->len,
+							       fr->comp, false, out)
+						      : SS_DONE;
 		}
 		return *bits >> (h->rank % 64) & 1 ? SS_WAITING : SS_NACK;
 	}
 	if (h->round == fr->round + 1 && fr->done)
 		return SS_NACK; /* nobody's part of it is in yet */
 	if (h->round == fr->round - 1 && fr->has_prev)
-		return h->flags & PBOX_F_PULL
-			       ? answer(j, f, h->rank, h->round, fr->prev_len, false, out)
-			       : SS_DONE;
+		return h->flags & PBOX_F_PULL ? answer(j, f, h->rank, h->round, fr->prev_len,
+						       fr->prev_comp, false, out)
+					      : SS_DONE;
 	return drop(j, out, SS_DROP_STALE);
 }
 
@@ -290,10 +340,12 @@ static enum ss_verdict probe(struct ss_job *j, uint32_t f, const struct pbox_hdr
 enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 			const void *payload, const struct nic_addr *from, struct ss_out *out)
 {
+	const struct comp_spec c = {(uint8_t)pbox_hdr_comp(h), j->comp_ppm};
 	struct nic_addr *peer;
 	struct ss_frag *fr;
-	uint64_t *bits, bit;
+	uint64_t *bits, bit, seed;
 	uint32_t f, chunk;
+	enum ss_drop bad;
 	size_t elems;
 	bool resent;
 
@@ -301,8 +353,10 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 	out->needless = false;
 	if (!nic_mac_ok(&j->mac, h, payload))
 		return drop(j, out, SS_DROP_MAC);
-	if (h->dtype != j->dtype)
+	if (pbox_hdr_dtype(h) != j->dtype)
 		return drop(j, out, SS_DROP_DTYPE);
+	if (c.scheme && !j->comp_ppm)
+		return drop(j, out, SS_DROP_COMP);
 	if (h->rank >= j->n)
 		return drop(j, out, SS_DROP_RANK);
 	if (ep >= j->n_eps)
@@ -319,43 +373,57 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 	fr = &j->frag[f];
 	if (h->op == PBOX_OP_PROBE)
 		return probe(j, f, h, out);
-	if (h->len != fr->want) /* the registration says how long it is */
-		return drop(j, out, SS_DROP_LEN);
+	/* the registration says how long it is */
+	bad = push_len(fr, h, &c, payload);
+	if (bad != SS_DROP_COUNT)
+		return drop(j, out, bad);
 	resent = (h->flags & PBOX_F_RETRANS) != 0;
 	if (resent)
 		j->cnt.retrans_rx++;
 
 	bits = &j->bitmap[(size_t)f * j->words + h->rank / 64];
 	bit = 1ull << (h->rank % 64);
-	elems = h->len / j->elem;
+	elems = c.scheme ? fr->want / 4u : h->len / j->elem;
+	/* RANDK's indices: the same for every rank of this fragment's round */
+	seed = c.scheme == COMP_RANDK ? comp_seed(j->id, h->chunk, h->frag, h->round) : 0;
 
 	if (h->round == fr->round) {
 		if (fr->done) {
 			if (!fr->len) /* the initial pseudo-round has no result */
 				return drop(j, out, SS_DROP_STALE);
-			return answer(j, f, h->rank, fr->round, fr->len, resent, out);
+			return answer(j, f, h->rank, fr->round, fr->len, fr->comp, resent, out);
 		}
 		if (*bits & bit) {
 			needless(j, out, resent);
 			return drop(j, out, SS_DROP_DUP);
 		}
+		if (c.scheme != fr->comp)
+			return drop(j, out, SS_DROP_COMP);
 		if (h->len != fr->len)
 			return drop(j, out, SS_DROP_LEN);
-		j->ops->add[j->dtype](acc_of(j, f, fr->round), payload, elems);
+		if (c.scheme)
+			comp_add(&c, cacc_of(j, f), payload, elems, seed, j->scratch);
+		else
+			j->ops->add[j->dtype](acc_of(j, f, fr->round), payload, elems);
 	} else if (h->round == fr->round + 1 && fr->done) {
 		/* A new round, over the buffer of round - 1. */
 		if (j->busy && j->busy(ss_job_txref(j, f, h->round & 1)))
 			return drop(j, out, SS_DROP_BUSY);
 		fr->prev_len = fr->len;
+		fr->prev_comp = fr->comp;
 		fr->has_prev = fr->len != 0;
 		fr->round = h->round;
 		fr->len = h->len;
+		fr->comp = c.scheme;
 		fr->count = 0;
 		fr->done = 0;
 		memset(&j->bitmap[(size_t)f * j->words], 0, j->words * sizeof(uint64_t));
-		j->ops->load[j->dtype](acc_of(j, f, fr->round), payload, elems);
+		if (c.scheme)
+			comp_decode(&c, cacc_of(j, f), payload, elems, seed, j->scratch);
+		else
+			j->ops->load[j->dtype](acc_of(j, f, fr->round), payload, elems);
 	} else if (h->round == fr->round - 1 && fr->has_prev) {
-		return answer(j, f, h->rank, h->round, fr->prev_len, resent, out);
+		return answer(j, f, h->rank, h->round, fr->prev_len, fr->prev_comp, resent, out);
 	} else {
 		return drop(j, out, SS_DROP_STALE);
 	}
@@ -367,13 +435,17 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		return SS_SUMMED;
 
 	fr->done = 1;
-	if (j->acc)
+	if (c.scheme) /* the sum compressed once, with this SS's error feedback */
+		comp_encode(&c, cacc_of(j, f), resid_of(j, f), elems,
+			    ss_job_res(j, f, fr->round & 1), seed, j->scratch);
+	else if (j->acc)
 		j->ops->store[j->dtype](ss_job_res(j, f, fr->round & 1), acc_of(j, f, fr->round),
 					elems);
 	j->cnt.completed++;
 	out->buf = ss_job_res(j, f, fr->round & 1);
 	out->txref = j->txref_size ? ss_job_txref(j, f, fr->round & 1) : NULL;
 	out->len = fr->len;
+	out->dtype = (uint8_t)(j->dtype | c.scheme << PBOX_COMP_SHIFT);
 	out->round = fr->round;
 	return SS_COMPLETE;
 }

@@ -45,6 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "comp.h"
 #include "nic_wire.h"
 #include "sum.h"
 
@@ -66,7 +67,9 @@
 	_(DUP, dup, "duplicate of an incomplete round")                                            \
 	_(STALE, stale, "round neither current, next nor previous")                                \
 	_(BUSY, busy, "result buffer still being transmitted")                                     \
-	_(PACED, paced, "result sent to this rank again too soon (a replayed probe or resend)")
+	_(PACED, paced, "result sent to this rank again too soon (a replayed probe or resend)")    \
+	_(COMP, comp, "compressed push the job does not take, or not the round's compressor")      \
+	_(COMP_DATA, comp_data, "compressed payload malformed (a top-k index out of order)")
 
 enum ss_drop {
 #define SS__DROP_ENUM(n, id, s) SS_DROP_##n,
@@ -97,7 +100,9 @@ static inline uint8_t ss_reply_of(enum ss_drop d, uint16_t *err)
 		/* SS_DROP_ADDR: not answered: the source may be forged */
 		[SS_DROP_CHUNK] = PBOX_ERR_RANGE,
 		[SS_DROP_FRAG] = PBOX_ERR_RANGE,
-		[SS_DROP_LEN] = PBOX_ERR_LEN};
+		[SS_DROP_LEN] = PBOX_ERR_LEN,
+		[SS_DROP_COMP] = PBOX_ERR_DTYPE,
+		[SS_DROP_COMP_DATA] = PBOX_ERR_LEN};
 
 	*err = (unsigned)d < SS_DROP_COUNT ? code[d] : 0;
 	if (*err)
@@ -136,6 +141,11 @@ struct ss_job_desc {
 	 * rank r is taken only from rank r's address, and its results go only
 	 * there. NULL: learnt from each rank's pushes (tests only). */
 	const struct nic_addr *ranks;
+	/* fp32 jobs: 0, or compressed pushes are taken (comp.h, the scheme in
+	 * each push's dtype byte) and this is the TOPK and RANDK rate (ppm).
+	 * Such a job keeps, per fragment, an accumulator and its result's
+	 * residual (error feedback): twice the fragment size more. */
+	uint32_t comp_ppm;
 };
 
 /* Counters of one job on one core, written by that core only. */
@@ -159,6 +169,8 @@ struct ss_frag {
 	uint16_t want;	   /* the only length a push may have (0: none) */
 	uint8_t done;	   /* current round complete */
 	uint8_t has_prev;  /* the shadow holds a result */
+	uint8_t comp;	   /* the current round's compressor (its first push's) */
+	uint8_t prev_comp; /* the shadow's */
 };
 
 /*
@@ -198,6 +210,9 @@ struct ss_job {
 	struct nic_addr *peer;	       /* n per endpoint: each rank's address there, as last
 					* heard from there (ss_peer) */
 	struct ss_answered *answered;  /* n per fragment */
+	uint32_t comp_ppm;	       /* compressed pushes taken (ss_job_desc) */
+	float *cacc, *resid;	       /* comp_ppm: frag_size / 4 floats per fragment each */
+	void *scratch;		       /* comp_ppm: comp_scratch_bytes() of a fragment */
 	uint64_t (*clock_us)(void);    /* the transport's clock (ss_table's); NULL: unpaced */
 	bool bound;		       /* peer IP and port fixed at registration (.ranks) */
 	uint32_t ep_first[SS_MAX_EPS]; /* first fragment of each endpoint */
@@ -215,6 +230,7 @@ struct ss_out {
 	enum ss_drop why; /* SS_DROP verdicts */
 	const void *buf;  /* SS_COMPLETE, SS_ANSWER: the result payload */
 	uint16_t len;
+	uint8_t dtype; /* SS_COMPLETE, SS_ANSWER: the results' dtype byte (its compressor) */
 	uint32_t round;
 	void *txref; /* the transport's reference slot for buf */
 	/* every verdict: a retransmission it did not need (a duplicate, or

@@ -136,6 +136,17 @@ START_TEST(register_round_trip)
 	ck_assert_uint_eq(got.frag, 8192);
 	ck_assert_uint_eq(got.chunk, 32768);
 	ck_assert_uint_eq(got.mac, NIC_MAC_PAYLOAD);
+	ck_assert_uint_eq(got.comp, 0); /* no compressed pushes unless asked */
+	{ /* comp=: compressed fp32 pushes at a top-k rate, formatted and parsed back */
+		struct nic_ctl_reg c = got;
+
+		c.comp = 10000;
+		ck_assert_int_gt(nic_ctl_format_register(line, sizeof(line), &sess, &c), 0);
+		ck_assert_ptr_nonnull(strstr(line, " comp=10000"));
+		ck_assert_int_eq(
+			nic_ctl_parse_register(line + 9, &lim, &sess, &got, err, sizeof(err)), 0);
+		ck_assert_uint_eq(got.comp, 10000);
+	}
 	args[strlen("job=1 key=") + 5] ^= 1; /* one wrapped bit flipped: the tag says so */
 	ck_assert_int_eq(nic_ctl_parse_register(args, &lim, &sess, &got, err, sizeof(err)), -1);
 	ck_assert_int_eq(nic_ctl_format_register(line, 40, &sess, &r), -1); /* does not fit */
@@ -160,7 +171,11 @@ START_TEST(register_strict)
 		const char *args, *err;
 	} bad[] = {
 		{"job=1 key=%s n=2 dtype=fp32 fragment=1024 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
-		 "unknown key 'fragment' (REGISTER takes job, key, mac, n, dtype, frag, chunk, chunks, ranks, short)"},
+		 "unknown key 'fragment' (REGISTER takes job, key, mac, n, dtype, frag, chunk, chunks, ranks, short, comp)"},
+		{"job=1 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 comp=0",
+		 "comp: '0' is not a number from 1 to 1000000"},
+		{"job=1 key=%s n=2 dtype=bf16 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 comp=10000",
+		 "comp: compressed pushes are of fp32 data only"},
 		{"job=1 key=%s n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:2:100",
 		 "short: entry 0: endpoint 0 has no chunk 2"},
 		{"job=1 key=%s n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:1:32768",

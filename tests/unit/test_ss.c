@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cfg_worker.h"
 #include "ss.h"
 #include "test.h"
 
@@ -530,6 +531,8 @@ START_TEST(test_ss_reply_of_every_drop)
 		{SS_DROP_STALE, 0, 0},
 		{SS_DROP_BUSY, 0, 0},
 		{SS_DROP_PACED, 0, 0},
+		{SS_DROP_COMP, PBOX_OP_ERROR, PBOX_ERR_DTYPE},
+		{SS_DROP_COMP_DATA, PBOX_OP_ERROR, PBOX_ERR_LEN},
 	};
 	unsigned i;
 
@@ -781,6 +784,140 @@ START_TEST(test_ss_peer_per_endpoint)
 }
 END_TEST
 
+/*
+ * Compressed rounds (comp.h): 3 ranks push each fragment compressed with
+ * their own residual; the SS decompresses each push into its accumulator,
+ * compresses the sum once with its own residual, and sends that. The same
+ * computed here, in the SS's order of arrival, for every scheme over 3
+ * rounds: the result's bytes and its dtype byte exactly the SS's.
+ */
+START_TEST(test_ss_compressed_rounds)
+{
+	static const uint8_t schemes[] = {COMP_SIGN, COMP_TOPK, COMP_RANDK, COMP_BF16, COMP_FP16};
+	struct ss_job_desc d = desc(3, PBOX_DTYPE_FP32);
+	const size_t n = FRAG / 4;
+	float g[3][FRAG / 4], rr[3][FRAG / 4], acc[FRAG / 4], box[FRAG / 4];
+	uint8_t pay[3][FRAG], want[FRAG], scratch[4096];
+	const struct nic_addr from = {.ip_be = 0x0a000001};
+	void *mem;
+	struct ss_job *j;
+
+	d.comp_ppm = 100000; /* 10%: 7 of a fragment's 64 elements */
+	j = init_job(&d, &mem);
+	/* the SS's residual is the fragment's, whatever the scheme of a round */
+	memset(box, 0, sizeof(box));
+	for (unsigned si = 0; si < sizeof(schemes); si++) {
+		const struct comp_spec c = {schemes[si], d.comp_ppm};
+		const uint16_t len = (uint16_t)comp_bytes(&c, n);
+
+		memset(rr, 0, sizeof(rr));
+		for (uint32_t round = 0; round < 3; round++) {
+			/* each scheme's rounds follow the last one's on fragment 1 of chunk 2 */
+			uint32_t rd = si * 3 + round;
+			uint64_t seed = comp_seed(7, 2, 1, rd);
+			struct ss_out out;
+
+			memset(acc, 0, sizeof(acc));
+			for (unsigned r = 0; r < 3; r++) {
+				struct pbox_hdr h = hdr(j, (uint16_t)r, 2, 1, rd, len);
+				enum ss_verdict v;
+
+				for (size_t i = 0; i < n; i++)
+					g[r][i] = (float)((int)((i * 37 + r * 11 + rd * 5) % 23) -
+							  11) /
+						  64;
+				comp_encode(&c, g[r], rr[r], n, pay[r], seed, scratch);
+				comp_add(&c, acc, pay[r], n, seed, scratch);
+				h.dtype |= (uint8_t)(c.scheme << PBOX_COMP_SHIFT);
+				v = ss_push(j, 0, &h, pay[r], &from, &out);
+				ck_assert_int_eq(v, r < 2 ? SS_SUMMED : SS_COMPLETE);
+			}
+			comp_encode(&c, acc, box, n, want, seed, scratch);
+			ck_assert_uint_eq(out.len, len);
+			ck_assert_uint_eq(out.dtype, c.scheme << PBOX_COMP_SHIFT);
+			ck_assert_msg(memcmp(out.buf, want, len) == 0,
+				      "%s round %u: result differs", comp_scheme_name(c.scheme),
+				      rd);
+		}
+	}
+	ck_assert_uint_eq(j->cnt.completed, 15);
+	free(mem);
+}
+END_TEST
+
+/* [job] compression names comp.h's schemes in their order, and the wire's
+ * compressor nibble counts them. */
+START_TEST(test_comp_names_agree)
+{
+	unsigned i;
+
+	for (i = 0; cfg_comp_names[i]; i++) {
+		ck_assert_str_eq(cfg_comp_names[i], comp_scheme_name(i));
+		ck_assert_int_eq(comp_scheme_parse(cfg_comp_names[i]), (int)i);
+	}
+	ck_assert_uint_eq(i, COMP_SCHEME_COUNT);
+	ck_assert_uint_eq(PBOX_COMP_COUNT, COMP_SCHEME_COUNT);
+	ck_assert_int_eq(comp_scheme_parse("zip"), -1);
+}
+END_TEST
+
+/* What a job with compression refuses, each with its reason, before it
+ * touches the fragment; and a job without it refuses any compressed push. */
+START_TEST(test_ss_compressed_drops)
+{
+	struct ss_job_desc d = desc(2, PBOX_DTYPE_FP32);
+	const struct comp_spec topk = {COMP_TOPK, 100000};
+	const size_t n = FRAG / 4, k = comp_k(n, 100000);
+	const struct nic_addr from = {.ip_be = 0x0a000001};
+	uint8_t pay[FRAG] = {0};
+	struct ss_out out;
+	struct pbox_hdr h;
+	void *mem, *mem2;
+	struct ss_job *j, *plain;
+
+	ck_assert_ptr_nonnull(ss_job_desc_check(&(struct ss_job_desc){.id = 1,
+								      .n = 2,
+								      .dtype = PBOX_DTYPE_BF16,
+								      .frag_size = FRAG,
+								      .chunk_size = CHUNK,
+								      .comp_ppm = 10000}));
+	d.comp_ppm = 600000; /* top-k's 8 bytes an element would not fit */
+	ck_assert_ptr_nonnull(ss_job_desc_check(&d));
+	d.comp_ppm = 100000;
+	j = init_job(&d, &mem);
+	plain = make_job(2, PBOX_DTYPE_FP32, &mem2);
+	for (uint32_t i = 0; i < k; i++) { /* ascending indices, then values */
+		uint32_t ix = 3 * i;
+
+		memcpy(pay + 4 * i, &ix, 4);
+	}
+	h = hdr(j, 0, 0, 0, 0, (uint16_t)comp_bytes(&topk, n));
+	h.dtype |= COMP_TOPK << PBOX_COMP_SHIFT;
+	ck_assert_int_eq(ss_push(plain, 0, &h, pay, &from, &out), SS_DROP);
+	ck_assert_int_eq(out.why, SS_DROP_COMP);
+	h.len--; /* not the scheme's length */
+	ck_assert_int_eq(ss_push(j, 0, &h, pay, &from, &out), SS_DROP);
+	ck_assert_int_eq(out.why, SS_DROP_LEN);
+	h.len++;
+	memcpy(pay, pay + 4, 4); /* indices 3, 3, 6...: not ascending */
+	ck_assert_int_eq(ss_push(j, 0, &h, pay, &from, &out), SS_DROP);
+	ck_assert_int_eq(out.why, SS_DROP_COMP_DATA);
+	memset(pay, 0, 4); /* 0, 3, 6, ...: good */
+	ck_assert_int_eq(ss_push(j, 0, &h, pay, &from, &out), SS_SUMMED);
+	/* rank 1 in another scheme for the same round */
+	h.rank = 1;
+	h.dtype = (uint8_t)(PBOX_DTYPE_FP32 | COMP_SIGN << PBOX_COMP_SHIFT);
+	h.len = (uint16_t)comp_bytes(&(struct comp_spec){COMP_SIGN, 0}, n);
+	ck_assert_int_eq(ss_push(j, 0, &h, pay, &from, &out), SS_DROP);
+	ck_assert_int_eq(out.why, SS_DROP_COMP);
+	ck_assert_uint_eq(j->cnt.drop[SS_DROP_COMP], 1);
+	ck_assert_uint_eq(j->cnt.drop[SS_DROP_COMP_DATA], 1);
+	ck_assert_uint_eq(j->cnt.summed, 1);
+	free(mem);
+	free(mem2);
+}
+END_TEST
+
 Suite *ss_suite(void)
 {
 	Suite *s = suite_create("ss");
@@ -789,6 +926,9 @@ Suite *ss_suite(void)
 	tcase_add_test(tc, test_ss_layout);
 	tcase_add_test(tc, test_ss_drops);
 	tcase_add_test(tc, test_ss_reply_of_every_drop);
+	tcase_add_test(tc, test_ss_compressed_rounds);
+	tcase_add_test(tc, test_ss_compressed_drops);
+	tcase_add_test(tc, test_comp_names_agree);
 	tcase_add_test(tc, test_ss_lengths_from_registration);
 	tcase_add_test(tc, test_ss_ranks_bound_to_addresses);
 	tcase_add_loop_test(tc, test_ss_rounds, SUM_FP32, SUM_DTYPE_COUNT);

@@ -547,6 +547,31 @@ START_TEST(header_alone_for_sockets)
 }
 END_TEST
 
+/* The dtype byte's high nibble is a compressed payload's compressor
+ * (appliance/ss/comp.h): taken for fp32 at any length the SS then checks
+ * against the scheme, refused past the last scheme or with fp16 data. */
+START_TEST(compressed_dtype_byte)
+{
+	struct pbox_hdr h = push_hdr(37), g;
+	uint8_t buf[PBOX_HDR_LEN + 37] = {0};
+
+	h.dtype = PBOX_DTYPE_FP32 | 1u << PBOX_COMP_SHIFT; /* sign: 4 + ceil(n / 8) bytes */
+	nic_wire_put_hdr(buf, &h);
+	ck_assert_int_eq(nic_wire_parse_hdr(buf, sizeof(buf), &exp_box, &g), NIC_DROP_NONE);
+	ck_assert_uint_eq(pbox_hdr_dtype(&g), PBOX_DTYPE_FP32);
+	ck_assert_uint_eq(pbox_hdr_comp(&g), 1);
+	h.dtype = PBOX_DTYPE_FP32 | PBOX_COMP_COUNT << PBOX_COMP_SHIFT;
+	nic_wire_put_hdr(buf, &h);
+	ck_assert_int_eq(nic_wire_parse_hdr(buf, sizeof(buf), &exp_box, &g), NIC_DROP_DTYPE);
+	h.dtype = PBOX_DTYPE_FP16 | 1u << PBOX_COMP_SHIFT;
+	nic_wire_put_hdr(buf, &h);
+	ck_assert_int_eq(nic_wire_parse_hdr(buf, sizeof(buf), &exp_box, &g), NIC_DROP_DTYPE);
+	h.dtype = PBOX_DTYPE_FP32; /* uncompressed fp32: whole elements only */
+	nic_wire_put_hdr(buf, &h);
+	ck_assert_int_eq(nic_wire_parse_hdr(buf, sizeof(buf), &exp_box, &g), NIC_DROP_LEN);
+}
+END_TEST
+
 /* The MAC: any header field changed, another key or another incarnation
  * fails it; HEADER mode leaves the payload to the network, PAYLOAD mode
  * does not; OFF is 0. The payload's digest, taken once, gives the same MAC
@@ -731,6 +756,7 @@ Suite *wire_suite(void)
 	tcase_add_test(tc, every_truncation_refused);
 	tcase_add_test(tc, arp_and_icmp_are_classified);
 	tcase_add_test(tc, header_alone_for_sockets);
+	tcase_add_test(tc, compressed_dtype_byte);
 	tcase_add_test(tc, arp_requests_for_us_answered);
 	tcase_add_test(tc, arp_from_no_host_refused);
 	tcase_add_test(tc, arp_request_built_and_sender_learnt);
