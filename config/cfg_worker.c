@@ -15,6 +15,9 @@ static const char *const local_cudas[] = {"ipc", "host", NULL};	 /* enum wrk_loc
 /* In enum lay_mode's order (worker/layout.h). */
 const char *const cfg_layout_names[] = {"unified", "ps", "ssgpu", NULL};
 
+/* appliance/ss/comp.h's enum comp_scheme, in order (worker/base.c checks). */
+const char *const cfg_comp_names[] = {"none", "sign", "topk", "randk", "bf16", "fp16", NULL};
+
 /* enum nic_mac_mode's names, in order. */
 static const char *const mac_names[] = {"off", "header", "payload", NULL};
 
@@ -51,6 +54,14 @@ static const struct cfg_key job_keys[] = {
 	CFG_KEY_ENUM(W, job.mac, "mac", mac_names, "payload",
 		     "what the MAC covers: payload (every datagram's pbox header and payload), "
 		     "header (the header only) or off"),
+	CFG_KEY_ENUM(W, job.compression, "compression", cfg_comp_names, "none",
+		     "how fp32 gradients travel (ByteComp's compressors, with error feedback "
+		     "on the workers and on the summation service): none, sign (EFSignSGD: 1 bit "
+		     "an element and a scale), topk (the largest, with their indices), randk "
+		     "(at indices every rank draws alike), bf16 or fp16; the same on every rank"),
+	CFG_KEY(W, job.compression_ppm, "compression_rate", CFG_UINT, 0, 1, 500000, "10000",
+		"topk and randk: the share of each fragment's elements sent, in parts per "
+		"million (10000: 1%); the same on every rank"),
 };
 
 static const struct cfg_key box_keys[] = {

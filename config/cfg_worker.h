@@ -21,7 +21,9 @@ struct wrk_cfg {
 	struct {
 		uint32_t id;
 		uint64_t token;
-		unsigned mac; /* enum nic_mac_mode: cfg_mac_names[mac] */
+		unsigned mac;		  /* enum nic_mac_mode: cfg_mac_names[mac] */
+		unsigned compression;	  /* enum comp_scheme: cfg_comp_names[compression] */
+		uint32_t compression_ppm; /* topk, randk: the rate */
 	} job;
 	struct {
 		struct cfg_hostports control; /* the boxes; none: k = 0 */
@@ -73,5 +75,6 @@ int wrk_cfg_load_text(const char *name, const char *text, char *const *envp, str
 
 /* [tuning] layout's names, in enum lay_mode's order (worker/layout.h), NULL-ended. */
 extern const char *const cfg_layout_names[];
+extern const char *const cfg_comp_names[];
 
 #endif /* PBOX_CFG_WORKER_H */

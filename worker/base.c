@@ -8,6 +8,7 @@
  */
 #include <arpa/inet.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -131,4 +132,21 @@ void wk_mark_engine_thread(void)
 bool wk_on_engine(void)
 {
 	return on_engine;
+}
+
+void wk_tensor_unwire(struct wk_tensor *t)
+{
+	free(t->wire);
+	free(t->wire_round);
+	t->wire = NULL;
+	t->wire_round = NULL;
+}
+
+void wk_tensor_free(struct wk_tensor *t)
+{
+	if (!t)
+		return;
+	wk_tensor_unwire(t);
+	free(t->resid);
+	free(t);
 }

@@ -855,6 +855,8 @@ void wk_free_net(struct pbox *px)
 	free(px->chunk_unit);
 	free(px->chunk_local);
 	free(px->es.frag);
+	free(px->es.comp_scratch);
+	px->es.comp_scratch = NULL;
 	while (px->es.ssj) {
 		struct ss_job *next = px->es.ssj->next;
 

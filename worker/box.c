@@ -172,7 +172,8 @@ static int box_segment(struct pbox *px, struct wk_box *bx, uint8_t dtype, const 
 				  .dtype = dtype,
 				  .frag = px->frag_size,
 				  .chunk = px->chunk_size,
-				  .n_eps = bx->n_eps};
+				  .n_eps = bx->n_eps,
+				  .comp = wk_comp_ppm(px, dtype)};
 	r->n_shorts = 0;
 	for (e = 0; e < px->n; e++) { /* each rank's SS_GPU address is its data address */
 		r->ranks[e].ip_be = px->unit[px->n_eps + e].ip_be;

@@ -301,6 +301,65 @@ static void cwnd_cut(struct pbox *px, uint64_t now)
 	px->es.ssthresh = px->es.cwnd;
 }
 
+/* ---- compressed fragments ([job] compression, comp.h) ------------------------- */
+
+static struct comp_spec comp_of(const struct pbox *px, const struct wk_tensor *t)
+{
+	return (struct comp_spec){t->comp, px->cfg.job.compression_ppm};
+}
+
+/* What fragment @f's push and result carry: its bytes, or its compressed
+ * form's. */
+static uint16_t wire_len(const struct pbox *px, const struct wk_frag *f)
+{
+	const struct comp_spec c = comp_of(px, f->op->t);
+
+	return c.scheme ? (uint16_t)comp_bytes(&c, f->len / 4u) : f->len;
+}
+
+/* RANDK's seed of fragment @g's round: from what its header says, as the
+ * summation service computes it. */
+static uint64_t frag_seed(const struct pbox *px, uint32_t g, uint32_t round)
+{
+	return comp_seed(px->job, px->chunk_local[g / px->fpc], g % px->fpc, round);
+}
+
+/*
+ * Fragment @g's compressed push of its round: compressed at its first
+ * send, with the tensor's error feedback; a resend sends the same bytes.
+ * The slots are laid out once per tensor and incarnation. NULL: out of
+ * memory (raised).
+ */
+static const uint8_t *comp_payload(struct pbox *px, uint32_t g)
+{
+	const struct wk_frag *f = &px->es.frag[g];
+	struct wk_tensor *t = f->op->t;
+	const struct comp_spec c = comp_of(px, t);
+	const size_t stride = comp_bytes(&c, px->frag_size / 4u);
+	const uint64_t off = wk_frag_off(px, g, t);
+	const uint32_t slot = (uint32_t)(off / px->frag_size);
+	uint8_t *w;
+
+	if (!px->es.comp_scratch)
+		px->es.comp_scratch = malloc(comp_scratch_bytes(px->frag_size / 4u));
+	if (!t->wire) {
+		t->wire = malloc((size_t)t->n_chunks * px->fpc * stride);
+		t->wire_round = calloc((size_t)t->n_chunks * px->fpc, sizeof(uint32_t));
+	}
+	if (!t->wire || !t->wire_round || !px->es.comp_scratch) {
+		wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0,
+			 "out of memory for the compressed pushes of tensor key %" PRIu64, t->key);
+		return NULL;
+	}
+	w = t->wire + (size_t)slot * stride;
+	if (t->wire_round[slot] != f->op->round + 1) {
+		comp_encode(&c, (const float *)(const void *)(f->op->in + off), t->resid + off / 4,
+			    f->len / 4u, w, frag_seed(px, g, f->op->round), px->es.comp_scratch);
+		t->wire_round[slot] = f->op->round + 1;
+	}
+	return w;
+}
+
 /* A result for our fragment @g: 1 taken, 0 a duplicate or stale. */
 static int deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, uint32_t round)
 {
@@ -308,7 +367,7 @@ static int deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, u
 	const struct wk_tensor *t;
 
 	/* after a failure the ops are the callers' again (and maybe freed) */
-	if (px->fail || f->state != WK_INFLIGHT || f->op->round != round || len != f->len)
+	if (px->fail || f->state != WK_INFLIGHT || f->op->round != round || len != wire_len(px, f))
 		return 0;
 	if (f->tries == 1) { /* Karn: only unambiguous samples */
 		uint64_t now = wk_now();
@@ -317,19 +376,25 @@ static int deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, u
 		cwnd_grow(px, len);
 	}
 	t = f->op->t;
-	memcpy(f->op->out + wk_frag_off(px, g, t), buf, len);
+	if (t->comp) { /* the sum, decompressed: its scratch is the push's, made first */
+		const struct comp_spec c = comp_of(px, t);
+
+		comp_decode(&c, (float *)(void *)(f->op->out + wk_frag_off(px, g, t)), buf,
+			    f->len / 4u, frag_seed(px, g, round), px->es.comp_scratch);
+	} else {
+		memcpy(f->op->out + wk_frag_off(px, g, t), buf, len);
+	}
 	frag_done(px, g);
 	return 1;
 }
 
 /* A result's header for @rank, signed; @digest: nic_mac_digest() of the
  * result, once for all its receivers. */
-static void result_hdr(const struct pbox *px, const struct ss_job *seg, struct pbox_hdr *h,
-		       uint32_t rank, uint32_t chunk, uint16_t frag, const struct ss_out *out,
-		       uint64_t digest)
+static void result_hdr(const struct pbox *px, struct pbox_hdr *h, uint32_t rank, uint32_t chunk,
+		       uint16_t frag, const struct ss_out *out, uint64_t digest)
 {
 	*h = (struct pbox_hdr){.op = PBOX_OP_RESULT,
-			       .dtype = seg->dtype,
+			       .dtype = out->dtype,
 			       .rank = (uint16_t)rank,
 			       .job = px->job,
 			       .chunk = chunk,
@@ -350,7 +415,7 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
 	for (uint32_t r = 0; r < px->n; r++) {
 		if (r == px->rank)
 			continue;
-		result_hdr(px, seg, &h, r, chunk, frag, out, digest);
+		result_hdr(px, &h, r, chunk, frag, out, digest);
 		tx_add(px, e, ss_peer(seg, 0, r)->ip_be, ss_peer(seg, 0, r)->port, &h, out->buf,
 		       out->len, true);
 		px->es.st.ssgpu_results += out->len;
@@ -376,15 +441,16 @@ static struct pbox_hdr frag_hdr(const struct pbox *px, uint32_t g, uint8_t op, b
 	const struct wk_frag *f = &px->es.frag[g];
 	uint32_t c = g / px->fpc;
 
-	return (struct pbox_hdr){.op = op,
-				 .dtype = f->op->t->dtype,
-				 .flags = retrans ? PBOX_F_RETRANS : 0,
-				 .rank = (uint16_t)px->rank,
-				 .job = px->job,
-				 .chunk = px->chunk_local[c],
-				 .frag = (uint16_t)(g % px->fpc),
-				 .len = op == PBOX_OP_PUSH ? f->len : 0,
-				 .round = f->op->round};
+	return (struct pbox_hdr){
+		.op = op,
+		.dtype = (uint8_t)(f->op->t->dtype | f->op->t->comp << PBOX_COMP_SHIFT),
+		.flags = retrans ? PBOX_F_RETRANS : 0,
+		.rank = (uint16_t)px->rank,
+		.job = px->job,
+		.chunk = px->chunk_local[c],
+		.frag = (uint16_t)(g % px->fpc),
+		.len = op == PBOX_OP_PUSH ? wire_len(px, f) : 0,
+		.round = f->op->round};
 }
 
 /*
@@ -421,9 +487,11 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 	struct wk_frag *f = &px->es.frag[g];
 	uint32_t c = g / px->fpc, u = px->chunk_unit[c];
 	const struct wk_tensor *t = f->op->t;
-	const uint8_t *payload = f->op->in + wk_frag_off(px, g, t);
+	const uint8_t *payload = t->comp ? comp_payload(px, g) : f->op->in + wk_frag_off(px, g, t);
 	struct pbox_hdr h = frag_hdr(px, g, PBOX_OP_PUSH, retrans);
 
+	if (!payload)
+		return;
 	h.mac = nic_mac_of(&px->mac, &h, payload);
 	f->stamp = ++px->es.stamp;
 	if (u == px->self_unit) {
@@ -451,13 +519,13 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 		}
 		return;
 	}
-	tx_add(px, e, px->unit[u].ip_be, px->unit[u].port, &h, payload, f->len,
+	tx_add(px, e, px->unit[u].ip_be, px->unit[u].port, &h, payload, h.len,
 	       px->unit[u].rank >= 0);
 	f->sent = f->pushed = departure(px);
 	f->probed = 0;
 	f->acked = 0;
 	f->probes = 0;
-	px->unit[u].tx += f->len;
+	px->unit[u].tx += h.len;
 	if (retrans) {
 		px->unit[u].retrans++;
 		px->es.st.retransmits++;
@@ -695,7 +763,7 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 	case SS_ANSWER: {
 		struct pbox_hdr r;
 
-		result_hdr(px, seg, &r, h->rank, h->chunk, h->frag, &out,
+		result_hdr(px, &r, h->rank, h->chunk, h->frag, &out,
 			   nic_mac_digest(&px->mac, out.buf, out.len));
 		tx_add(px, e, src.ip_be, src.port, &r, out.buf, out.len, true);
 		px->es.st.ssgpu_results += out.len;

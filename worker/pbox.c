@@ -262,7 +262,7 @@ static void free_all(struct pbox *px)
 	wk_free_net(px);
 	wk_resume_free(px);
 	for (uint32_t i = 0; i < px->n_t; i++)
-		free(px->t[i]);
+		wk_tensor_free(px->t[i]);
 	free(px->t);
 	wk_local_free(px);
 	pthread_cond_destroy(&px->cv);

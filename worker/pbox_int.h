@@ -83,6 +83,14 @@ struct wk_tensor {
 	uint32_t round;		    /* of the next push-pull */
 	struct pbox_handle *busy;   /* the push-pull in flight (under mu) */
 	struct pbox_handle *parked; /* engine: its push-pull, waiting for the agreement */
+	/* [job] compression (fp32 tensors): how its fragments travel (enum
+	 * comp_scheme), its error feedback (count floats, kept from one
+	 * incarnation to the next), and, the engine's, each fragment's
+	 * compressed push of its round, sent again as it is when resent */
+	uint8_t comp;
+	float *resid;
+	uint8_t *wire;
+	uint32_t *wire_round; /* the round + 1 each wire slot holds */
 };
 
 /*
@@ -387,6 +395,7 @@ struct pbox {
 		uint32_t *hash_unit, hash_cap; /* unit by source address */
 		uint64_t nojob_since;	       /* the box said "no such job" first */
 		void *eng;		       /* udp.c's batch buffers (struct eng) */
+		void *comp_scratch;	       /* [job] compression: comp_scratch_bytes() */
 	} es;
 };
 
@@ -413,6 +422,19 @@ void wk_engine_kick(const struct pbox *px);
  * as it starts. */
 bool wk_on_engine(void);
 void wk_mark_engine_thread(void);
+/* What a segment of @dtype registers as its summation services' compressed
+ * pushes ([job] compression: fp32 segments take them, at the job's rate;
+ * 0: none). */
+static inline uint32_t wk_comp_ppm(const struct pbox *px, uint8_t dtype)
+{
+	return dtype == PBOX_FP32 && px->cfg.job.compression != COMP_NONE
+		       ? px->cfg.job.compression_ppm
+		       : 0;
+}
+/* A tensor's memory, its compression state with it; wk_tensor_unwire()
+ * frees only what one incarnation's layout shaped (its wire slots). */
+void wk_tensor_free(struct wk_tensor *t);
+void wk_tensor_unwire(struct wk_tensor *t);
 
 /* ---- ranks.c: who is who --------------------------------------------------- */
 

@@ -78,6 +78,16 @@ int wk_add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
 	t->dtype = (uint8_t)dtype;
 	t->bytes = count * sum_dtype_size((enum sum_dtype)dtype);
 	t->prio = priority;
+	if (dtype == PBOX_FP32 && px->cfg.job.compression != COMP_NONE) {
+		t->resid = calloc(count, sizeof(float)); /* error feedback starts at zero */
+		if (!t->resid) {
+			free(t);
+			return wk_err(PBOX_ENOMEM,
+				      "%s: out of memory for key %" PRIu64 "'s error feedback", fn,
+				      key);
+		}
+		t->comp = (uint8_t)px->cfg.job.compression;
+	}
 	while (at < px->n_t && px->t[at]->key < key)
 		at++;
 	memmove(&px->t[at + 1], &px->t[at], (px->n_t - at) * sizeof(*px->t));

@@ -60,14 +60,19 @@ static void keep_tensors(struct pbox *px)
 		struct wk_tensor *t = px->t[i];
 
 		if (!t->ready) {
-			free(t);
+			wk_tensor_free(t);
 			continue;
 		}
+		/* the wire slots are this incarnation's layout's; the error
+		 * feedback is the tensor's, and goes on */
+		wk_tensor_unwire(t);
 		*t = (struct wk_tensor){.key = t->key,
 					.count = t->count,
 					.bytes = t->bytes,
 					.prio = t->prio,
-					.dtype = t->dtype};
+					.dtype = t->dtype,
+					.comp = t->comp,
+					.resid = t->resid};
 		px->t[kept++] = t;
 	}
 	px->n_t = kept;

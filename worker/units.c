@@ -85,7 +85,8 @@ static int ssgpu_add(struct pbox *px, uint8_t dtype, uint32_t base, uint32_t cou
 				.dtype = dtype,
 				.frag_size = px->frag_size,
 				.chunk_size = px->chunk_size,
-				.n_eps = 1};
+				.n_eps = 1,
+				.comp_ppm = wk_comp_ppm(px, dtype)};
 	struct ss_short *shorts;
 	struct nic_addr *ranks;
 	struct ss_job *j, **tail;

@@ -165,6 +165,22 @@ for dt in fp16 bf16; do
 	check "k=2: $dt, every sum exact" bench_all "$dt" --size "$SIZE" --tensors 8 --iters "$ITERS" --dtype "$dt"
 done
 
+# [job] compression: fp32 tensors travel compressed to fp16, through the box
+# and every SS_GPU (each push decompressed into the sum, the sum compressed
+# once, with error feedback); these values survive fp16 exactly, so every
+# sum is exact, at about half the box's bytes of the same run uncompressed
+snapshot "$log/before-cfp16"
+export PBOX_JOB_COMPRESSION=fp16
+check "k=2: fp32 with [job] compression = fp16, through the box and the SS_GPUs: every sum exact" \
+	bench_all cfp16 --size "$SIZE" --tensors 8 --iters "$ITERS"
+unset PBOX_JOB_COMPRESSION
+snapshot "$log/after-cfp16"
+box_bytes() { paste "$log/before-$1" "$log/after-$1" | awk '$1 == "box" { print $6 - $2 }'; }
+cb=$(box_bytes cfp16) pb=$(box_bytes k2)
+check "k=2, compression = fp16: the box sent $cb bytes, under 0.6 of the $pb it sent uncompressed; no compressed push dropped" \
+	bash -c "[ ${cb:-0} -gt 0 ] && [ ${cb:-0} -lt $((${pb:-0} * 6 / 10)) ] &&
+		awk '/^pbox_core_drops_total.*reason=\"comp/ && \$NF > 0 { bad = 1 } END { exit bad }' '$log/after-cfp16.metrics'"
+
 # a chunk size other than the box's: rank 0 finds it and says so to every
 # rank with its code as a field, so that every rank fails with the same one
 # (it was PBOX_EMISMATCH on rank 0 and PBOX_EBOX, read from "box" in the

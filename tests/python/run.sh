@@ -59,6 +59,18 @@ done
 run gloo fp32 29575 || bad "DDP on Gloo"
 compare pbox-fp32 gloo-fp32 && ok "fp32: final parameters equal on every rank, within 1e-4 of Gloo's" ||
 	bad "fp32: final parameters equal on every rank, within 1e-4 of Gloo's"
+# [job] compression (PBOX_JOB_COMPRESSION): DDP's buckets travel compressed
+# with error feedback, each SS_GPU decompresses, sums and compresses the sum:
+# every rank ends with the same parameters, not those of the full-width run
+for sch in sign topk randk; do
+	n=$((n + 1))
+	if PBOX_JOB_COMPRESSION=$sch run pbox fp32 $((29590 + n)) pbox-$sch && compare pbox-$sch &&
+		! compare pbox-$sch pbox-fp32 >/dev/null; then
+		ok "DDP with [job] compression = $sch: trains, parameters equal on every rank, not the uncompressed run's ($(grep -o 'loss [0-9.]*' "$out/pbox-$sch.log" | tail -1))"
+	else
+		bad "DDP with [job] compression = $sch"
+	fi
+done
 compare pbox-mixed && ok "fp32 and bf16 in one group: final parameters equal on every rank" ||
 	bad "fp32 and bf16 in one group: final parameters equal on every rank"
 # ByteScheduler's plugin: no DDP, each parameter summed as its gradient is

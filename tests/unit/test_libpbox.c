@@ -556,6 +556,39 @@ START_TEST(test_exact_bf16)
 }
 END_TEST
 
+/*
+ * [job] compression: fp32 tensors travel compressed to fp16 or bf16 (with
+ * error feedback) and every SS_GPU decompresses, sums and compresses the
+ * sum. These values (integers, sums below 256) survive both exactly, so
+ * every sum is exact, and every rank's pushes are half as many bytes.
+ */
+static void compressed(const char *extra)
+{
+	struct rank_run rr[NR], plain[NR];
+	uint64_t tx = 0, tx_plain = 0;
+
+	exact_with(plain, PBOX_FP32, NULL);
+	exact_with(rr, PBOX_FP32, extra);
+	for (unsigned r = 0; r < NR; r++) {
+		tx += rr[r].st.tx_bytes;
+		tx_plain += plain[r].st.tx_bytes;
+	}
+	ck_assert_msg(tx * 10 < tx_plain * 6, "%s: %" PRIu64 " bytes sent, %" PRIu64 " without",
+		      extra, tx, tx_plain);
+}
+
+START_TEST(test_compressed_fp16)
+{
+	compressed("[job]\ncompression = fp16");
+}
+END_TEST
+
+START_TEST(test_compressed_bf16)
+{
+	compressed("[job]\ncompression = bf16");
+}
+END_TEST
+
 /* Rank 3 declares another size: every rank fails at pbox_start, and the
  * message names rank 3, rank 0, the key and both counts. */
 /* Two runs of the same job (id, token, addresses) get different keys, so
@@ -2181,6 +2214,8 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_exact_fp32);
 	tcase_add_test(tc, test_exact_fp16);
 	tcase_add_test(tc, test_exact_bf16);
+	tcase_add_test(tc, test_compressed_fp16);
+	tcase_add_test(tc, test_compressed_bf16);
 	tcase_add_test(tc, test_gso_gro);
 	tcase_add_test(tc, test_gso_off);
 	tcase_add_test(tc, test_incarnation_token);
