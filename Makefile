@@ -3,6 +3,8 @@
 #   make            build everything
 #   make test       lint, then every test (ends with Check's summary)
 #   make perf-sum   summation kernels against a streaming reference
+#   make perf-compress  a summation service's core on compressed pushes against
+#                   plain ones (ByteComp's box_ratio)
 #   make perf-cluster  BytePS Fig. 12 on shaped links: pbox against t_opt and
 #                   Gloo's ring, n = 4 and n = 8 (root; libgloo-dev)
 #   make perf-dataplane  pboxd on memif against dpdk-testpmd (root; dpdk-dev)
@@ -149,7 +151,7 @@ $(error libdpdk not found by pkg-config: run 'make setup' (as root), or 'make te
 endif
 endif
 
-.PHONY: worker test-gpu perf-gpu setup test-run demo-run all test unit unit-asan unit-tsan integration python-test soak lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-train perf-tune perf-scale demo install uninstall image boot-test clean
+.PHONY: worker test-gpu perf-gpu setup test-run demo-run all test unit unit-asan unit-tsan integration python-test soak lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-train perf-tune perf-scale perf-compress demo install uninstall image boot-test clean
 all: $(BINS)
 worker: $(WORKER_BINS)
 
@@ -406,6 +408,14 @@ perf-gpu: worker
 
 perf-sum: $(BUILD)/perf/perf_sum
 	$(BUILD)/perf/perf_sum $(PERF_ARGS)
+
+# One core's summation service over compressed pushes against plain ones.
+perf-compress: $(BUILD)/perf/perf_comp
+	$(BUILD)/perf/perf_comp $(PERF_ARGS)
+
+$(BUILD)/perf/perf_comp: $(BUILD)/obj/perf/compress/perf_comp.o $(BUILD)/lib/libpboxcore.a
+	@mkdir -p $(@D)
+	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS)
 
 perf-cluster: all
 	@test -n "$(RING_BIN)" || { echo "perf-cluster: needs Gloo: apt-get install libgloo-dev"; exit 1; }
