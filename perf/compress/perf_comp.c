@@ -26,6 +26,8 @@
 #include <time.h>
 
 #include "comp.h"
+#include "decide.h"
+#include "models.h"
 #include "ss.h"
 
 #define FRAG   8192u
@@ -173,6 +175,97 @@ static int measure(unsigned mode, unsigned reps, const uint8_t *schemes, unsigne
 	return 0;
 }
 
+/* ---- the decision algorithm (worker/decide.c) ------------------------------ */
+
+/* A step of @mdl's tensors (backward order), @bwd_s of backward spread by
+ * size, a link of @gbps; EFSignSGD on a device (400 GB/s) and a CPU (5 GB/s,
+ * perf/compress's own rate above would do as well). */
+static struct dc_model step_of(const struct model *mdl, uint64_t *bytes, double *compute,
+			       double bwd_s, double gbps)
+{
+	for (uint32_t i = 0; i < mdl->n; i++) {
+		bytes[i] = mdl->count[mdl->n - 1 - i] * 4;
+		compute[i] = bwd_s * (double)mdl->count[mdl->n - 1 - i] / (double)mdl->total;
+	}
+	return (struct dc_model){.n = mdl->n,
+				 .bytes = bytes,
+				 .compute_s = compute,
+				 .forward_s = bwd_s / 2,
+				 .net_a = 30e-6,
+				 .net_b = 2 * 8 /
+					  (gbps * 1e9), /* push and pull through the layout */
+				 .wire_ratio = (4.0 + 256) / 8192,
+				 .cost = {[DC_DEVICE] = {true, 20e-6, 1 / 400e9, 20e-6, 1 / 400e9},
+					  [DC_CPU] = {true, 5e-6, 1 / 5e9, 5e-6, 1 / 5e9}}};
+}
+
+/* ByteComp's choice on @name at @gbps, against sending everything and
+ * compressing everything on the device, in the model; its decision time.
+ * Returns the speedup over sending everything (0: unknown model). */
+static double decide_on(const char *name, double gbps, double *vs_all, double *ms, uint32_t *n)
+{
+	struct model mdl;
+	uint64_t *bytes;
+	double *compute, t0, none, all, got;
+	uint8_t *w, *a;
+	struct dc_model m;
+
+	if (model_get(name, &mdl))
+		return 0;
+	bytes = calloc(mdl.n, sizeof(*bytes));
+	compute = calloc(mdl.n, sizeof(*compute));
+	w = calloc(mdl.n, 1);
+	a = calloc(mdl.n, 1);
+	if (!bytes || !compute || !w || !a)
+		exit(1);
+	m = step_of(&mdl, bytes, compute, 0.1, gbps);
+	t0 = now();
+	dc_decide(&m, w);
+	*ms = (now() - t0) * 1e3;
+	got = dc_time(&m, w);
+	memset(a, DC_SEND, mdl.n);
+	none = dc_time(&m, a);
+	memset(a, DC_DEVICE, mdl.n);
+	all = dc_time(&m, a);
+	*vs_all = all / got;
+	*n = mdl.n;
+	free(bytes);
+	free(compute);
+	free(w);
+	free(a);
+	model_free(&mdl);
+	return none / got;
+}
+
+/* 100 reduced models (12 tensors): ByteComp's step against the best of
+ * every combination; the worst and mean gap. */
+static void reduced(double *worst, double *mean)
+{
+	unsigned seed = 11;
+
+	*worst = *mean = 0;
+	for (unsigned trial = 0; trial < 100; trial++) {
+		static const uint64_t sizes[] = {16u << 20, 4u << 20, 1u << 20, 256u << 10};
+		uint64_t bytes[DC_BRUTE_MAX];
+		double compute[DC_BRUTE_MAX], gap;
+		uint8_t w[DC_BRUTE_MAX], b[DC_BRUTE_MAX];
+		struct model mdl = {.n = DC_BRUTE_MAX, .count = (uint64_t[DC_BRUTE_MAX]){0}};
+		struct dc_model m;
+
+		for (unsigned i = 0; i < DC_BRUTE_MAX; i++) {
+			mdl.count[i] = sizes[rand_r(&seed) % 4] / 4;
+			mdl.total += mdl.count[i];
+		}
+		m = step_of(&mdl, bytes, compute, 0.02 + (double)(rand_r(&seed) % 100) * 1e-3,
+			    10 + rand_r(&seed) % 90);
+		dc_decide(&m, w);
+		dc_brute(&m, b);
+		gap = dc_time(&m, w) / dc_time(&m, b) - 1;
+		*worst = gap > *worst ? gap : *worst;
+		*mean += gap / 100;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	static const uint8_t schemes[] = {COMP_NONE,  COMP_SIGN, COMP_TOPK,
@@ -191,8 +284,33 @@ int main(int argc, char **argv)
 	for (unsigned s = 2; s < n; s++)
 		at += snprintf(line + at, sizeof(line) - (size_t)at, " %s=%.3f",
 			       comp_scheme_name(schemes[s]), best[0] / best[s]);
-	snprintf(line + at, sizeof(line) - (size_t)at, " box_ratio_mac_header=%.3f",
-		 hdr[0] / hdr[1]);
+	at += snprintf(line + at, sizeof(line) - (size_t)at, " box_ratio_mac_header=%.3f",
+		       hdr[0] / hdr[1]);
+	{ /* the decision algorithm, in its model */
+		double vs_all = 0, ms = 0, worst, mean, big_ms = 0;
+		uint32_t tensors = 0, big_n = 0;
+
+		for (unsigned k = 0; k < 3; k++) {
+			static const char *const names[] = {"resnet50", "vgg16", "bert-large"};
+
+			double sp = decide_on(names[k], 25, &vs_all, &ms, &tensors);
+			printf("perf-compress: model: %-10s %3u tensors, 25 Gb/s: ByteComp's choice "
+			       "%.3fx sending everything, %.3fx compressing everything, decided in "
+			       "%.1f ms\n",
+			       names[k], tensors, sp, vs_all, ms);
+			if (tensors > big_n) {
+				big_n = tensors;
+				big_ms = ms;
+			}
+		}
+		reduced(&worst, &mean);
+		printf("perf-compress: model: 100 reduced steps of 12 tensors: ByteComp's choice "
+		       "%.2f%% (worst) and %.2f%% (mean) from the best of all 3^12 choices\n",
+		       worst * 100, mean * 100);
+		snprintf(line + at, sizeof(line) - (size_t)at,
+			 " decide_ms=%.1f decide_tensors=%u gap_to_best_model=%.4f", big_ms, big_n,
+			 worst);
+	}
 	puts(line);
 	return 0;
 }

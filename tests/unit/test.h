@@ -10,6 +10,7 @@ Suite *box_suite(void);
 Suite *cfg_suite(void);
 Suite *cli_suite(void);
 Suite *ctl_suite(void);
+Suite *decide_suite(void);
 Suite *layout_suite(void);
 Suite *libpbox_suite(void);
 Suite *numa_suite(void);

@@ -43,9 +43,9 @@ int test_run(const char *cmd, char *out, size_t len)
 	return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static Suite *(*const suites[])(void) = {box_suite,    cfg_suite,     cli_suite,  ctl_suite,
-					 layout_suite, libpbox_suite, numa_suite, rank_proto_suite,
-					 ss_suite,     sum_suite,     wire_suite};
+static Suite *(*const suites[])(void) = {box_suite,	   cfg_suite,	 cli_suite,	ctl_suite,
+					 decide_suite,	   layout_suite, libpbox_suite, numa_suite,
+					 rank_proto_suite, ss_suite,	 sum_suite,	wire_suite};
 
 int main(void)
 {
