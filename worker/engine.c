@@ -303,16 +303,16 @@ static void cwnd_cut(struct pbox *px, uint64_t now)
 
 /* ---- compressed fragments ([job] compression, comp.h) ------------------------- */
 
-static struct comp_spec comp_of(const struct pbox *px, const struct wk_tensor *t)
+static struct comp_spec comp_of(const struct pbox *px, const struct pbox_handle *op)
 {
-	return (struct comp_spec){t->comp, px->cfg.job.compression_ppm};
+	return (struct comp_spec){op->comp, px->cfg.job.compression_ppm};
 }
 
 /* What fragment @f's push and result carry: its bytes, or its compressed
  * form's. */
 static uint16_t wire_len(const struct pbox *px, const struct wk_frag *f)
 {
-	const struct comp_spec c = comp_of(px, f->op->t);
+	const struct comp_spec c = comp_of(px, f->op);
 
 	return c.scheme ? (uint16_t)comp_bytes(&c, f->len / 4u) : f->len;
 }
@@ -334,8 +334,8 @@ static const uint8_t *comp_payload(struct pbox *px, uint32_t g)
 {
 	const struct wk_frag *f = &px->es.frag[g];
 	struct wk_tensor *t = f->op->t;
-	const struct comp_spec c = comp_of(px, t);
-	const size_t stride = comp_bytes(&c, px->frag_size / 4u);
+	const struct comp_spec c = comp_of(px, f->op);
+	const size_t stride = px->frag_size; /* any scheme's fits: its fp32 bytes */
 	const uint64_t off = wk_frag_off(px, g, t);
 	const uint32_t slot = (uint32_t)(off / px->frag_size);
 	uint8_t *w;
@@ -376,8 +376,8 @@ static int deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, u
 		cwnd_grow(px, len);
 	}
 	t = f->op->t;
-	if (t->comp) { /* the sum, decompressed: its scratch is the push's, made first */
-		const struct comp_spec c = comp_of(px, t);
+	if (f->op->comp) { /* the sum, decompressed: its scratch is the push's, made first */
+		const struct comp_spec c = comp_of(px, f->op);
 
 		comp_decode(&c, (float *)(void *)(f->op->out + wk_frag_off(px, g, t)), buf,
 			    f->len / 4u, frag_seed(px, g, round), px->es.comp_scratch);
@@ -443,7 +443,7 @@ static struct pbox_hdr frag_hdr(const struct pbox *px, uint32_t g, uint8_t op, b
 
 	return (struct pbox_hdr){
 		.op = op,
-		.dtype = (uint8_t)(f->op->t->dtype | f->op->t->comp << PBOX_COMP_SHIFT),
+		.dtype = (uint8_t)(f->op->t->dtype | f->op->comp << PBOX_COMP_SHIFT),
 		.flags = retrans ? PBOX_F_RETRANS : 0,
 		.rank = (uint16_t)px->rank,
 		.job = px->job,
@@ -487,7 +487,8 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 	struct wk_frag *f = &px->es.frag[g];
 	uint32_t c = g / px->fpc, u = px->chunk_unit[c];
 	const struct wk_tensor *t = f->op->t;
-	const uint8_t *payload = t->comp ? comp_payload(px, g) : f->op->in + wk_frag_off(px, g, t);
+	const uint8_t *payload = f->op->comp || f->op->flush ? comp_payload(px, g)
+							     : f->op->in + wk_frag_off(px, g, t);
 	struct pbox_hdr h = frag_hdr(px, g, PBOX_OP_PUSH, retrans);
 
 	if (!payload)

@@ -111,6 +111,46 @@ int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype 
 	return rc;
 }
 
+int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme)
+{
+	const char *fn = "pbox_set_compression";
+	int c = comp_scheme_parse(scheme), rc = PBOX_OK;
+	struct wk_tensor *t;
+
+	if (!px)
+		return wk_err(PBOX_EINVAL, "%s: context is NULL", fn);
+	if (c < 0)
+		return wk_err(PBOX_EINVAL,
+			      "%s: key %" PRIu64
+			      ": '%s' is not none, sign, topk, randk, bf16 or fp16",
+			      fn, key, scheme ? scheme : "(null)");
+	if (px->phase != WK_PH_STARTED)
+		return wk_err(PBOX_ESTATE, "%s: key %" PRIu64 ": call it after pbox_start()", fn,
+			      key);
+	if (px->cfg.job.compression == COMP_NONE)
+		return wk_err(PBOX_EINVAL,
+			      "%s: key %" PRIu64 ": [job] compression is none, so the summation "
+			      "services take no compressed push: set it (any scheme) on every rank",
+			      fn, key);
+	if (px->loc)
+		return wk_err(PBOX_EINVAL,
+			      "%s: key %" PRIu64 ": not with local aggregation yet (every fp32 "
+			      "tensor takes [job] compression there)",
+			      fn, key);
+	pthread_mutex_lock(&px->mu);
+	t = wk_find_tensor(px, key);
+	if (!t)
+		rc = wk_err(PBOX_EINVAL, "%s: key %" PRIu64 " is not declared or used yet", fn,
+			    key);
+	else if (!t->resid)
+		rc = wk_err(PBOX_EINVAL, "%s: key %" PRIu64 " is %s: only fp32 tensors compress",
+			    fn, key, sum_dtype_name((enum sum_dtype)t->dtype));
+	else
+		t->comp = (uint8_t)c; /* its next push-pull takes it (submit.c) */
+	pthread_mutex_unlock(&px->mu);
+	return rc;
+}
+
 int pbox_start(struct pbox *px)
 {
 	uint64_t deadline;

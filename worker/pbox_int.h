@@ -87,7 +87,8 @@ struct wk_tensor {
 	 * comp_scheme), its error feedback (count floats, kept from one
 	 * incarnation to the next), and, the engine's, each fragment's
 	 * compressed push of its round, sent again as it is when resent */
-	uint8_t comp;
+	uint8_t comp; /* what its next push-pull takes (under mu) */
+	bool held;    /* its residual may hold something: a push-pull as it is sends it */
 	float *resid;
 	uint8_t *wire;
 	uint32_t *wire_round; /* the round + 1 each wire slot holds */
@@ -216,6 +217,8 @@ struct pbox_handle {
 	const uint8_t *in;
 	uint8_t *out;
 	uint32_t round;
+	uint8_t comp;  /* its tensor's compressor for this push-pull (enum comp_scheme) */
+	bool flush;    /* none, but its tensor's residual is sent with it */
 	uint32_t left; /* fragments without their sum yet */
 	uint32_t n_parts;
 	struct wk_part *parts;

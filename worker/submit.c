@@ -211,6 +211,9 @@ int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint6
 							 .fresh = t->late && t->round == 0};
 	px->calls++;
 	op->round = t->round++;
+	op->comp = t->comp; /* pbox_set_compression() changes it between push-pulls */
+	op->flush = !t->comp && t->held;
+	t->held = t->comp != COMP_NONE;
 	if (px->subq_tail)
 		px->subq_tail->next = op;
 	else

@@ -144,6 +144,11 @@ struct rank_run {
 	char busy_msg[WK_ERR_LEN];
 	bool rejoined;
 	bool skip_rejoin; /* this rank does not call it after the iteration */
+	/* pbox_set_compression() per tensor: even keys as they are, odd bf16,
+	 * then from iteration 2 the other way round (fp16); what it refused */
+	bool per_tensor;
+	int set_rc[4];
+	char set_msg[4][WK_ERR_LEN];
 };
 
 static float val(unsigned r, uint64_t i, unsigned v)
@@ -243,6 +248,16 @@ static void *rank_main(void *arg)
 		goto out;
 	}
 	memcpy(&rr->key64, px->jkey, sizeof(rr->key64));
+	if (rr->per_tensor) { /* what it refuses, then every tensor's choice */
+		static const char *const bad[4] = {"zip", NULL, "sign", "sign"};
+		static const uint64_t key[4] = {100, 100, 999, 100};
+
+		for (unsigned i = 0; i < 4; i++) {
+			rr->set_rc[i] = i == 3 ? pbox_set_compression(NULL, key[i], bad[i])
+					       : pbox_set_compression(px, key[i], bad[i]);
+			snprintf(rr->set_msg[i], sizeof(rr->set_msg[i]), "%s", pbox_last_error());
+		}
+	}
 	pbox_machine(px, &rr->mi);
 	pbox_layout(px, &rr->li);
 	for (unsigned v = 0; v < rr->iters && !rr->run_rc; v++) {
@@ -256,6 +271,14 @@ static void *rank_main(void *arg)
 			count[t] = re ? rr->counts[t] + 2000 * t + 17 : rr->counts[t];
 			for (uint64_t i = 0; i < count[t]; i++)
 				put(buf[t], i, dt[t], val(rr->rank, i + t, v));
+		}
+		for (unsigned t = 0; rr->per_tensor && t < NT && (v == 0 || v == 2); t++) {
+			const char *c = (t + v / 2) % 2 ? (v ? "fp16" : "bf16") : "none";
+
+			if (pbox_set_compression(px, 100 + t, c) && !rr->run_rc) {
+				rr->run_rc = -101;
+				snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
+			}
 		}
 		if (rr->rejoin_at == v + 1 && rr->rank != 0)
 			pthread_barrier_wait(rr->bar); /* rank 0's in flight first */
@@ -576,6 +599,39 @@ static void compressed(const char *extra)
 	ck_assert_msg(tx * 10 < tx_plain * 6, "%s: %" PRIu64 " bytes sent, %" PRIu64 " without",
 		      extra, tx, tx_plain);
 }
+
+/* pbox_set_compression(): tensors chosen one by one, some as they are,
+ * some bf16, then each the other way round from the third push-pull (fp16
+ * for those that were sent as they are): every sum exact, in fewer bytes
+ * than sending all as they are; and what it refuses, by name. */
+START_TEST(test_compression_per_tensor)
+{
+	static const char *const want[4] = {"'zip' is not none, sign", "'(null)' is not",
+					    "key 999 is not declared", "context is NULL"};
+	struct rank_run rr[NR], plain[NR];
+	uint64_t tx = 0, tx_plain = 0;
+
+	exact_with(plain, PBOX_FP32, "[job]\ncompression = fp16");
+	setup_runs(rr, NR, PBOX_FP32, 4);
+	for (unsigned r = 0; r < NR; r++) {
+		rr[r].extra = "[job]\ncompression = fp16";
+		rr[r].per_tensor = true;
+	}
+	run_ranks(rr, NR);
+	check_exact(rr);
+	for (unsigned r = 0; r < NR; r++) {
+		tx += rr[r].st.tx_bytes;
+		tx_plain += plain[r].st.tx_bytes;
+		for (unsigned i = 0; i < 4; i++) {
+			ck_assert_int_eq(rr[r].set_rc[i], PBOX_EINVAL);
+			ck_assert_msg(strstr(rr[r].set_msg[i], want[i]), "refusal %u said: %s", i,
+				      rr[r].set_msg[i]);
+		}
+	}
+	/* half the tensors as they are each step: more than all compressed */
+	ck_assert_msg(tx > tx_plain, "%" PRIu64 " bytes, all compressed %" PRIu64, tx, tx_plain);
+}
+END_TEST
 
 START_TEST(test_compressed_fp16)
 {
@@ -2216,6 +2272,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_exact_bf16);
 	tcase_add_test(tc, test_compressed_fp16);
 	tcase_add_test(tc, test_compressed_bf16);
+	tcase_add_test(tc, test_compression_per_tensor);
 	tcase_add_test(tc, test_gso_gro);
 	tcase_add_test(tc, test_gso_off);
 	tcase_add_test(tc, test_incarnation_token);

@@ -68,7 +68,7 @@ extern "C" {
  * calling what 3.5 added.
  */
 #define PBOX_VERSION_MAJOR   3
-#define PBOX_VERSION_MINOR   5
+#define PBOX_VERSION_MINOR   6
 #define PBOX_VERSION(ma, mi) ((ma)*1000 + (mi))
 #define PBOX_VERSION_CODE    PBOX_VERSION(PBOX_VERSION_MAJOR, PBOX_VERSION_MINOR)
 
@@ -140,6 +140,21 @@ int pbox_init_text(const char *config_text, struct pbox **out);
  */
 int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype dtype,
 		 int priority);
+
+/*
+ * How fp32 tensor @key travels from its next push-pull on (libpbox 3.6):
+ * "none", or a compressor of [job] compression's ("sign", "topk",
+ * "randk", "bf16", "fp16"), at the job's compression_rate, with its error
+ * feedback carried over (a tensor sent as it is after being compressed
+ * sends what it held back first). After pbox_start() (PBOX_ESTATE
+ * before), for a key declared or used before; the job's [job] compression must not be "none" (its
+ * summation services take compressed pushes only then), and every rank must choose the same for the
+ * same push-pull: a summation service takes a round's compressor from its first push and refuses
+ * the others (PBOX_EBOX or PBOX_EPEER, "the dtype is not the job's"). ByteComp's decision algorithm
+ * (worker/decide.h) says which tensors to compress. Not with local
+ * aggregation yet (PBOX_EINVAL): there every fp32 tensor is compressed.
+ */
+int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme);
 
 /*
  * Bootstrap: every rank connects to rank 0 and sends what it declared;

@@ -70,6 +70,10 @@ try:  # libpbox 3.5
     library.pbox_init_text.argtypes = [ctypes.c_char_p, ctypes.POINTER(_P)]
 except AttributeError:
     pass
+try:  # libpbox 3.6
+    library.pbox_set_compression.argtypes = [_P, ctypes.c_uint64, ctypes.c_char_p]
+except AttributeError:
+    pass
 library.pbox_layout.argtypes = [_P, _P]
 library.pbox_stats.argtypes = [_P, _P, _P, ctypes.c_uint32]
 library.pbox_test.argtypes = [_P]
@@ -137,6 +141,12 @@ class Context:
 
     def declare(self, key, count, dtype, priority=0):
         _check(library.pbox_declare(self._px, key, count, dtype, priority))
+
+    def set_compression(self, key, scheme):
+        """How fp32 tensor key travels from its next push-pull: "none", "sign",
+        "topk", "randk", "bf16" or "fp16" (libpbox 3.6; the job's [job]
+        compression must not be none, and every rank must choose alike)."""
+        _check(library.pbox_set_compression(self._px, key, scheme.encode()))
 
     def push_pull(self, key, in_ptr, out_ptr, count, dtype):
         """Start summing count elements of dtype at address in_ptr into out_ptr."""
