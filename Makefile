@@ -90,7 +90,7 @@ LIBPBOX_SONAME := libpbox.so.3
 LIBPBOX_SO     := $(BUILD)/lib/libpbox.so.3.0
 MODULE_DIR     := $(BUILD)/lib/pbox-3
 DPDK_MODULE    := $(MODULE_DIR)/dpdk.so
-BENCH_SRCS  := worker/pbox_bench.c worker/models.c
+BENCH_SRCS  := worker/pbox_bench.c worker/bench_comp.c worker/decide.c worker/models.c
 TEST_SRCS   := $(wildcard tests/unit/*.c)
 PERF_SUM_SRCS := perf/sum/perf_sum.c perf/sum/perf_sum_ref.c perf/sum/perf_sum_ref_avx2.c \
                  perf/sum/perf_sum_ref_avx512.c
@@ -410,8 +410,9 @@ perf-sum: $(BUILD)/perf/perf_sum
 	$(BUILD)/perf/perf_sum $(PERF_ARGS)
 
 # One core's summation service over compressed pushes against plain ones.
-perf-compress: $(BUILD)/perf/perf_comp
-	$(BUILD)/perf/perf_comp $(PERF_ARGS)
+perf-compress: all $(BUILD)/perf/perf_comp
+	$(BUILD)/perf/perf_comp
+	perf/compress/compress.sh $(BUILD)
 
 $(BUILD)/perf/perf_comp: $(call obj,perf/compress/perf_comp.c worker/decide.c worker/models.c) \
                          $(BUILD)/lib/libpboxcore.a

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char model_names[] = "resnet50, vgg16, bert-large";
+const char model_names[] = "resnet50, vgg16, bert-large, resnet50-12";
 
 static int add(struct model *m, uint64_t count)
 {
@@ -79,12 +79,45 @@ static int bert_large(struct model *m)
 	return rc | add(m, h * h) | add(m, h); /* pooler */
 }
 
+/* ResNet-50's 12 largest tensors, in layer order: a reduced model small
+ * enough to try every compression choice on (perf/compress). */
+static int resnet50_12(struct model *m)
+{
+	struct model full = {0};
+	uint32_t keep = 0;
+
+	if (resnet50(&full))
+		return -1;
+	m->count = calloc(12, sizeof(uint64_t));
+	if (!m->count) {
+		model_free(&full);
+		return -1;
+	}
+	for (uint32_t i = 0; i < full.n; i++) { /* ranked: fewer than 12 larger ones */
+		uint32_t larger = 0;
+
+		for (uint32_t j = 0; j < full.n; j++)
+			larger += full.count[j] > full.count[i] ||
+				  (full.count[j] == full.count[i] && j < i);
+		if (larger < 12 && keep < 12) {
+			m->count[keep++] = full.count[i];
+			m->total += full.count[i];
+		}
+	}
+	m->n = keep;
+	model_free(&full);
+	return 0;
+}
+
 int model_get(const char *name, struct model *m)
 {
 	static const struct {
 		const char *name;
 		int (*build)(struct model *);
-	} known[] = {{"resnet50", resnet50}, {"vgg16", vgg16}, {"bert-large", bert_large}};
+	} known[] = {{"resnet50", resnet50},
+		     {"vgg16", vgg16},
+		     {"bert-large", bert_large},
+		     {"resnet50-12", resnet50_12}};
 
 	memset(m, 0, sizeof(*m));
 	for (unsigned i = 0; i < sizeof(known) / sizeof(known[0]); i++) {

@@ -16,7 +16,8 @@ struct model {
 	uint64_t total;	 /* elements */
 };
 
-/* The model called @name (resnet50, vgg16, bert-large) into @m; 0, or -1
+/* The model called @name (resnet50, vgg16, bert-large; resnet50-12, its 12
+ * largest tensors) into @m; 0, or -1
  * when unknown or out of memory. model_free() releases it. */
 int model_get(const char *name, struct model *m);
 void model_free(struct model *m);

@@ -29,6 +29,15 @@
  * - 30: the sum over up to 8 ranks is exact in every dtype, and the
  * expected sum of every element is known.
  *
+ * --compress SCHEME:PLAN (fp32; the job's [job] compression must not be
+ * none): which layers travel compressed with SCHEME, by PLAN: none, all,
+ * bytecomp (ByteComp's decision algorithm over this run's own measured
+ * model) or brute (the best of every choice in it); see bench_comp.c. With
+ * sign, topk or randk the sums are approximate: each is checked finite
+ * (bf16 and fp16 keep these sums exact: checked exact). --compute-per-mb
+ * US: each layer's backward compute grows by US per MiB of it, beside
+ * --backprop's GAP_US; --scale DIV: a --model's tensors DIV times smaller.
+ *
  * --backprop plays backpropagation: layer i's gradient becomes ready GAP_US
  * after layer i + 1's (its compute), last layer first, and the next forward
  * pass can start once layer 0's sum is in. Each iteration then reports the
@@ -56,6 +65,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_comp.h"
 #include "models.h"
 #include "pbox.h"
 #include "sum.h"
@@ -72,9 +82,12 @@ struct opts {
 	bool mixed;	 /* tensor i of fp32, bf16, fp16 in turn (--dtype ignored) */
 	uint64_t gap_us; /* --backprop: compute per layer; 0: push all at once */
 	bool backprop, fifo;
-	bool survive;	 /* pbox_shrink() after a lost rank or box, and on */
-	uint64_t rejoin; /* pbox_rejoin() before this iteration (0: never) */
-	bool sync;	 /* a barrier before each iteration */
+	bool survive;		/* pbox_shrink() after a lost rank or box, and on */
+	uint64_t rejoin;	/* pbox_rejoin() before this iteration (0: never) */
+	bool sync;		/* a barrier before each iteration */
+	uint64_t per_mb_us;	/* --compute-per-mb: more compute per MiB of a layer */
+	uint64_t scale;		/* --scale: a model's tensors divided by it */
+	struct bench_comp comp; /* --compress SCHEME:PLAN */
 };
 
 /* Layer i's key and priority: the layer itself, or (--fifo) the order its
@@ -168,6 +181,23 @@ static void fill(uint8_t *p, uint64_t count, enum pbox_dtype dt, const struct ta
 	}
 }
 
+/* Compressed sums are approximate: the first element that is not a
+ * finite number, or -1. */
+static int64_t finite(const uint8_t *p, uint64_t count, uint32_t *got, uint32_t *want)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		uint32_t u;
+
+		memcpy(&u, p + 4 * i, 4);
+		if ((u & 0x7f800000u) == 0x7f800000u) {
+			*got = u;
+			*want = 0;
+			return (int64_t)i;
+		}
+	}
+	return -1;
+}
+
 /* The first wrong element, or -1. */
 static int64_t verify(const uint8_t *p, uint64_t count, enum pbox_dtype dt, const struct tables *tb,
 		      uint32_t *got, uint32_t *want)
@@ -228,7 +258,12 @@ static void usage(FILE *f)
 		"  --survive     a rank or the box lost: go on with the survivors (pbox_shrink)\n"
 		"  --rejoin ITER before iteration ITER, take back a box lost and back (pbox_rejoin)\n"
 		"  --sync        a barrier (a one-element allreduce, not timed) before each\n"
-		"                iteration: the ranks start it together\n",
+		"                iteration: the ranks start it together\n"
+		"  --compress SCHEME:PLAN  sign|topk|randk|bf16|fp16 on none|all|bytecomp|brute\n"
+		"                of the layers ([job] compression must not be none)\n"
+		"  --compress-rate PPM  the job's compression_rate, for bytecomp's model\n"
+		"  --compute-per-mb US  with --backprop: US more compute per MiB of a layer\n"
+		"  --scale DIV   a --model's tensors DIV times smaller\n",
 		model_names);
 }
 
@@ -263,12 +298,17 @@ static int parse_u64(const char *s, uint64_t *out)
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
-		{"config", 1, 0, 'c'},	 {"model", 1, 0, 'm'},	{"size", 1, 0, 's'},
-		{"tensors", 1, 0, 't'},	 {"dtype", 1, 0, 'd'},	{"iters", 1, 0, 'i'},
-		{"warmup", 1, 0, 'w'},	 {"layout", 0, 0, 'l'}, {"quiet", 0, 0, 'q'},
-		{"late", 0, 0, 'L'},	 {"mixed", 0, 0, 'M'},	{"help", 0, 0, 'h'},
-		{"backprop", 1, 0, 'b'}, {"fifo", 0, 0, 'f'},	{"survive", 0, 0, 'S'},
-		{"rejoin", 1, 0, 'R'},	 {"sync", 0, 0, 'y'},	{0, 0, 0, 0}};
+		{"config", 1, 0, 'c'},	      {"model", 1, 0, 'm'},
+		{"size", 1, 0, 's'},	      {"tensors", 1, 0, 't'},
+		{"dtype", 1, 0, 'd'},	      {"iters", 1, 0, 'i'},
+		{"warmup", 1, 0, 'w'},	      {"layout", 0, 0, 'l'},
+		{"quiet", 0, 0, 'q'},	      {"late", 0, 0, 'L'},
+		{"mixed", 0, 0, 'M'},	      {"help", 0, 0, 'h'},
+		{"backprop", 1, 0, 'b'},      {"fifo", 0, 0, 'f'},
+		{"survive", 0, 0, 'S'},	      {"rejoin", 1, 0, 'R'},
+		{"sync", 0, 0, 'y'},	      {"compress", 1, 0, 'C'},
+		{"compress-rate", 1, 0, 'r'}, {"compute-per-mb", 1, 0, 'P'},
+		{"scale", 1, 0, 'D'},	      {0, 0, 0, 0}};
 	uint64_t v;
 	int c;
 
@@ -328,6 +368,31 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			}
 			o->backprop = true;
 			break;
+		case 'C':
+			if (bench_comp_parse(optarg, &o->comp)) {
+				fprintf(stderr,
+					"pbox-bench: --compress: '%s' is not SCHEME:PLAN (sign, topk, "
+					"randk, bf16 or fp16; none, all, bytecomp or brute)\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case 'r':
+		case 'P':
+		case 'D':
+			if (parse_u64(optarg, &v) || !v || v > 10000000) {
+				fprintf(stderr,
+					"pbox-bench: '%s' is not a number from 1 to 10000000\n",
+					optarg);
+				return -1;
+			}
+			if (c == 'r')
+				o->comp.rate_ppm = (uint32_t)v;
+			else if (c == 'P')
+				o->per_mb_us = v;
+			else
+				o->scale = v;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -358,8 +423,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		}
 	}
 	if (optind != argc || (o->model && o->size) || !o->iters || !o->tensors ||
-	    (o->fifo && !o->backprop) || (o->sync && o->survive))
+	    (o->fifo && !o->backprop) || (o->sync && o->survive) ||
+	    (o->comp.on && (o->dtype != PBOX_FP32 || o->mixed || o->late || o->survive)) ||
+	    (o->per_mb_us && !o->backprop) || (o->scale && !o->model))
 		return -1;
+	if (!o->comp.rate_ppm)
+		o->comp.rate_ppm = 10000;
 	return 0;
 }
 
@@ -373,6 +442,11 @@ static int build_model(const struct opts *o, struct model *m)
 			fprintf(stderr, "pbox-bench: unknown model '%s' (%s)\n", o->model,
 				model_names);
 			return -1;
+		}
+		for (uint32_t i = 0; o->scale > 1 && i < m->n; i++) {
+			m->total -= m->count[i];
+			m->count[i] = m->count[i] / o->scale ? m->count[i] / o->scale : 1;
+			m->total += m->count[i];
 		}
 		return 0;
 	}
@@ -581,6 +655,9 @@ int main(int argc, char **argv)
 	double sum_ms = 0, sum_fwd = 0, fwd_ms = 0;
 	unsigned long rss_warm = 0;
 	uint32_t timed = 0, i, v;
+	uint64_t *compute_us = NULL, *keys = NULL;
+	struct bench_comp_report crep = {0};
+	bool lossy;
 	size_t esz;
 	int rc = 1, st;
 
@@ -596,6 +673,14 @@ int main(int argc, char **argv)
 		model_free(&m);
 		return 1;
 	}
+	/* sign, topk and randk do not keep these sums exact; bf16 and fp16 do */
+	lossy = o.comp.on && strcmp(o.comp.scheme, "bf16") && strcmp(o.comp.scheme, "fp16");
+	compute_us = calloc(m.n, sizeof(*compute_us));
+	keys = calloc(m.n, sizeof(*keys));
+	for (i = 0; compute_us && keys && i < m.n; i++) {
+		compute_us[i] = o.gap_us + o.per_mb_us * m.count[i] * 4 / 1048576;
+		keys[i] = key_of(&o, m.n, i);
+	}
 	buf = calloc(m.n, sizeof(*buf));
 	ops = calloc(m.n, sizeof(*ops));
 	ok = calloc(m.n, 1);
@@ -608,7 +693,7 @@ int main(int argc, char **argv)
 	}
 	if (i == m.n && o.sync && !o.late && pbox_declare(px, m.n, 1, PBOX_FP32, 0))
 		i = 0; /* the barrier's key follows the layers' */
-	if (!buf || !ops || !ok || i < m.n) {
+	if (!buf || !ops || !ok || !compute_us || !keys || i < m.n) {
 		fprintf(stderr, "pbox-bench: %s\n",
 			buf && ops && ok ? pbox_last_error() : "out of memory");
 		goto out;
@@ -622,6 +707,28 @@ int main(int argc, char **argv)
 	printf("bench: rank %u transport: %s\n", li.rank, li.transport);
 	if (o.layout && !o.late)
 		print_layout(px, &m, o.dtype);
+	if (o.comp.on) { /* which layers travel compressed, agreed by every rank */
+		const struct bench_layers L = {.n = m.n,
+					       .key = keys,
+					       .count = m.count,
+					       .compute_us = compute_us,
+					       .buf = (void *const *)buf};
+
+		st = bench_comp_apply(px, &o.comp, &L, li.rank, &crep);
+		if (st) {
+			fprintf(stderr, "pbox-bench: --compress: %s\n", pbox_last_error());
+			goto out;
+		}
+		printf("bench: rank %u: %s on %s of the layers: %u of %u (%.1f of %.1f MiB)",
+		       li.rank, o.comp.scheme, bench_plan_name(o.comp.plan), crep.compressed, m.n,
+		       (double)crep.compressed_bytes / 1048576, (double)m.total * 4 / 1048576);
+		if (o.comp.plan >= BENCH_PLAN_BYTECOMP)
+			printf("; the link %.3f Gb/s, the compressor %.1f Gb/s on this CPU; decided "
+			       "in %.2f ms; modelled step %.1f ms (none %.1f, all %.1f)",
+			       crep.link_gbps, crep.enc_gbps, crep.decide_ms, crep.model_ms,
+			       crep.model_none_ms, crep.model_all_ms);
+		printf("\n");
+	}
 	for (v = 0; v < o.warmup + o.iters; v++) {
 		uint64_t t1;
 
@@ -655,7 +762,7 @@ int main(int argc, char **argv)
 			if (resume && ok[i]) /* summed before the failure */
 				continue;
 			if (o.backprop && i + 1 < m.n && !resume)
-				nap_us(o.gap_us); /* layer i's backward compute */
+				nap_us(compute_us[i]); /* layer i's backward compute */
 			if (pbox_push_pull(px, key_of(&o, m.n, i), buf[i], buf[i], m.count[i],
 					   dtype_of(&o, i), &ops[i]))
 				goto failed;
@@ -683,8 +790,9 @@ int main(int argc, char **argv)
 		t1 = now_ns();
 		for (i = 0; i < m.n; i++) {
 			uint32_t got, want;
-			int64_t bad = verify(buf[i], m.count[i], dtype_of(&o, i),
-					     &tb[o.mixed ? i % 3 : 0], &got, &want);
+			int64_t bad = lossy ? finite(buf[i], m.count[i], &got, &want)
+					    : verify(buf[i], m.count[i], dtype_of(&o, i),
+						     &tb[o.mixed ? i % 3 : 0], &got, &want);
 
 			if (bad >= 0) {
 				fprintf(stderr,
@@ -732,7 +840,11 @@ int main(int argc, char **argv)
 	       (double)model_bytes * 8 / (sum_ms / timed * 1e6));
 	if (o.backprop)
 		printf("fwd_ms=%.3f sched=%s ", sum_fwd / timed, o.fifo ? "fifo" : "priority");
-	printf("rss_warm_kib=%lu rss_end_kib=%lu verified=yes\n", rss_warm, rss_kib());
+	if (o.comp.on)
+		printf("comp=%s plan=%s compressed=%u decide_ms=%.2f ", o.comp.scheme,
+		       bench_plan_name(o.comp.plan), crep.compressed, crep.decide_ms);
+	printf("rss_warm_kib=%lu rss_end_kib=%lu verified=%s\n", rss_warm, rss_kib(),
+	       lossy ? "finite" : "yes");
 	rc = 0;
 out:
 	if (pbox_finalize(px) && rc == 0) {
@@ -742,6 +854,8 @@ out:
 	for (i = 0; buf && i < m.n; i++)
 		free(buf[i]);
 	free(buf);
+	free(compute_us);
+	free(keys);
 	free(ops);
 	free(ok);
 	model_free(&m);

@@ -181,6 +181,20 @@ check "k=2, compression = fp16: the box sent $cb bytes, under 0.6 of the $pb it 
 	bash -c "[ ${cb:-0} -gt 0 ] && [ ${cb:-0} -lt $((${pb:-0} * 6 / 10)) ] &&
 		awk '/^pbox_core_drops_total.*reason=\"comp/ && \$NF > 0 { bad = 1 } END { exit bad }' '$log/after-cfp16.metrics'"
 
+# ByteComp's strategy (pbox-bench --compress, perf/compress): each rank
+# measures the link and its compressor, rank 0's decision is every rank's,
+# the chosen layers travel as EFSignSGD; the sums approximate, so checked
+# finite, and the decision said
+bytecomp_run() {
+	(export PBOX_JOB_COMPRESSION=sign; bench_all csign --model resnet50-12 --scale 64 \
+		--iters 2 --backprop 1000 --compress sign:bytecomp >/dev/null) &&
+		[ "$(grep -h '^RESULT' "$log"/csign-w*.log | grep -c 'plan=bytecomp.*verified=finite')" = "$N" ] &&
+		[ "$(grep -ho 'compressed=[0-9]*' "$log"/csign-w*.log | sort -u | wc -l)" = 1 ]
+}
+check "k=2: sign on the layers ByteComp's decision chose (ResNet-50's 12 largest, a backward pass): every rank decided alike, every sum finite" \
+	bytecomp_run
+grep -h "^bench: rank 0: sign on" "$log/csign-w0.log" | sed 's/^/        /'
+
 # a chunk size other than the box's: rank 0 finds it and says so to every
 # rank with its code as a field, so that every rank fails with the same one
 # (it was PBOX_EMISMATCH on rank 0 and PBOX_EBOX, read from "box" in the
