@@ -98,7 +98,7 @@ static int resnet50_12(struct model *m)
 
 		for (uint32_t j = 0; j < full.n; j++)
 			larger += full.count[j] > full.count[i] ||
-				  (full.count[j] == full.count[i] && j < i);
+				  (j < i && full.count[j] == full.count[i]);
 		if (larger < 12 && keep < 12) {
 			m->count[keep++] = full.count[i];
 			m->total += full.count[i];

@@ -445,7 +445,7 @@ static int build_model(const struct opts *o, struct model *m)
 		}
 		for (uint32_t i = 0; o->scale > 1 && i < m->n; i++) {
 			m->total -= m->count[i];
-			m->count[i] = m->count[i] / o->scale ? m->count[i] / o->scale : 1;
+			m->count[i] = (m->count[i] / o->scale) ? m->count[i] / o->scale : 1;
 			m->total += m->count[i];
 		}
 		return 0;
