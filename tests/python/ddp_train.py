@@ -71,7 +71,7 @@ sched = mode == "sched"
 ddp = model if sched else torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.1)
 group = dist.distributed_c10d._get_default_group()
 if mode == "hook":
-    hs = pbox.torch.hook_state()
+    hs = pbox.torch.hook_state(compression=os.environ.get("DDP_HOOK_COMPRESSION") or None)
     group = hs.group
     ddp.register_comm_hook(hs, pbox.torch.allreduce_hook)
 elif mode == "powersgd":

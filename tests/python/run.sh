@@ -59,6 +59,16 @@ done
 run gloo fp32 29575 || bad "DDP on Gloo"
 compare pbox-fp32 gloo-fp32 && ok "fp32: final parameters equal on every rank, within 1e-4 of Gloo's" ||
 	bad "fp32: final parameters equal on every rank, within 1e-4 of Gloo's"
+# the hook with compression: hook_state(compression="sign") makes its pbox
+# group's job compress every fp32 bucket
+n=$((n + 1))
+if DDP_HOOK_COMPRESSION=sign run hook fp32 $((29590 + n)) hook-sign && compare hook-sign &&
+	run hook fp32 $((29590 + n + 1)) hook-plain && ! compare hook-sign hook-plain >/dev/null; then
+	ok "DDP with pbox.torch.allreduce_hook and hook_state(compression=\"sign\"): trains, equal on every rank, not the uncompressed hook's"
+else
+	bad "DDP with the hook and hook_state(compression=\"sign\")"
+fi
+n=$((n + 1))
 # [job] compression (PBOX_JOB_COMPRESSION): DDP's buckets travel compressed
 # with error feedback, each SS_GPU decompresses, sums and compresses the sum:
 # every rank ends with the same parameters, not those of the full-width run

@@ -183,7 +183,10 @@ class ProcessGroupPbox(ProcessGroup):
         peers = [store.get("pbox/ep/%d" % r).decode() for r in range(size)]
         lines = ["[worker]", "rank = %d" % rank, "world_size = %d" % size,
                  "[data]", "address = %s" % addr, "port = %d" % port,
-                 "[job]", "id = %s" % job, "token = %s" % token,
+                 "[job]", "id = %s" % job, "token = %s" % token]
+        if _next_compression[0]:  # hook_state(compression=...): this group's job
+            lines += ["compression = %s" % _next_compression[0]]
+        lines += [
                  "[tuning]",
                  # alive but late (a checkpoint on rank 0): waited for up to the
                  # group's timeout; a dead rank is named at once all the same
@@ -582,11 +585,27 @@ class _HookState:
         self.group = group
 
 
-def hook_state(group=None):
+# the [job] compression of the next pbox group hook_state() makes
+_next_compression = [None]
+
+
+def hook_state(group=None, compression=None):
     """State for allreduce_hook: a pbox process group (None: a new one over the
-    default group's ranks)."""
+    default group's ranks). compression: "sign", "topk", "randk", "bf16" or
+    "fp16" for the new group's [job] compression (ByteComp's compressors with
+    error feedback on the ranks and the summation services): every fp32
+    bucket travels compressed; the same on every rank. For a group of your
+    own, give its [job] compression in its configuration (PBOX_CONFIG or
+    PBOX_JOB_COMPRESSION) instead."""
     if group is None:
-        group = dist.new_group(backend="pbox")
+        _next_compression[0] = compression
+        try:
+            group = dist.new_group(backend="pbox")
+        finally:
+            _next_compression[0] = None
+    elif compression is not None:
+        raise ValueError("pbox: hook_state(compression=...) makes its own group: give an "
+                         "existing group's [job] compression in its configuration")
     return _HookState(group)
 
 
