@@ -724,6 +724,9 @@ struct prio_run {
  * sum exact; the layout counts machines (its shares are n = machines'),
  * the ranks stay ranks; only the leaders send, and they agree on it.
  */
+/* local_runs()' configuration beyond its own (NULL: none) */
+static const char *local_extra;
+
 static void local_runs(struct rank_run *rr, unsigned per, bool late, bool cuda, unsigned rejoin_at)
 {
 	static const enum pbox_dtype dts[NT] = {PBOX_FP32, PBOX_BF16, PBOX_FP16};
@@ -734,7 +737,7 @@ static void local_runs(struct rank_run *rr, unsigned per, bool late, bool cuda, 
 	ck_assert_int_eq(pthread_barrier_init(&bar, NULL, NR), 0);
 	for (unsigned r = 0; r < NR; r++) {
 		rr[r].per = per;
-		rr[r].extra = "partition_size = 64K";
+		rr[r].extra = local_extra ? local_extra : "partition_size = 64K";
 		rr[r].late = rr[r].rebuild = late;
 		rr[r].cuda = cuda;
 		rr[r].rejoin_at = rejoin_at;
@@ -777,6 +780,20 @@ static void local_runs(struct rank_run *rr, unsigned per, bool late, bool cuda, 
 	for (unsigned r = 0; r < NR; r++)
 		free(rr[r].layout);
 }
+
+/* [job] compression with local aggregation: each machine's leader pushes
+ * its machine's fp32 sum compressed (bf16: these sums stay exact), fp16 and
+ * bf16 tensors beside them as they are. */
+START_TEST(test_local_compressed)
+{
+	struct rank_run rr[NR];
+
+	local_extra = "partition_size = 64K\n[job]\ncompression = bf16";
+	local_runs(rr, 2, false, false, 0);
+	local_runs(rr, 2, true, false, 0);
+	local_extra = NULL;
+}
+END_TEST
 
 START_TEST(test_local_two_per_machine)
 {
@@ -2308,6 +2325,7 @@ Suite *libpbox_suite(void)
 	tc = tcase_create("local"); /* local aggregation (local.c) */
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_local_two_per_machine);
+	tcase_add_test(tc, test_local_compressed);
 	tcase_add_test(tc, test_local_four_per_machine);
 	tcase_add_test(tc, test_local_rejoin);
 	tcase_add_test(tc, test_local_rejoin_missing);
