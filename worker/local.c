@@ -129,6 +129,7 @@ struct wk_ltensor {
 	uint8_t *map;		  /* local_size regions; the leader's, 0, takes the sum */
 	bool net;		  /* leader: its pieces declared to the network job */
 	bool declared;		  /* by pbox_declare() on this rank */
+	int comp;		  /* pbox_set_compression() here (-1: the job's) */
 	bool asked;		  /* the others: the memfd asked for */
 	struct pbox_handle *busy; /* this rank's push-pull of it (under mu) */
 	uint32_t round;		  /* this rank's next */
@@ -331,6 +332,7 @@ static struct wk_ltensor *lt_add(struct wk_local *lc, uint64_t key, uint64_t cou
 	t->piece_elems = lc->piece_bytes / esz;
 	t->n_pieces = (uint32_t)((count + t->piece_elems - 1) / t->piece_elems);
 	t->memfd = -1;
+	t->comp = -1;
 	while (at < lc->n_t && lc->t[at]->key < key)
 		at++;
 	memmove(&lc->t[at + 1], &lc->t[at], (lc->n_t - at) * sizeof(*lc->t));
@@ -366,9 +368,42 @@ static int lt_net(struct pbox *px, struct wk_ltensor *t, const char *fn)
 
 		if (rc)
 			return rc;
+		if (t->comp >= 0 && nt->resid) /* chosen before its pieces existed */
+			nt->comp = (uint8_t)t->comp;
 	}
 	t->net = true;
 	return PBOX_OK;
+}
+
+/*
+ * pbox_set_compression() with local aggregation: a machine's leader pushes
+ * its tensors' pieces, so its choice is the machine's (each rank calls it,
+ * as it calls every collective); the others check it the same way.
+ */
+int wk_local_set_compression(struct pbox *px, const char *fn, uint64_t key, int comp)
+{
+	struct wk_ltensor *t;
+	int rc = PBOX_OK;
+
+	pthread_mutex_lock(&px->mu);
+	t = lt_find(px->loc, key);
+	if (!t) {
+		rc = wk_err(PBOX_EINVAL, "%s: key %" PRIu64 " is not declared or used yet", fn,
+			    key);
+	} else if (t->dtype != SUM_FP32) {
+		rc = wk_err(PBOX_EINVAL, "%s: key %" PRIu64 " is %s: only fp32 tensors compress",
+			    fn, key, sum_dtype_name((enum sum_dtype)t->dtype));
+	} else {
+		t->comp = comp;
+		for (uint32_t i = 0; t->net && i < t->n_pieces; i++) {
+			struct wk_tensor *nt = wk_find_tensor(px, local_piece_key(key, i));
+
+			if (nt && nt->resid)
+				nt->comp = (uint8_t)comp;
+		}
+	}
+	pthread_mutex_unlock(&px->mu);
+	return rc;
 }
 
 /* Map @t's memory (the leader creates it: @memfd < 0); 0 or -1 with errno. */

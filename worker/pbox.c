@@ -132,11 +132,8 @@ int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme)
 			      "%s: key %" PRIu64 ": [job] compression is none, so the summation "
 			      "services take no compressed push: set it (any scheme) on every rank",
 			      fn, key);
-	if (px->loc)
-		return wk_err(PBOX_EINVAL,
-			      "%s: key %" PRIu64 ": not with local aggregation yet (every fp32 "
-			      "tensor takes [job] compression there)",
-			      fn, key);
+	if (px->loc) /* the machine's leader pushes: its choice is the machine's */
+		return wk_local_set_compression(px, fn, key, c);
 	pthread_mutex_lock(&px->mu);
 	t = wk_find_tensor(px, key);
 	if (!t)

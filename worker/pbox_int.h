@@ -684,6 +684,7 @@ int wk_local_declare(struct pbox *px, const char *fn, uint64_t key, uint64_t cou
  * the work on @stream so far */
 int wk_local_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 		       enum pbox_dtype dtype, bool dev, void *stream, struct pbox_handle **op);
+int wk_local_set_compression(struct pbox *px, const char *fn, uint64_t key, int comp);
 void wk_local_stop(struct pbox *px);
 void wk_local_free(struct pbox *px);
 int wk_local_layout(const struct pbox *px, struct pbox_layout_info *o);

@@ -724,8 +724,10 @@ struct prio_run {
  * sum exact; the layout counts machines (its shares are n = machines'),
  * the ranks stay ranks; only the leaders send, and they agree on it.
  */
-/* local_runs()' configuration beyond its own (NULL: none) */
+/* local_runs()' configuration beyond its own (NULL: none), and whether
+ * its ranks choose each tensor's compression (rank_run's per_tensor) */
 static const char *local_extra;
+static bool local_per_tensor;
 
 static void local_runs(struct rank_run *rr, unsigned per, bool late, bool cuda, unsigned rejoin_at)
 {
@@ -738,6 +740,7 @@ static void local_runs(struct rank_run *rr, unsigned per, bool late, bool cuda, 
 	for (unsigned r = 0; r < NR; r++) {
 		rr[r].per = per;
 		rr[r].extra = local_extra ? local_extra : "partition_size = 64K";
+		rr[r].per_tensor = local_per_tensor;
 		rr[r].late = rr[r].rebuild = late;
 		rr[r].cuda = cuda;
 		rr[r].rejoin_at = rejoin_at;
@@ -783,7 +786,8 @@ static void local_runs(struct rank_run *rr, unsigned per, bool late, bool cuda, 
 
 /* [job] compression with local aggregation: each machine's leader pushes
  * its machine's fp32 sum compressed (bf16: these sums stay exact), fp16 and
- * bf16 tensors beside them as they are. */
+ * bf16 tensors beside them as they are; then pbox_set_compression() per
+ * tensor on every rank, switching at the third push-pull, exact too. */
 START_TEST(test_local_compressed)
 {
 	struct rank_run rr[NR];
@@ -791,6 +795,13 @@ START_TEST(test_local_compressed)
 	local_extra = "partition_size = 64K\n[job]\ncompression = bf16";
 	local_runs(rr, 2, false, false, 0);
 	local_runs(rr, 2, true, false, 0);
+	/* and chosen per tensor: the leaders' choice is their machine's */
+	local_per_tensor = true;
+	local_runs(rr, 2, false, false, 0);
+	for (unsigned r = 0; r < NR; r++)
+		for (unsigned i = 0; i < 4; i++)
+			ck_assert_int_eq(rr[r].set_rc[i], PBOX_EINVAL);
+	local_per_tensor = false;
 	local_extra = NULL;
 }
 END_TEST
