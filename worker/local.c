@@ -615,7 +615,7 @@ int wk_local_adopt(struct pbox *px)
 		if (rc == PBOX_OK)
 			rc = wk_local_declare(px, "pbox_declare", old[i]->key, old[i]->count,
 					      (enum pbox_dtype)old[i]->dtype, old[i]->prio);
-		free(old[i]);
+		wk_tensor_free(old[i]);
 	}
 	free(old);
 	return rc;
@@ -1055,7 +1055,7 @@ void wk_local_renet(struct pbox *px)
 			while (px->t[x] != nt)
 				x++;
 			memmove(&px->t[x], &px->t[x + 1], (--px->n_t - x) * sizeof(*px->t));
-			free(nt);
+			wk_tensor_free(nt);
 		}
 	}
 	pthread_mutex_unlock(&px->mu);
