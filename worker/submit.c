@@ -78,7 +78,7 @@ int wk_add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
 	t->dtype = (uint8_t)dtype;
 	t->bytes = count * sum_dtype_size((enum sum_dtype)dtype);
 	t->prio = priority;
-	if (dtype == PBOX_FP32 && px->cfg.job.compression != COMP_NONE) {
+	if (wk_comp_ppm(px, (uint8_t)dtype)) {		 /* its segment takes compressed pushes */
 		t->resid = calloc(count, sizeof(float)); /* error feedback starts at zero */
 		if (!t->resid) {
 			free(t);

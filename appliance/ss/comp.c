@@ -399,17 +399,19 @@ static void sign_add_scalar(float *acc, const uint8_t *bits, size_t n, float sca
 
 const struct comp_ops comp_ops_scalar = {sign_l1_scalar, sign_pack_scalar, sign_add_scalar};
 
+static const struct comp_ops *const ops_of_isa[SUM_ISA_COUNT] = {&comp_ops_scalar, &comp_ops_avx2,
+								 &comp_ops_avx512};
+
 const struct comp_ops *comp_ops_isa(enum sum_isa isa)
 {
-	static const struct comp_ops *const table[SUM_ISA_COUNT] = {
-		&comp_ops_scalar, &comp_ops_avx2, &comp_ops_avx512};
-
 	if ((unsigned)isa >= SUM_ISA_COUNT || !sum_isa_supported(isa))
 		return NULL;
-	return table[isa];
+	return ops_of_isa[isa];
 }
 
+/* Per push on a summation service: the kernels of the ISA sum_ops_best()
+ * chose once (it runs here), without asking the CPU again. */
 const struct comp_ops *comp_ops_best(void)
 {
-	return comp_ops_isa(sum_ops_best()->isa);
+	return ops_of_isa[sum_ops_best()->isa];
 }
