@@ -624,7 +624,7 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 		if (rc)
 			snprintf(msg, sizeof(msg), "%s", pbox_last_error());
 		else
-			rc = wk_grow(px, px->t, px->n_t, deadline, msg, sizeof(msg));
+			rc = wk_grow(px, px->t, px->n_t, NULL, deadline, msg, sizeof(msg));
 	}
 	send_verdicts(px, rc, msg, missing, eps, frag, nonce);
 	if (msg[0])
@@ -753,7 +753,7 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 	if (rc == PBOX_OK) {
 		char msg[WK_ERR_LEN];
 
-		rc = wk_grow(px, px->t, px->n_t, deadline, msg, sizeof(msg));
+		rc = wk_grow(px, px->t, px->n_t, NULL, deadline, msg, sizeof(msg));
 		if (rc)
 			rc = wk_err(rc, "pbox_start: %s", msg);
 	}
@@ -803,7 +803,8 @@ int wk_boot(struct pbox *px)
 		char msg[WK_ERR_LEN];
 
 		rc = wk_layout_init(px, (uint32_t)own_frag(px), 0, NULL, NULL, NULL);
-		if (rc == PBOX_OK && (rc = wk_grow(px, px->t, px->n_t, deadline, msg, sizeof(msg))))
+		if (rc == PBOX_OK &&
+		    (rc = wk_grow(px, px->t, px->n_t, NULL, deadline, msg, sizeof(msg))))
 			rc = wk_err(rc, "pbox_start: %s", msg);
 		return rc;
 	}
@@ -869,4 +870,6 @@ void wk_free_net(struct pbox *px)
 	free(px->newt);
 	free(px->ag);
 	free(px->es.eng);
+	free(px->es.grow_ts);
+	px->es.grow_ts = NULL;
 }

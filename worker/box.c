@@ -8,11 +8,13 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "cfg_box.h"
@@ -147,23 +149,21 @@ void wk_boxes_close(struct pbox *px, bool unregister)
 	}
 }
 
-/* Box @bx's part of a segment: its endpoints' chunks. */
-static int box_segment(struct pbox *px, struct wk_box *bx, uint8_t dtype, const uint32_t *base,
-		       const uint32_t *count, uint64_t deadline, char *msg, size_t cap)
+/* Box @bx's part of a segment, its endpoints' chunks, as a request for
+ * it (REGISTER its first, GROW the others); NULL with @msg. */
+static struct nic_ctl_reg *box_request(struct pbox *px, const struct wk_box *bx, uint8_t dtype,
+				       const uint32_t *base, const uint32_t *count, char *msg,
+				       size_t cap)
 {
 	struct nic_ctl_reg *r = calloc(1, sizeof(*r));
 	struct ss_short *shorts = calloc(NIC_CTL_MAX_SHORTS, sizeof(*shorts));
-	struct nic_ctl_reg_ok ok;
-	const char *verb = bx->registered ? "grow" : "register";
-	char err[512], ip[INET_ADDRSTRLEN];
 	uint32_t e;
-	int rc;
 
 	if (!r || !shorts) {
 		free(r);
 		free(shorts);
 		snprintf(msg, cap, "out of memory");
-		return -1;
+		return NULL;
 	}
 	*r = (struct nic_ctl_reg){.grow = bx->registered,
 				  .job = px->job,
@@ -174,7 +174,6 @@ static int box_segment(struct pbox *px, struct wk_box *bx, uint8_t dtype, const 
 				  .chunk = px->chunk_size,
 				  .n_eps = bx->n_eps,
 				  .comp = wk_comp_ppm(px, dtype)};
-	r->n_shorts = 0;
 	for (e = 0; e < px->n; e++) { /* each rank's SS_GPU address is its data address */
 		r->ranks[e].ip_be = px->unit[px->n_eps + e].ip_be;
 		r->ranks[e].port = px->unit[px->n_eps + e].port;
@@ -193,7 +192,7 @@ static int box_segment(struct pbox *px, struct wk_box *bx, uint8_t dtype, const 
 				"job %u: more than %u tensors ending mid-chunk on the box at once: "
 				"more than one request can carry",
 				px->job, NIC_CTL_MAX_SHORTS);
-			return -1;
+			return NULL;
 		}
 		for (k = 0; k < n; k++)
 			r->shorts[r->n_shorts++] = (struct nic_ctl_short){
@@ -201,6 +200,21 @@ static int box_segment(struct pbox *px, struct wk_box *bx, uint8_t dtype, const 
 	}
 	free(shorts);
 	memcpy(r->key, px->jkey, sizeof(r->key));
+	return r;
+}
+
+/* Request @r to box @bx, answered before @deadline (the key in it wiped,
+ * @r freed): 0, or -1 with @msg. Whichever thread owns the box's
+ * connection: the caller's at the bootstrap, the box client's after. */
+static int box_exchange(const struct pbox *px, struct wk_box *bx, struct nic_ctl_reg *r,
+			uint64_t deadline, char *msg, size_t cap)
+{
+	const char *verb = r->grow ? "grow" : "register";
+	struct nic_ctl_reg_ok ok;
+	char err[512], ip[INET_ADDRSTRLEN];
+	uint32_t job = r->job;
+	int rc;
+
 	rc = nic_ctl_register(bx->fd, &bx->sess, r, &ok, deadline, err, sizeof(err));
 	sodium_memzero(r->key, sizeof(r->key));
 	free(r);
@@ -209,30 +223,194 @@ static int box_segment(struct pbox *px, struct wk_box *bx, uint8_t dtype, const 
 		bx->registered = true;
 		wk_log(px, CFG_LOG_INFO,
 		       "job %u: %s with the box at %s:%u: %" PRIu64 " bytes of its memory in all",
-		       px->job, verb, ip, bx->addr.port, ok.bytes);
+		       job, verb, ip, bx->addr.port, ok.bytes);
 		return 0;
 	}
 	if (rc > 0)
 		snprintf(msg, cap, "the box at %s:%u refused to %s job %u: %.400s", ip,
-			 bx->addr.port, verb, px->job, err);
+			 bx->addr.port, verb, job, err);
 	else
-		snprintf(msg, cap, "%s job %u with the box at %s:%u: %.400s", verb, px->job, ip,
+		snprintf(msg, cap, "%s job %u with the box at %s:%u: %.400s", verb, job, ip,
 			 bx->addr.port, err);
 	return -1;
 }
 
 int wk_box_segment(struct pbox *px, uint8_t dtype, const uint32_t *base, const uint32_t *count,
-		   uint64_t deadline, char *msg, size_t cap)
+		   struct wk_box_batch *later, uint64_t deadline, char *msg, size_t cap)
 {
 	for (uint32_t b = 0; b < px->n_boxes; b++) {
 		struct wk_box *bx = &px->box[b];
+		struct nic_ctl_reg *r;
 		uint32_t chunks = 0;
 
 		for (uint32_t e = 0; e < bx->n_eps; e++)
 			chunks += count[bx->ep0 + e];
-		if (bx->fd >= 0 && chunks &&
-		    box_segment(px, bx, dtype, base, count, deadline, msg, cap))
+		if (bx->fd < 0 || !chunks)
+			continue;
+		r = box_request(px, bx, dtype, base, count, msg, cap);
+		if (!r)
 			return -1;
+		if (!later) {
+			if (box_exchange(px, bx, r, deadline, msg, cap))
+				return -1;
+			continue;
+		}
+		if (later->n == later->cap) {
+			uint32_t c = later->cap ? later->cap * 2 : 4;
+			struct wk_box_req *v = realloc(later->req, c * sizeof(*v));
+
+			if (!v) {
+				sodium_memzero(r->key, sizeof(r->key));
+				free(r);
+				snprintf(msg, cap, "out of memory");
+				return -1;
+			}
+			later->req = v;
+			later->cap = c;
+		}
+		/* a GROW after this one's REGISTER: the box is registered by then */
+		bx->registered = true;
+		later->req[later->n++] = (struct wk_box_req){.box = b, .r = r};
 	}
 	return 0;
+}
+
+void wk_box_batch_free(struct wk_box_batch *bb)
+{
+	for (uint32_t i = 0; i < bb->n; i++)
+		if (bb->req[i].r) {
+			sodium_memzero(bb->req[i].r->key, sizeof(bb->req[i].r->key));
+			free(bb->req[i].r);
+		}
+	free(bb->req);
+	*bb = (struct wk_box_batch){0};
+}
+
+/*
+ * ---- the box client's thread: rank 0's requests after the start (a box
+ * GROW, a blocking exchange of up to [tuning] deadline) leave the engine
+ * thread free to move every other tensor meanwhile. The engine hands it a
+ * batch and reads the outcome on a later turn (wk_box_async_poll()); the
+ * thread owns the connections of the batch's boxes until then, and the
+ * engine leaves them alone (boxes_poll() waits).
+ */
+struct wk_boxc {
+	pthread_t thr;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	enum { WK_BC_IDLE, WK_BC_QUEUED, WK_BC_DONE } state;
+	bool stop;
+	struct wk_box_batch batch; /* QUEUED: the thread's */
+	uint64_t deadline;
+	int rc;
+	char msg[WK_ERR_LEN];
+};
+
+static void *box_client(void *arg)
+{
+	struct pbox *px = arg;
+	struct wk_boxc *bc = px->boxc;
+
+	pthread_mutex_lock(&bc->mu);
+	for (;;) {
+		struct wk_box_batch bb;
+		char msg[WK_ERR_LEN] = "";
+		uint64_t deadline;
+		int rc = 0;
+
+		while (bc->state != WK_BC_QUEUED && !bc->stop)
+			pthread_cond_wait(&bc->cv, &bc->mu);
+		if (bc->state != WK_BC_QUEUED)
+			break;
+		bb = bc->batch;
+		bc->batch = (struct wk_box_batch){0};
+		deadline = bc->deadline;
+		pthread_mutex_unlock(&bc->mu);
+		for (uint32_t i = 0; i < bb.n && rc == 0; i++) { /* box_exchange() frees each */
+			struct wk_box_req *q = &bb.req[i];
+
+			rc = box_exchange(px, &px->box[q->box], q->r, deadline, msg, sizeof(msg));
+			q->r = NULL;
+		}
+		wk_box_batch_free(&bb); /* those after a failure */
+		pthread_mutex_lock(&bc->mu);
+		bc->rc = rc;
+		snprintf(bc->msg, sizeof(bc->msg), "%s", msg);
+		bc->state = WK_BC_DONE;
+		wk_engine_kick(px);
+	}
+	pthread_mutex_unlock(&bc->mu);
+	return NULL;
+}
+
+int wk_box_async(struct pbox *px, struct wk_box_batch *bb, uint64_t deadline)
+{
+	struct wk_boxc *bc = px->boxc;
+
+	if (!bc) {
+		bc = calloc(1, sizeof(*bc));
+		if (!bc)
+			return wk_err(PBOX_ENOMEM, "out of memory for the box client");
+		pthread_mutex_init(&bc->mu, NULL);
+		pthread_cond_init(&bc->cv, NULL);
+		px->boxc = bc;
+		if (pthread_create(&bc->thr, NULL, box_client, px)) {
+			px->boxc = NULL;
+			pthread_mutex_destroy(&bc->mu);
+			pthread_cond_destroy(&bc->cv);
+			free(bc);
+			return wk_err(PBOX_ENOMEM, "cannot start the box client's thread");
+		}
+	}
+	pthread_mutex_lock(&bc->mu);
+	bc->batch = *bb;
+	*bb = (struct wk_box_batch){0};
+	bc->deadline = deadline;
+	bc->state = WK_BC_QUEUED;
+	pthread_cond_signal(&bc->cv);
+	pthread_mutex_unlock(&bc->mu);
+	return PBOX_OK;
+}
+
+int wk_box_async_poll(struct pbox *px, char *msg, size_t cap)
+{
+	struct wk_boxc *bc = px->boxc;
+	int rc = 0;
+
+	if (!bc)
+		return 1;
+	pthread_mutex_lock(&bc->mu);
+	if (bc->state == WK_BC_DONE) {
+		rc = bc->rc ? -1 : 1;
+		snprintf(msg, cap, "%s", bc->msg);
+		bc->state = WK_BC_IDLE;
+	} else if (bc->state == WK_BC_IDLE) {
+		rc = 1;
+	}
+	pthread_mutex_unlock(&bc->mu);
+	return rc;
+}
+
+void wk_box_client_stop(struct pbox *px, bool now)
+{
+	struct wk_boxc *bc = px->boxc;
+
+	if (!bc)
+		return;
+	pthread_mutex_lock(&bc->mu);
+	/* an exchange under way ends at once: its box connections shut down
+	 * (the job fails or is over; wk_free_net() closes them) */
+	if (now && bc->state == WK_BC_QUEUED)
+		for (uint32_t b = 0; b < px->n_boxes; b++)
+			if (px->box[b].fd >= 0)
+				shutdown(px->box[b].fd, SHUT_RDWR);
+	bc->stop = true;
+	pthread_cond_signal(&bc->cv);
+	pthread_mutex_unlock(&bc->mu);
+	pthread_join(bc->thr, NULL);
+	wk_box_batch_free(&bc->batch);
+	pthread_mutex_destroy(&bc->mu);
+	pthread_cond_destroy(&bc->cv);
+	free(bc);
+	px->boxc = NULL;
 }

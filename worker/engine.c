@@ -1230,7 +1230,8 @@ static void peers_poll(struct pbox *px, uint64_t now)
  * connection, or that says it knows the job no more, fails the job. */
 static void boxes_poll(struct pbox *px, uint64_t now)
 {
-	for (uint32_t b = 0; b < px->n_boxes; b++) {
+	/* a growth under way: the box client's thread has their connections */
+	for (uint32_t b = 0; b < px->n_boxes && !px->es.growing; b++) {
 		struct wk_box *bx = &px->box[b];
 		char buf[256], ip[INET_ADDRSTRLEN];
 		ssize_t got;
@@ -1540,11 +1541,14 @@ int wk_engine_start(struct pbox *px)
 void wk_engine_join(struct pbox *px)
 {
 	struct eng *e = px->es.eng;
+	bool now;
 
 	pthread_join(px->thr, NULL);
 	pthread_mutex_lock(&px->mu);
 	px->eng_live = false;
+	now = px->aborting || px->aborted || px->fail;
 	pthread_mutex_unlock(&px->mu);
+	wk_box_client_stop(px, now);
 	if (px->fail && !px->es.eng_failed) /* raised as it stopped: its ops fail here */
 		wk_fail_ops(px);
 	px->thr_started = false;

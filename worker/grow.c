@@ -53,8 +53,8 @@
 #define WK_AGREE_QUIET_NS 3000000ull
 #define WK_PROBE_NS	  1000000000ull
 
-int wk_grow(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint64_t deadline, char *msg,
-	    size_t cap)
+int wk_grow(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, struct wk_box_batch *later,
+	    uint64_t deadline, char *msg, size_t cap)
 {
 	struct wk_tensor **group = malloc((n ? n : 1) * sizeof(*group));
 	uint32_t *base = calloc(px->n_units, sizeof(uint32_t)),
@@ -83,9 +83,11 @@ int wk_grow(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint64_t d
 		for (uint32_t e = 0; e < px->n_eps; e++)
 			on_box += count[e];
 		if (px->rank == 0 && on_box && px->n_boxes &&
-		    wk_box_segment(px, (uint8_t)d, base, count, deadline, msg, cap))
+		    wk_box_segment(px, (uint8_t)d, base, count, later, deadline, msg, cap))
 			rc = PBOX_EBOX;
 	}
+	for (uint32_t i = 0; i < n && rc == PBOX_OK && !later; i++)
+		ts[i]->ready = true; /* the boxes have their chunks: pushes may go */
 out:
 	free(group);
 	free(base);
@@ -134,10 +136,34 @@ static void record(struct pbox *px, uint32_t rank, uint32_t s, const struct wk_a
 	px->ag_last_ns = wk_now();
 }
 
-/* The new tensors [a, b) of this rank, laid out; their parked push-pulls go. */
+/* The new tensors [a, b) of this rank (@ts, freed here) on every box:
+ * ready, their parked push-pulls go, and rank 0 tells the others (GREW). */
+static void grown(struct pbox *px, uint32_t a, uint32_t b, struct wk_tensor **ts)
+{
+	for (uint32_t i = 0; i < b - a; i++) {
+		ts[i]->ready = true;
+		if (ts[i]->parked) {
+			struct pbox_handle *op = ts[i]->parked;
+
+			ts[i]->parked = NULL;
+			wk_sched_take(px, op);
+		}
+	}
+	free(ts);
+	for (uint32_t r = 1; px->rank == 0 && r < px->n; r++)
+		if (px->peer_fd[r] >= 0)
+			RP_SEND(px->peer_fd[r], GREW, grew, .from = a, .to = b);
+}
+
+/* The new tensors [a, b) of this rank laid out. Rank 0 puts them on the
+ * boxes first, through the box client's thread: the engine moves every
+ * other tensor meanwhile, and grown() follows on a later turn. */
 static void apply(struct pbox *px, uint32_t a, uint32_t b)
 {
 	struct wk_tensor **ts = malloc((b - a) * sizeof(*ts));
+	struct wk_box_batch bb = {0};
+	bool boxes = px->rank == 0 && px->n_boxes, sent;
+	uint64_t deadline = wk_now() + px->es.deadline_ns;
 	char msg[WK_ERR_LEN];
 	int rc;
 
@@ -148,21 +174,48 @@ static void apply(struct pbox *px, uint32_t a, uint32_t b)
 	pthread_mutex_lock(&px->mu);
 	memcpy(ts, &px->newt[a], (b - a) * sizeof(*ts));
 	pthread_mutex_unlock(&px->mu);
-	rc = wk_grow(px, ts, b - a, wk_now() + px->es.deadline_ns, msg, sizeof(msg));
+	rc = wk_grow(px, ts, b - a, boxes ? &bb : NULL, deadline, msg, sizeof(msg));
+	sent = bb.n > 0;
+	if (rc == PBOX_OK && sent && (rc = wk_box_async(px, &bb, deadline)))
+		snprintf(msg, sizeof(msg), "%s", pbox_last_error());
 	if (rc) {
+		wk_box_batch_free(&bb);
 		free(ts);
 		wk_raise(px, WK_FK_LOCAL, rc, 0, "new tensors %u to %u: %s", a, b - 1, msg);
 		return;
 	}
 	px->applied = b;
-	for (uint32_t i = 0; i < b - a; i++)
-		if (ts[i]->parked) {
-			struct pbox_handle *op = ts[i]->parked;
+	if (!sent) {
+		grown(px, a, b, ts); /* no box has chunks of them */
+		return;
+	}
+	px->es.growing = true;
+	px->es.grow_a = a;
+	px->es.grow_b = b;
+	px->es.grow_ts = ts;
+}
 
-			ts[i]->parked = NULL;
-			wk_sched_take(px, op);
-		}
-	free(ts);
+/* Rank 0: the boxes' growth under way; whether it still is. */
+static bool growing(struct pbox *px)
+{
+	char msg[WK_ERR_LEN];
+	int rc;
+
+	if (!px->es.growing)
+		return false;
+	rc = wk_box_async_poll(px, msg, sizeof(msg));
+	if (rc == 0)
+		return true;
+	px->es.growing = false;
+	if (rc < 0) {
+		free(px->es.grow_ts);
+		wk_raise(px, WK_FK_LOCAL, PBOX_EBOX, 0, "new tensors %u to %u: %s", px->es.grow_a,
+			 px->es.grow_b - 1, msg);
+	} else {
+		grown(px, px->es.grow_a, px->es.grow_b, px->es.grow_ts);
+	}
+	px->es.grow_ts = NULL;
+	return false;
 }
 
 static const char *ordinal(uint64_t n)
@@ -328,22 +381,18 @@ static void agree(struct pbox *px)
 		(size_t)(px->ag_rows - rows) * px->n * sizeof(*px->ag));
 	px->ag_rows -= rows;
 	px->probed = 0;
-	apply(px, a, a + rows); /* the box first: then the ranks may push */
-	if (px->fail)
-		return;
-	for (uint32_t r = 1; r < px->n; r++)
-		if (px->peer_fd[r] >= 0)
-			RP_SEND(px->peer_fd[r], GREW, grew, .from = a, .to = a + rows);
+	apply(px, a, a + rows); /* the boxes first: then the ranks may push (grown()) */
 }
 
 void wk_grow_poll(struct pbox *px)
 {
+	bool busy = growing(px); /* one growth of the boxes at a time */
 	uint32_t n_new;
 
 	pthread_mutex_lock(&px->mu);
 	n_new = px->n_new;
 	pthread_mutex_unlock(&px->mu);
-	if (px->rank == 0 && px->ag_rows && !px->fail &&
+	if (px->rank == 0 && px->ag_rows && !px->fail && !busy &&
 	    wk_now() - px->ag_last_ns >= WK_AGREE_QUIET_NS)
 		agree(px);
 	if (px->rank == 0 && px->ag_rows && !px->probed && !px->fail &&
@@ -351,8 +400,6 @@ void wk_grow_poll(struct pbox *px)
 		probe(px);
 	if (px->probe_on && !px->fail)
 		answer_probe(px);
-	if (n_new == px->announced || px->fail)
-		return;
 	while (px->announced < n_new && !px->fail) {
 		struct wk_tensor *t;
 		struct wk_ag a;
@@ -373,7 +420,7 @@ void wk_grow_poll(struct pbox *px)
 				.call = t->call);
 		px->announced++;
 	}
-	if (px->n == 1 && px->applied < n_new)
+	if (px->n == 1 && px->applied < n_new && !px->fail && !busy)
 		apply(px, px->applied, n_new);
 }
 

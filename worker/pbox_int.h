@@ -251,6 +251,17 @@ struct wk_frag {
 	struct pbox_handle *op;
 };
 
+/* Requests for the boxes, to be sent by the box client's thread (box.c):
+ * which box, and what. */
+struct nic_ctl_reg;
+struct wk_box_batch {
+	struct wk_box_req {
+		uint32_t box;
+		struct nic_ctl_reg *r;
+	} * req;
+	uint32_t n, cap;
+};
+
 /* A box's endpoints, as its control plane lists them (box.c). */
 struct wk_box_eps {
 	uint32_t n, frag, chunk;
@@ -277,6 +288,7 @@ struct pbox {
 		bool gone;	 /* it went away: pbox_shrink() goes on without it */
 	} box[CFG_MAX_HOSTPORTS];
 	uint32_t n_boxes;
+	struct wk_boxc *boxc; /* rank 0: the box client's thread (box.c), from a growth on */
 
 	/* tensors, sorted by key (under mu after pbox_start()) */
 	struct wk_tensor **t;
@@ -399,6 +411,11 @@ struct pbox {
 		uint64_t nojob_since;	       /* the box said "no such job" first */
 		void *eng;		       /* udp.c's batch buffers (struct eng) */
 		void *comp_scratch;	       /* [job] compression: comp_scratch_bytes() */
+		/* rank 0: new tensors [grow_a, grow_b) laid out, the box client
+		 * growing the boxes (grow.c): the boxes' connections are its */
+		bool growing;
+		uint32_t grow_a, grow_b;
+		struct wk_tensor **grow_ts;
 	} es;
 };
 
@@ -586,9 +603,19 @@ void wk_set_key(struct pbox *px, uint64_t nonce);
 int wk_boxes_endpoints(struct pbox *px, struct wk_box_eps *eps, uint64_t deadline, char *msg,
 		       size_t cap);
 /* Put a segment on each box with chunks in it (REGISTER the first, GROW
- * the others); 0, or -1 with @msg. */
+ * the others): at once, or, with @later, as requests appended to it for
+ * the box client's thread; 0, or -1 with @msg. */
 int wk_box_segment(struct pbox *px, uint8_t dtype, const uint32_t *base, const uint32_t *count,
-		   uint64_t deadline, char *msg, size_t cap);
+		   struct wk_box_batch *later, uint64_t deadline, char *msg, size_t cap);
+void wk_box_batch_free(struct wk_box_batch *bb);
+/* The box client's thread (started on first use) takes @bb (emptied) and
+ * sends it before @deadline; PBOX_OK, or a failure code. Then, on the
+ * engine's later turns, wk_box_async_poll(): 0 still under way, 1 done,
+ * -1 failed with @msg. wk_box_client_stop(): the thread ends (@now: an
+ * exchange under way cut short) and is gone. */
+int wk_box_async(struct pbox *px, struct wk_box_batch *bb, uint64_t deadline);
+int wk_box_async_poll(struct pbox *px, char *msg, size_t cap);
+void wk_box_client_stop(struct pbox *px, bool now);
 /* Close every box's control connection (@unregister: say so first). */
 void wk_boxes_close(struct pbox *px, bool unregister);
 
@@ -617,9 +644,11 @@ void wk_tune_apply(struct pbox *px, unsigned phase, uint64_t v);
 /* ---- grow.c: tensors first used after the start ----------------------------- */
 
 /* Lay out @n tensors (any dtypes: one segment per dtype, in dtype order),
- * and on rank 0 put them on the box. PBOX_OK or a failure code. */
-int wk_grow(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint64_t deadline, char *msg,
-	    size_t cap);
+ * and on rank 0 put them on the boxes: at once, and they are ready, or
+ * with @later as requests for the box client's thread, and they are not
+ * yet. PBOX_OK or a failure code. */
+int wk_grow(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, struct wk_box_batch *later,
+	    uint64_t deadline, char *msg, size_t cap);
 /* Engine side: announce new tensors, agree on them (rank 0), lay out what
  * was agreed; a control line that is grow.c's (1) or not (0). */
 void wk_grow_poll(struct pbox *px);

@@ -330,10 +330,8 @@ int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint
 	place_chunks(px, c0, added, bytes, unit_of, local, base);
 	px->n_chunks = c0 + added;
 	px->n_frags = px->n_chunks * px->fpc;
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n; i++) /* ready once the boxes have their chunks too (grow.c) */
 		px->total_bytes += ts[i]->bytes;
-		ts[i]->ready = true;
-	}
 	px->es.pace_kbps = pace_kbps(px);
 	rc = n ? ssgpu_add(px, ts[0]->dtype, base[px->self_unit], count[px->self_unit]) : PBOX_OK;
 out:

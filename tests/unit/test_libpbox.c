@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -2289,6 +2291,136 @@ START_TEST(test_abort_and_async_error)
 }
 END_TEST
 
+/*
+ * The box client's thread (box.c): rank 0's growth of the boxes after the
+ * start goes there, and the engine's turn that handed it over is not held
+ * by the exchange. A fake box on each end of a socket pair reads the
+ * request and answers only when the test lets it.
+ */
+struct fake_box {
+	int fd;
+	int gate[2];   /* a byte here: answer */
+	int asked[2];  /* a byte here: the request came */
+	bool refuse;   /* answer ERR instead of OK */
+	char line[64]; /* what it was asked, cut */
+};
+
+static void *fake_box_serve(void *arg)
+{
+	struct fake_box *fb = arg;
+	char line[4096], ok[128], go;
+	uint64_t deadline = nic_ctl_now() + 20000000000ull;
+
+	if (nic_ctl_recv_line(fb->fd, line, sizeof(line), deadline) != 1)
+		return NULL;
+	snprintf(fb->line, sizeof(fb->line), "%.40s", line);
+	if (write(fb->asked[1], "a", 1) != 1)
+		return NULL;
+	if (read(fb->gate[0], &go, 1) != 1)
+		return NULL;
+	if (fb->refuse) {
+		nic_ctl_send(fb->fd, "ERR job 7: over the box's memory budget");
+		return NULL;
+	}
+	nic_ctl_format_reg_ok(
+		ok, sizeof(ok),
+		&(struct nic_ctl_reg_ok){.job = 7, .bytes = 4096, .frag = 1024, .chunk = 4096});
+	nic_ctl_send(fb->fd, ok);
+	return NULL;
+}
+
+static struct nic_ctl_reg *fake_grow(void)
+{
+	struct nic_ctl_reg *r = calloc(1, sizeof(*r));
+
+	ck_assert_ptr_nonnull(r);
+	*r = (struct nic_ctl_reg){.grow = true,
+				  .job = 7,
+				  .n = 1,
+				  .dtype = PBOX_FP32,
+				  .frag = 1024,
+				  .chunk = 4096,
+				  .n_eps = 1};
+	r->chunks[0] = 1;
+	r->ranks[0].ip_be = htonl(0x7f000001);
+	r->ranks[0].port = 9;
+	return r;
+}
+
+/* Kicks on the context's eventfd within 20 s: whether one came. */
+static bool kicked(int efd)
+{
+	struct pollfd p = {.fd = efd, .events = POLLIN};
+	uint64_t v;
+
+	return poll(&p, 1, 20000) == 1 && read(efd, &v, sizeof(v)) == sizeof(v);
+}
+
+START_TEST(test_box_client_async)
+{
+	struct pbox *px = calloc(1, sizeof(*px));
+	struct fake_box fb[2] = {0};
+	pthread_t thr[2];
+	struct wk_box_batch bb = {0};
+	char msg[WK_ERR_LEN], c;
+
+	ck_assert_ptr_nonnull(px);
+	px->n = 1;
+	px->job = 7;
+	px->n_boxes = 2;
+	px->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	for (int b = 0; b < 2; b++) {
+		int sv[2];
+
+		ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+		ck_assert_int_eq(pipe(fb[b].gate), 0);
+		ck_assert_int_eq(pipe(fb[b].asked), 0);
+		px->box[b] = (struct wk_box){.fd = sv[0], .registered = true};
+		fb[b].fd = sv[1];
+		fb[b].refuse = b == 1 && _i == 1;
+		ck_assert_int_eq(pthread_create(&thr[b], NULL, fake_box_serve, &fb[b]), 0);
+		bb.req = realloc(bb.req, (b + 1) * sizeof(*bb.req));
+		bb.req[bb.n++] = (struct wk_box_req){.box = (uint32_t)b, .r = fake_grow()};
+	}
+	/* handed over: the call returns with both boxes still silent */
+	ck_assert_int_eq(wk_box_async(px, &bb, wk_now() + 20000000000ull), PBOX_OK);
+	ck_assert_uint_eq(bb.n, 0);
+	ck_assert_int_eq(wk_box_async_poll(px, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(read(fb[0].asked[0], &c, 1), 1); /* box 0 holds its answer */
+	ck_assert_int_eq(wk_box_async_poll(px, msg, sizeof(msg)), 0);
+	if (_i == 2) { /* the job ends meanwhile: the exchange is cut short */
+		wk_box_client_stop(px, true);
+		ck_assert_ptr_null(px->boxc);
+	} else {
+		ck_assert_int_eq(write(fb[0].gate[1], "g", 1), 1);
+		ck_assert_int_eq(write(fb[1].gate[1], "g", 1), 1);
+		ck_assert(kicked(px->efd)); /* the engine woken */
+		ck_assert_int_eq(wk_box_async_poll(px, msg, sizeof(msg)), _i == 0 ? 1 : -1);
+		if (_i == 1)
+			ck_assert_msg(strstr(msg, "refused to grow job 7") &&
+					      strstr(msg, "memory budget"),
+				      "%s", msg);
+		ck_assert_int_eq(wk_box_async_poll(px, msg, sizeof(msg)), 1); /* idle */
+		wk_box_client_stop(px, false);
+	}
+	for (int b = 0; b < 2; b++) {
+		if (_i == 2)
+			ck_assert_int_eq(write(fb[b].gate[1], "g", 1), 1);
+		pthread_join(thr[b], NULL);
+		ck_assert_msg(_i == 2 && b == 1 ? true : strncmp(fb[b].line, "GROW ", 5) == 0,
+			      "box %d was asked '%s'", b, fb[b].line);
+		close(fb[b].fd);
+		close(fb[b].gate[0]);
+		close(fb[b].gate[1]);
+		close(fb[b].asked[0]);
+		close(fb[b].asked[1]);
+		close(px->box[b].fd);
+	}
+	close(px->efd);
+	free(px);
+}
+END_TEST
+
 Suite *libpbox_suite(void)
 {
 	Suite *s = suite_create("libpbox");
@@ -2326,6 +2458,8 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_late_mixed);
 	tcase_add_test(tc, test_late_mismatch);
 	tcase_add_test(tc, test_late_mismatch_existing_key);
+	/* 0: both boxes grow; 1: the second refuses; 2: stopped mid-exchange */
+	tcase_add_loop_test(tc, test_box_client_async, 0, 3);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fail"); /* the failure machine (fail.c) */
 	tcase_add_loop_test(tc, test_failure_kinds, 0, WK_FK_COUNT);
