@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -88,7 +89,7 @@ void wk_engine_kick(const struct pbox *px)
 {
 	uint64_t one = 1;
 
-	if (px->efd >= 0 && write(px->efd, &one, sizeof(one)) < 0) {
+	if (px->net.efd >= 0 && write(px->net.efd, &one, sizeof(one)) < 0) {
 		/* saturated: the engine is awake anyway */
 	}
 }
@@ -149,4 +150,13 @@ void wk_tensor_free(struct wk_tensor *t)
 	wk_tensor_unwire(t);
 	free(t->resid);
 	free(t);
+}
+
+void wk_net_reset(struct pbox *px, uint32_t rank, uint32_t n, uint32_t job)
+{
+	memset(&px->net, 0, sizeof(px->net));
+	px->net.rank = rank;
+	px->net.n = n;
+	px->net.job = job;
+	px->net.udp = px->net.efd = -1;
 }

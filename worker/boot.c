@@ -103,7 +103,7 @@ static uint64_t peers_hash(const struct pbox *px)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
 
-	for (uint32_t r = 0; r < px->n; r++) {
+	for (uint32_t r = 0; r < px->net.n; r++) {
 		uint64_t x = (uint64_t)px->cfg.peers[r].ip_be << 16 | px->cfg.peers[r].port;
 
 		for (int b = 0; b < 6; b++) {
@@ -121,7 +121,7 @@ static uint64_t token_check(const struct pbox *px)
 	uint8_t k[NIC_KEY_LEN];
 	uint64_t v = 0;
 
-	nic_job_key(px->cfg.job.token, px->job, UINT64_MAX, k); /* no nonce is all ones */
+	nic_job_key(px->cfg.job.token, px->net.job, UINT64_MAX, k); /* no nonce is all ones */
 	for (int i = 0; i < 8; i++)
 		v = v << 8 | k[i];
 	sodium_memzero(k, sizeof(k));
@@ -133,14 +133,14 @@ static uint64_t token_check(const struct pbox *px)
 static void hello_key(const struct pbox *px, uint8_t k[WK_PROOF_KEY])
 {
 	_Static_assert(NIC_KEY_LEN == WK_PROOF_KEY, "one key size");
-	nic_job_key(px->cfg.job.token, px->job, UINT64_MAX - 1, k);
+	nic_job_key(px->cfg.job.token, px->net.job, UINT64_MAX - 1, k);
 }
 
 static void own_hello(const struct pbox *px, struct hello *h)
 {
-	h->rank = px->rank;
-	h->v[HF_world_size] = px->n;
-	h->v[HF_job] = px->job;
+	h->rank = px->net.rank;
+	h->v[HF_world_size] = px->net.n;
+	h->v[HF_job] = px->net.job;
 	h->v[HF_token] = token_check(px);
 	h->v[HF_chunk_size] = px->cfg.tuning.chunk_size;
 	h->v[HF_mtu] = px->cfg.data.mtu;
@@ -154,7 +154,7 @@ static void own_hello(const struct pbox *px, struct hello *h)
 /* Our HELLO, its first line proved against rank 0's @nonce. */
 static int send_hello(const struct pbox *px, int fd, const uint8_t *nonce)
 {
-	struct rp_msg m = {.verb = RP_HELLO, .hello = {.rank = px->rank}};
+	struct rp_msg m = {.verb = RP_HELLO, .hello = {.rank = px->net.rank}};
 	uint8_t k[WK_PROOF_KEY];
 	struct hello h;
 	char line[RP_LINE_MAX];
@@ -353,8 +353,8 @@ static int udp_open(struct pbox *px)
 	int sz = 16 << 20;
 
 	sa.sin_addr.s_addr = px->cfg.data.address.be;
-	px->udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (px->udp < 0 || bind(px->udp, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+	px->net.udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (px->net.udp < 0 || bind(px->net.udp, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		char ip[INET_ADDRSTRLEN];
 
 		return wk_err(PBOX_ENET,
@@ -362,35 +362,35 @@ static int udp_open(struct pbox *px)
 			      wk_ipstr(sa.sin_addr.s_addr, ip), px->cfg.data.port, strerror(errno));
 	}
 	/* as large as allowed: FORCE works as root, the plain call otherwise */
-	if (setsockopt(px->udp, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)))
-		setsockopt(px->udp, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-	if (setsockopt(px->udp, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
-		setsockopt(px->udp, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	if (setsockopt(px->net.udp, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)))
+		setsockopt(px->net.udp, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	if (setsockopt(px->net.udp, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
+		setsockopt(px->net.udp, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
 	/* GRO: the kernel may hand us runs of datagrams from one sender in one
 	 * buffer; a kernel without it leaves them single (GSO is tried on the
 	 * first send, see engine.c) */
-	px->gro = false;
+	px->net.gro = false;
 	if (px->cfg.transport.gso) {
 		int one = 1;
 
-		px->gro = setsockopt(px->udp, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+		px->net.gro = setsockopt(px->net.udp, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
 	}
 	return PBOX_OK;
 }
 
 static int alloc_peers(struct pbox *px)
 {
-	px->peer_fd = malloc(px->n * sizeof(int));
-	px->peer_buf = calloc(px->n, sizeof(char *));
-	px->peer_len = calloc(px->n, sizeof(uint32_t));
-	px->peer_bye = calloc(px->n, sizeof(bool));
-	px->peer_heard = calloc(px->n, sizeof(uint64_t));
-	px->gone = calloc(px->n, sizeof(bool));
-	if (!px->peer_fd || !px->peer_buf || !px->peer_len || !px->peer_bye || !px->peer_heard ||
-	    !px->gone)
+	px->net.peer_fd = malloc(px->net.n * sizeof(int));
+	px->net.peer_buf = calloc(px->net.n, sizeof(char *));
+	px->net.peer_len = calloc(px->net.n, sizeof(uint32_t));
+	px->net.peer_bye = calloc(px->net.n, sizeof(bool));
+	px->net.peer_heard = calloc(px->net.n, sizeof(uint64_t));
+	px->net.gone = calloc(px->net.n, sizeof(bool));
+	if (!px->net.peer_fd || !px->net.peer_buf || !px->net.peer_len || !px->net.peer_bye ||
+	    !px->net.peer_heard || !px->net.gone)
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
-	for (uint32_t r = 0; r < px->n; r++)
-		px->peer_fd[r] = -1;
+	for (uint32_t r = 0; r < px->net.n; r++)
+		px->net.peer_fd[r] = -1;
 	return PBOX_OK;
 }
 
@@ -435,12 +435,12 @@ static int take_hello(struct pbox *px, int fd, const char *m, const uint8_t *non
 		hello_free(&h);
 		return -1;
 	}
-	if (h.rank == 0 || h.rank >= px->n || px->peer_fd[h.rank] >= 0) {
+	if (h.rank == 0 || h.rank >= px->net.n || px->net.peer_fd[h.rank] >= 0) {
 		snprintf(why, cap, "rank %u connected to rank 0 %s (world_size %u at rank 0)",
 			 h.rank,
-			 h.rank && h.rank < px->n ? "twice (the first holds)"
-						  : "but no such rank exists",
-			 px->n);
+			 h.rank && h.rank < px->net.n ? "twice (the first holds)"
+						      : "but no such rank exists",
+			 px->net.n);
 		wk_verdict_send(fd, PBOX_EMISMATCH, NULL, 0, why);
 		rc = -1;
 	} else if (h.v[HF_token] != me.v[HF_token]) {
@@ -458,7 +458,7 @@ static int take_hello(struct pbox *px, int fd, const char *m, const uint8_t *non
 		wk_verdict_send(fd, PBOX_EMISMATCH, NULL, 0, why);
 		rc = -1;
 	} else {
-		px->peer_fd[h.rank] = fd;
+		px->net.peer_fd[h.rank] = fd;
 		rc = compare(px, &h, why, cap);
 	}
 	hello_free(&h);
@@ -493,7 +493,7 @@ static int door_hellos(struct pbox *px, uint64_t deadline, uint32_t *got, char *
 		close(lfd);
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	}
-	while (*got + 1 < px->n) {
+	while (*got + 1 < px->net.n) {
 		char why[WK_ERR_LEN / 2];
 		const char *m;
 		size_t len;
@@ -530,18 +530,18 @@ static int door_hellos(struct pbox *px, uint64_t deadline, uint32_t *got, char *
 	return rc;
 }
 
-/* The ranks that never reached rank 0, flagged in @missing and px->gone
+/* The ranks that never reached rank 0, flagged in @missing and px->net.gone
  * (a second pbox_shrink() goes on without them), named in @msg. */
 static int name_missing(struct pbox *px, uint32_t got, bool *missing, const char *refused,
 			char *msg, size_t cap)
 {
-	size_t off = (size_t)snprintf(msg, cap, "rank%s", px->n - 1 - got > 1 ? "s" : "");
+	size_t off = (size_t)snprintf(msg, cap, "rank%s", px->net.n - 1 - got > 1 ? "s" : "");
 	char ip[INET_ADDRSTRLEN];
 
-	for (uint32_t r = 1; r < px->n; r++) {
-		if (px->peer_fd[r] >= 0)
+	for (uint32_t r = 1; r < px->net.n; r++) {
+		if (px->net.peer_fd[r] >= 0)
 			continue;
-		px->gone[r] = true;
+		px->net.gone[r] = true;
 		missing[r] = true;
 		if (off < cap - 64)
 			off += (size_t)snprintf(msg + off, cap - off, " %u", r);
@@ -580,18 +580,18 @@ static int box_geometry(struct pbox *px, struct wk_box_eps *eps, uint32_t *frag,
 static void send_verdicts(struct pbox *px, int rc, const char *msg, const bool *missing,
 			  const struct wk_box_eps *eps, uint32_t frag, uint64_t nonce)
 {
-	for (uint32_t r = 1; r < px->n; r++) {
-		if (px->peer_fd[r] < 0)
+	for (uint32_t r = 1; r < px->net.n; r++) {
+		if (px->net.peer_fd[r] < 0)
 			continue;
 		if (msg[0]) {
-			wk_verdict_send(px->peer_fd[r], rc, missing, px->n, msg);
+			wk_verdict_send(px->net.peer_fd[r], rc, missing, px->net.n, msg);
 			continue;
 		}
-		RP_SEND(px->peer_fd[r], GO, go, .frag = frag, .eps = eps->n, .nonce = nonce);
+		RP_SEND(px->net.peer_fd[r], GO, go, .frag = frag, .eps = eps->n, .nonce = nonce);
 		for (uint32_t e = 0; e < eps->n; e++)
-			RP_SEND(px->peer_fd[r], EP, ep, .ip = eps->ip[e], .port = eps->port[e],
+			RP_SEND(px->net.peer_fd[r], EP, ep, .ip = eps->ip[e], .port = eps->port[e],
 				.kbps = eps->kbps[e]);
-		rp_send_verb(px->peer_fd[r], RP_END);
+		rp_send_verb(px->net.peer_fd[r], RP_END);
 	}
 }
 
@@ -599,7 +599,7 @@ static void send_verdicts(struct pbox *px, int rc, const char *msg, const bool *
 static int boot_root(struct pbox *px, uint64_t deadline)
 {
 	struct wk_box_eps *eps = calloc(1, sizeof(*eps));
-	bool *missing = calloc(px->n, sizeof(bool)); /* ranks that never reached us */
+	bool *missing = calloc(px->net.n, sizeof(bool)); /* ranks that never reached us */
 	char msg[WK_ERR_LEN] = "", refused[WK_ERR_LEN / 2] = "";
 	uint32_t got = 0, frag = (uint32_t)own_frag(px);
 	uint64_t nonce = 0;
@@ -613,7 +613,7 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 	rc = door_hellos(px, deadline, &got, msg, sizeof(msg), refused, sizeof(refused));
 	if (rc != PBOX_OK && rc != PBOX_EMISMATCH)
 		goto out;
-	if (!msg[0] && got + 1 < px->n)
+	if (!msg[0] && got + 1 < px->net.n)
 		rc = name_missing(px, got, missing, refused, msg, sizeof(msg));
 	if (!msg[0])
 		rc = box_geometry(px, eps, &frag, deadline, msg, sizeof(msg));
@@ -661,7 +661,8 @@ static int read_verdict(struct pbox *px, int fd, char *buf, uint32_t *len, const
 		return wk_err(PBOX_ETIMEDOUT,
 			      "pbox_start: no word from %s within [tuning] deadline", name);
 	if (rp_parse(line, &m, err, sizeof(err)) == 0 && m.verb == RP_ERR)
-		return wk_err(wk_verdict_of(&m.err, px->gone, px->n), "pbox_start: %s", m.err.why);
+		return wk_err(wk_verdict_of(&m.err, px->net.gone, px->net.n), "pbox_start: %s",
+			      m.err.why);
 	if (m.verb != RP_GO || m.go.eps > WK_MAX_EPS)
 		return wk_err(PBOX_EPEER, "pbox_start: %s sent %s", name,
 			      err[0] ? err : rp_verb_name(m.verb));
@@ -696,12 +697,12 @@ static int hello_rank0(struct pbox *px, uint64_t deadline, const char *name, cha
 	while ((fd = wk_tcp_to(root->ip_be, root->port)) < 0 && wk_now() < deadline)
 		usleep(20000); /* rank 0 is not listening yet */
 	if (fd < 0) {
-		px->gone[0] = true; /* a second pbox_shrink() goes on without it */
+		px->net.gone[0] = true; /* a second pbox_shrink() goes on without it */
 		return wk_err(PBOX_ETIMEDOUT,
 			      "pbox_start: cannot reach %s within %.1f s ([tuning] deadline): %s",
 			      name, (double)px->cfg.tuning.deadline_us / 1e6, strerror(errno));
 	}
-	px->peer_fd[0] = fd;
+	px->net.peer_fd[0] = fd;
 	*len = 0;
 	eps->n = 0;
 	rc = wk_nonce_wait(fd, buf, len, WK_LINEBUF, rank0_nonce, deadline);
@@ -731,8 +732,8 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 	wk_peer_name(px, 0, name, sizeof(name));
 	while ((rc = hello_rank0(px, deadline, name, buf, &len, eps, &frag, &nonce)) ==
 	       BOOT_CLOSED) {
-		close(px->peer_fd[0]);
-		px->peer_fd[0] = -1;
+		close(px->net.peer_fd[0]);
+		px->net.peer_fd[0] = -1;
 		if (wk_now() >= deadline) {
 			rc = wk_err(PBOX_EPEER,
 				    "pbox_start: %s closed the bootstrap connection before its "
@@ -758,8 +759,8 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 			rc = wk_err(rc, "pbox_start: %s", msg);
 	}
 	if (rc == PBOX_OK && len <= WK_LINEBUF) { /* anything after END is the engine's */
-		memcpy(px->peer_buf[0], buf, len);
-		px->peer_len[0] = len;
+		memcpy(px->net.peer_buf[0], buf, len);
+		px->net.peer_len[0] = len;
 	}
 out:
 	free(eps);
@@ -771,15 +772,15 @@ static int transport_open(struct pbox *px)
 	wk_tp_open_fn *open_dpdk;
 
 	if (px->cfg.transport.kind != WRK_TRANSPORT_DPDK) {
-		px->tp = &wk_udp_transport;
-		px->tp_st = px;
+		px->net.tp = &wk_udp_transport;
+		px->net.tp_st = px;
 		return udp_open(px);
 	}
 	open_dpdk = (wk_tp_open_fn *)wk_module_sym("pbox_start", "dpdk", WK_DPDK_ENTRY);
 	if (!open_dpdk)
 		return PBOX_ECONFIG;
-	wk_tp_env_init(px, &px->tp_env);
-	return open_dpdk(&px->tp_env, &px->tp, &px->tp_st);
+	wk_tp_env_init(px, &px->net.tp_env);
+	return open_dpdk(&px->net.tp_env, &px->net.tp, &px->net.tp_st);
 }
 
 int wk_boot(struct pbox *px)
@@ -794,12 +795,12 @@ int wk_boot(struct pbox *px)
 	rc = alloc_peers(px);
 	if (rc == PBOX_OK) /* chosen once: the engine never asks again */
 		rc = transport_open(px);
-	for (uint32_t r = 0; rc == PBOX_OK && r < px->n; r++)
-		if (!(px->peer_buf[r] = malloc(WK_LINEBUF)))
+	for (uint32_t r = 0; rc == PBOX_OK && r < px->net.n; r++)
+		if (!(px->net.peer_buf[r] = malloc(WK_LINEBUF)))
 			rc = wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	if (rc)
 		return rc;
-	if (px->n == 1) {
+	if (px->net.n == 1) {
 		char msg[WK_ERR_LEN];
 
 		rc = wk_layout_init(px, (uint32_t)own_frag(px), 0, NULL, NULL, NULL);
@@ -808,10 +809,11 @@ int wk_boot(struct pbox *px)
 			rc = wk_err(rc, "pbox_start: %s", msg);
 		return rc;
 	}
-	rc = px->rank == 0 ? boot_root(px, deadline) : boot_rank(px, deadline);
-	for (uint32_t r = 0; rc == PBOX_OK && r < px->n; r++)
-		if (px->peer_fd[r] >= 0)
-			fcntl(px->peer_fd[r], F_SETFL, fcntl(px->peer_fd[r], F_GETFL) | O_NONBLOCK);
+	rc = px->net.rank == 0 ? boot_root(px, deadline) : boot_rank(px, deadline);
+	for (uint32_t r = 0; rc == PBOX_OK && r < px->net.n; r++)
+		if (px->net.peer_fd[r] >= 0)
+			fcntl(px->net.peer_fd[r], F_SETFL,
+			      fcntl(px->net.peer_fd[r], F_GETFL) | O_NONBLOCK);
 	return rc;
 }
 
@@ -821,55 +823,55 @@ void wk_free_net(struct pbox *px)
 {
 	uint32_t u, i;
 
-	for (i = 0; px->peer_fd && i < px->n; i++)
-		if (px->peer_fd[i] >= 0)
-			close(px->peer_fd[i]);
-	for (i = 0; px->peer_buf && i < px->n; i++)
-		free(px->peer_buf[i]);
+	for (i = 0; px->net.peer_fd && i < px->net.n; i++)
+		if (px->net.peer_fd[i] >= 0)
+			close(px->net.peer_fd[i]);
+	for (i = 0; px->net.peer_buf && i < px->net.n; i++)
+		free(px->net.peer_buf[i]);
 	wk_boxes_close(px, false);
-	if (px->udp >= 0)
-		close(px->udp);
-	if (px->tp && px->tp->close)
-		px->tp->close(px->tp_st);
-	px->tp_st = NULL;
-	if (px->efd >= 0)
-		close(px->efd);
-	for (u = 0; px->unit && u < px->n_units; u++) {
-		free(px->unit[u].global);
-		free(px->unit[u].sent.g);
-		free(px->unit[u].sent.stamp);
+	if (px->net.udp >= 0)
+		close(px->net.udp);
+	if (px->net.tp && px->net.tp->close)
+		px->net.tp->close(px->net.tp_st);
+	px->net.tp_st = NULL;
+	if (px->net.efd >= 0)
+		close(px->net.efd);
+	for (u = 0; px->net.unit && u < px->net.n_units; u++) {
+		free(px->net.unit[u].global);
+		free(px->net.unit[u].sent.g);
+		free(px->net.unit[u].sent.stamp);
 	}
 	for (i = 0; i < WK_LEVELS; i++) {
-		free(px->es.ring[i].g);
-		free(px->es.ring[i].stamp);
+		free(px->net.es.ring[i].g);
+		free(px->net.es.ring[i].stamp);
 	}
-	free(px->es.local.g);
-	free(px->es.local.stamp);
-	free(px->peer_fd);
-	free(px->peer_buf);
-	free(px->peer_len);
-	free(px->peer_bye);
-	free(px->peer_heard);
-	free(px->gone);
-	px->gone = NULL;
-	free(px->unit);
-	free(px->chunk_unit);
-	free(px->chunk_local);
-	free(px->es.frag);
-	free(px->es.comp_scratch);
-	px->es.comp_scratch = NULL;
-	while (px->es.ssj) {
-		struct ss_job *next = px->es.ssj->next;
+	free(px->net.es.local.g);
+	free(px->net.es.local.stamp);
+	free(px->net.peer_fd);
+	free(px->net.peer_buf);
+	free(px->net.peer_len);
+	free(px->net.peer_bye);
+	free(px->net.peer_heard);
+	free(px->net.gone);
+	px->net.gone = NULL;
+	free(px->net.unit);
+	free(px->net.chunk_unit);
+	free(px->net.chunk_local);
+	free(px->net.es.frag);
+	free(px->net.es.comp_scratch);
+	px->net.es.comp_scratch = NULL;
+	while (px->net.es.ssj) {
+		struct ss_job *next = px->net.es.ssj->next;
 
-		free(px->es.ssj);
-		px->es.ssj = next;
+		free(px->net.es.ssj);
+		px->net.es.ssj = next;
 	}
-	free(px->es.heap);
-	free(px->es.hash_unit);
-	free(px->ss_pub);
-	free(px->newt);
-	free(px->ag);
-	free(px->es.eng);
-	free(px->es.grow_ts);
-	px->es.grow_ts = NULL;
+	free(px->net.es.heap);
+	free(px->net.es.hash_unit);
+	free(px->net.ss_pub);
+	free(px->net.newt);
+	free(px->net.ag);
+	free(px->net.es.eng);
+	free(px->net.es.grow_ts);
+	px->net.es.grow_ts = NULL;
 }

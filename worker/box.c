@@ -23,10 +23,10 @@
 #include "pbox_int.h"
 
 /* Box @b's control connection opened and authenticated into
- * px->box[b].fd: 0, or -1 with @msg. */
+ * px->net.box[b].fd: 0, or -1 with @msg. */
 static int box_connect(struct pbox *px, uint32_t b, uint64_t deadline, char *msg, size_t cap)
 {
-	struct wk_box *bx = &px->box[b];
+	struct wk_box *bx = &px->net.box[b];
 	const struct cfg_hostport *bc = &bx->addr;
 	char ip[INET_ADDRSTRLEN], err[512];
 	uint8_t key[NIC_KEY_LEN];
@@ -57,12 +57,12 @@ static int box_connect(struct pbox *px, uint32_t b, uint64_t deadline, char *msg
 }
 
 /* Box @b's endpoints and geometry, through the control-protocol client,
- * appended to @eps; the connection stays open in px->box[b].fd: the job
+ * appended to @eps; the connection stays open in px->net.box[b].fd: the job
  * lives as long as it. */
 static int box_endpoints(struct pbox *px, uint32_t b, struct wk_box_eps *eps, uint64_t deadline,
 			 char *msg, size_t cap)
 {
-	struct wk_box *bx = &px->box[b];
+	struct wk_box *bx = &px->net.box[b];
 	const struct cfg_hostport *bc = &bx->addr;
 	struct nic_ctl_ep *got;
 	struct nic_ctl_geometry geo;
@@ -109,16 +109,16 @@ static int box_endpoints(struct pbox *px, uint32_t b, struct wk_box_eps *eps, ui
 int wk_boxes_endpoints(struct pbox *px, struct wk_box_eps *eps, uint64_t deadline, char *msg,
 		       size_t cap)
 {
-	px->n_boxes = 0;
+	px->net.n_boxes = 0;
 	for (uint32_t i = 0; i < px->cfg.box.control.n; i++) {
-		struct wk_box *bx = &px->box[px->n_boxes];
+		struct wk_box *bx = &px->net.box[px->net.n_boxes];
 		uint64_t by = deadline;
 
 		*bx = (struct wk_box){.fd = -1, .addr = px->cfg.box.control.hp[i]};
 		if (px->epoch && px->cfg.tuning.heartbeat_us &&
 		    wk_now() + px->cfg.tuning.heartbeat_us * 1000 < by)
 			by = wk_now() + px->cfg.tuning.heartbeat_us * 1000;
-		if (box_endpoints(px, px->n_boxes, eps, by, msg, cap)) {
+		if (box_endpoints(px, px->net.n_boxes, eps, by, msg, cap)) {
 			if (bx->fd >= 0)
 				close(bx->fd);
 			bx->fd = -1;
@@ -128,21 +128,22 @@ int wk_boxes_endpoints(struct pbox *px, struct wk_box_eps *eps, uint64_t deadlin
 			msg[0] = 0;
 			continue;
 		}
-		px->n_boxes++;
+		px->net.n_boxes++;
 	}
 	return 0;
 }
 
 void wk_boxes_close(struct pbox *px, bool unregister)
 {
-	for (uint32_t b = 0; b < px->n_boxes; b++) {
-		struct wk_box *bx = &px->box[b];
+	for (uint32_t b = 0; b < px->net.n_boxes; b++) {
+		struct wk_box *bx = &px->net.box[b];
 		char bye[96];
 
 		if (bx->fd < 0)
 			continue;
 		if (unregister && bx->registered &&
-		    nic_ctl_format_unregister(bye, sizeof(bye), &bx->sess, px->job, px->jkey) > 0)
+		    nic_ctl_format_unregister(bye, sizeof(bye), &bx->sess, px->net.job,
+					      px->net.jkey) > 0)
 			nic_ctl_send(bx->fd, bye);
 		close(bx->fd);
 		bx->fd = -1;
@@ -166,17 +167,17 @@ static struct nic_ctl_reg *box_request(struct pbox *px, const struct wk_box *bx,
 		return NULL;
 	}
 	*r = (struct nic_ctl_reg){.grow = bx->registered,
-				  .job = px->job,
-				  .mac = px->mac.mode,
-				  .n = px->n,
+				  .job = px->net.job,
+				  .mac = px->net.mac.mode,
+				  .n = px->net.n,
 				  .dtype = dtype,
-				  .frag = px->frag_size,
-				  .chunk = px->chunk_size,
+				  .frag = px->net.frag_size,
+				  .chunk = px->net.chunk_size,
 				  .n_eps = bx->n_eps,
 				  .comp = wk_comp_ppm(px, dtype)};
-	for (e = 0; e < px->n; e++) { /* each rank's SS_GPU address is its data address */
-		r->ranks[e].ip_be = px->unit[px->n_eps + e].ip_be;
-		r->ranks[e].port = px->unit[px->n_eps + e].port;
+	for (e = 0; e < px->net.n; e++) { /* each rank's SS_GPU address is its data address */
+		r->ranks[e].ip_be = px->net.unit[px->net.n_eps + e].ip_be;
+		r->ranks[e].port = px->net.unit[px->net.n_eps + e].port;
 	}
 	for (e = 0; e < bx->n_eps; e++) {
 		uint32_t k, n, u = bx->ep0 + e;
@@ -191,7 +192,7 @@ static struct nic_ctl_reg *box_request(struct pbox *px, const struct wk_box *bx,
 				msg, cap,
 				"job %u: more than %u tensors ending mid-chunk on the box at once: "
 				"more than one request can carry",
-				px->job, NIC_CTL_MAX_SHORTS);
+				px->net.job, NIC_CTL_MAX_SHORTS);
 			return NULL;
 		}
 		for (k = 0; k < n; k++)
@@ -199,7 +200,7 @@ static struct nic_ctl_reg *box_request(struct pbox *px, const struct wk_box *bx,
 				.ep = e, .chunk = shorts[k].chunk, .bytes = shorts[k].bytes};
 	}
 	free(shorts);
-	memcpy(r->key, px->jkey, sizeof(r->key));
+	memcpy(r->key, px->net.jkey, sizeof(r->key));
 	return r;
 }
 
@@ -238,8 +239,8 @@ static int box_exchange(const struct pbox *px, struct wk_box *bx, struct nic_ctl
 int wk_box_segment(struct pbox *px, uint8_t dtype, const uint32_t *base, const uint32_t *count,
 		   struct wk_box_batch *later, uint64_t deadline, char *msg, size_t cap)
 {
-	for (uint32_t b = 0; b < px->n_boxes; b++) {
-		struct wk_box *bx = &px->box[b];
+	for (uint32_t b = 0; b < px->net.n_boxes; b++) {
+		struct wk_box *bx = &px->net.box[b];
 		struct nic_ctl_reg *r;
 		uint32_t chunks = 0;
 
@@ -309,7 +310,7 @@ struct wk_boxc {
 static void *box_client(void *arg)
 {
 	struct pbox *px = arg;
-	struct wk_boxc *bc = px->boxc;
+	struct wk_boxc *bc = px->net.boxc;
 
 	pthread_mutex_lock(&bc->mu);
 	for (;;) {
@@ -329,7 +330,8 @@ static void *box_client(void *arg)
 		for (uint32_t i = 0; i < bb.n && rc == 0; i++) { /* box_exchange() frees each */
 			struct wk_box_req *q = &bb.req[i];
 
-			rc = box_exchange(px, &px->box[q->box], q->r, deadline, msg, sizeof(msg));
+			rc = box_exchange(px, &px->net.box[q->box], q->r, deadline, msg,
+					  sizeof(msg));
 			q->r = NULL;
 		}
 		wk_box_batch_free(&bb); /* those after a failure */
@@ -345,7 +347,7 @@ static void *box_client(void *arg)
 
 int wk_box_async(struct pbox *px, struct wk_box_batch *bb, uint64_t deadline)
 {
-	struct wk_boxc *bc = px->boxc;
+	struct wk_boxc *bc = px->net.boxc;
 
 	if (!bc) {
 		bc = calloc(1, sizeof(*bc));
@@ -353,9 +355,9 @@ int wk_box_async(struct pbox *px, struct wk_box_batch *bb, uint64_t deadline)
 			return wk_err(PBOX_ENOMEM, "out of memory for the box client");
 		pthread_mutex_init(&bc->mu, NULL);
 		pthread_cond_init(&bc->cv, NULL);
-		px->boxc = bc;
+		px->net.boxc = bc;
 		if (pthread_create(&bc->thr, NULL, box_client, px)) {
-			px->boxc = NULL;
+			px->net.boxc = NULL;
 			pthread_mutex_destroy(&bc->mu);
 			pthread_cond_destroy(&bc->cv);
 			free(bc);
@@ -374,7 +376,7 @@ int wk_box_async(struct pbox *px, struct wk_box_batch *bb, uint64_t deadline)
 
 int wk_box_async_poll(struct pbox *px, char *msg, size_t cap)
 {
-	struct wk_boxc *bc = px->boxc;
+	struct wk_boxc *bc = px->net.boxc;
 	int rc = 0;
 
 	if (!bc)
@@ -393,7 +395,7 @@ int wk_box_async_poll(struct pbox *px, char *msg, size_t cap)
 
 void wk_box_client_stop(struct pbox *px, bool now)
 {
-	struct wk_boxc *bc = px->boxc;
+	struct wk_boxc *bc = px->net.boxc;
 
 	if (!bc)
 		return;
@@ -401,9 +403,9 @@ void wk_box_client_stop(struct pbox *px, bool now)
 	/* an exchange under way ends at once: its box connections shut down
 	 * (the job fails or is over; wk_free_net() closes them) */
 	if (now && bc->state == WK_BC_QUEUED)
-		for (uint32_t b = 0; b < px->n_boxes; b++)
-			if (px->box[b].fd >= 0)
-				shutdown(px->box[b].fd, SHUT_RDWR);
+		for (uint32_t b = 0; b < px->net.n_boxes; b++)
+			if (px->net.box[b].fd >= 0)
+				shutdown(px->net.box[b].fd, SHUT_RDWR);
 	bc->stop = true;
 	pthread_cond_signal(&bc->cv);
 	pthread_mutex_unlock(&bc->mu);
@@ -412,5 +414,5 @@ void wk_box_client_stop(struct pbox *px, bool now)
 	pthread_mutex_destroy(&bc->mu);
 	pthread_cond_destroy(&bc->cv);
 	free(bc);
-	px->boxc = NULL;
+	px->net.boxc = NULL;
 }

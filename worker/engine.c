@@ -72,7 +72,7 @@ static struct wk_frag *ring_head(struct pbox *px, struct wk_ring *r, uint32_t *g
 {
 	while (r->head != r->tail) {
 		uint32_t i = r->head & (r->cap - 1);
-		struct wk_frag *f = &px->es.frag[r->g[i]];
+		struct wk_frag *f = &px->net.es.frag[r->g[i]];
 
 		if (f->state == WK_INFLIGHT && f->stamp == r->stamp[i]) {
 			*g = r->g[i];
@@ -87,23 +87,23 @@ static struct wk_frag *ring_head(struct pbox *px, struct wk_ring *r, uint32_t *g
 
 static void tx_flush(struct pbox *px, struct eng *e)
 {
-	px->tp->flush(px->tp_st, e);
+	px->net.tp->flush(px->net.tp_st, e);
 }
 
 /* One datagram out, through the transport, paced and counted. */
 static void tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port,
 		   const struct pbox_hdr *h, const void *payload, uint16_t len, bool gso)
 {
-	px->es.st.tx_pkts++;
-	px->es.st.tx_bytes += len;
+	px->net.es.st.tx_pkts++;
+	px->net.es.st.tx_bytes += len;
 	if (px->cfg.tuning.pacing) {
-		uint64_t start =
-			px->es.tx_clock_ns > px->es.now_ns ? px->es.tx_clock_ns : px->es.now_ns;
+		uint64_t start = px->net.es.tx_clock_ns > px->net.es.now_ns ? px->net.es.tx_clock_ns
+									    : px->net.es.now_ns;
 
-		px->es.tx_clock_ns = start + ((uint64_t)len + PBOX_HDR_LEN + WK_L2L4_OVERHEAD) *
-						     8000000 / px->es.pace_kbps;
+		px->net.es.tx_clock_ns = start + ((uint64_t)len + PBOX_HDR_LEN + WK_L2L4_OVERHEAD) *
+							 8000000 / px->net.es.pace_kbps;
 	}
-	px->tp->tx(px->tp_st, e, ip_be, port, h, payload, len, gso);
+	px->net.tp->tx(px->net.tp_st, e, ip_be, port, h, payload, len, gso);
 }
 
 /* A reply to the sender of @req: an error (@code rides in the slot after
@@ -119,7 +119,7 @@ static void tx_reply(struct pbox *px, struct eng *e, const struct nic_addr *to,
 	r.len = op == PBOX_OP_ERROR ? 2 : 0;
 	slot = wk_udp_slot(px, e); /* tx_add must not flush: the code sits in its slot */
 	nic_put16(slot, code);
-	r.mac = nic_mac_of(&px->mac, &r, slot);
+	r.mac = nic_mac_of(&px->net.mac, &r, slot);
 	tx_add(px, e, to->ip_be, to->port, &r, slot, r.len, true);
 }
 
@@ -131,7 +131,8 @@ static void tx_reply(struct pbox *px, struct eng *e, const struct nic_addr *to,
  */
 static bool link_busy(const struct pbox *px)
 {
-	return px->cfg.tuning.pacing && px->es.tx_clock_ns > px->es.now_ns + px->es.pace_burst_ns;
+	return px->cfg.tuning.pacing &&
+	       px->net.es.tx_clock_ns > px->net.es.now_ns + px->net.es.pace_burst_ns;
 }
 
 /*
@@ -143,15 +144,16 @@ static bool link_busy(const struct pbox *px)
  */
 static bool link_short(const struct pbox *px)
 {
-	return px->cfg.tuning.pacing &&
-	       px->es.tx_clock_ns + px->es.pace_quantum_ns > px->es.now_ns + px->es.pace_burst_ns;
+	return px->cfg.tuning.pacing && px->net.es.tx_clock_ns + px->net.es.pace_quantum_ns >
+						px->net.es.now_ns + px->net.es.pace_burst_ns;
 }
 
 /* When the last datagram queued will have left: the time its wait starts. */
 static uint64_t departure(const struct pbox *px)
 {
-	return px->cfg.tuning.pacing && px->es.tx_clock_ns > px->es.now_ns ? px->es.tx_clock_ns
-									   : px->es.now_ns;
+	return px->cfg.tuning.pacing && px->net.es.tx_clock_ns > px->net.es.now_ns
+		       ? px->net.es.tx_clock_ns
+		       : px->net.es.now_ns;
 }
 
 /* ---- fragments ---------------------------------------------------------- */
@@ -159,10 +161,10 @@ static uint64_t departure(const struct pbox *px)
 static void active_add(struct pbox *px, struct pbox_handle *op)
 {
 	op->aprev = NULL;
-	op->anext = px->es.active;
-	if (px->es.active)
-		px->es.active->aprev = op;
-	px->es.active = op;
+	op->anext = px->net.es.active;
+	if (px->net.es.active)
+		px->net.es.active->aprev = op;
+	px->net.es.active = op;
 }
 
 static void active_del(struct pbox *px, struct pbox_handle *op)
@@ -170,7 +172,7 @@ static void active_del(struct pbox *px, struct pbox_handle *op)
 	if (op->aprev)
 		op->aprev->anext = op->anext;
 	else
-		px->es.active = op->anext;
+		px->net.es.active = op->anext;
 	if (op->anext)
 		op->anext->aprev = op->aprev;
 }
@@ -190,34 +192,34 @@ static bool beyond_credit(struct pbox *px, struct wk_part *p)
 {
 	const struct wk_tensor *t = p->op->t;
 
-	if (px->es.over == p) /* the partition going out beyond the credit now */
+	if (px->net.es.over == p) /* the partition going out beyond the credit now */
 		return true;
 	if (p->op->inflight)
 		return false;
-	for (const struct pbox_handle *op = px->es.active; op; op = op->anext)
+	for (const struct pbox_handle *op = px->net.es.active; op; op = op->anext)
 		if (op->t->prio < t->prio || (op->t->prio == t->prio && op->t->key < t->key))
 			return false;
-	px->es.over = p;
+	px->net.es.over = p;
 	return true;
 }
 
 /* The counters for pbox_stats(), with the estimators' state; px->mu held. */
 static void stats_locked(struct pbox *px)
 {
-	px->es.st.rto_ns = px->es.rto_ns;
-	px->es.st.srtt_ns = px->es.srtt_ns;
-	px->es.st.probe_rtt_ns = px->es.probe_rtt_ns;
-	px->st_pub = px->es.st;
+	px->net.es.st.rto_ns = px->net.es.rto_ns;
+	px->net.es.st.srtt_ns = px->net.es.srtt_ns;
+	px->net.es.st.probe_rtt_ns = px->net.es.probe_rtt_ns;
+	px->st_pub = px->net.es.st;
 }
 
 static void frag_done(struct pbox *px, uint32_t g)
 {
-	struct wk_frag *f = &px->es.frag[g];
+	struct wk_frag *f = &px->net.es.frag[g];
 	struct pbox_handle *op = f->op;
 	uint64_t bytes;
 
 	f->state = WK_DONE;
-	px->es.credit_used -= f->len;
+	px->net.es.credit_used -= f->len;
 	op->inflight -= f->len;
 	if (!op->inflight)
 		active_del(px, op);
@@ -227,17 +229,17 @@ static void frag_done(struct pbox *px, uint32_t g)
 	 * waiter hears of it: it may end the process at once (a rank done with
 	 * its last step), and the batch would go with it, the peers left to
 	 * call us dead with their sums one datagram away. */
-	tx_flush(px, px->es.eng);
+	tx_flush(px, px->net.es.eng);
 	if (px->fail) /* the flush failed: wk_raise() has failed every op */
 		return;
 	bytes = op->t->bytes;
 	pthread_mutex_lock(&px->mu);
-	px->es.st.ops++;
+	px->net.es.st.ops++;
 	wk_op_complete_locked(px, op, PBOX_OK, NULL); /* its waiter may free it from here */
 	stats_locked(px);
 	pthread_cond_broadcast(&px->cv);
 	pthread_mutex_unlock(&px->mu);
-	wk_tune_done(px, bytes, px->es.now_ns);
+	wk_tune_done(px, bytes, px->net.es.now_ns);
 }
 
 /*
@@ -249,26 +251,27 @@ static void rtt_sample(struct pbox *px, uint64_t r)
 {
 	uint64_t rto;
 
-	if (!px->es.srtt_ns) {
-		px->es.srtt_ns = r;
-		px->es.rttvar_ns = r / 2;
+	if (!px->net.es.srtt_ns) {
+		px->net.es.srtt_ns = r;
+		px->net.es.rttvar_ns = r / 2;
 	} else {
-		uint64_t d = r > px->es.srtt_ns ? r - px->es.srtt_ns : px->es.srtt_ns - r;
+		uint64_t d =
+			r > px->net.es.srtt_ns ? r - px->net.es.srtt_ns : px->net.es.srtt_ns - r;
 
-		px->es.rttvar_ns = (3 * px->es.rttvar_ns + d) / 4;
-		px->es.srtt_ns = (7 * px->es.srtt_ns + r) / 8;
+		px->net.es.rttvar_ns = (3 * px->net.es.rttvar_ns + d) / 4;
+		px->net.es.srtt_ns = (7 * px->net.es.srtt_ns + r) / 8;
 	}
-	rto = px->es.srtt_ns + 4 * px->es.rttvar_ns;
-	if (rto < px->es.rto_min_ns)
-		rto = px->es.rto_min_ns;
+	rto = px->net.es.srtt_ns + 4 * px->net.es.rttvar_ns;
+	if (rto < px->net.es.rto_min_ns)
+		rto = px->net.es.rto_min_ns;
 	/* Samples include waits for other ranks' lost pushes, which feed back
 	 * into the estimate; past a few floors a premature resend (paced, and
 	 * acknowledged) costs less than a stalled sum. */
-	if (rto > 4 * px->es.rto_min_ns)
-		rto = 4 * px->es.rto_min_ns;
-	if (rto > px->es.deadline_ns / 12)
-		rto = px->es.deadline_ns / 12;
-	px->es.rto_ns = rto;
+	if (rto > 4 * px->net.es.rto_min_ns)
+		rto = 4 * px->net.es.rto_min_ns;
+	if (rto > px->net.es.deadline_ns / 12)
+		rto = px->net.es.deadline_ns / 12;
+	px->net.es.rto_ns = rto;
 }
 
 /*
@@ -280,25 +283,26 @@ static void rtt_sample(struct pbox *px, uint64_t r)
  */
 static void cwnd_grow(struct pbox *px, uint32_t len)
 {
-	if (px->es.cwnd >= px->es.credit)
+	if (px->net.es.cwnd >= px->net.es.credit)
 		return;
-	px->es.cwnd += px->es.cwnd < px->es.ssthresh
-			       ? len
-			       : (uint64_t)px->frag_size * len / px->es.cwnd + 1;
+	px->net.es.cwnd += px->net.es.cwnd < px->net.es.ssthresh
+				   ? len
+				   : (uint64_t)px->net.frag_size * len / px->net.es.cwnd + 1;
 }
 
 static void cwnd_cut(struct pbox *px, uint64_t now)
 {
-	uint64_t floor = 16 * (uint64_t)px->frag_size;
+	uint64_t floor = 16 * (uint64_t)px->net.frag_size;
 
-	if (floor > px->es.credit) /* the window stays under the credit */
-		floor = px->es.credit;
+	if (floor > px->net.es.credit) /* the window stays under the credit */
+		floor = px->net.es.credit;
 
-	if (now - px->es.cwnd_cut_ns < (px->es.srtt_ns ? px->es.srtt_ns : px->es.rto_min_ns))
+	if (now - px->net.es.cwnd_cut_ns <
+	    (px->net.es.srtt_ns ? px->net.es.srtt_ns : px->net.es.rto_min_ns))
 		return;
-	px->es.cwnd_cut_ns = now;
-	px->es.cwnd = px->es.cwnd / 2 > floor ? px->es.cwnd / 2 : floor;
-	px->es.ssthresh = px->es.cwnd;
+	px->net.es.cwnd_cut_ns = now;
+	px->net.es.cwnd = px->net.es.cwnd / 2 > floor ? px->net.es.cwnd / 2 : floor;
+	px->net.es.ssthresh = px->net.es.cwnd;
 }
 
 /* ---- compressed fragments ([job] compression, comp.h) ------------------------- */
@@ -321,7 +325,7 @@ static uint16_t wire_len(const struct pbox *px, const struct wk_frag *f)
  * summation service computes it. */
 static uint64_t frag_seed(const struct pbox *px, uint32_t g, uint32_t round)
 {
-	return comp_seed(px->job, px->chunk_local[g / px->fpc], g % px->fpc, round);
+	return comp_seed(px->net.job, px->net.chunk_local[g / px->net.fpc], g % px->net.fpc, round);
 }
 
 /*
@@ -332,21 +336,21 @@ static uint64_t frag_seed(const struct pbox *px, uint32_t g, uint32_t round)
  */
 static const uint8_t *comp_payload(struct pbox *px, uint32_t g)
 {
-	const struct wk_frag *f = &px->es.frag[g];
+	const struct wk_frag *f = &px->net.es.frag[g];
 	struct wk_tensor *t = f->op->t;
 	const struct comp_spec c = comp_of(px, f->op);
-	const size_t stride = px->frag_size; /* any scheme's fits: its fp32 bytes */
+	const size_t stride = px->net.frag_size; /* any scheme's fits: its fp32 bytes */
 	const uint64_t off = wk_frag_off(px, g, t);
-	const uint32_t slot = (uint32_t)(off / px->frag_size);
+	const uint32_t slot = (uint32_t)(off / px->net.frag_size);
 	uint8_t *w;
 
-	if (!px->es.comp_scratch)
-		px->es.comp_scratch = malloc(comp_scratch_bytes(px->frag_size / 4u));
+	if (!px->net.es.comp_scratch)
+		px->net.es.comp_scratch = malloc(comp_scratch_bytes(px->net.frag_size / 4u));
 	if (!t->wire) {
-		t->wire = malloc((size_t)t->n_chunks * px->fpc * stride);
-		t->wire_round = calloc((size_t)t->n_chunks * px->fpc, sizeof(uint32_t));
+		t->wire = malloc((size_t)t->n_chunks * px->net.fpc * stride);
+		t->wire_round = calloc((size_t)t->n_chunks * px->net.fpc, sizeof(uint32_t));
 	}
-	if (!t->wire || !t->wire_round || !px->es.comp_scratch) {
+	if (!t->wire || !t->wire_round || !px->net.es.comp_scratch) {
 		wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0,
 			 "out of memory for the compressed pushes of tensor key %" PRIu64, t->key);
 		return NULL;
@@ -354,7 +358,8 @@ static const uint8_t *comp_payload(struct pbox *px, uint32_t g)
 	w = t->wire + (size_t)slot * stride;
 	if (t->wire_round[slot] != f->op->round + 1) {
 		comp_encode(&c, (const float *)(const void *)(f->op->in + off), t->resid + off / 4,
-			    f->len / 4u, w, frag_seed(px, g, f->op->round), px->es.comp_scratch);
+			    f->len / 4u, w, frag_seed(px, g, f->op->round),
+			    px->net.es.comp_scratch);
 		t->wire_round[slot] = f->op->round + 1;
 	}
 	return w;
@@ -363,7 +368,7 @@ static const uint8_t *comp_payload(struct pbox *px, uint32_t g)
 /* A result for our fragment @g: 1 taken, 0 a duplicate or stale. */
 static int deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, uint32_t round)
 {
-	struct wk_frag *f = &px->es.frag[g];
+	struct wk_frag *f = &px->net.es.frag[g];
 	const struct wk_tensor *t;
 
 	/* after a failure the ops are the callers' again (and maybe freed) */
@@ -380,7 +385,7 @@ static int deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, u
 		const struct comp_spec c = comp_of(px, f->op);
 
 		comp_decode(&c, (float *)(void *)(f->op->out + wk_frag_off(px, g, t)), buf,
-			    f->len / 4u, frag_seed(px, g, round), px->es.comp_scratch);
+			    f->len / 4u, frag_seed(px, g, round), px->net.es.comp_scratch);
 	} else {
 		memcpy(f->op->out + wk_frag_off(px, g, t), buf, len);
 	}
@@ -396,29 +401,29 @@ static void result_hdr(const struct pbox *px, struct pbox_hdr *h, uint32_t rank,
 	*h = (struct pbox_hdr){.op = PBOX_OP_RESULT,
 			       .dtype = out->dtype,
 			       .rank = (uint16_t)rank,
-			       .job = px->job,
+			       .job = px->net.job,
 			       .chunk = chunk,
 			       .frag = frag,
 			       .len = out->len,
 			       .round = out->round};
-	h->mac = nic_mac_hdr(&px->mac, h, digest);
+	h->mac = nic_mac_hdr(&px->net.mac, h, digest);
 }
 
 /* Our SS_GPU completed a round: the sum to every rank, ours by memcpy. */
 static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, uint32_t chunk,
 		    uint16_t frag, const struct ss_out *out)
 {
-	uint32_t g = px->unit[px->self_unit].global[chunk] * px->fpc + frag;
-	uint64_t digest = nic_mac_digest(&px->mac, out->buf, out->len);
+	uint32_t g = px->net.unit[px->net.self_unit].global[chunk] * px->net.fpc + frag;
+	uint64_t digest = nic_mac_digest(&px->net.mac, out->buf, out->len);
 	struct pbox_hdr h;
 
-	for (uint32_t r = 0; r < px->n; r++) {
-		if (r == px->rank)
+	for (uint32_t r = 0; r < px->net.n; r++) {
+		if (r == px->net.rank)
 			continue;
 		result_hdr(px, &h, r, chunk, frag, out, digest);
 		tx_add(px, e, ss_peer(seg, 0, r)->ip_be, ss_peer(seg, 0, r)->port, &h, out->buf,
 		       out->len, true);
-		px->es.st.ssgpu_results += out->len;
+		px->net.es.st.ssgpu_results += out->len;
 	}
 	/* ours last: it may complete a sum, and frag_done() sends the batch,
 	 * the peers' results in it, before it says so */
@@ -429,26 +434,26 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
  * FIFO of its backoff level and the FIFO of that SS, both in send order. */
 static void sent_to(struct pbox *px, struct wk_unit *un, uint32_t g)
 {
-	struct wk_frag *f = &px->es.frag[g];
+	struct wk_frag *f = &px->net.es.frag[g];
 
-	if (ring_push(&px->es.ring[f->level], g, f->stamp) || ring_push(&un->sent, g, f->stamp))
+	if (ring_push(&px->net.es.ring[f->level], g, f->stamp) || ring_push(&un->sent, g, f->stamp))
 		wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0, "out of memory for the send FIFOs");
 }
 
 /* The header of our push (or probe: @op) of fragment @g, unsigned. */
 static struct pbox_hdr frag_hdr(const struct pbox *px, uint32_t g, uint8_t op, bool retrans)
 {
-	const struct wk_frag *f = &px->es.frag[g];
-	uint32_t c = g / px->fpc;
+	const struct wk_frag *f = &px->net.es.frag[g];
+	uint32_t c = g / px->net.fpc;
 
 	return (struct pbox_hdr){
 		.op = op,
 		.dtype = (uint8_t)(f->op->t->dtype | f->op->comp << PBOX_COMP_SHIFT),
 		.flags = retrans ? PBOX_F_RETRANS : 0,
-		.rank = (uint16_t)px->rank,
-		.job = px->job,
-		.chunk = px->chunk_local[c],
-		.frag = (uint16_t)(g % px->fpc),
+		.rank = (uint16_t)px->net.rank,
+		.job = px->net.job,
+		.chunk = px->net.chunk_local[c],
+		.frag = (uint16_t)(g % px->net.fpc),
 		.len = op == PBOX_OP_PUSH ? wire_len(px, f) : 0,
 		.round = f->op->round};
 }
@@ -463,29 +468,29 @@ static struct pbox_hdr frag_hdr(const struct pbox *px, uint32_t g, uint8_t op, b
  */
 static void probe_frag(struct pbox *px, struct eng *e, uint32_t g, bool pull)
 {
-	struct wk_frag *f = &px->es.frag[g];
-	struct wk_unit *un = &px->unit[px->chunk_unit[g / px->fpc]];
+	struct wk_frag *f = &px->net.es.frag[g];
+	struct wk_unit *un = &px->net.unit[px->net.chunk_unit[g / px->net.fpc]];
 	struct pbox_hdr h = frag_hdr(px, g, PBOX_OP_PROBE, false);
 	static const uint8_t none[1];
 
 	if (pull) {
 		h.flags |= PBOX_F_PULL;
-		px->es.st.pulls++;
+		px->net.es.st.pulls++;
 	}
-	h.mac = nic_mac_of(&px->mac, &h, none);
-	f->stamp = ++px->es.stamp;
+	h.mac = nic_mac_of(&px->net.mac, &h, none);
+	f->stamp = ++px->net.es.stamp;
 	tx_add(px, e, un->ip_be, un->port, &h, none, 0, false);
 	f->sent = departure(px);
 	f->probed = 1;
 	f->probes++;
-	px->es.st.probes++;
+	px->net.es.st.probes++;
 	sent_to(px, un, g);
 }
 
 static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 {
-	struct wk_frag *f = &px->es.frag[g];
-	uint32_t c = g / px->fpc, u = px->chunk_unit[c];
+	struct wk_frag *f = &px->net.es.frag[g];
+	uint32_t c = g / px->net.fpc, u = px->net.chunk_unit[c];
 	const struct wk_tensor *t = f->op->t;
 	const uint8_t *payload = f->op->comp || f->op->flush ? comp_payload(px, g)
 							     : f->op->in + wk_frag_off(px, g, t);
@@ -493,19 +498,19 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 
 	if (!payload)
 		return;
-	h.mac = nic_mac_of(&px->mac, &h, payload);
-	f->stamp = ++px->es.stamp;
-	if (u == px->self_unit) {
+	h.mac = nic_mac_of(&px->net.mac, &h, payload);
+	f->stamp = ++px->net.es.stamp;
+	if (u == px->net.self_unit) {
 		/* our own push to our own SS_GPU: from our own address */
-		const struct nic_addr self = {.ip_be = px->unit[px->self_unit].ip_be,
-					      .port = px->unit[px->self_unit].port};
-		struct ss_job *seg = ss_job_seg(px->es.ssj, 0, h.chunk);
+		const struct nic_addr self = {.ip_be = px->net.unit[px->net.self_unit].ip_be,
+					      .port = px->net.unit[px->net.self_unit].port};
+		struct ss_job *seg = ss_job_seg(px->net.es.ssj, 0, h.chunk);
 		struct ss_out out = {.why = SS_DROP_CHUNK};
 
-		px->es.st.ssgpu_summed += f->len;
+		px->net.es.st.ssgpu_summed += f->len;
 		switch (seg ? ss_push(seg, 0, &h, payload, &self, &out) : SS_DROP) {
 		case SS_SUMMED:
-			if (ring_push(&px->es.local, g, f->stamp))
+			if (ring_push(&px->net.es.local, g, f->stamp))
 				wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0,
 					 "out of memory for the send FIFOs");
 			break;
@@ -520,26 +525,26 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 		}
 		return;
 	}
-	tx_add(px, e, px->unit[u].ip_be, px->unit[u].port, &h, payload, h.len,
-	       px->unit[u].rank >= 0);
+	tx_add(px, e, px->net.unit[u].ip_be, px->net.unit[u].port, &h, payload, h.len,
+	       px->net.unit[u].rank >= 0);
 	f->sent = f->pushed = departure(px);
 	f->probed = 0;
 	f->acked = 0;
 	f->probes = 0;
-	px->unit[u].tx += h.len;
+	px->net.unit[u].tx += h.len;
 	if (retrans) {
-		px->unit[u].retrans++;
-		px->es.st.retransmits++;
+		px->net.unit[u].retrans++;
+		px->net.es.st.retransmits++;
 	}
-	sent_to(px, &px->unit[u], g);
+	sent_to(px, &px->net.unit[u], g);
 }
 
 /* ---- deadlines: naming the silent party -------------------------------------- */
 
 static void fail_remote(struct pbox *px, uint32_t g, uint64_t now)
 {
-	const struct wk_frag *f = &px->es.frag[g];
-	const struct wk_unit *u = &px->unit[px->chunk_unit[g / px->fpc]];
+	const struct wk_frag *f = &px->net.es.frag[g];
+	const struct wk_unit *u = &px->net.unit[px->net.chunk_unit[g / px->net.fpc]];
 	char hint[96];
 
 	if (u->rank >= 0)
@@ -555,17 +560,17 @@ static void fail_remote(struct pbox *px, uint32_t g, uint64_t now)
 
 static void fail_local(struct pbox *px, uint32_t g, uint64_t now)
 {
-	const struct wk_frag *f = &px->es.frag[g];
-	uint32_t c = g / px->fpc;
-	const struct ss_job *seg = ss_job_seg(px->es.ssj, 0, px->chunk_local[c]);
-	uint32_t idx =
-		seg->ep_first[0] + (px->chunk_local[c] - seg->ep_base[0]) * px->fpc + g % px->fpc;
+	const struct wk_frag *f = &px->net.es.frag[g];
+	uint32_t c = g / px->net.fpc;
+	const struct ss_job *seg = ss_job_seg(px->net.es.ssj, 0, px->net.chunk_local[c]);
+	uint32_t idx = seg->ep_first[0] + (px->net.chunk_local[c] - seg->ep_base[0]) * px->net.fpc +
+		       g % px->net.fpc;
 	const uint64_t *bits = &seg->bitmap[(size_t)idx * seg->words];
 	char who[256] = "", name[96];
 	size_t off = 0;
 	unsigned missing = 0;
 
-	for (uint32_t r = 0; r < px->n && off < sizeof(who) - 96; r++)
+	for (uint32_t r = 0; r < px->net.n && off < sizeof(who) - 96; r++)
 		if (!(bits[r / 64] >> (r % 64) & 1) && missing++ < 4)
 			off += (size_t)snprintf(who + off, sizeof(who) - off, "%s%s",
 						missing > 1 ? ", " : "",
@@ -606,33 +611,34 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
 
 	if (link_short(px))
 		return 0;
-	while (px->es.heap_n && !px->fail && !link_busy(px)) {
-		struct wk_part *p = px->es.heap[0];
+	while (px->net.es.heap_n && !px->fail && !link_busy(px)) {
+		struct wk_part *p = px->net.es.heap[0];
 		struct wk_frag *f;
 		uint32_t g = p->g;
 
-		if (px->es.credit_used >= px->es.cwnd && !beyond_credit(px, p))
+		if (px->net.es.credit_used >= px->net.es.cwnd && !beyond_credit(px, p))
 			break;
 
-		if (g == p->g_end || !px->es.frag[g].len) { /* only a tail chunk's empty frags */
+		if (g == p->g_end ||
+		    !px->net.es.frag[g].len) { /* only a tail chunk's empty frags */
 			p->g = p->g_end;
 			wk_heap_pop(px);
 			continue;
 		}
 		/* Leave the heap before the last send: a push to our own SS_GPU can
 		 * complete the op at once, and its waiter frees the partitions. */
-		while (++p->g < p->g_end && !px->es.frag[p->g].len)
+		while (++p->g < p->g_end && !px->net.es.frag[p->g].len)
 			;
 		if (p->g == p->g_end)
 			wk_heap_pop(px);
-		f = &px->es.frag[g];
+		f = &px->net.es.frag[g];
 		f->state = WK_INFLIGHT;
 		f->tries = 1;
 		f->level = 0;
 		f->first = f->sent = f->pushed = now;
-		px->es.credit_used += f->len;
-		if (px->es.credit_used > px->es.st.max_inflight)
-			px->es.st.max_inflight = px->es.credit_used;
+		px->net.es.credit_used += f->len;
+		if (px->net.es.credit_used > px->net.es.st.max_inflight)
+			px->net.es.st.max_inflight = px->net.es.credit_used;
 		if (!f->op->inflight)
 			active_add(px, f->op);
 		f->op->inflight += f->len;
@@ -646,10 +652,10 @@ static int send_new(struct pbox *px, struct eng *e, uint64_t now)
  * least a dozen tries fit in the deadline. */
 static uint64_t backoff(const struct pbox *px, unsigned l)
 {
-	uint64_t rto = px->es.rto_ns;
-	uint64_t w = rto << l, cap = px->es.deadline_ns / 12;
+	uint64_t rto = px->net.es.rto_ns;
+	uint64_t w = rto << l, cap = px->net.es.deadline_ns / 12;
 
-	return w < cap ? w : cap > px->es.rto_min_ns ? cap : px->es.rto_min_ns;
+	return w < cap ? w : cap > px->net.es.rto_min_ns ? cap : px->net.es.rto_min_ns;
 }
 
 static int retransmit(struct pbox *px, struct eng *e, uint64_t now)
@@ -662,10 +668,11 @@ static int retransmit(struct pbox *px, struct eng *e, uint64_t now)
 
 		uint64_t wait = backoff(px, l);
 
-		while (!px->fail && !link_busy(px) && (f = ring_head(px, &px->es.ring[l], &g)) &&
-		       now >= f->sent && now - f->sent >= wait) {
-			px->es.ring[l].head++;
-			if (now - f->first >= px->es.deadline_ns) {
+		while (!px->fail && !link_busy(px) &&
+		       (f = ring_head(px, &px->net.es.ring[l], &g)) && now >= f->sent &&
+		       now - f->sent >= wait) {
+			px->net.es.ring[l].head++;
+			if (now - f->first >= px->net.es.deadline_ns) {
 				fail_remote(px, g, now);
 				break;
 			}
@@ -686,10 +693,10 @@ static int retransmit(struct pbox *px, struct eng *e, uint64_t now)
 			sent++;
 		}
 	}
-	if (!px->fail && px->es.ssj) {
-		struct wk_frag *f = ring_head(px, &px->es.local, &g);
+	if (!px->fail && px->net.es.ssj) {
+		struct wk_frag *f = ring_head(px, &px->net.es.local, &g);
 
-		if (f && now - f->first >= px->es.deadline_ns)
+		if (f && now - f->first >= px->net.es.deadline_ns)
 			fail_local(px, g, now);
 	}
 	return sent;
@@ -703,17 +710,17 @@ static uint64_t next_expiry(struct pbox *px, uint64_t now, uint64_t cap)
 	uint32_t g;
 
 	if (link_short(px)) {
-		uint64_t slot =
-			px->es.tx_clock_ns + px->es.pace_quantum_ns - px->es.pace_burst_ns - now;
+		uint64_t slot = px->net.es.tx_clock_ns + px->net.es.pace_quantum_ns -
+				px->net.es.pace_burst_ns - now;
 
-		if (px->es.heap_n && slot < best)
+		if (px->net.es.heap_n && slot < best)
 			best = slot;
 	}
 
 	bool waiting = false;
 
 	for (unsigned l = 0; l < WK_LEVELS; l++) {
-		struct wk_frag *f = ring_head(px, &px->es.ring[l], &g);
+		struct wk_frag *f = ring_head(px, &px->net.es.ring[l], &g);
 
 		if (f) {
 			uint64_t due = f->sent + backoff(px, l);
@@ -727,7 +734,7 @@ static uint64_t next_expiry(struct pbox *px, uint64_t now, uint64_t cap)
 	}
 	/* and, while anything waits, the tail probe's next look */
 	if (waiting) {
-		uint64_t due = px->es.tail_next_ns > now ? px->es.tail_next_ns - now : 1;
+		uint64_t due = px->net.es.tail_next_ns > now ? px->net.es.tail_next_ns - now : 1;
 
 		if (due < best)
 			best = due;
@@ -739,41 +746,41 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 		    const struct sockaddr_in *from)
 {
 	struct nic_addr src = {.ip_be = from->sin_addr.s_addr, .port = ntohs(from->sin_port)};
-	struct ss_job *seg = ss_job_seg(px->es.ssj, 0, h->chunk);
+	struct ss_job *seg = ss_job_seg(px->net.es.ssj, 0, h->chunk);
 	enum ss_verdict v;
 	struct ss_out out;
 
 	/* a chunk past what we have laid out: a tensor the others have agreed
 	 * on, before we read rank 0's GREW; their resend will find it */
-	if (!seg && h->chunk >= px->unit[px->self_unit].n_chunks)
+	if (!seg && h->chunk >= px->net.unit[px->net.self_unit].n_chunks)
 		return;
 	if (!seg)
-		seg = px->es.ssj;
+		seg = px->net.es.ssj;
 	if (!seg)
 		return;
 	v = ss_push(seg, 0, h, p, &src, &out);
-	px->es.st.ssgpu_needless += out.needless;
+	px->net.es.st.ssgpu_needless += out.needless;
 	switch (v) {
 	case SS_SUMMED:
-		px->es.st.ssgpu_summed += h->len;
+		px->net.es.st.ssgpu_summed += h->len;
 		break;
 	case SS_COMPLETE:
-		px->es.st.ssgpu_summed += h->len;
+		px->net.es.st.ssgpu_summed += h->len;
 		fan_out(px, e, seg, h->chunk, h->frag, &out);
 		break;
 	case SS_ANSWER: {
 		struct pbox_hdr r;
 
 		result_hdr(px, &r, h->rank, h->chunk, h->frag, &out,
-			   nic_mac_digest(&px->mac, out.buf, out.len));
+			   nic_mac_digest(&px->net.mac, out.buf, out.len));
 		tx_add(px, e, src.ip_be, src.port, &r, out.buf, out.len, true);
-		px->es.st.ssgpu_results += out.len;
+		px->net.es.st.ssgpu_results += out.len;
 		break;
 	}
 	case SS_WAITING:
 	case SS_NACK:
 	case SS_DONE:
-		px->es.st.nacks_sent += v == SS_NACK;
+		px->net.es.st.nacks_sent += v == SS_NACK;
 		tx_reply(px, e, &src, h,
 			 v == SS_WAITING ? PBOX_OP_ACK
 			 : v == SS_NACK	 ? PBOX_OP_NACK
@@ -806,7 +813,7 @@ static void on_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
  */
 static uint64_t probe_gap(const struct pbox *px)
 {
-	uint64_t w = 2 * px->es.probe_rtt_ns;
+	uint64_t w = 2 * px->net.es.probe_rtt_ns;
 
 	return w > 1000000 ? w : 1000000;
 }
@@ -845,7 +852,7 @@ static void overtaken(struct pbox *px, struct eng *e, struct wk_unit *un, uint64
 		if (!probe_due(px, f, now))
 			return; /* the FIFO is in send order: the rest were sent later */
 		un->sent.head++;
-		px->es.st.fast_probes++;
+		px->net.es.st.fast_probes++;
 		probe_frag(px, e, g, false);
 	}
 }
@@ -861,20 +868,20 @@ static void tail_probe(struct pbox *px, struct eng *e, uint64_t now)
 {
 	uint64_t w = 2 * probe_gap(px);
 
-	if (now < px->es.tail_next_ns)
+	if (now < px->net.es.tail_next_ns)
 		return;
-	px->es.tail_next_ns = now + w / 2;
-	for (uint32_t u = 0; u < px->n_units && !px->fail; u++) {
-		struct wk_unit *un = &px->unit[u];
+	px->net.es.tail_next_ns = now + w / 2;
+	for (uint32_t u = 0; u < px->net.n_units && !px->fail; u++) {
+		struct wk_unit *un = &px->net.unit[u];
 		struct wk_frag *f;
 		uint32_t g;
 
-		if (u == px->self_unit || !(f = ring_head(px, &un->sent, &g)) || now < f->sent ||
-		    now - f->sent < w || now - un->heard_ns < w || !probe_due(px, f, now) ||
-		    link_busy(px))
+		if (u == px->net.self_unit || !(f = ring_head(px, &un->sent, &g)) ||
+		    now < f->sent || now - f->sent < w || now - un->heard_ns < w ||
+		    !probe_due(px, f, now) || link_busy(px))
 			continue;
 		un->sent.head++;
-		px->es.st.tail_probes++;
+		px->net.es.st.tail_probes++;
 		probe_frag(px, e, g, false);
 	}
 }
@@ -890,7 +897,8 @@ static void probe_answered(struct pbox *px, struct wk_frag *f, uint64_t now)
 	if (now < f->sent) /* f->sent is when the pacer reckoned it would leave */
 		return;
 	r = now - f->sent;
-	px->es.probe_rtt_ns = px->es.probe_rtt_ns ? (7 * px->es.probe_rtt_ns + r) / 8 : r;
+	px->net.es.probe_rtt_ns =
+		px->net.es.probe_rtt_ns ? (7 * px->net.es.probe_rtt_ns + r) / 8 : r;
 }
 
 /*
@@ -906,7 +914,7 @@ static void on_ack(struct pbox *px, struct wk_frag *f, uint64_t now)
 	if (f->acked)
 		return;
 	f->acked = 1;
-	px->es.st.acks++;
+	px->net.es.st.acks++;
 }
 
 /*
@@ -918,12 +926,12 @@ static void on_ack(struct pbox *px, struct wk_frag *f, uint64_t now)
  */
 static void on_nack(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
 {
-	struct wk_frag *f = &px->es.frag[g];
+	struct wk_frag *f = &px->net.es.frag[g];
 	bool asked = f->probed && f->sent > f->pushed;
 
-	px->es.st.nacks++;
+	px->net.es.st.nacks++;
 	probe_answered(px, f, now);
-	if (!asked && (now < f->pushed || now - f->pushed < px->es.rto_ns / 2))
+	if (!asked && (now < f->pushed || now - f->pushed < px->net.es.rto_ns / 2))
 		return;
 	f->tries++;
 	push_frag(px, e, g, true);
@@ -936,7 +944,7 @@ static void on_nack(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
  */
 static void on_done(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
 {
-	probe_answered(px, &px->es.frag[g], now);
+	probe_answered(px, &px->net.es.frag[g], now);
 	probe_frag(px, e, g, true);
 }
 
@@ -946,14 +954,14 @@ static void on_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, 
 	uint32_t u = wk_unit_of(px, from->sin_addr.s_addr, ntohs(from->sin_port)), g;
 	struct wk_unit *un;
 
-	if (u == UINT32_MAX || u == px->self_unit)
+	if (u == UINT32_MAX || u == px->net.self_unit)
 		return;
-	un = &px->unit[u];
+	un = &px->net.unit[u];
 	/* signed by the job's key; the box's "no such job" cannot be (it has
 	 * no key for the job), and is taken from the box's address alone */
-	if (!nic_mac_ok(&px->mac, h, p) && !(h->op == PBOX_OP_ERROR && h->mac == 0 &&
-					     un->rank < 0 && nic_be16(p) == PBOX_ERR_NO_JOB)) {
-		px->es.st.bad_mac++;
+	if (!nic_mac_ok(&px->net.mac, h, p) && !(h->op == PBOX_OP_ERROR && h->mac == 0 &&
+						 un->rank < 0 && nic_be16(p) == PBOX_ERR_NO_JOB)) {
+		px->net.es.st.bad_mac++;
 		return;
 	}
 	if (h->op == PBOX_OP_ERROR) {
@@ -962,22 +970,22 @@ static void on_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, 
 		if (code == PBOX_ERR_NO_JOB && un->rank < 0) {
 			/* perhaps rank 0 just unregistered it after a LOST: give that word
 			 * a moment to arrive */
-			if (!px->es.nojob_since)
-				px->es.nojob_since = now;
+			if (!px->net.es.nojob_since)
+				px->net.es.nojob_since = now;
 			return;
 		}
 		wk_raise(px, WK_FK_REFUSED, un->rank < 0 ? PBOX_EBOX : PBOX_EPEER, 0,
 			 "%s refused our pushes: %s", un->name, nic_err_text(code));
 		return;
 	}
-	if (h->rank != px->rank || h->chunk >= un->n_chunks || h->frag >= px->fpc)
+	if (h->rank != px->net.rank || h->chunk >= un->n_chunks || h->frag >= px->net.fpc)
 		return;
 	un->heard_ns = now;
 	if (un->rank < 0) /* the box answers for our job: a "no such job" was stale */
-		px->es.nojob_since = 0;
-	g = un->global[h->chunk] * px->fpc + h->frag;
+		px->net.es.nojob_since = 0;
+	g = un->global[h->chunk] * px->net.fpc + h->frag;
 	if (h->op != PBOX_OP_RESULT) { /* an answer of no payload, to a probe or a resend */
-		struct wk_frag *f = &px->es.frag[g];
+		struct wk_frag *f = &px->net.es.frag[g];
 
 		if (f->state != WK_INFLIGHT || f->op->round != h->round) /* stale */
 			return;
@@ -990,7 +998,7 @@ static void on_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, 
 		return;
 	}
 	{
-		const struct wk_frag *f = &px->es.frag[g];
+		const struct wk_frag *f = &px->net.es.frag[g];
 		uint64_t pushed = f->pushed;
 		bool clean = f->state == WK_INFLIGHT && f->tries == 1;
 
@@ -1009,14 +1017,14 @@ static void on_datagram(void *ctx, void *arg, const uint8_t *b, size_t len,
 {
 	struct pbox *px = ctx;
 	struct eng *e = arg;
-	const struct nic_wire_expect exp = {.max_payload = (uint16_t)px->frag_size,
+	const struct nic_wire_expect exp = {.max_payload = (uint16_t)px->net.frag_size,
 					    .accept_ops = PBOX_OPS_TO_SS | PBOX_OPS_TO_WORKER};
 	struct pbox_hdr h;
 
-	px->es.st.rx_pkts++;
-	if (nic_wire_parse_hdr(b, len, &exp, &h) != NIC_DROP_NONE || h.job != px->job)
+	px->net.es.st.rx_pkts++;
+	if (nic_wire_parse_hdr(b, len, &exp, &h) != NIC_DROP_NONE || h.job != px->net.job)
 		return;
-	px->es.st.rx_bytes += h.len;
+	px->net.es.st.rx_bytes += h.len;
 	if (h.op == PBOX_OP_PUSH || h.op == PBOX_OP_PROBE)
 		on_push(px, e, &h, b + PBOX_HDR_LEN, from);
 	else if (!px->fail)
@@ -1025,7 +1033,7 @@ static void on_datagram(void *ctx, void *arg, const uint8_t *b, size_t len,
 
 static int receive(struct pbox *px, struct eng *e, uint64_t now)
 {
-	return px->tp->rx(px->tp_st, on_datagram, e, now);
+	return px->net.tp->rx(px->net.tp_st, on_datagram, e, now);
 }
 
 /* ---- control connections: lost ranks, the finalize barrier ---------------- */
@@ -1037,17 +1045,18 @@ static void lost(struct pbox *px, uint32_t r, const char *how)
 	wk_peer_name(px, r, name, sizeof(name));
 	/* rank 0 tells the others first: once this rank's calls fail, its
 	 * process may exit at once, and they would blame rank 0 instead */
-	if (px->rank == 0)
-		for (uint32_t q = 1; q < px->n; q++)
-			if (q != r && px->peer_fd[q] >= 0)
-				RP_SEND(px->peer_fd[q], LOST, lost, .rank = r, .why = how);
-	if (px->rank == 0 && px->peer_fd[r] >= 0) { /* silent: finalize waits for it no more */
-		close(px->peer_fd[r]);
-		px->peer_fd[r] = -1;
+	if (px->net.rank == 0)
+		for (uint32_t q = 1; q < px->net.n; q++)
+			if (q != r && px->net.peer_fd[q] >= 0)
+				RP_SEND(px->net.peer_fd[q], LOST, lost, .rank = r, .why = how);
+	if (px->net.rank == 0 &&
+	    px->net.peer_fd[r] >= 0) { /* silent: finalize waits for it no more */
+		close(px->net.peer_fd[r]);
+		px->net.peer_fd[r] = -1;
 	}
 	/* gone, and told by LOST: pbox_shrink() leaves it out */
 	wk_raise(px, WK_FK_RANK_LOST, 0, r, "%s left the job (%s)", name, how);
-	if (px->rank == 0) /* the job is over: its memory back to the boxes */
+	if (px->net.rank == 0) /* the job is over: its memory back to the boxes */
 		wk_boxes_close(px, false);
 }
 
@@ -1063,13 +1072,13 @@ static void lost(struct pbox *px, uint32_t r, const char *how)
  */
 static void tell_failure(struct pbox *px, uint32_t from)
 {
-	if (px->rank == 0) {
-		for (uint32_t q = 1; q < px->n; q++)
-			if (q != from && px->peer_fd[q] >= 0)
-				RP_SEND(px->peer_fd[q], FAIL, fail, .origin = from,
+	if (px->net.rank == 0) {
+		for (uint32_t q = 1; q < px->net.n; q++)
+			if (q != from && px->net.peer_fd[q] >= 0)
+				RP_SEND(px->net.peer_fd[q], FAIL, fail, .origin = from,
 					.code = px->fail, .why = px->fail_msg);
-	} else if (from == px->rank && px->peer_fd[0] >= 0) {
-		RP_SEND(px->peer_fd[0], FAIL, fail, .origin = from, .code = px->fail,
+	} else if (from == px->net.rank && px->net.peer_fd[0] >= 0) {
+		RP_SEND(px->net.peer_fd[0], FAIL, fail, .origin = from, .code = px->fail,
 			.why = px->fail_msg);
 	}
 }
@@ -1083,11 +1092,11 @@ static void tell_failure(struct pbox *px, uint32_t from)
  */
 static void tell_leaving(struct pbox *px)
 {
-	if (px->rank != 0 && px->peer_fd[0] >= 0)
-		RP_SEND(px->peer_fd[0], LEAVE, leave, .why = px->fail_msg);
-	for (uint32_t q = 1; px->rank == 0 && q < px->n; q++)
-		if (px->peer_fd[q] >= 0)
-			RP_SEND(px->peer_fd[q], LOST, lost, .rank = 0, .why = px->fail_msg);
+	if (px->net.rank != 0 && px->net.peer_fd[0] >= 0)
+		RP_SEND(px->net.peer_fd[0], LEAVE, leave, .why = px->fail_msg);
+	for (uint32_t q = 1; px->net.rank == 0 && q < px->net.n; q++)
+		if (px->net.peer_fd[q] >= 0)
+			RP_SEND(px->net.peer_fd[q], LOST, lost, .rank = 0, .why = px->fail_msg);
 }
 
 /* FAIL from rank @r's connection: fail as the origin did, named. */
@@ -1095,8 +1104,8 @@ static void told_failure(struct pbox *px, uint32_t r, const struct rp_fail *f)
 {
 	int code = f->code;
 
-	if (px->fail || f->origin >= px->n || (px->rank != 0 && r != 0) ||
-	    (px->rank == 0 && f->origin != r))
+	if (px->fail || f->origin >= px->net.n || (px->net.rank != 0 && r != 0) ||
+	    (px->net.rank == 0 && f->origin != r))
 		return;
 	if (code >= 0 || code < PBOX_ENODEV)
 		code = PBOX_EFAILED;
@@ -1118,24 +1127,25 @@ static void heartbeat(struct pbox *px, uint64_t now)
 	uint64_t limit = px->cfg.tuning.heartbeat_us * 1000;
 	char name[96];
 
-	if (!limit || px->fail || px->n == 1)
+	if (!limit || px->fail || px->net.n == 1)
 		return;
-	if (!px->hb_sent_ns) { /* the engine's first turn: everyone heard now */
-		for (uint32_t r = 0; r < px->n; r++)
-			px->peer_heard[r] = now;
+	if (!px->net.hb_sent_ns) { /* the engine's first turn: everyone heard now */
+		for (uint32_t r = 0; r < px->net.n; r++)
+			px->net.peer_heard[r] = now;
 	}
-	if (now - px->hb_sent_ns >= limit / 4) {
-		for (uint32_t r = 0; r < px->n; r++)
-			if (px->peer_fd[r] >= 0 && (px->rank == 0) != (r == 0))
-				rp_send_verb(px->peer_fd[r], RP_HB);
-		px->hb_sent_ns = now;
+	if (now - px->net.hb_sent_ns >= limit / 4) {
+		for (uint32_t r = 0; r < px->net.n; r++)
+			if (px->net.peer_fd[r] >= 0 && (px->net.rank == 0) != (r == 0))
+				rp_send_verb(px->net.peer_fd[r], RP_HB);
+		px->net.hb_sent_ns = now;
 	}
-	for (uint32_t r = 0; r < px->n; r++) {
-		double s = (double)(now - px->peer_heard[r]) / 1e9;
+	for (uint32_t r = 0; r < px->net.n; r++) {
+		double s = (double)(now - px->net.peer_heard[r]) / 1e9;
 
-		if (px->peer_fd[r] < 0 || px->peer_bye[r] || now - px->peer_heard[r] <= limit)
+		if (px->net.peer_fd[r] < 0 || px->net.peer_bye[r] ||
+		    now - px->net.peer_heard[r] <= limit)
 			continue;
-		if (px->rank == 0) {
+		if (px->net.rank == 0) {
 			char how[128];
 
 			snprintf(how, sizeof(how),
@@ -1170,25 +1180,25 @@ static void control_line(struct pbox *px, uint32_t r, char *line)
 	case RP_HB: /* a heartbeat: heard */
 		break;
 	case RP_BYE:
-		px->peer_bye[r] = true;
-		if (px->rank != 0)
-			px->es.bye_done = true;
+		px->net.peer_bye[r] = true;
+		if (px->net.rank != 0)
+			px->net.es.bye_done = true;
 		break;
 	case RP_LOST:
-		if (px->rank != 0 && m.lost.rank < px->n)
+		if (px->net.rank != 0 && m.lost.rank < px->net.n)
 			lost(px, m.lost.rank, m.lost.why); /* as rank 0 saw it */
 		break;
 	case RP_REJOIN:
-		if (px->rank != 0 || r == 0)
+		if (px->net.rank != 0 || r == 0)
 			break;
-		px->peer_bye[r] = true; /* its connection closes next, not lost */
+		px->net.peer_bye[r] = true; /* its connection closes next, not lost */
 		pthread_mutex_lock(&px->mu);
 		px->rejoins++;
 		pthread_cond_broadcast(&px->cv);
 		pthread_mutex_unlock(&px->mu);
 		break;
 	case RP_LEAVE:
-		if (px->rank == 0 && r != 0)
+		if (px->net.rank == 0 && r != 0)
 			lost(px, r, m.leave.why); /* its machine lost a rank: it is gone */
 		break;
 	case RP_FAIL:
@@ -1205,23 +1215,23 @@ static void peers_poll(struct pbox *px, uint64_t now)
 {
 	char line[RP_LINE_MAX];
 
-	for (uint32_t r = 0; r < px->n; r++) {
-		int fd = px->peer_fd[r], rc = 0;
+	for (uint32_t r = 0; r < px->net.n; r++) {
+		int fd = px->net.peer_fd[r], rc = 0;
 
-		while (fd >= 0 && (rc = wk_line_poll(fd, px->peer_buf[r], &px->peer_len[r],
+		while (fd >= 0 && (rc = wk_line_poll(fd, px->net.peer_buf[r], &px->net.peer_len[r],
 						     WK_LINEBUF, line, sizeof(line))) == 1) {
-			px->peer_heard[r] = now;
+			px->net.peer_heard[r] = now;
 			control_line(px, r, line);
 		}
 		if (fd >= 0 && rc < 0) {
 			close(fd);
-			px->peer_fd[r] = -1;
-			if (!px->peer_bye[r] && !(px->rank != 0 && px->es.bye_done))
+			px->net.peer_fd[r] = -1;
+			if (!px->net.peer_bye[r] && !(px->net.rank != 0 && px->net.es.bye_done))
 				lost(px, r,
-				     px->rank == 0 ? "its connection to rank 0 closed"
-						   : "our connection to it closed");
-			if (px->rank != 0)
-				px->es.bye_done = true;
+				     px->net.rank == 0 ? "its connection to rank 0 closed"
+						       : "our connection to it closed");
+			if (px->net.rank != 0)
+				px->net.es.bye_done = true;
 		}
 	}
 }
@@ -1231,8 +1241,8 @@ static void peers_poll(struct pbox *px, uint64_t now)
 static void boxes_poll(struct pbox *px, uint64_t now)
 {
 	/* a growth under way: the box client's thread has their connections */
-	for (uint32_t b = 0; b < px->n_boxes && !px->es.growing; b++) {
-		struct wk_box *bx = &px->box[b];
+	for (uint32_t b = 0; b < px->net.n_boxes && !px->net.es.growing; b++) {
+		struct wk_box *bx = &px->net.box[b];
 		char buf[256], ip[INET_ADDRSTRLEN];
 		ssize_t got;
 
@@ -1257,45 +1267,45 @@ static void boxes_poll(struct pbox *px, uint64_t now)
 				 "the box at %s:%u closed its control connection: pboxd went away",
 				 ip, bx->addr.port);
 	}
-	if (px->es.nojob_since && now - px->es.nojob_since > 500000000ull)
+	if (px->net.es.nojob_since && now - px->net.es.nojob_since > 500000000ull)
 		wk_raise(px, WK_FK_BOX_LOST, 0, UINT32_MAX,
 			 "the box says job %u is not registered: pboxd restarted, or the job was "
 			 "unregistered",
-			 px->job);
+			 px->net.job);
 }
 
 /* pbox_finalize()'s barrier: each rank says BYE to rank 0, which answers
  * every rank once all have (or are gone), up to the deadline. */
 static void finalize_barrier(struct pbox *px, uint64_t now)
 {
-	if (!px->es.bye_deadline)
-		px->es.bye_deadline = now + px->es.deadline_ns;
-	if (px->n == 1) {
-		px->es.bye_done = true;
-	} else if (px->rank != 0) {
-		if (!px->es.bye_sent && px->peer_fd[0] >= 0)
-			rp_send_verb(px->peer_fd[0], RP_BYE);
-		px->es.bye_sent = true;
-		if (px->peer_fd[0] < 0)
-			px->es.bye_done = true;
+	if (!px->net.es.bye_deadline)
+		px->net.es.bye_deadline = now + px->net.es.deadline_ns;
+	if (px->net.n == 1) {
+		px->net.es.bye_done = true;
+	} else if (px->net.rank != 0) {
+		if (!px->net.es.bye_sent && px->net.peer_fd[0] >= 0)
+			rp_send_verb(px->net.peer_fd[0], RP_BYE);
+		px->net.es.bye_sent = true;
+		if (px->net.peer_fd[0] < 0)
+			px->net.es.bye_done = true;
 	} else {
 		bool all = true;
 
-		for (uint32_t r = 1; r < px->n; r++)
-			all &= px->peer_bye[r] || px->peer_fd[r] < 0;
+		for (uint32_t r = 1; r < px->net.n; r++)
+			all &= px->net.peer_bye[r] || px->net.peer_fd[r] < 0;
 		if (all) {
-			for (uint32_t r = 1; r < px->n; r++)
-				if (px->peer_fd[r] >= 0)
-					rp_send_verb(px->peer_fd[r], RP_BYE);
-			px->es.bye_done = true;
+			for (uint32_t r = 1; r < px->net.n; r++)
+				if (px->net.peer_fd[r] >= 0)
+					rp_send_verb(px->net.peer_fd[r], RP_BYE);
+			px->net.es.bye_done = true;
 		}
 	}
-	if (!px->es.bye_done && now >= px->es.bye_deadline) {
+	if (!px->net.es.bye_done && now >= px->net.es.bye_deadline) {
 		wk_log(px, CFG_LOG_WARNING,
 		       "finalize: not every rank said BYE within the deadline");
-		px->es.bye_done = true;
+		px->net.es.bye_done = true;
 	}
-	if (px->es.bye_done && px->rank == 0)
+	if (px->net.es.bye_done && px->net.rank == 0)
 		wk_boxes_close(px, true);
 }
 
@@ -1311,7 +1321,7 @@ static void tell(struct pbox *px)
 	pthread_mutex_lock(&px->mu);
 	due = px->fstate == WK_FS_FAILED;
 	kind = px->fail_kind;
-	from = px->fail_from == UINT32_MAX ? px->rank : px->fail_from;
+	from = px->fail_from == UINT32_MAX ? px->net.rank : px->fail_from;
 	pthread_mutex_unlock(&px->mu);
 	if (!due)
 		return;
@@ -1328,10 +1338,10 @@ static void control(struct pbox *px, uint64_t now, bool finalizing)
 {
 	peers_poll(px, now);
 	boxes_poll(px, now);
-	if (px->rank != 0 && px->peer_fd[0] >= 0) { /* pbox_rejoin(): REJOIN, once */
+	if (px->net.rank != 0 && px->net.peer_fd[0] >= 0) { /* pbox_rejoin(): REJOIN, once */
 		pthread_mutex_lock(&px->mu);
 		if (px->rejoin_req && !px->rejoin_sent) {
-			rp_send_verb(px->peer_fd[0], RP_REJOIN);
+			rp_send_verb(px->net.peer_fd[0], RP_REJOIN);
 			px->rejoin_sent = true;
 			pthread_cond_broadcast(&px->cv);
 		}
@@ -1349,9 +1359,9 @@ static void publish(struct pbox *px, uint64_t now)
 {
 	pthread_mutex_lock(&px->mu);
 	stats_locked(px);
-	for (uint32_t u = 0; u < px->n_units; u++) {
-		const struct wk_unit *un = &px->unit[u];
-		struct pbox_ss_stats *s = &px->ss_pub[u];
+	for (uint32_t u = 0; u < px->net.n_units; u++) {
+		const struct wk_unit *un = &px->net.unit[u];
+		struct pbox_ss_stats *s = &px->net.ss_pub[u];
 
 		snprintf(s->name, sizeof(s->name), "%s", un->name);
 		s->chunks = un->n_chunks;
@@ -1361,15 +1371,15 @@ static void publish(struct pbox *px, uint64_t now)
 		s->retrans = un->retrans;
 	}
 	px->tune_pub = (struct pbox_tuning){
-		.credit_bytes = px->es.credit,
-		.partition_bytes = px->es.part_bytes,
-		.converged = px->es.tune.phase == WK_TUNE_DONE,
-		.windows = px->es.tune.windows,
-		.goodput_first_mbps = px->es.tune.first * 1e3,
-		.goodput_best_mbps = px->es.tune.best * 1e3,
+		.credit_bytes = px->net.es.credit,
+		.partition_bytes = px->net.es.part_bytes,
+		.converged = px->net.es.tune.phase == WK_TUNE_DONE,
+		.windows = px->net.es.tune.windows,
+		.goodput_first_mbps = px->net.es.tune.first * 1e3,
+		.goodput_best_mbps = px->net.es.tune.best * 1e3,
 	};
 	pthread_mutex_unlock(&px->mu);
-	px->es.published_ns = now;
+	px->net.es.published_ns = now;
 }
 
 /* ---- the thread ---------------------------------------------------------------- */
@@ -1377,12 +1387,12 @@ static void publish(struct pbox *px, uint64_t now)
 static void *engine(void *arg)
 {
 	struct pbox *px = arg;
-	struct eng *e = px->es.eng;
+	struct eng *e = px->net.es.eng;
 
 	wk_mark_engine_thread();
 
 	for (;;) {
-		uint64_t now = px->es.now_ns = wk_now();
+		uint64_t now = px->net.es.now_ns = wk_now();
 		int work = 0;
 		bool fin, ab;
 
@@ -1390,7 +1400,7 @@ static void *engine(void *arg)
 		fin = px->finalizing;
 		ab = px->aborting || px->aborted;
 		pthread_mutex_unlock(&px->mu);
-		if (px->fail && !px->es.eng_failed) /* raised on another thread */
+		if (px->fail && !px->net.es.eng_failed) /* raised on another thread */
 			wk_fail_ops(px);
 		if (ab) /* pbox_shrink() or pbox_abort(): it ends here, no BYE */
 			break;
@@ -1400,9 +1410,9 @@ static void *engine(void *arg)
 			wk_fail_all_locked(px, PBOX_EFAILED,
 					   "pbox_finalize() was called while it was in flight");
 			pthread_mutex_unlock(&px->mu);
-			px->es.heap_n = 0;
-			px->es.over = NULL;
-			px->es.active = NULL;
+			px->net.es.heap_n = 0;
+			px->net.es.over = NULL;
+			px->net.es.active = NULL;
 		}
 		if (!px->fail) {
 			take_new(px);
@@ -1425,27 +1435,28 @@ static void *engine(void *arg)
 			wk_tune_turn(px, now);
 		}
 		tx_flush(px, e);
-		if (fin || now - px->es.control_ns > 2000000ull) { /* a syscall per connection */
+		if (fin ||
+		    now - px->net.es.control_ns > 2000000ull) { /* a syscall per connection */
 			control(px, now, fin);
-			px->es.control_ns = now;
+			px->net.es.control_ns = now;
 		}
-		if (now - px->es.published_ns > 20000000ull)
+		if (now - px->net.es.published_ns > 20000000ull)
 			publish(px, now);
-		if (fin && px->es.bye_done)
+		if (fin && px->net.es.bye_done)
 			break;
 		if (!work) {
-			struct pollfd p[2] = {{.fd = px->udp, .events = POLLIN},
-					      {.fd = px->efd, .events = POLLIN}};
+			struct pollfd p[2] = {{.fd = px->net.udp, .events = POLLIN},
+					      {.fd = px->net.efd, .events = POLLIN}};
 			/* a DPDK port has no descriptor to wait on: nap briefly */
 			uint64_t cnt, wait_ns = next_expiry(px, now,
-							    px->tp->nap_ns ? px->tp->nap_ns
-							    : fin	   ? 5000000ull
-									   : 20000000ull);
+							    px->net.tp->nap_ns ? px->net.tp->nap_ns
+							    : fin	       ? 5000000ull
+									       : 20000000ull);
 			struct timespec ts = {.tv_sec = (time_t)(wait_ns / 1000000000ull),
 					      .tv_nsec = (long)(wait_ns % 1000000000ull)};
 
 			if (wait_ns && ppoll(p, 2, &ts, NULL) > 0 && (p[1].revents & POLLIN) &&
-			    read(px->efd, &cnt, sizeof(cnt)) < 0) {
+			    read(px->net.efd, &cnt, sizeof(cnt)) < 0) {
 				/* nothing: the counter was read by an earlier wake-up */
 			}
 		}
@@ -1496,32 +1507,33 @@ int wk_engine_start(struct pbox *px)
 	struct eng *e = wk_udp_batch_new(px);
 	int rc;
 
-	px->es.eng = e;
-	px->ss_pub = calloc(px->n_units, sizeof(*px->ss_pub));
-	px->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!e || !px->ss_pub || px->efd < 0) {
+	px->net.es.eng = e;
+	px->net.ss_pub = calloc(px->net.n_units, sizeof(*px->net.ss_pub));
+	px->net.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (!e || !px->net.ss_pub || px->net.efd < 0) {
 		wk_udp_batch_free(e);
-		px->es.eng = NULL;
+		px->net.es.eng = NULL;
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	}
-	if (px->tp->ready && px->tp->ready(px->tp_st, 3000000000ull)) {
+	if (px->net.tp->ready && px->net.tp->ready(px->net.tp_st, 3000000000ull)) {
 		wk_udp_batch_free(e);
-		px->es.eng = NULL;
+		px->net.es.eng = NULL;
 		return PBOX_ENOMEM;
 	}
-	px->es.part_bytes = px->cfg.tuning.partition_size;
+	px->net.es.part_bytes = px->cfg.tuning.partition_size;
 	wk_set_credit(px, px->cfg.tuning.credit_bytes); /* and the timeout, at its floor */
-	px->es.deadline_ns = px->cfg.tuning.deadline_us * 1000;
+	px->net.es.deadline_ns = px->cfg.tuning.deadline_us * 1000;
 	/* a burst: 64 KiB of link time or half a millisecond, the longer (the
 	 * thread cannot count on waking up more precisely than that) */
-	px->es.pace_burst_ns = 64 * 1024 * 8000000ull / px->es.pace_kbps;
-	if (px->es.pace_burst_ns < 500000)
-		px->es.pace_burst_ns = 500000;
-	px->es.pace_quantum_ns = 32 * 1024 * 8000000ull / px->es.pace_kbps; /* a chunk's worth */
-	if (px->es.pace_quantum_ns > px->es.pace_burst_ns / 2)
-		px->es.pace_quantum_ns = px->es.pace_burst_ns / 2;
+	px->net.es.pace_burst_ns = 64 * 1024 * 8000000ull / px->net.es.pace_kbps;
+	if (px->net.es.pace_burst_ns < 500000)
+		px->net.es.pace_burst_ns = 500000;
+	px->net.es.pace_quantum_ns =
+		32 * 1024 * 8000000ull / px->net.es.pace_kbps; /* a chunk's worth */
+	if (px->net.es.pace_quantum_ns > px->net.es.pace_burst_ns / 2)
+		px->net.es.pace_quantum_ns = px->net.es.pace_burst_ns / 2;
 	publish(px, wk_now());
-	px->es.eng_failed = false;
+	px->net.es.eng_failed = false;
 	pthread_mutex_lock(&px->mu);
 	px->eng_live = true; /* from now on a failure raised elsewhere leaves its ops to it */
 	pthread_mutex_unlock(&px->mu);
@@ -1531,7 +1543,7 @@ int wk_engine_start(struct pbox *px)
 		px->eng_live = false;
 		pthread_mutex_unlock(&px->mu);
 		wk_udp_batch_free(e);
-		px->es.eng = NULL;
+		px->net.es.eng = NULL;
 		return rc;
 	}
 	px->thr_started = true;
@@ -1540,7 +1552,7 @@ int wk_engine_start(struct pbox *px)
 
 void wk_engine_join(struct pbox *px)
 {
-	struct eng *e = px->es.eng;
+	struct eng *e = px->net.es.eng;
 	bool now;
 
 	pthread_join(px->thr, NULL);
@@ -1549,9 +1561,9 @@ void wk_engine_join(struct pbox *px)
 	now = px->aborting || px->aborted || px->fail;
 	pthread_mutex_unlock(&px->mu);
 	wk_box_client_stop(px, now);
-	if (px->fail && !px->es.eng_failed) /* raised as it stopped: its ops fail here */
+	if (px->fail && !px->net.es.eng_failed) /* raised as it stopped: its ops fail here */
 		wk_fail_ops(px);
 	px->thr_started = false;
 	wk_udp_batch_free(e);
-	px->es.eng = NULL;
+	px->net.es.eng = NULL;
 }

@@ -24,10 +24,10 @@ const struct wk_fail_kind wk_fail_kinds[WK_FK_COUNT] = {
 /* What the failure names gone, for pbox_shrink() to go on without it. */
 static void mark_gone(struct pbox *px, enum wk_gone gone, uint32_t who)
 {
-	if (gone == WK_GONE_RANK && px->gone && who < px->n)
-		px->gone[who] = true;
-	else if (gone == WK_GONE_BOX && who < px->n_boxes)
-		px->box[who].gone = true;
+	if (gone == WK_GONE_RANK && px->net.gone && who < px->net.n)
+		px->net.gone[who] = true;
+	else if (gone == WK_GONE_BOX && who < px->net.n_boxes)
+		px->net.box[who].gone = true;
 }
 
 void wk_raise(struct pbox *px, enum wk_fkind kind, int code, uint32_t who, const char *fmt, ...)

@@ -57,8 +57,8 @@ int wk_grow(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, struct wk_
 	    uint64_t deadline, char *msg, size_t cap)
 {
 	struct wk_tensor **group = malloc((n ? n : 1) * sizeof(*group));
-	uint32_t *base = calloc(px->n_units, sizeof(uint32_t)),
-		 *count = calloc(px->n_units, sizeof(uint32_t));
+	uint32_t *base = calloc(px->net.n_units, sizeof(uint32_t)),
+		 *count = calloc(px->net.n_units, sizeof(uint32_t));
 	int rc = PBOX_OK;
 
 	if (!group || !base || !count) {
@@ -79,10 +79,10 @@ int wk_grow(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, struct wk_
 			snprintf(msg, cap, "%s", pbox_last_error());
 			break;
 		}
-		px->segments++;
-		for (uint32_t e = 0; e < px->n_eps; e++)
+		px->net.segments++;
+		for (uint32_t e = 0; e < px->net.n_eps; e++)
 			on_box += count[e];
-		if (px->rank == 0 && on_box && px->n_boxes &&
+		if (px->net.rank == 0 && on_box && px->net.n_boxes &&
 		    wk_box_segment(px, (uint8_t)d, base, count, later, deadline, msg, cap))
 			rc = PBOX_EBOX;
 	}
@@ -98,33 +98,33 @@ out:
 /* Rank 0: the row of seq @s, rows growing as needed; NULL when out of memory. */
 static struct wk_ag *ag_row(struct pbox *px, uint32_t s)
 {
-	uint32_t row = s - px->applied;
+	uint32_t row = s - px->net.applied;
 
-	if (row >= px->ag_rows) {
-		if (row >= px->ag_cap) {
-			uint32_t cap = px->ag_cap ? px->ag_cap * 2 : 16;
+	if (row >= px->net.ag_rows) {
+		if (row >= px->net.ag_cap) {
+			uint32_t cap = px->net.ag_cap ? px->net.ag_cap * 2 : 16;
 			struct wk_ag *v;
 
 			while (cap <= row)
 				cap *= 2;
-			v = realloc(px->ag, (size_t)cap * px->n * sizeof(*v));
+			v = realloc(px->net.ag, (size_t)cap * px->net.n * sizeof(*v));
 			if (!v)
 				return NULL;
-			px->ag = v;
-			px->ag_cap = cap;
+			px->net.ag = v;
+			px->net.ag_cap = cap;
 		}
-		memset(&px->ag[(size_t)px->ag_rows * px->n], 0,
-		       (size_t)(row + 1 - px->ag_rows) * px->n * sizeof(*px->ag));
-		px->ag_rows = row + 1;
+		memset(&px->net.ag[(size_t)px->net.ag_rows * px->net.n], 0,
+		       (size_t)(row + 1 - px->net.ag_rows) * px->net.n * sizeof(*px->net.ag));
+		px->net.ag_rows = row + 1;
 	}
-	return &px->ag[(size_t)row * px->n];
+	return &px->net.ag[(size_t)row * px->net.n];
 }
 
 static void record(struct pbox *px, uint32_t rank, uint32_t s, const struct wk_ag *a)
 {
 	struct wk_ag *row;
 
-	if (s < px->applied) /* a repeat: ignored */
+	if (s < px->net.applied) /* a repeat: ignored */
 		return;
 	row = ag_row(px, s);
 	if (!row) {
@@ -133,7 +133,7 @@ static void record(struct pbox *px, uint32_t rank, uint32_t s, const struct wk_a
 	}
 	row[rank] = *a;
 	row[rank].have = true;
-	px->ag_last_ns = wk_now();
+	px->net.ag_last_ns = wk_now();
 }
 
 /* The new tensors [a, b) of this rank (@ts, freed here) on every box:
@@ -150,9 +150,9 @@ static void grown(struct pbox *px, uint32_t a, uint32_t b, struct wk_tensor **ts
 		}
 	}
 	free(ts);
-	for (uint32_t r = 1; px->rank == 0 && r < px->n; r++)
-		if (px->peer_fd[r] >= 0)
-			RP_SEND(px->peer_fd[r], GREW, grew, .from = a, .to = b);
+	for (uint32_t r = 1; px->net.rank == 0 && r < px->net.n; r++)
+		if (px->net.peer_fd[r] >= 0)
+			RP_SEND(px->net.peer_fd[r], GREW, grew, .from = a, .to = b);
 }
 
 /* The new tensors [a, b) of this rank laid out. Rank 0 puts them on the
@@ -162,8 +162,8 @@ static void apply(struct pbox *px, uint32_t a, uint32_t b)
 {
 	struct wk_tensor **ts = malloc((b - a) * sizeof(*ts));
 	struct wk_box_batch bb = {0};
-	bool boxes = px->rank == 0 && px->n_boxes, sent;
-	uint64_t deadline = wk_now() + px->es.deadline_ns;
+	bool boxes = px->net.rank == 0 && px->net.n_boxes, sent;
+	uint64_t deadline = wk_now() + px->net.es.deadline_ns;
 	char msg[WK_ERR_LEN];
 	int rc;
 
@@ -172,7 +172,7 @@ static void apply(struct pbox *px, uint32_t a, uint32_t b)
 		return;
 	}
 	pthread_mutex_lock(&px->mu);
-	memcpy(ts, &px->newt[a], (b - a) * sizeof(*ts));
+	memcpy(ts, &px->net.newt[a], (b - a) * sizeof(*ts));
 	pthread_mutex_unlock(&px->mu);
 	rc = wk_grow(px, ts, b - a, boxes ? &bb : NULL, deadline, msg, sizeof(msg));
 	sent = bb.n > 0;
@@ -184,15 +184,15 @@ static void apply(struct pbox *px, uint32_t a, uint32_t b)
 		wk_raise(px, WK_FK_LOCAL, rc, 0, "new tensors %u to %u: %s", a, b - 1, msg);
 		return;
 	}
-	px->applied = b;
+	px->net.applied = b;
 	if (!sent) {
 		grown(px, a, b, ts); /* no box has chunks of them */
 		return;
 	}
-	px->es.growing = true;
-	px->es.grow_a = a;
-	px->es.grow_b = b;
-	px->es.grow_ts = ts;
+	px->net.es.growing = true;
+	px->net.es.grow_a = a;
+	px->net.es.grow_b = b;
+	px->net.es.grow_ts = ts;
 }
 
 /* Rank 0: the boxes' growth under way; whether it still is. */
@@ -201,20 +201,20 @@ static bool growing(struct pbox *px)
 	char msg[WK_ERR_LEN];
 	int rc;
 
-	if (!px->es.growing)
+	if (!px->net.es.growing)
 		return false;
 	rc = wk_box_async_poll(px, msg, sizeof(msg));
 	if (rc == 0)
 		return true;
-	px->es.growing = false;
+	px->net.es.growing = false;
 	if (rc < 0) {
-		free(px->es.grow_ts);
-		wk_raise(px, WK_FK_LOCAL, PBOX_EBOX, 0, "new tensors %u to %u: %s", px->es.grow_a,
-			 px->es.grow_b - 1, msg);
+		free(px->net.es.grow_ts);
+		wk_raise(px, WK_FK_LOCAL, PBOX_EBOX, 0, "new tensors %u to %u: %s",
+			 px->net.es.grow_a, px->net.es.grow_b - 1, msg);
 	} else {
-		grown(px, px->es.grow_a, px->es.grow_b, px->es.grow_ts);
+		grown(px, px->net.es.grow_a, px->net.es.grow_b, px->net.es.grow_ts);
 	}
-	px->es.grow_ts = NULL;
+	px->net.es.grow_ts = NULL;
 	return false;
 }
 
@@ -234,7 +234,7 @@ static void disagree(const struct pbox *px, uint32_t s, const struct wk_ag *row,
 	const struct wk_ag *z = &row[0];
 
 	msg[0] = 0;
-	for (uint32_t r = 1; r < px->n; r++) {
+	for (uint32_t r = 1; r < px->net.n; r++) {
 		const struct wk_ag *o = &row[r];
 		const char *what =
 			o->count != z->count   ? "element counts"
@@ -265,9 +265,9 @@ static void disagree(const struct pbox *px, uint32_t s, const struct wk_ag *row,
 /* Rank 0: every rank fails with @msg. */
 static void mismatch(struct pbox *px, const char *msg)
 {
-	for (uint32_t r = 1; r < px->n; r++)
-		if (px->peer_fd[r] >= 0)
-			RP_SEND(px->peer_fd[r], MISMATCH, mismatch, .why = msg);
+	for (uint32_t r = 1; r < px->net.n; r++)
+		if (px->net.peer_fd[r] >= 0)
+			RP_SEND(px->net.peer_fd[r], MISMATCH, mismatch, .why = msg);
 	wk_raise(px, WK_FK_MISMATCH, 0, 0, "%s", msg); /* MISMATCH is the telling */
 }
 
@@ -279,12 +279,12 @@ static void at(struct pbox *px, uint32_t from, uint32_t s, uint64_t call, const 
 	const struct wk_ag *row;
 	uint32_t r;
 
-	if (s < px->applied || s - px->applied >= px->ag_rows || px->fail)
+	if (s < px->net.applied || s - px->net.applied >= px->net.ag_rows || px->fail)
 		return; /* agreed meanwhile */
-	row = &px->ag[(size_t)(s - px->applied) * px->n];
-	for (r = 0; r < px->n && !(row[r].have && row[r].call == call); r++)
+	row = &px->net.ag[(size_t)(s - px->net.applied) * px->net.n];
+	for (r = 0; r < px->net.n && !(row[r].have && row[r].call == call); r++)
 		;
-	if (r == px->n)
+	if (r == px->net.n)
 		return;
 	if (!h)
 		snprintf(theirs, sizeof(theirs), "a tensor it had used before");
@@ -305,25 +305,26 @@ static void at(struct pbox *px, uint32_t from, uint32_t s, uint64_t call, const 
  * ask them what their collective at that place is. */
 static void probe(struct pbox *px)
 {
-	const struct wk_ag *row = px->ag;
+	const struct wk_ag *row = px->net.ag;
 	uint64_t call = UINT64_MAX;
 	uint32_t r;
 
-	px->probed = 1;
-	for (r = 0; r < px->n && call == UINT64_MAX; r++)
+	px->net.probed = 1;
+	for (r = 0; r < px->net.n && call == UINT64_MAX; r++)
 		if (row[r].have)
 			call = row[r].call;
 	if (call == UINT64_MAX)
 		return; /* declared, not used: no place to ask about */
-	for (r = 0; r < px->n; r++) {
+	for (r = 0; r < px->net.n; r++) {
 		if (row[r].have)
 			continue;
 		if (r == 0) {
-			px->probe_on = true;
-			px->probe_seq = px->applied;
-			px->probe_call = call;
-		} else if (px->peer_fd[r] >= 0) {
-			RP_SEND(px->peer_fd[r], WAIT, wait, .seq = px->applied, .call = call);
+			px->net.probe_on = true;
+			px->net.probe_seq = px->net.applied;
+			px->net.probe_call = call;
+		} else if (px->net.peer_fd[r] >= 0) {
+			RP_SEND(px->net.peer_fd[r], WAIT, wait, .seq = px->net.applied,
+				.call = call);
 		}
 	}
 }
@@ -336,37 +337,39 @@ static void answer_probe(struct pbox *px)
 	bool reached, known;
 
 	pthread_mutex_lock(&px->mu);
-	reached = px->calls > px->probe_call;
-	h = px->hist[px->probe_call % WK_HIST];
+	reached = px->net.calls > px->net.probe_call;
+	h = px->net.hist[px->net.probe_call % WK_HIST];
 	pthread_mutex_unlock(&px->mu);
 	if (!reached)
 		return;
-	px->probe_on = false;
-	known = h.call == px->probe_call;
-	if (known && h.fresh && h.seq == px->probe_seq)
+	px->net.probe_on = false;
+	known = h.call == px->net.probe_call;
+	if (known && h.fresh && h.seq == px->net.probe_seq)
 		return;
-	if (px->rank == 0)
-		at(px, 0, px->probe_seq, px->probe_call, known ? &h : NULL);
+	if (px->net.rank == 0)
+		at(px, 0, px->net.probe_seq, px->net.probe_call, known ? &h : NULL);
 	else if (!known)
-		RP_SEND(px->peer_fd[0], PAST, past, .seq = px->probe_seq, .call = px->probe_call);
+		RP_SEND(px->net.peer_fd[0], PAST, past, .seq = px->net.probe_seq,
+			.call = px->net.probe_call);
 	else
-		RP_SEND(px->peer_fd[0], AT, at, .seq = px->probe_seq, .call = px->probe_call,
-			.key = h.key, .count = h.count, .dtype = h.dtype, .fresh = h.fresh);
+		RP_SEND(px->net.peer_fd[0], AT, at, .seq = px->net.probe_seq,
+			.call = px->net.probe_call, .key = h.key, .count = h.count,
+			.dtype = h.dtype, .fresh = h.fresh);
 }
 
 /* Rank 0: the leading seqs every rank has spoken for, agreed or not. */
 static void agree(struct pbox *px)
 {
-	uint32_t rows = 0, a = px->applied;
+	uint32_t rows = 0, a = px->net.applied;
 	char msg[WK_ERR_LEN];
 
-	while (rows < px->ag_rows) {
-		const struct wk_ag *row = &px->ag[(size_t)rows * px->n];
+	while (rows < px->net.ag_rows) {
+		const struct wk_ag *row = &px->net.ag[(size_t)rows * px->net.n];
 		uint32_t r;
 
-		for (r = 0; r < px->n && row[r].have; r++)
+		for (r = 0; r < px->net.n && row[r].have; r++)
 			;
-		if (r < px->n)
+		if (r < px->net.n)
 			break;
 		disagree(px, a + rows, row, msg, sizeof(msg));
 		if (msg[0]) {
@@ -377,10 +380,10 @@ static void agree(struct pbox *px)
 	}
 	if (!rows)
 		return;
-	memmove(px->ag, &px->ag[(size_t)rows * px->n],
-		(size_t)(px->ag_rows - rows) * px->n * sizeof(*px->ag));
-	px->ag_rows -= rows;
-	px->probed = 0;
+	memmove(px->net.ag, &px->net.ag[(size_t)rows * px->net.n],
+		(size_t)(px->net.ag_rows - rows) * px->net.n * sizeof(*px->net.ag));
+	px->net.ag_rows -= rows;
+	px->net.probed = 0;
 	apply(px, a, a + rows); /* the boxes first: then the ranks may push (grown()) */
 }
 
@@ -390,38 +393,39 @@ void wk_grow_poll(struct pbox *px)
 	uint32_t n_new;
 
 	pthread_mutex_lock(&px->mu);
-	n_new = px->n_new;
+	n_new = px->net.n_new;
 	pthread_mutex_unlock(&px->mu);
-	if (px->rank == 0 && px->ag_rows && !px->fail && !busy &&
-	    wk_now() - px->ag_last_ns >= WK_AGREE_QUIET_NS)
+	if (px->net.rank == 0 && px->net.ag_rows && !px->fail && !busy &&
+	    wk_now() - px->net.ag_last_ns >= WK_AGREE_QUIET_NS)
 		agree(px);
-	if (px->rank == 0 && px->ag_rows && !px->probed && !px->fail &&
-	    wk_now() - px->ag_last_ns >= WK_PROBE_NS)
+	if (px->net.rank == 0 && px->net.ag_rows && !px->net.probed && !px->fail &&
+	    wk_now() - px->net.ag_last_ns >= WK_PROBE_NS)
 		probe(px);
-	if (px->probe_on && !px->fail)
+	if (px->net.probe_on && !px->fail)
 		answer_probe(px);
-	while (px->announced < n_new && !px->fail) {
+	while (px->net.announced < n_new && !px->fail) {
 		struct wk_tensor *t;
 		struct wk_ag a;
 
 		pthread_mutex_lock(&px->mu);
-		t = px->newt[px->announced];
+		t = px->net.newt[px->net.announced];
 		pthread_mutex_unlock(&px->mu);
 		a = (struct wk_ag){.key = t->key,
 				   .count = t->count,
 				   .call = t->call,
 				   .prio = t->prio,
 				   .dtype = t->dtype};
-		if (px->rank == 0 && px->n > 1) /* a world of one agrees with itself below */
+		if (px->net.rank == 0 &&
+		    px->net.n > 1) /* a world of one agrees with itself below */
 			record(px, 0, t->seq, &a);
-		else if (px->rank != 0 && px->peer_fd[0] >= 0)
-			RP_SEND(px->peer_fd[0], NEW, newt, .seq = t->seq, .key = t->key,
+		else if (px->net.rank != 0 && px->net.peer_fd[0] >= 0)
+			RP_SEND(px->net.peer_fd[0], NEW, newt, .seq = t->seq, .key = t->key,
 				.count = t->count, .dtype = t->dtype, .prio = t->prio,
 				.call = t->call);
-		px->announced++;
+		px->net.announced++;
 	}
-	if (px->n == 1 && px->applied < n_new && !px->fail && !busy)
-		apply(px, px->applied, n_new);
+	if (px->net.n == 1 && px->net.applied < n_new && !px->fail && !busy)
+		apply(px, px->net.applied, n_new);
 }
 
 int wk_grow_line(struct pbox *px, uint32_t from, const struct rp_msg *m)
@@ -430,7 +434,7 @@ int wk_grow_line(struct pbox *px, uint32_t from, const struct rp_msg *m)
 	struct wk_call h;
 	struct wk_ag a;
 
-	switch (px->rank == 0 ? m->verb : RP_VERB_COUNT) { /* what rank 0 hears */
+	switch (px->net.rank == 0 ? m->verb : RP_VERB_COUNT) { /* what rank 0 hears */
 	case RP_NEW:
 		a = (struct wk_ag){.key = m->newt.key,
 				   .count = m->newt.count,
@@ -453,24 +457,24 @@ int wk_grow_line(struct pbox *px, uint32_t from, const struct rp_msg *m)
 	default:
 		break;
 	}
-	switch (px->rank != 0 ? m->verb : RP_VERB_COUNT) { /* what the others hear */
+	switch (px->net.rank != 0 ? m->verb : RP_VERB_COUNT) { /* what the others hear */
 	case RP_WAIT:
-		px->probe_seq = m->wait.seq;
-		px->probe_call = m->wait.call;
-		px->probe_on = true;
+		px->net.probe_seq = m->wait.seq;
+		px->net.probe_call = m->wait.call;
+		px->net.probe_on = true;
 		return 1;
 	case RP_MISMATCH:
 		/* every rank heard it from rank 0 */
 		wk_raise(px, WK_FK_MISMATCH, 0, 0, "%s", m->mismatch.why);
 		return 1;
 	case RP_GREW:
-		if (m->grew.from != px->applied || m->grew.to <= m->grew.from ||
-		    m->grew.to > px->announced)
+		if (m->grew.from != px->net.applied || m->grew.to <= m->grew.from ||
+		    m->grew.to > px->net.announced)
 			wk_raise(
 				px, WK_FK_PROTOCOL, 0, 0,
 				"rank 0 agreed on new tensors %u to %u, but this rank has laid out "
 				"%u and used %u",
-				m->grew.from, m->grew.to - 1, px->applied, px->announced);
+				m->grew.from, m->grew.to - 1, px->net.applied, px->net.announced);
 		else
 			apply(px, m->grew.from, m->grew.to);
 		return 1;

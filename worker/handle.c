@@ -105,9 +105,9 @@ void wk_fail_ops(struct pbox *px)
 	pthread_mutex_lock(&px->mu);
 	wk_fail_all_locked(px, px->fail, px->fail_msg);
 	pthread_mutex_unlock(&px->mu);
-	px->es.heap_n = 0;
-	px->es.over = NULL;
-	px->es.credit_used = 0;
-	px->es.active = NULL;
-	px->es.eng_failed = true;
+	px->net.es.heap_n = 0;
+	px->net.es.over = NULL;
+	px->net.es.credit_used = 0;
+	px->net.es.active = NULL;
+	px->net.es.eng_failed = true;
 }

@@ -211,6 +211,6 @@ void wk_tcp_dead_after(int fd, uint64_t us)
 
 void wk_set_key(struct pbox *px, uint64_t nonce)
 {
-	nic_job_key(px->cfg.job.token, px->job, nonce, px->jkey);
-	nic_mac_init(&px->mac, px->cfg.job.mac, px->jkey);
+	nic_job_key(px->cfg.job.token, px->net.job, nonce, px->net.jkey);
+	nic_mac_init(&px->net.mac, px->cfg.job.mac, px->net.jkey);
 }

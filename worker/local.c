@@ -862,8 +862,8 @@ static int renumber(struct pbox *px)
 			lc->ranks[j++] = r;
 	lc->n_gone = 0;
 	if (!leader(lc)) { /* its own numbers are the world's */
-		px->n = px->cfg.worker.world_size = n2;
-		px->rank = px->cfg.worker.rank = me;
+		px->net.n = px->cfg.worker.world_size = n2;
+		px->net.rank = px->cfg.worker.rank = me;
 		memcpy(px->cfg.peers, lc->world_peers, n2 * sizeof(*px->cfg.peers));
 	}
 	free(newm);
@@ -1791,7 +1791,7 @@ static void drain(struct pbox *px, uint32_t j)
 			pthread_mutex_unlock(&px->mu);
 			if (leader(lc)) /* the others count this machine gone */
 				wk_raise(
-					px, WK_FK_LEAVE, 0, px->rank,
+					px, WK_FK_LEAVE, 0, px->net.rank,
 					"rank %u (pid %d, on rank %u's machine) went away: %s; the "
 					"machine leaves the job",
 					lc->ranks[j], (int)lc->pid[j], lc->world_rank,
@@ -2233,10 +2233,10 @@ int pbox_machine(const struct pbox *px, struct pbox_machine_info *o)
 		return wk_err(PBOX_ESTATE, "pbox_machine: before pbox_start()");
 	memset(o, 0, sizeof(*o));
 	if (!px->loc) {
-		o->machines = px->n;
-		o->machine = px->rank;
+		o->machines = px->net.n;
+		o->machine = px->net.rank;
 		o->local_size = 1;
-		o->leader = px->rank;
+		o->leader = px->net.rank;
 		return PBOX_OK;
 	}
 	o->machines = px->loc->machines;

@@ -38,22 +38,22 @@ static void tp_log(const void *ctx, unsigned level, const char *fmt, ...)
 
 static uint32_t tp_n_units(const void *ctx)
 {
-	return ((const struct pbox *)ctx)->n_units;
+	return ((const struct pbox *)ctx)->net.n_units;
 }
 
 static uint32_t tp_self_unit(const void *ctx)
 {
-	return ((const struct pbox *)ctx)->self_unit;
+	return ((const struct pbox *)ctx)->net.self_unit;
 }
 
 static uint32_t tp_unit_ip(const void *ctx, uint32_t u)
 {
-	return ((const struct pbox *)ctx)->unit[u].ip_be;
+	return ((const struct pbox *)ctx)->net.unit[u].ip_be;
 }
 
 static const char *tp_unit_name(const void *ctx, uint32_t u)
 {
-	return ((const struct pbox *)ctx)->unit[u].name;
+	return ((const struct pbox *)ctx)->net.unit[u].name;
 }
 
 static uint32_t tp_unit_of(const void *ctx, uint32_t ip_be, uint16_t port)
@@ -64,7 +64,7 @@ static uint32_t tp_unit_of(const void *ctx, uint32_t ip_be, uint16_t port)
 /* engine thread: the transport's sends happen on it */
 static void tp_dropped(void *ctx, uint64_t frames)
 {
-	((struct pbox *)ctx)->es.st.tx_dropped += frames;
+	((struct pbox *)ctx)->net.es.st.tx_dropped += frames;
 }
 
 void wk_tp_env_init(struct pbox *px, struct wk_tp_env *env)
@@ -72,7 +72,7 @@ void wk_tp_env_init(struct pbox *px, struct wk_tp_env *env)
 	*env = (struct wk_tp_env){.version = WK_TP_VERSION,
 				  .size = sizeof(*env),
 				  .ctx = px,
-				  .rank = px->rank,
+				  .rank = px->net.rank,
 				  .mtu = (uint32_t)px->cfg.data.mtu,
 				  .ip_be = px->cfg.data.address.be,
 				  .port = (uint16_t)px->cfg.data.port,

@@ -48,11 +48,8 @@ static int init(const char *path, const char *name, const char *text, struct pbo
 		free(px);
 		return wk_err(PBOX_ECONFIG, "%s", all);
 	}
-	px->rank = px->cfg.worker.rank;
-	px->n = px->cfg.worker.world_size;
-	px->job = px->cfg.job.id;
+	wk_net_reset(px, px->cfg.worker.rank, px->cfg.worker.world_size, px->cfg.job.id);
 	wk_set_key(px, 0); /* until the bootstrap mixes in rank 0's nonce */
-	px->udp = px->efd = -1;
 	px->cuda_submit = wk_submit;
 	wk_fail_reset(px);
 	rc = pthread_mutex_init(&px->mu, NULL);
@@ -285,10 +282,11 @@ int pbox_stats(struct pbox *px, struct pbox_stats *st, struct pbox_ss_stats *ss,
 		return wk_err(PBOX_ESTATE, "pbox_stats: before pbox_start()");
 	pthread_mutex_lock(&px->mu);
 	*st = px->st_pub;
-	if (ss && px->ss_pub)
-		memcpy(ss, px->ss_pub, (max_ss < px->n_units ? max_ss : px->n_units) * sizeof(*ss));
+	if (ss && px->net.ss_pub)
+		memcpy(ss, px->net.ss_pub,
+		       (max_ss < px->net.n_units ? max_ss : px->net.n_units) * sizeof(*ss));
 	pthread_mutex_unlock(&px->mu);
-	st->n_ss = max_ss < px->n_units ? max_ss : px->n_units;
+	st->n_ss = max_ss < px->net.n_units ? max_ss : px->net.n_units;
 	if (!ss)
 		st->n_ss = 0;
 	return PBOX_OK;
@@ -360,7 +358,7 @@ int pbox_finalize(struct pbox *px)
 	pthread_mutex_unlock(&px->mu);
 	wk_local_stop(px); /* the leader: once its machine's ranks said BYE */
 	if (px->thr_started) {
-		if (write(px->efd, &one, sizeof(one)) < 0) {
+		if (write(px->net.efd, &one, sizeof(one)) < 0) {
 			/* the engine polls its eventfd with a timeout as well */
 		}
 		wk_engine_join(px);

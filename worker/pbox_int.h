@@ -270,9 +270,17 @@ struct wk_box_eps {
 	uint64_t kbps[WK_MAX_EPS];
 };
 
-struct pbox {
-	struct wrk_cfg cfg;
-	enum { WK_PH_NEW, WK_PH_STARTED, WK_PH_DONE } phase;
+/*
+ * One incarnation of the network job: who this rank is and with whom, the
+ * key, the boxes, the layout, the connections and the transport, the
+ * growth agreed after the start, and the engine's state. The bootstrap
+ * (wk_boot()) opens it, wk_free_net() closes it, and wk_net_reset() makes
+ * it a closed one of a rank @rank of @n as a whole: pbox_shrink() and
+ * pbox_rejoin() close one and open the next. Which thread owns what is
+ * said field by field; past pbox_start() the engine owns all but what
+ * says "under mu".
+ */
+struct wk_net {
 	uint32_t rank, n, job;
 	/* this incarnation's key: nic_job_key([job] token, job, rank 0's nonce) */
 	uint8_t jkey[NIC_KEY_LEN];
@@ -289,10 +297,6 @@ struct pbox {
 	} box[CFG_MAX_HOSTPORTS];
 	uint32_t n_boxes;
 	struct wk_boxc *boxc; /* rank 0: the box client's thread (box.c), from a growth on */
-
-	/* tensors, sorted by key (under mu after pbox_start()) */
-	struct wk_tensor **t;
-	uint32_t n_t, cap_t;
 	/* tensors first seen after pbox_start(), by seq (under mu) */
 	struct wk_tensor **newt;
 	uint32_t n_new, cap_new;
@@ -321,62 +325,20 @@ struct pbox {
 
 	/* sockets: data (UDP), control (TCP to rank 0 / from the others, box) */
 	int udp, efd;
-	bool gro;	    /* the socket takes GRO-coalesced datagrams (UDP_GRO) */
-	void *cuda;	    /* the CUDA module's stager, from the first CUDA push-pull */
-	uint32_t cuda_jobs; /* under mu: its push-pulls not yet answered (pbox_test/wait) */
-	const struct wk_cuda_ops *cuda_ops; /* worker/cuda/stage.h */
-	/* the stager's push-pulls: pbox.c's wk_submit() (through local
-	 * aggregation where it is on), set by pbox_init() */
-	int (*cuda_submit)(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
-			   enum pbox_dtype dtype, struct pbox_handle **opp);
-	pthread_mutex_t cuda_mu; /* loading the module */
-	bool cuda_failed;	 /* it did not load, or found no GPU: */
-	char cuda_why[WK_ERR_LEN];
+	bool gro;		       /* the socket takes GRO-coalesced datagrams (UDP_GRO) */
 	const struct wk_transport *tp; /* the transport's operations (transport.h) */
 	void *tp_st;		       /* and its state: the context itself with UDP */
 	struct wk_tp_env tp_env;       /* what a module transport was given */
-	struct wk_local *loc; /* local aggregation (local.c): NULL with a machine per rank */
-	int *peer_fd;	      /* rank 0: each rank's bootstrap connection; others: [0] */
+	int *peer_fd;		       /* rank 0: each rank's bootstrap connection; others: [0] */
 	char **peer_buf;
 	uint32_t *peer_len;
 	bool *peer_bye;
-	bool *gone;	/* engine: ranks lost as this incarnation failed (survive.c) */
-	uint32_t epoch; /* incarnations after the first (pbox_shrink()) */
-	struct cfg_hostports boxes_all; /* [box] control before a shrink left boxes out */
-	uint64_t *peer_heard;  /* engine: the last line from each connection (heartbeats) */
-	struct wk_resume *res; /* push-pulls the box's loss interrupted (under mu) */
-	uint32_t n_res;
-	bool res_ok;	     /* pbox_shrink() agreed on them: their next push-pull resumes them */
-	bool res_broken;     /* out of memory recording them: none can be resumed */
-	uint64_t hb_sent_ns; /* engine: our last heartbeat */
+	bool *gone;	      /* engine: ranks lost as this incarnation failed (survive.c) */
+	uint64_t *peer_heard; /* engine: the last line from each connection (heartbeats) */
+	uint64_t hb_sent_ns;  /* engine: our last heartbeat */
+	struct pbox_ss_stats *ss_pub; /* the SS_GPU's counters, as published (under mu) */
 
-	/* between threads, under mu */
-	pthread_t thr;
-	bool thr_started;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct pbox_handle *subq, *subq_tail;
-	bool finalizing;
-	bool aborting; /* pbox_shrink(): the engine stops at once */
-	bool aborted;  /* pbox_abort(): the engine and the local thread stop at once */
-	/* the failure machine (fail.c): written by wk_raise() alone, under mu;
-	 * fail is read anywhere (atomic), the rest under mu */
-	_Atomic int fail;	   /* the failure's PBOX_E* code, 0 while running */
-	enum wk_fstate fstate;	   /* only forward, to a new incarnation */
-	enum wk_fkind fail_kind;   /* valid past WK_FS_RUNNING */
-	uint32_t fail_from;	   /* the rank that saw it first (UINT32_MAX: this one) */
-	char fail_msg[WK_ERR_LEN]; /* written once, before fail */
-	bool eng_live;		   /* the engine thread runs: it fails its own ops */
-	/* pbox_rejoin()'s barrier (under mu): the other ranks say REJOIN to rank 0,
-	 * which closes its connections only once all have */
-	bool rejoin_req, rejoin_sent;
-	uint32_t rejoins;
-	struct pbox_stats st_pub;
-	struct pbox_tuning tune_pub;
-	struct pbox_ss_stats *ss_pub;
-
-	/* One incarnation's engine: the engine thread's alone while it runs,
-	 * zeroed as a whole by a new incarnation (survive.c, renew()) */
+	/* The engine's: its thread's alone while it runs */
 	struct wk_eng_state {
 		bool eng_failed; /* it failed its ops for this incarnation's failure */
 		struct wk_frag *frag;
@@ -420,6 +382,67 @@ struct pbox {
 };
 
 /*
+ * The context: what the caller configured and declared, and what lasts
+ * from one incarnation to the next (the tensors, the CUDA module, local
+ * aggregation, what a lost box interrupted); the incarnation in @net; and
+ * the few places the threads meet, under mu.
+ */
+struct pbox {
+	struct wrk_cfg cfg;
+	enum { WK_PH_NEW, WK_PH_STARTED, WK_PH_DONE } phase;
+	struct wk_net net;		/* this incarnation's */
+	uint32_t epoch;			/* incarnations after the first (pbox_shrink()) */
+	struct cfg_hostports boxes_all; /* [box] control before a shrink left boxes out */
+
+	/* tensors, sorted by key (under mu after pbox_start()) */
+	struct wk_tensor **t;
+	uint32_t n_t, cap_t;
+	/* push-pulls the box's loss interrupted (under mu) */
+	struct wk_resume *res;
+	uint32_t n_res;
+	bool res_ok;	 /* pbox_shrink() agreed on them: their next push-pull resumes them */
+	bool res_broken; /* out of memory recording them: none can be resumed */
+
+	/* the CUDA module's stager, from the first CUDA push-pull */
+	void *cuda;
+	uint32_t cuda_jobs; /* under mu: its push-pulls not yet answered (pbox_test/wait) */
+	const struct wk_cuda_ops *cuda_ops; /* worker/cuda/stage.h */
+	/* the stager's push-pulls: pbox.c's wk_submit() (through local
+	 * aggregation where it is on), set by pbox_init() */
+	int (*cuda_submit)(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+			   enum pbox_dtype dtype, struct pbox_handle **opp);
+	pthread_mutex_t cuda_mu; /* loading the module */
+	bool cuda_failed;	 /* it did not load, or found no GPU: */
+	char cuda_why[WK_ERR_LEN];
+
+	struct wk_local *loc; /* local aggregation (local.c): NULL with a machine per rank */
+
+	/* between threads, under mu */
+	pthread_t thr;
+	bool thr_started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct pbox_handle *subq, *subq_tail;
+	bool finalizing;
+	bool aborting; /* pbox_shrink(): the engine stops at once */
+	bool aborted;  /* pbox_abort(): the engine and the local thread stop at once */
+	/* the failure machine (fail.c): written by wk_raise() alone, under mu;
+	 * fail is read anywhere (atomic), the rest under mu */
+	_Atomic int fail;	   /* the failure's PBOX_E* code, 0 while running */
+	enum wk_fstate fstate;	   /* only forward, to a new incarnation */
+	enum wk_fkind fail_kind;   /* valid past WK_FS_RUNNING */
+	uint32_t fail_from;	   /* the rank that saw it first (UINT32_MAX: this one) */
+	char fail_msg[WK_ERR_LEN]; /* written once, before fail */
+	bool eng_live;		   /* the engine thread runs: it fails its own ops */
+	/* pbox_rejoin()'s barrier (under mu): the other ranks say REJOIN to rank 0,
+	 * which closes its connections only once all have */
+	bool rejoin_req, rejoin_sent;
+	uint32_t rejoins;
+	struct pbox_stats st_pub;
+	struct pbox_tuning tune_pub;
+};
+
+/*
  * The functions each file offers the others, by file, bottom first: a file
  * calls only the files above it in this list (the Makefile's
  * LIBPBOX_LAYERS; tests/lint-layers.sh fails on a call the other way).
@@ -451,6 +474,9 @@ static inline uint32_t wk_comp_ppm(const struct pbox *px, uint8_t dtype)
 		       ? px->cfg.job.compression_ppm
 		       : 0;
 }
+/* A closed incarnation of the network job (struct wk_net) of rank @rank of
+ * @n, job id @job, as a whole. */
+void wk_net_reset(struct pbox *px, uint32_t rank, uint32_t n, uint32_t job);
 /* A tensor's memory, its compression state with it; wk_tensor_unwire()
  * frees only what one incarnation's layout shaped (its wire slots). */
 void wk_tensor_free(struct wk_tensor *t);
@@ -750,8 +776,8 @@ const struct wk_rs_ent *wk_rs_find(const struct wk_rs_rank *rk, uint64_t key);
 /* Fragment @g's offset in its tensor @t. */
 static inline uint64_t wk_frag_off(const struct pbox *px, uint32_t g, const struct wk_tensor *t)
 {
-	return (uint64_t)(g / px->fpc - t->chunk0) * px->chunk_size +
-	       (uint64_t)(g % px->fpc) * px->frag_size;
+	return (uint64_t)(g / px->net.fpc - t->chunk0) * px->net.chunk_size +
+	       (uint64_t)(g % px->net.fpc) * px->net.frag_size;
 }
 
 #endif /* PBOX_INT_H */

@@ -22,7 +22,7 @@ void wk_log(const struct pbox *px, unsigned level, const char *fmt, ...)
 
 	if (level > px->cfg.log.level)
 		return;
-	fprintf(stderr, "libpbox: rank %u: ", wk_local_world_rank(px, px->rank));
+	fprintf(stderr, "libpbox: rank %u: ", wk_local_world_rank(px, px->net.rank));
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -33,10 +33,10 @@ const char *wk_peer_name(const struct pbox *px, uint32_t rank, char *buf, size_t
 {
 	char ip[INET_ADDRSTRLEN] = "?";
 
-	if (rank < px->n)
+	if (rank < px->net.n)
 		inet_ntop(AF_INET, &px->cfg.peers[rank].ip_be, ip, sizeof(ip));
 	snprintf(buf, cap, "rank %u (%s:%u)", wk_local_world_rank(px, rank), ip,
-		 rank < px->n ? (unsigned)px->cfg.peers[rank].port : 0u);
+		 rank < px->net.n ? (unsigned)px->cfg.peers[rank].port : 0u);
 	return buf;
 }
 
@@ -51,7 +51,7 @@ static bool groups(const struct pbox *px, uint32_t ip_be)
 
 int wk_local_plan(struct pbox *px)
 {
-	uint32_t n = px->n, r, q, m = 0, *mach;
+	uint32_t n = px->net.n, r, q, m = 0, *mach;
 	struct wk_local *lc;
 	bool any = false;
 
@@ -91,17 +91,17 @@ int wk_local_plan(struct pbox *px)
 		free(mach);
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	}
-	lc->world_rank = px->rank;
+	lc->world_rank = px->net.rank;
 	lc->world_n = n;
 	lc->machines = m;
-	lc->machine = mach[px->rank];
+	lc->machine = mach[px->net.rank];
 	lc->lfd = lc->efd = -1;
 	memcpy(lc->world_peers, px->cfg.peers, n * sizeof(*lc->world_peers));
 	for (r = n; r-- > 0;)
 		lc->leader_of[mach[r]] = r;
 	for (r = 0; r < n; r++)
 		if (mach[r] == lc->machine) {
-			if (r == px->rank)
+			if (r == px->net.rank)
 				lc->local_rank = lc->local_size;
 			lc->ranks[lc->local_size++] = r;
 		}
@@ -112,8 +112,8 @@ int wk_local_plan(struct pbox *px)
 	if (leader(lc)) { /* the network job is the machines' leaders */
 		for (q = 0; q < m; q++)
 			px->cfg.peers[q] = lc->world_peers[lc->leader_of[q]];
-		px->n = px->cfg.worker.world_size = m;
-		px->rank = px->cfg.worker.rank = lc->machine;
+		px->net.n = px->cfg.worker.world_size = m;
+		px->net.rank = px->cfg.worker.rank = lc->machine;
 	}
 	wk_log(px, CFG_LOG_INFO,
 	       "rank %u: %u ranks on %u machines; this machine has %u (local rank %u%s)",

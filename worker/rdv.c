@@ -139,7 +139,7 @@ static void set_job(struct pbox *px, uint32_t job, uint64_t token)
 {
 	px->cfg.job.id = job;
 	px->cfg.job.token = token;
-	px->job = job;
+	px->net.job = job;
 	wk_set_key(px, 0);
 }
 
@@ -231,11 +231,11 @@ static int take_join(struct pbox *px, struct joiner *j, char *line, const uint8_
 			 "rank %u joined with a proof of a secret, but rank 0 has no [rendezvous] "
 			 "secret: set it on every rank or none",
 			 rank);
-	else if (world != px->n)
+	else if (world != px->net.n)
 		snprintf(why, cap,
 			 "rank %u joined the rendezvous with world_size %u, rank 0 has %u", rank,
-			 world, px->n);
-	else if (rank == 0 || rank >= px->n)
+			 world, px->net.n);
+	else if (rank == 0 || rank >= px->net.n)
 		snprintf(why, cap, "rank %u joined the rendezvous but no such rank exists", rank);
 	else if (j[rank].fd >= 0)
 		snprintf(why, cap, "rank %u joined the rendezvous twice (the first JOIN holds)",
@@ -276,7 +276,7 @@ static int door_joins(struct pbox *px, struct joiner *j, uint64_t deadline, uint
 		close(lfd);
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	}
-	while (*got < px->n) {
+	while (*got < px->net.n) {
 		char line[RDV_LINE], why[192];
 		const char *msg;
 		size_t len;
@@ -319,18 +319,18 @@ static void check_joins(const struct pbox *px, const struct joiner *j, uint32_t 
 {
 	char ip[INET_ADDRSTRLEN];
 
-	for (uint32_t r = 1; !err[0] && r < px->n; r++)
+	for (uint32_t r = 1; !err[0] && r < px->net.n; r++)
 		for (uint32_t q = 0; q < r && j[r].fd >= 0; q++)
 			if (px->cfg.peers[q].ip_be == px->cfg.peers[r].ip_be &&
 			    px->cfg.peers[q].port == px->cfg.peers[r].port)
 				snprintf(err, cap, "ranks %u and %u joined with one endpoint %s:%u",
 					 q, r, wk_ipstr(px->cfg.peers[r].ip_be, ip),
 					 px->cfg.peers[r].port);
-	*timed_out = !err[0] && got < px->n;
+	*timed_out = !err[0] && got < px->net.n;
 	if (*timed_out) {
 		size_t off = (size_t)snprintf(err, cap, "the rendezvous timed out: ranks");
 
-		for (uint32_t r = 1; r < px->n && off < cap - 16; r++)
+		for (uint32_t r = 1; r < px->net.n && off < cap - 16; r++)
 			if (j[r].fd < 0)
 				off += (size_t)snprintf(err + off, cap - off, " %u", r);
 		snprintf(err + off, cap - off, " never joined%s%s%s",
@@ -343,7 +343,7 @@ static void check_joins(const struct pbox *px, const struct joiner *j, uint32_t 
 static void answer_joins(const struct pbox *px, const struct joiner *j, int code, const char *err,
 			 uint32_t job, uint64_t token)
 {
-	for (uint32_t r = 1; r < px->n; r++) {
+	for (uint32_t r = 1; r < px->net.n; r++) {
 		uint8_t sealed[SEALED_LEN];
 		char sealed_hex[2 * SEALED_LEN + 1];
 
@@ -356,7 +356,7 @@ static void answer_joins(const struct pbox *px, const struct joiner *j, int code
 		crypto_box_seal(sealed, (const uint8_t *)&token, sizeof(token), j[r].pk);
 		hex(sealed, sizeof(sealed), sealed_hex);
 		RP_SEND(j[r].fd, JOINED, joined, .job = job, .token = sealed_hex);
-		for (uint32_t q = 0; q < px->n; q++)
+		for (uint32_t q = 0; q < px->net.n; q++)
 			RP_SEND(j[r].fd, PEER, peer, .rank = q, .ip = px->cfg.peers[q].ip_be,
 				.port = px->cfg.peers[q].port);
 		rp_send_verb(j[r].fd, RP_END);
@@ -365,7 +365,7 @@ static void answer_joins(const struct pbox *px, const struct joiner *j, int code
 
 static int rdv_root(struct pbox *px, uint64_t deadline)
 {
-	struct joiner *j = calloc(px->n, sizeof(*j));
+	struct joiner *j = calloc(px->net.n, sizeof(*j));
 	char err[WK_ERR_LEN] = "", refused[WK_ERR_LEN / 2] = "";
 	uint32_t got, job = 0;
 	uint64_t token = 0;
@@ -374,7 +374,7 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 
 	if (!j)
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
-	for (uint32_t r = 0; r < px->n; r++)
+	for (uint32_t r = 0; r < px->net.n; r++)
 		j[r].fd = -1;
 	rc = door_joins(px, j, deadline, &got, refused, sizeof(refused));
 	if (rc)
@@ -390,7 +390,7 @@ static int rdv_root(struct pbox *px, uint64_t deadline)
 	else
 		set_job(px, job, token);
 out:
-	for (uint32_t r = 0; r < px->n; r++)
+	for (uint32_t r = 0; r < px->net.n; r++)
 		if (j[r].fd >= 0)
 			close(j[r].fd);
 	free(j);
@@ -403,8 +403,8 @@ static int send_join(struct pbox *px, int fd, const uint8_t *nonce, const char *
 {
 	const struct rp_msg m = {
 		.verb = RP_JOIN,
-		.join = {.rank = px->rank,
-			 .world_size = px->n,
+		.join = {.rank = px->net.rank,
+			 .world_size = px->net.n,
 			 .ep = {px->cfg.data.address.be, (uint16_t)px->cfg.data.port},
 			 .pk = pk_hex}};
 	uint8_t k[WK_PROOF_KEY];
@@ -435,7 +435,7 @@ static int read_peers(struct pbox *px, int fd, char *buf, uint32_t *len, size_t 
 			return wk_err(PBOX_ENET, "pbox_start: the rendezvous closed mid-answer");
 		if (rp_parse(line, &m, err, sizeof(err)) == 0 && m.verb == RP_END)
 			break;
-		if (err[0] || m.verb != RP_PEER || m.peer.rank >= px->n)
+		if (err[0] || m.verb != RP_PEER || m.peer.rank >= px->net.n)
 			return wk_err(PBOX_ENET, "pbox_start: the rendezvous sent %s%s",
 				      err[0]		  ? err
 				      : m.verb != RP_PEER ? rp_verb_name(m.verb)
@@ -445,12 +445,12 @@ static int read_peers(struct pbox *px, int fd, char *buf, uint32_t *len, size_t 
 			(struct cfg_hostport){.ip_be = m.peer.ip, .port = m.peer.port};
 		seen++;
 	}
-	if (seen != px->n || px->cfg.peers[px->rank].ip_be != px->cfg.data.address.be ||
-	    px->cfg.peers[px->rank].port != px->cfg.data.port)
+	if (seen != px->net.n || px->cfg.peers[px->net.rank].ip_be != px->cfg.data.address.be ||
+	    px->cfg.peers[px->net.rank].port != px->cfg.data.port)
 		return wk_err(PBOX_ENET,
 			      "pbox_start: the rendezvous sent %u endpoints of %u, or "
 			      "not ours as ours",
-			      seen, px->n);
+			      seen, px->net.n);
 	return PBOX_OK;
 }
 
@@ -560,11 +560,11 @@ int wk_rendezvous(struct pbox *px, uint64_t deadline)
 	if (rc)
 		return rc;
 	/* ours, as rank 0 hands it out (and checked against what it hands back) */
-	px->cfg.peers[px->rank] = (struct cfg_hostport){.ip_be = px->cfg.data.address.be,
-							.port = (uint16_t)px->cfg.data.port};
+	px->cfg.peers[px->net.rank] = (struct cfg_hostport){.ip_be = px->cfg.data.address.be,
+							    .port = (uint16_t)px->cfg.data.port};
 	if (sodium_init() < 0)
 		return wk_err(PBOX_ENOMEM, "pbox_start: libsodium did not initialise");
-	if (px->n == 1) { /* nobody to meet */
+	if (px->net.n == 1) { /* nobody to meet */
 		uint64_t token;
 		uint32_t job;
 
@@ -574,5 +574,5 @@ int wk_rendezvous(struct pbox *px, uint64_t deadline)
 		set_job(px, job, token);
 		return PBOX_OK;
 	}
-	return px->rank == 0 ? rdv_root(px, deadline) : rdv_rank(px, deadline);
+	return px->net.rank == 0 ? rdv_root(px, deadline) : rdv_rank(px, deadline);
 }

@@ -60,7 +60,8 @@ void wk_resume_capture(struct pbox *px)
 	for (uint32_t i = 0; i < px->n_t && !px->loc; i++) {
 		struct wk_tensor *t = px->t[i];
 		struct pbox_handle *op = t->busy;
-		uint32_t rcap = 0, g0 = t->chunk0 * px->fpc, g1 = g0 + t->n_chunks * px->fpc;
+		uint32_t rcap = 0, g0 = t->chunk0 * px->net.fpc,
+			 g1 = g0 + t->n_chunks * px->net.fpc;
 		struct wk_resume *r;
 
 		if (!op || op->done || !t->ready || t->key >= WK_KEY_OWN)
@@ -81,7 +82,7 @@ void wk_resume_capture(struct pbox *px)
 					.round = op->round,
 					.out = op->out};
 		for (uint32_t g = g0; op->parts && g < g1; g++) { /* taken: its fragments are its */
-			const struct wk_frag *f = &px->es.frag[g];
+			const struct wk_frag *f = &px->net.es.frag[g];
 			uint64_t ab[2];
 
 			if (f->op != op || f->state != WK_DONE || !f->len)
@@ -144,7 +145,7 @@ int wk_resume_apply(struct pbox *px, uint64_t key, uint64_t count, int dtype, co
 			memmove(dst + x, src + x, a - x);
 		if (j == r.n_own)
 			break;
-		if (r.own[3 * j + 2] != px->rank) /* its owner gives the sum, we nothing */
+		if (r.own[3 * j + 2] != px->net.rank) /* its owner gives the sum, we nothing */
 			memset(dst + a, 0, r.own[3 * j + 1] - a);
 		x = r.own[3 * j + 1];
 	}

@@ -28,21 +28,21 @@ int wk_heap_push(struct pbox *px, struct wk_part *p)
 {
 	uint32_t i;
 
-	if (px->es.heap_n == px->es.heap_cap) {
-		uint32_t cap = px->es.heap_cap ? px->es.heap_cap * 2 : 256;
-		struct wk_part **h = realloc(px->es.heap, cap * sizeof(*h));
+	if (px->net.es.heap_n == px->net.es.heap_cap) {
+		uint32_t cap = px->net.es.heap_cap ? px->net.es.heap_cap * 2 : 256;
+		struct wk_part **h = realloc(px->net.es.heap, cap * sizeof(*h));
 
 		if (!h)
 			return -1;
-		px->es.heap = h;
-		px->es.heap_cap = cap;
+		px->net.es.heap = h;
+		px->net.es.heap_cap = cap;
 	}
-	i = px->es.heap_n++;
-	while (i && part_before(p, px->es.heap[(i - 1) / 2])) {
-		px->es.heap[i] = px->es.heap[(i - 1) / 2];
+	i = px->net.es.heap_n++;
+	while (i && part_before(p, px->net.es.heap[(i - 1) / 2])) {
+		px->net.es.heap[i] = px->net.es.heap[(i - 1) / 2];
 		i = (i - 1) / 2;
 	}
-	px->es.heap[i] = p;
+	px->net.es.heap[i] = p;
 	return 0;
 }
 
@@ -50,33 +50,34 @@ int wk_heap_push(struct pbox *px, struct wk_part *p)
  * the credit either. */
 void wk_heap_pop(struct pbox *px)
 {
-	struct wk_part *last = px->es.heap[--px->es.heap_n];
+	struct wk_part *last = px->net.es.heap[--px->net.es.heap_n];
 	uint32_t i = 0;
 
-	if (px->es.over == px->es.heap[0])
-		px->es.over = NULL;
+	if (px->net.es.over == px->net.es.heap[0])
+		px->net.es.over = NULL;
 	for (;;) {
 		uint32_t l = 2 * i + 1, m = l;
 
-		if (l >= px->es.heap_n)
+		if (l >= px->net.es.heap_n)
 			break;
-		if (l + 1 < px->es.heap_n && part_before(px->es.heap[l + 1], px->es.heap[l]))
+		if (l + 1 < px->net.es.heap_n &&
+		    part_before(px->net.es.heap[l + 1], px->net.es.heap[l]))
 			m = l + 1;
-		if (!part_before(px->es.heap[m], last))
+		if (!part_before(px->net.es.heap[m], last))
 			break;
-		px->es.heap[i] = px->es.heap[m];
+		px->net.es.heap[i] = px->net.es.heap[m];
 		i = m;
 	}
-	if (px->es.heap_n)
-		px->es.heap[i] = last;
+	if (px->net.es.heap_n)
+		px->net.es.heap[i] = last;
 }
 
 /* A push-pull of a laid-out tensor: its partitions into the heap. */
 void wk_sched_take(struct pbox *px, struct pbox_handle *op)
 {
 	const struct wk_tensor *t = op->t;
-	uint64_t part_bytes = px->es.part_bytes;
-	uint32_t g, g0 = t->chunk0 * px->fpc, g1 = g0 + t->n_chunks * px->fpc;
+	uint64_t part_bytes = px->net.es.part_bytes;
+	uint32_t g, g0 = t->chunk0 * px->net.fpc, g1 = g0 + t->n_chunks * px->net.fpc;
 
 	op->n_parts = (uint32_t)((t->bytes + part_bytes - 1) / part_bytes);
 	op->parts = calloc(op->n_parts, sizeof(*op->parts));
@@ -86,23 +87,23 @@ void wk_sched_take(struct pbox *px, struct pbox_handle *op)
 		return;
 	}
 	for (uint32_t p = 0; p < op->n_parts; p++) {
-		uint64_t c0 = (uint64_t)p * part_bytes / px->chunk_size,
-			 c1 = c0 + part_bytes / px->chunk_size;
+		uint64_t c0 = (uint64_t)p * part_bytes / px->net.chunk_size,
+			 c1 = c0 + part_bytes / px->net.chunk_size;
 
 		if (c1 > t->n_chunks)
 			c1 = t->n_chunks;
 		op->parts[p] = (struct wk_part){.op = op,
-						.g = g0 + (uint32_t)c0 * px->fpc,
-						.g_end = g0 + (uint32_t)c1 * px->fpc,
+						.g = g0 + (uint32_t)c0 * px->net.fpc,
+						.g_end = g0 + (uint32_t)c1 * px->net.fpc,
 						.prio = t->prio};
 	}
 	op->left = t->n_frags;
 	for (g = g0; g < g1; g++) {
-		px->es.frag[g].state = WK_IDLE;
-		px->es.frag[g].op = op;
+		px->net.es.frag[g].state = WK_IDLE;
+		px->net.es.frag[g].op = op;
 	}
 	for (uint32_t p = 0; p < op->n_parts; p++) {
-		op->parts[p].seq = px->es.seq++;
+		op->parts[p].seq = px->net.es.seq++;
 		if (wk_heap_push(px, &op->parts[p]))
 			wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0,
 				 "out of memory for the scheduler");
@@ -117,12 +118,12 @@ void wk_sched_take(struct pbox *px, struct pbox_handle *op)
 void wk_set_credit(struct pbox *px, uint64_t credit)
 {
 	uint64_t drain = (uint64_t)((double)credit * (px->cfg.tuning.pacing ? 8e6 : 16e6) /
-				    (double)px->es.pace_kbps);
+				    (double)px->net.es.pace_kbps);
 
-	px->es.credit = px->es.cwnd = px->es.ssthresh = credit;
-	px->es.rto_min_ns = px->cfg.tuning.retransmit_us * 1000;
-	if (drain > px->es.rto_min_ns)
-		px->es.rto_min_ns = drain;
-	if (px->es.rto_ns < px->es.rto_min_ns)
-		px->es.rto_ns = px->es.rto_min_ns;
+	px->net.es.credit = px->net.es.cwnd = px->net.es.ssthresh = credit;
+	px->net.es.rto_min_ns = px->cfg.tuning.retransmit_us * 1000;
+	if (drain > px->net.es.rto_min_ns)
+		px->net.es.rto_min_ns = drain;
+	if (px->net.es.rto_ns < px->net.es.rto_min_ns)
+		px->net.es.rto_ns = px->net.es.rto_min_ns;
 }

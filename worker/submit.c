@@ -61,14 +61,14 @@ int wk_add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
 		px->t = v;
 		px->cap_t = cap;
 	}
-	if (px->phase == WK_PH_STARTED && px->n_new == px->cap_new) {
-		uint32_t cap = px->cap_new ? px->cap_new * 2 : 64;
-		struct wk_tensor **v = realloc(px->newt, cap * sizeof(*v));
+	if (px->phase == WK_PH_STARTED && px->net.n_new == px->net.cap_new) {
+		uint32_t cap = px->net.cap_new ? px->net.cap_new * 2 : 64;
+		struct wk_tensor **v = realloc(px->net.newt, cap * sizeof(*v));
 
 		if (!v)
 			return wk_err(PBOX_ENOMEM, "%s: out of memory", fn);
-		px->newt = v;
-		px->cap_new = cap;
+		px->net.newt = v;
+		px->net.cap_new = cap;
 	}
 	t = calloc(1, sizeof(*t));
 	if (!t)
@@ -94,10 +94,10 @@ int wk_add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
 	px->t[at] = t;
 	px->n_t++;
 	if (px->phase == WK_PH_STARTED) {
-		t->seq = px->n_new;
+		t->seq = px->net.n_new;
 		t->late = true;
 		t->call = UINT64_MAX; /* pbox_push_pull() says which, if it is the first user */
-		px->newt[px->n_new++] = t;
+		px->net.newt[px->net.n_new++] = t;
 	}
 	*out = t;
 	return PBOX_OK;
@@ -194,7 +194,7 @@ int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint6
 	} else if (!t) { /* first seen now: agreed with every rank before data moves */
 		rc = wk_add_tensor(px, "pbox_push_pull", key, count, dtype, 0, &t);
 		if (rc == PBOX_OK)
-			t->call = px->calls;
+			t->call = px->net.calls;
 	}
 	if (rc) {
 		pthread_mutex_unlock(&px->mu);
@@ -203,13 +203,13 @@ int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint6
 	}
 	op->t = t;
 	t->busy = op;
-	px->hist[px->calls % WK_HIST] = (struct wk_call){.call = px->calls,
-							 .key = key,
-							 .count = count,
-							 .seq = t->seq,
-							 .dtype = (uint8_t)dtype,
-							 .fresh = t->late && t->round == 0};
-	px->calls++;
+	px->net.hist[px->net.calls % WK_HIST] = (struct wk_call){.call = px->net.calls,
+								 .key = key,
+								 .count = count,
+								 .seq = t->seq,
+								 .dtype = (uint8_t)dtype,
+								 .fresh = t->late && t->round == 0};
+	px->net.calls++;
 	op->round = t->round++;
 	op->comp = t->comp; /* pbox_set_compression() changes it between push-pulls */
 	op->flush = !t->comp && t->held;
@@ -220,7 +220,7 @@ int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint6
 		px->subq = op;
 	px->subq_tail = op;
 	pthread_mutex_unlock(&px->mu);
-	if (write(px->efd, &one, sizeof(one)) < 0) {
+	if (write(px->net.efd, &one, sizeof(one)) < 0) {
 		/* the counter is saturated only if the engine is gone; it polls anyway */
 	}
 	*opp = op;
@@ -230,20 +230,21 @@ int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint6
 /* The network job's layout, as this rank laid it out (pbox_layout()). */
 void wk_net_layout(const struct pbox *px, struct pbox_layout_info *o)
 {
-	o->world_size = px->n;
-	o->rank = px->rank;
-	o->k = px->k;
-	o->box_endpoints = px->n_eps;
-	o->fragment_size = px->frag_size;
-	o->chunk_size = px->chunk_size;
-	o->total_bytes = px->total_bytes;
-	for (uint32_t e = 0; e < px->n_eps; e++)
-		o->box_bytes += px->unit[e].bytes;
-	o->ssgpu_bytes_mine = px->unit[px->self_unit].bytes;
-	o->pace_mbps = (double)px->es.pace_kbps / 1000;
-	o->box_share = lay_box_share(px->n, px->k, (enum lay_mode)px->cfg.tuning.layout);
-	o->ssgpu_share = lay_ssgpu_share(px->n, px->k, (enum lay_mode)px->cfg.tuning.layout);
+	o->world_size = px->net.n;
+	o->rank = px->net.rank;
+	o->k = px->net.k;
+	o->box_endpoints = px->net.n_eps;
+	o->fragment_size = px->net.frag_size;
+	o->chunk_size = px->net.chunk_size;
+	o->total_bytes = px->net.total_bytes;
+	for (uint32_t e = 0; e < px->net.n_eps; e++)
+		o->box_bytes += px->net.unit[e].bytes;
+	o->ssgpu_bytes_mine = px->net.unit[px->net.self_unit].bytes;
+	o->pace_mbps = (double)px->net.es.pace_kbps / 1000;
+	o->box_share = lay_box_share(px->net.n, px->net.k, (enum lay_mode)px->cfg.tuning.layout);
+	o->ssgpu_share =
+		lay_ssgpu_share(px->net.n, px->net.k, (enum lay_mode)px->cfg.tuning.layout);
 	snprintf(o->layout, sizeof(o->layout), "%s",
 		 lay_mode_name((enum lay_mode)px->cfg.tuning.layout));
-	px->tp->describe(px->tp_st, o->transport, sizeof(o->transport));
+	px->net.tp->describe(px->net.tp_st, o->transport, sizeof(o->transport));
 }

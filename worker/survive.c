@@ -137,8 +137,8 @@ static int rs_next(struct pbox *px, uint32_t r, uint64_t deadline, enum rp_verb 
 {
 	char err[160];
 
-	if (wk_line_wait(px->peer_fd[r], px->peer_buf[r], &px->peer_len[r], WK_LINEBUF, line, cap,
-			 deadline) != 1) {
+	if (wk_line_wait(px->net.peer_fd[r], px->net.peer_buf[r], &px->net.peer_len[r], WK_LINEBUF,
+			 line, cap, deadline) != 1) {
 		line[0] = '\0';
 		return -1;
 	}
@@ -406,7 +406,7 @@ static void plans_free(struct wk_rs_plan *pl, uint32_t n)
 static int rs_root(struct pbox *px, const uint32_t *next, uint64_t deadline,
 		   struct wk_rs_plan **out, uint32_t *n_out, char *why, size_t cap)
 {
-	struct wk_rs_rank *rk = calloc(px->n, sizeof(*rk));
+	struct wk_rs_rank *rk = calloc(px->net.n, sizeof(*rk));
 	struct wk_rs_plan *pl = NULL;
 	uint32_t n_pl = 0;
 	int rc = -1;
@@ -415,7 +415,7 @@ static int rs_root(struct pbox *px, const uint32_t *next, uint64_t deadline,
 		snprintf(why, cap, "rank 0 is out of memory");
 		goto out;
 	}
-	for (uint32_t r = 1; r < px->n; r++) {
+	for (uint32_t r = 1; r < px->net.n; r++) {
 		char w[200];
 
 		if (rs_read(px, r, deadline, &rk[r], w, sizeof(w))) {
@@ -423,7 +423,7 @@ static int rs_root(struct pbox *px, const uint32_t *next, uint64_t deadline,
 			goto out;
 		}
 	}
-	for (uint32_t r = 0; r < px->n; r++)
+	for (uint32_t r = 0; r < px->net.n; r++)
 		if (rk[r].broken) {
 			snprintf(why, cap,
 				 "rank %u pushes CUDA tensors, or ran out of memory "
@@ -439,7 +439,7 @@ static int rs_root(struct pbox *px, const uint32_t *next, uint64_t deadline,
 	for (uint32_t i = 0; i < px->n_t; i++) {
 		bool hit = false;
 
-		for (uint32_t r = 0; r < px->n && !hit; r++) {
+		for (uint32_t r = 0; r < px->net.n && !hit; r++) {
 			const struct wk_rs_ent *e = wk_rs_find(&rk[r], px->t[i]->key);
 
 			hit = e && e->op >= 0;
@@ -447,13 +447,13 @@ static int rs_root(struct pbox *px, const uint32_t *next, uint64_t deadline,
 		if (!hit)
 			continue;
 		pl[n_pl].key = px->t[i]->key;
-		if (wk_resume_plan(px->t[i]->key, px->t[i]->bytes, rk, px->n, &pl[n_pl++], why,
+		if (wk_resume_plan(px->t[i]->key, px->t[i]->bytes, rk, px->net.n, &pl[n_pl++], why,
 				   cap))
 			goto out;
 	}
 	rc = 0;
 out:
-	for (uint32_t r = 0; rk && r < px->n; r++)
+	for (uint32_t r = 0; rk && r < px->net.n; r++)
 		rs_free(&rk[r]);
 	free(rk);
 	if (rc) {
@@ -478,12 +478,12 @@ static int rs_rank(struct pbox *px, const uint32_t *next, uint64_t deadline,
 	struct rp_msg m;
 	int rc = -1;
 
-	if (rs_own(px, next, &me) || rs_send(px->peer_fd[0], &me)) {
+	if (rs_own(px, next, &me) || rs_send(px->net.peer_fd[0], &me)) {
 		snprintf(why, cap, "this rank could not tell rank 0 its push-pulls in flight");
 		goto out;
 	}
-	if (wk_line_wait(px->peer_fd[0], px->peer_buf[0], &px->peer_len[0], WK_LINEBUF, line,
-			 sizeof(line), deadline) != 1) {
+	if (wk_line_wait(px->net.peer_fd[0], px->net.peer_buf[0], &px->net.peer_len[0], WK_LINEBUF,
+			 line, sizeof(line), deadline) != 1) {
 		snprintf(why, cap, "no word from rank 0 on them");
 		goto out;
 	}
@@ -519,7 +519,7 @@ static int rs_rank(struct pbox *px, const uint32_t *next, uint64_t deadline,
 			v[0] = m.o.from;
 			v[1] = m.o.to;
 			v[2] = m.o.rank;
-			if (v[1] <= v[0] || v[2] >= px->n ||
+			if (v[1] <= v[0] || v[2] >= px->net.n ||
 			    wk_run_add(&p->own, &p->n_own, &p->cap, 3, v))
 				break;
 		}
@@ -547,22 +547,22 @@ out:
 static void rs_tell(struct pbox *px, int rc, const char *why, const struct wk_rs_plan *pl,
 		    uint32_t n_pl)
 {
-	for (uint32_t r = 1; r < px->n; r++) {
+	for (uint32_t r = 1; r < px->net.n; r++) {
 		if (rc) {
-			RP_SEND(px->peer_fd[r], REDO, redo, .why = why);
+			RP_SEND(px->net.peer_fd[r], REDO, redo, .why = why);
 			continue;
 		}
-		RP_SEND(px->peer_fd[r], PLAN, plan, .keys = n_pl);
+		RP_SEND(px->net.peer_fd[r], PLAN, plan, .keys = n_pl);
 		for (uint32_t k = 0; k < n_pl; k++) {
 			const uint64_t *o = pl[k].own;
 
-			RP_SEND(px->peer_fd[r], P, p, .key = pl[k].key, .op = pl[k].op,
+			RP_SEND(px->net.peer_fd[r], P, p, .key = pl[k].key, .op = pl[k].op,
 				.owned = pl[k].n_own);
 			for (uint32_t j = 0; j < pl[k].n_own; j++, o += 3)
-				RP_SEND(px->peer_fd[r], O, o, .from = o[0], .to = o[1],
+				RP_SEND(px->net.peer_fd[r], O, o, .from = o[0], .to = o[1],
 					.rank = o[2]);
 		}
-		rp_send_verb(px->peer_fd[r], RP_END);
+		rp_send_verb(px->net.peer_fd[r], RP_END);
 	}
 }
 
@@ -628,7 +628,7 @@ static int rs_agree(struct pbox *px, const uint32_t *next, uint32_t **zero, uint
 
 	*zero = NULL;
 	*n_zero = 0;
-	if (px->rank == 0) {
+	if (px->net.rank == 0) {
 		rc = rs_root(px, next, deadline, &pl, &n_pl, why, sizeof(why));
 		rs_tell(px, rc, why, pl, n_pl);
 	} else {
@@ -695,43 +695,23 @@ static void stop_engine(struct pbox *px)
 		wk_engine_join(px);
 }
 
-/* The next incarnation's identity, @n ranks with this one @me, and nothing of
- * the old one's connections, layout, counters and state. */
+/* The next incarnation, closed, of @n ranks with this one @me (the old one
+ * closed by wk_free_net()), and the context's state between threads as a
+ * new incarnation finds it. */
 static void renew(struct pbox *px, uint32_t n, uint32_t me)
 {
 	px->epoch++;
-	px->job = epoch_job(px->cfg.job.id, px->epoch); /* configured, or the rendezvous' */
-	px->n = px->cfg.worker.world_size = n;
-	px->rank = px->cfg.worker.rank = me;
-	px->udp = px->efd = -1;
-	px->n_boxes = 0;
-	px->tp = NULL;
-	px->tp_st = NULL;
-	px->unit = NULL;
-	px->n_eps = px->n_units = px->self_unit = px->n_chunks = px->n_frags = 0;
-	px->chunk_unit = px->chunk_local = NULL;
-	px->total_bytes = 0;
-	px->n_new = px->cap_new = px->announced = px->applied = 0;
-	px->newt = NULL;
-	px->ag = NULL;
-	px->ag_rows = px->ag_cap = px->probed = px->segments = 0;
-	px->ag_last_ns = px->calls = 0;
-	px->probe_on = false;
-	memset(px->hist, 0, sizeof(px->hist));
-	px->peer_fd = NULL;
-	px->peer_buf = NULL;
-	px->peer_len = NULL;
-	px->peer_bye = NULL;
-	px->peer_heard = NULL;
-	px->hb_sent_ns = 0;
-	px->ss_pub = NULL;
+	px->cfg.worker.world_size = n;
+	px->cfg.worker.rank = me;
+	/* the job id: configured, or the rendezvous' */
+	wk_net_reset(px, me, n, epoch_job(px->cfg.job.id, px->epoch));
+	wk_set_key(px, 0); /* until the bootstrap mixes in rank 0's nonce */
 	px->subq = px->subq_tail = NULL;
 	px->aborting = false;
 	wk_fail_reset(px);
 	px->rejoin_req = px->rejoin_sent = false;
 	px->rejoins = 0;
 	memset(&px->st_pub, 0, sizeof(px->st_pub));
-	memset(&px->es, 0, sizeof(px->es)); /* the engine's, as a whole */
 }
 
 /* A failed bootstrap of the new incarnation fails the context with it
@@ -789,13 +769,13 @@ static uint32_t survivors(struct pbox *px, uint32_t *gm, uint32_t *me)
 {
 	uint32_t n = 0;
 
-	for (uint32_t r = 0, g = 0; r < px->n; r++) {
-		if (px->gone && px->gone[r]) {
+	for (uint32_t r = 0, g = 0; r < px->net.n; r++) {
+		if (px->net.gone && px->net.gone[r]) {
 			if (gm)
 				gm[g++] = r;
 			continue;
 		}
-		if (r == px->rank)
+		if (r == px->net.rank)
 			*me = n;
 		px->cfg.peers[n++] = px->cfg.peers[r];
 	}
@@ -814,9 +794,9 @@ static void drop_lost_boxes(struct pbox *px, char *box, size_t cap)
 	for (uint32_t i = 0; i < l->n; i++) {
 		bool g = false;
 
-		for (uint32_t b = 0; b < px->n_boxes; b++)
-			g |= px->box[b].gone && px->box[b].addr.ip_be == l->hp[i].ip_be &&
-			     px->box[b].addr.port == l->hp[i].port;
+		for (uint32_t b = 0; b < px->net.n_boxes; b++)
+			g |= px->net.box[b].gone && px->net.box[b].addr.ip_be == l->hp[i].ip_be &&
+			     px->net.box[b].addr.port == l->hp[i].port;
 		if (!g) {
 			l->hp[kept++] = l->hp[i];
 		} else if (off < cap) {
@@ -870,15 +850,15 @@ int pbox_shrink(struct pbox *px)
 	if (wk_local_led(px)) /* the machine's leader renews it */
 		return wk_local_follow_renew(px, "pbox_shrink", true);
 	rc = wait_failure(px, why, sizeof(why));
-	for (uint32_t r = 0; px->gone && r < px->n; r++)
-		gone += px->gone[r];
+	for (uint32_t r = 0; px->net.gone && r < px->net.n; r++)
+		gone += px->net.gone[r];
 	lost_box = rc == PBOX_EBOX && px->cfg.box.control.n;
 	if (!rc || (!gone && !lost_box))
 		return wk_err(PBOX_ESTATE, "pbox_shrink: the job lost no rank and not its box%s%s",
 			      rc ? ": " : "", rc ? why : "");
 	if (px->loc) { /* its thread done with the network's handles; the machines gone */
 		wk_local_quiet(px);
-		gm = calloc(px->n, sizeof(*gm));
+		gm = calloc(px->net.n, sizeof(*gm));
 		if (!gm)
 			return wk_err(PBOX_ENOMEM, "pbox_shrink: out of memory");
 	}
@@ -909,7 +889,7 @@ int pbox_shrink(struct pbox *px)
 		       px->cfg.box.control.n ? "the other boxes and the workers' SS_GPUs"
 					     : "the workers' SS_GPUs (k = 0)");
 	wk_log(px, CFG_LOG_INFO, "shrink: incarnation %u of job %u, %u ranks, job id %u at the box",
-	       px->epoch, px->cfg.job.id, n, px->job);
+	       px->epoch, px->cfg.job.id, n, px->net.job);
 	rc = restart(px, resume, next);
 	free(next);
 	if (rc && rc != PBOX_REDO)
@@ -929,7 +909,7 @@ int pbox_shrink(struct pbox *px)
  */
 static bool rejoin_met(const struct pbox *px)
 {
-	return px->rank == 0 ? px->rejoins + 1 >= px->n : px->rejoin_sent;
+	return px->net.rank == 0 ? px->rejoins + 1 >= px->net.n : px->rejoin_sent;
 }
 
 static void rejoin_barrier(struct pbox *px)
@@ -938,7 +918,7 @@ static void rejoin_barrier(struct pbox *px)
 	px->rejoin_req = true;
 	pthread_mutex_unlock(&px->mu);
 	wk_engine_kick(px);
-	wk_wait_cond(px, rejoin_met, wk_now() + px->es.deadline_ns);
+	wk_wait_cond(px, rejoin_met, wk_now() + px->net.es.deadline_ns);
 }
 
 /*
@@ -979,11 +959,11 @@ int pbox_rejoin(struct pbox *px)
 	wk_free_net(px);
 	keep_tensors(px);
 	px->cfg.box.control = px->boxes_all;
-	renew(px, px->n, px->rank);
+	renew(px, px->net.n, px->net.rank);
 	wk_log(px, CFG_LOG_INFO,
 	       "rejoin: incarnation %u of job %u with the %u boxes of [box] "
 	       "control (%u before), job id %u",
-	       px->epoch, px->cfg.job.id, px->cfg.box.control.n, was, px->job);
+	       px->epoch, px->cfg.job.id, px->cfg.box.control.n, was, px->net.job);
 	rc = wk_boot(px);
 	if (rc == PBOX_OK)
 		rc = wk_engine_start(px);

@@ -38,20 +38,22 @@
 
 static uint64_t *coord(struct pbox *px)
 {
-	return px->es.tune.phase == WK_TUNE_CREDIT ? &px->es.credit : &px->es.part_bytes;
+	return px->net.es.tune.phase == WK_TUNE_CREDIT ? &px->net.es.credit
+						       : &px->net.es.part_bytes;
 }
 
 static bool in_range(const struct pbox *px, uint64_t v)
 {
-	if (px->es.tune.phase == WK_TUNE_CREDIT)
-		return v >= px->chunk_size && v <= CREDIT_MAX; /* a chunk at least, as configured */
-	return v >= px->chunk_size && v <= PART_MAX && v % px->chunk_size == 0;
+	if (px->net.es.tune.phase == WK_TUNE_CREDIT)
+		return v >= px->net.chunk_size &&
+		       v <= CREDIT_MAX; /* a chunk at least, as configured */
+	return v >= px->net.chunk_size && v <= PART_MAX && v % px->net.chunk_size == 0;
 }
 
 /* This coordinate is done: its best value stays. */
 static void finish(struct pbox *px)
 {
-	struct wk_tune *t = &px->es.tune;
+	struct wk_tune *t = &px->net.es.tune;
 
 	wk_tune_apply(px, t->phase, t->best_val);
 	t->phase++;
@@ -60,15 +62,15 @@ static void finish(struct pbox *px)
 		wk_log(px, CFG_LOG_INFO,
 		       "tuned after %u windows: credit %" PRIu64 " KiB, partition %" PRIu64
 		       " KiB; goodput %.1f MB/s at the configured values, %.1f MB/s tuned",
-		       t->windows, px->es.credit >> 10, px->es.part_bytes >> 10, t->first * 1e3,
-		       t->best * 1e3);
+		       t->windows, px->net.es.credit >> 10, px->net.es.part_bytes >> 10,
+		       t->first * 1e3, t->best * 1e3);
 }
 
 /* Try @v for the next window; out of range, turn down once (when going up
  * bought nothing) or finish. */
 static void next(struct pbox *px, uint64_t v)
 {
-	struct wk_tune *t = &px->es.tune;
+	struct wk_tune *t = &px->net.es.tune;
 
 	if (in_range(px, v)) {
 		wk_tune_apply(px, t->phase, v);
@@ -86,7 +88,7 @@ static void next(struct pbox *px, uint64_t v)
 
 void wk_tune_window(struct pbox *px, double g)
 {
-	struct wk_tune *t = &px->es.tune;
+	struct wk_tune *t = &px->net.es.tune;
 	uint64_t v = *coord(px);
 
 	t->windows++;
@@ -111,8 +113,8 @@ void wk_tune_window(struct pbox *px, double g)
 
 void wk_tune_turn(struct pbox *px, uint64_t now)
 {
-	struct wk_tune *t = &px->es.tune;
-	bool busy = px->es.heap_n || px->es.active;
+	struct wk_tune *t = &px->net.es.tune;
+	bool busy = px->net.es.heap_n || px->net.es.active;
 
 	if (!px->cfg.tuning.autotune || t->phase == WK_TUNE_DONE)
 		return;
@@ -126,14 +128,14 @@ void wk_tune_turn(struct pbox *px, uint64_t now)
 
 void wk_tune_done(struct pbox *px, uint64_t bytes, uint64_t now)
 {
-	struct wk_tune *t = &px->es.tune;
+	struct wk_tune *t = &px->net.es.tune;
 	uint64_t busy, want;
 
 	if (!px->cfg.tuning.autotune || t->phase == WK_TUNE_DONE)
 		return;
 	t->bytes += bytes;
 	busy = t->busy_ns + (t->busy_since ? now - t->busy_since : 0);
-	want = 4 * px->es.credit > WINDOW_MIN_BYTES ? 4 * px->es.credit : WINDOW_MIN_BYTES;
+	want = 4 * px->net.es.credit > WINDOW_MIN_BYTES ? 4 * px->net.es.credit : WINDOW_MIN_BYTES;
 	if (t->bytes < want || busy < WINDOW_MIN_NS)
 		return;
 	wk_tune_window(px, (double)t->bytes / (double)busy);
@@ -147,5 +149,5 @@ void wk_tune_apply(struct pbox *px, unsigned phase, uint64_t v)
 	if (phase == WK_TUNE_CREDIT)
 		wk_set_credit(px, v);
 	else
-		px->es.part_bytes = v; /* for push-pulls taken from now on */
+		px->net.es.part_bytes = v; /* for push-pulls taken from now on */
 }

@@ -62,8 +62,8 @@ struct eng *wk_udp_batch_new(const struct pbox *px)
 
 	if (!e)
 		return NULL;
-	e->gso = px->cfg.transport.gso && px->tp->gso;
-	e->rsize = px->gro ? WK_RX_GRO : PBOX_HDR_LEN + px->frag_size + 64;
+	e->gso = px->cfg.transport.gso && px->net.tp->gso;
+	e->rsize = px->net.gro ? WK_RX_GRO : PBOX_HDR_LEN + px->net.frag_size + 64;
 	e->rbuf = malloc(e->rsize * WK_BATCH);
 	if (!e->rbuf) {
 		free(e);
@@ -90,7 +90,7 @@ static bool peer_absent(int err)
  * waited (up to a millisecond) for the socket to drain, and may try again. */
 static bool tx_wait_room(const struct pbox *px, int err)
 {
-	struct pollfd p = {.fd = px->udp, .events = POLLOUT};
+	struct pollfd p = {.fd = px->net.udp, .events = POLLOUT};
 
 	if (err != EINTR && err != EAGAIN && err != ENOBUFS)
 		return false;
@@ -112,7 +112,7 @@ static int tx_split(struct pbox *px, struct eng *e, unsigned i)
 				   .msg_iov = &e->tiov[i][2 * d],
 				   .msg_iovlen = 2};
 
-		while (sendmsg(px->udp, &m, 0) < 0 && !peer_absent(errno))
+		while (sendmsg(px->net.udp, &m, 0) < 0 && !peer_absent(errno))
 			if (!tx_wait_room(px, errno))
 				return -1;
 	}
@@ -142,11 +142,11 @@ static void udp_flush(void *st, void *eng)
 			c->cmsg_type = UDP_SEGMENT;
 			c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
 			memcpy(CMSG_DATA(c), &e->seg[i], sizeof(uint16_t));
-			px->es.st.tx_gso += e->nseg[i];
+			px->net.es.st.tx_gso += e->nseg[i];
 		}
 	}
 	while (s < e->tn) {
-		int w = sendmmsg(px->udp, e->tmm + s, e->tn - s, 0);
+		int w = sendmmsg(px->net.udp, e->tmm + s, e->tn - s, 0);
 
 		if (w < 0) {
 			if (tx_wait_room(px, errno))
@@ -157,7 +157,7 @@ static void udp_flush(void *st, void *eng)
 			}
 			if (e->nseg[s] > 1 && (errno == EIO || errno == EINVAL) &&
 			    tx_split(px, e, s) == 0) {
-				px->es.st.tx_gso -= e->nseg[s];
+				px->net.es.st.tx_gso -= e->nseg[s];
 				s++;
 				continue;
 			}
@@ -232,18 +232,19 @@ static int udp_rx(void *st, wk_dgram_fn *fn, void *eng, uint64_t now)
 					.msg_namelen = sizeof(e->from[i]),
 					.msg_iov = &e->riov[i],
 					.msg_iovlen = 1,
-					.msg_control = px->gro ? e->rcm[i].buf : NULL,
-					.msg_controllen = px->gro ? sizeof(e->rcm[i].buf) : 0};
+					.msg_control = px->net.gro ? e->rcm[i].buf : NULL,
+					.msg_controllen = px->net.gro ? sizeof(e->rcm[i].buf) : 0};
 	}
-	n = recvmmsg(px->udp, e->rmm, WK_BATCH, MSG_DONTWAIT, NULL);
+	n = recvmmsg(px->net.udp, e->rmm, WK_BATCH, MSG_DONTWAIT, NULL);
 	if (n <= 0)
 		return 0;
 	for (i = 0; i < n; i++) {
 		const uint8_t *b = e->riov[i].iov_base;
-		size_t len = e->rmm[i].msg_len, seg = px->gro ? gro_size(&e->rmm[i].msg_hdr) : 0;
+		size_t len = e->rmm[i].msg_len,
+		       seg = px->net.gro ? gro_size(&e->rmm[i].msg_hdr) : 0;
 
 		if (e->rmm[i].msg_hdr.msg_flags & MSG_TRUNC) {
-			px->es.st.rx_pkts++;
+			px->net.es.st.rx_pkts++;
 			continue;
 		}
 		if (!seg || seg >= len) {
@@ -252,7 +253,7 @@ static int udp_rx(void *st, wk_dgram_fn *fn, void *eng, uint64_t now)
 		}
 		/* coalesced by GRO: datagrams of @seg bytes, the last maybe shorter */
 		for (size_t off = 0; off < len; off += seg) {
-			px->es.st.rx_gro++;
+			px->net.es.st.rx_gro++;
 			fn(px, e, b + off, len - off < seg ? len - off : seg, &e->from[i], now);
 		}
 	}
@@ -264,7 +265,7 @@ static void udp_describe(const void *st, char *buf, size_t cap)
 	const struct pbox *px = st;
 
 	snprintf(buf, cap, "udp%s",
-		 px->cfg.transport.gso ? (px->gro ? ", GSO and GRO" : ", GSO") : "");
+		 px->cfg.transport.gso ? (px->net.gro ? ", GSO and GRO" : ", GSO") : "");
 }
 
 const struct wk_transport wk_udp_transport = {
@@ -281,6 +282,6 @@ const struct wk_transport wk_udp_transport = {
 uint8_t *wk_udp_slot(struct pbox *px, struct eng *e)
 {
 	if (e->tn == WK_BATCH)
-		px->tp->flush(px->tp_st, e);
+		px->net.tp->flush(px->net.tp_st, e);
 	return e->thdr[e->nh] + PBOX_HDR_LEN;
 }

@@ -27,31 +27,31 @@ static int build_hash(struct pbox *px)
 {
 	uint32_t cap = 16, u;
 
-	while (cap < 2 * px->n_units)
+	while (cap < 2 * px->net.n_units)
 		cap *= 2;
-	px->es.hash_cap = cap;
-	px->es.hash_unit = malloc(cap * sizeof(uint32_t));
-	if (!px->es.hash_unit)
+	px->net.es.hash_cap = cap;
+	px->net.es.hash_unit = malloc(cap * sizeof(uint32_t));
+	if (!px->net.es.hash_unit)
 		return -1;
-	memset(px->es.hash_unit, 0xff, cap * sizeof(uint32_t));
-	for (u = 0; u < px->n_units; u++) {
-		uint32_t s = hash_slot(px->unit[u].ip_be, px->unit[u].port, cap);
+	memset(px->net.es.hash_unit, 0xff, cap * sizeof(uint32_t));
+	for (u = 0; u < px->net.n_units; u++) {
+		uint32_t s = hash_slot(px->net.unit[u].ip_be, px->net.unit[u].port, cap);
 
-		while (px->es.hash_unit[s] != UINT32_MAX)
+		while (px->net.es.hash_unit[s] != UINT32_MAX)
 			s = (s + 1) & (cap - 1);
-		px->es.hash_unit[s] = u;
+		px->net.es.hash_unit[s] = u;
 	}
 	return 0;
 }
 
 uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port)
 {
-	uint32_t s = hash_slot(ip_be, port, px->es.hash_cap), u;
+	uint32_t s = hash_slot(ip_be, port, px->net.es.hash_cap), u;
 
-	while ((u = px->es.hash_unit[s]) != UINT32_MAX) {
-		if (px->unit[u].ip_be == ip_be && px->unit[u].port == port)
+	while ((u = px->net.es.hash_unit[s]) != UINT32_MAX) {
+		if (px->net.unit[u].ip_be == ip_be && px->net.unit[u].port == port)
 			return u;
-		s = (s + 1) & (px->es.hash_cap - 1);
+		s = (s + 1) & (px->net.es.hash_cap - 1);
 	}
 	return UINT32_MAX;
 }
@@ -59,15 +59,15 @@ uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port)
 uint32_t wk_unit_shorts(const struct pbox *px, uint32_t u, uint16_t ep, uint32_t from, uint32_t n,
 			struct ss_short *out, uint32_t max)
 {
-	const struct wk_unit *un = &px->unit[u];
+	const struct wk_unit *un = &px->net.unit[u];
 	uint32_t k, f, got = 0;
 
 	for (k = from; k < from + n; k++) {
 		uint32_t g = un->global[k], bytes = 0;
 
-		for (f = 0; f < px->fpc; f++)
-			bytes += px->es.frag[(size_t)g * px->fpc + f].len;
-		if (bytes < px->chunk_size) {
+		for (f = 0; f < px->net.fpc; f++)
+			bytes += px->net.es.frag[(size_t)g * px->net.fpc + f].len;
+		if (bytes < px->net.chunk_size) {
 			if (got == max)
 				return UINT32_MAX;
 			out[got++] = (struct ss_short){.ep = ep, .chunk = k - from, .bytes = bytes};
@@ -79,12 +79,12 @@ uint32_t wk_unit_shorts(const struct pbox *px, uint32_t u, uint16_t ep, uint32_t
 /* This rank's SS_GPU grows by a segment: its chunks [base, base + count). */
 static int ssgpu_add(struct pbox *px, uint8_t dtype, uint32_t base, uint32_t count)
 {
-	struct ss_job_desc d = {.id = px->job,
-				.mac = px->mac,
-				.n = (uint16_t)px->n,
+	struct ss_job_desc d = {.id = px->net.job,
+				.mac = px->net.mac,
+				.n = (uint16_t)px->net.n,
 				.dtype = dtype,
-				.frag_size = px->frag_size,
-				.chunk_size = px->chunk_size,
+				.frag_size = px->net.frag_size,
+				.chunk_size = px->net.chunk_size,
 				.n_eps = 1,
 				.comp_ppm = wk_comp_ppm(px, dtype)};
 	struct ss_short *shorts;
@@ -99,19 +99,19 @@ static int ssgpu_add(struct pbox *px, uint8_t dtype, uint32_t base, uint32_t cou
 	d.ep_chunks[0] = count;
 	d.ep_base[0] = base;
 	shorts = calloc(count, sizeof(*shorts));
-	ranks = calloc(px->n, sizeof(*ranks));
+	ranks = calloc(px->net.n, sizeof(*ranks));
 	if (!shorts || !ranks) {
 		free(shorts);
 		free(ranks);
 		return wk_err(PBOX_ENOMEM, "SS_GPU: out of memory");
 	}
-	for (uint32_t r = 0; r < px->n; r++) { /* pushes only from the ranks' own addresses */
-		ranks[r].ip_be = px->unit[px->n_eps + r].ip_be;
-		ranks[r].port = px->unit[px->n_eps + r].port;
+	for (uint32_t r = 0; r < px->net.n; r++) { /* pushes only from the ranks' own addresses */
+		ranks[r].ip_be = px->net.unit[px->net.n_eps + r].ip_be;
+		ranks[r].port = px->net.unit[px->net.n_eps + r].port;
 	}
 	d.ranks = ranks;
 	d.shorts = shorts;
-	d.n_shorts = wk_unit_shorts(px, px->self_unit, 0, base, count, shorts, count);
+	d.n_shorts = wk_unit_shorts(px, px->net.self_unit, 0, base, count, shorts, count);
 	why = ss_job_desc_check(&d);
 	if (why) {
 		free(shorts);
@@ -129,7 +129,7 @@ static int ssgpu_add(struct pbox *px, uint8_t dtype, uint32_t base, uint32_t cou
 	j = ss_job_init(mem, &d, 0, sum_ops_best());
 	free(shorts);
 	free(ranks);
-	for (tail = &px->es.ssj; *tail; tail = &(*tail)->next)
+	for (tail = &px->net.es.ssj; *tail; tail = &(*tail)->next)
 		;
 	*tail = j;
 	return PBOX_OK;
@@ -149,13 +149,14 @@ static int ssgpu_add(struct pbox *px, uint8_t dtype, uint32_t base, uint32_t cou
 static uint64_t pace_kbps(const struct pbox *px)
 {
 	uint64_t w = px->cfg.data.bandwidth_mbps * 1000;
-	double own = (double)px->unit[px->self_unit].bytes;
-	double t_link = ((double)px->total_bytes - own + (px->n - 1) * own) / (double)w, t = t_link;
+	double own = (double)px->net.unit[px->net.self_unit].bytes;
+	double t_link = ((double)px->net.total_bytes - own + (px->net.n - 1) * own) / (double)w,
+	       t = t_link;
 
-	for (uint32_t e = 0; e < px->n_eps; e++)
-		if (px->unit[e].kbps && px->unit[e].bytes) {
-			double te = (double)px->n * (double)px->unit[e].bytes /
-				    (double)px->unit[e].kbps;
+	for (uint32_t e = 0; e < px->net.n_eps; e++)
+		if (px->net.unit[e].kbps && px->net.unit[e].bytes) {
+			double te = (double)px->net.n * (double)px->net.unit[e].bytes /
+				    (double)px->net.unit[e].kbps;
 
 			if (te > t)
 				t = te;
@@ -166,7 +167,7 @@ static uint64_t pace_kbps(const struct pbox *px)
 int wk_layout_init(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_t *ep_ip,
 		   const uint16_t *ep_port, const uint64_t *ep_kbps)
 {
-	struct lay_in in = {.n = px->n,
+	struct lay_in in = {.n = px->net.n,
 			    .worker_kbps = px->cfg.data.bandwidth_mbps * 1000,
 			    .n_eps = n_eps,
 			    .ep_kbps = ep_kbps,
@@ -177,44 +178,44 @@ int wk_layout_init(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const ui
 	if (in.mode == LAY_PS && n_eps == 0)
 		return wk_err(PBOX_EINVAL, "pbox_start: [tuning] layout = ps needs a box "
 					   "([box] control)");
-	px->frag_size = frag_size;
-	px->chunk_size = (uint32_t)px->cfg.tuning.chunk_size;
-	px->fpc = px->chunk_size / frag_size;
-	px->n_eps = n_eps;
-	px->n_units = n_eps + px->n;
-	px->self_unit = n_eps + px->rank;
-	px->unit = calloc(px->n_units, sizeof(*px->unit));
-	w = calloc(px->n_units, sizeof(*w));
-	if (!px->unit || !w) {
+	px->net.frag_size = frag_size;
+	px->net.chunk_size = (uint32_t)px->cfg.tuning.chunk_size;
+	px->net.fpc = px->net.chunk_size / frag_size;
+	px->net.n_eps = n_eps;
+	px->net.n_units = n_eps + px->net.n;
+	px->net.self_unit = n_eps + px->net.rank;
+	px->net.unit = calloc(px->net.n_units, sizeof(*px->net.unit));
+	w = calloc(px->net.n_units, sizeof(*w));
+	if (!px->net.unit || !w) {
 		free(w);
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory for the layout");
 	}
 	for (u = 0; u < n_eps; u++) {
 		char ip[INET_ADDRSTRLEN];
 
-		px->unit[u].ip_be = ep_ip[u];
-		px->unit[u].port = ep_port[u];
-		px->unit[u].kbps = ep_kbps[u];
-		px->unit[u].rank = -1;
+		px->net.unit[u].ip_be = ep_ip[u];
+		px->net.unit[u].port = ep_port[u];
+		px->net.unit[u].kbps = ep_kbps[u];
+		px->net.unit[u].rank = -1;
 		box_kbps += ep_kbps[u];
 		inet_ntop(AF_INET, &ep_ip[u], ip, sizeof(ip));
-		snprintf(px->unit[u].name, sizeof(px->unit[u].name), "box endpoint %u (%s:%u)", u,
-			 ip, ep_port[u]);
+		snprintf(px->net.unit[u].name, sizeof(px->net.unit[u].name),
+			 "box endpoint %u (%s:%u)", u, ip, ep_port[u]);
 	}
-	for (u = 0; u < px->n; u++) {
-		struct wk_unit *un = &px->unit[n_eps + u];
+	for (u = 0; u < px->net.n; u++) {
+		struct wk_unit *un = &px->net.unit[n_eps + u];
 
 		un->ip_be = px->cfg.peers[u].ip_be;
 		un->port = px->cfg.peers[u].port;
 		un->rank = (int32_t)u;
 		wk_peer_name(px, u, un->name, sizeof(un->name));
 	}
-	px->k = (double)box_kbps / (double)in.worker_kbps;
+	px->net.k = (double)box_kbps / (double)in.worker_kbps;
 	lay_weights(&in, w);
-	for (u = 0; u < px->n_units; u++)
-		px->unit[u].weight = w[u];
+	for (u = 0; u < px->net.n_units; u++)
+		px->net.unit[u].weight = w[u];
 	free(w);
-	px->es.pace_kbps = in.worker_kbps;
+	px->net.es.pace_kbps = in.worker_kbps;
 	if (build_hash(px))
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory");
 	return PBOX_OK;
@@ -241,9 +242,9 @@ static int64_t chunks_for(const struct pbox *px, struct wk_tensor *const *ts, ui
 	uint32_t added = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
-		uint64_t k = (ts[i]->bytes + px->chunk_size - 1) / px->chunk_size;
+		uint64_t k = (ts[i]->bytes + px->net.chunk_size - 1) / px->net.chunk_size;
 
-		if ((uint64_t)c0 + added + k > UINT32_MAX / px->fpc)
+		if ((uint64_t)c0 + added + k > UINT32_MAX / px->net.fpc)
 			return wk_err(PBOX_EINVAL,
 				      "tensor key %" PRIu64 ": the tensors hold more than %u "
 				      "fragments: raise [tuning] chunk_size",
@@ -251,7 +252,8 @@ static int64_t chunks_for(const struct pbox *px, struct wk_tensor *const *ts, ui
 			       -1;
 		ts[i]->chunk0 = c0 + added;
 		ts[i]->n_chunks = (uint32_t)k;
-		ts[i]->n_frags = (uint32_t)((ts[i]->bytes + px->frag_size - 1) / px->frag_size);
+		ts[i]->n_frags =
+			(uint32_t)((ts[i]->bytes + px->net.frag_size - 1) / px->net.frag_size);
 		added += (uint32_t)k;
 	}
 	return added;
@@ -264,20 +266,20 @@ static void place_chunks(struct pbox *px, uint32_t c0, uint32_t added, const uin
 			 const uint32_t *unit_of, const uint32_t *local, const uint32_t *base)
 {
 	for (uint32_t c = 0; c < added; c++) {
-		struct wk_unit *un = &px->unit[unit_of[c]];
+		struct wk_unit *un = &px->net.unit[unit_of[c]];
 
-		px->chunk_unit[c0 + c] = unit_of[c];
-		px->chunk_local[c0 + c] = base[unit_of[c]] + local[c];
+		px->net.chunk_unit[c0 + c] = unit_of[c];
+		px->net.chunk_local[c0 + c] = base[unit_of[c]] + local[c];
 		un->global[un->n_chunks++] = c0 + c;
 		un->bytes += bytes[c];
 	}
-	for (uint32_t g = 0; g < added * px->fpc; g++) {
-		uint32_t cb = bytes[g / px->fpc], off = (g % px->fpc) * px->frag_size;
+	for (uint32_t g = 0; g < added * px->net.fpc; g++) {
+		uint32_t cb = bytes[g / px->net.fpc], off = (g % px->net.fpc) * px->net.frag_size;
 
-		px->es.frag[(size_t)c0 * px->fpc + g].len =
-			(uint16_t)(off >= cb		      ? 0
-				   : cb - off < px->frag_size ? cb - off
-							      : px->frag_size);
+		px->net.es.frag[(size_t)c0 * px->net.fpc + g].len =
+			(uint16_t)(off >= cb			  ? 0
+				   : cb - off < px->net.frag_size ? cb - off
+								  : px->net.frag_size);
 	}
 }
 
@@ -285,40 +287,41 @@ int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint
 		  uint32_t *count)
 {
 	uint64_t *w = NULL;
-	uint32_t *bytes = NULL, *unit_of = NULL, *local = NULL, c, u, i, c0 = px->n_chunks, added;
+	uint32_t *bytes = NULL, *unit_of = NULL, *local = NULL, c, u, i, c0 = px->net.n_chunks,
+		 added;
 	int64_t k = chunks_for(px, ts, n, c0);
 	int rc = PBOX_ENOMEM;
 
 	if (k < 0)
 		return PBOX_EINVAL;
 	added = (uint32_t)k;
-	w = malloc(px->n_units * sizeof(*w));
+	w = malloc(px->net.n_units * sizeof(*w));
 	bytes = malloc((added ? added : 1) * sizeof(uint32_t));
 	unit_of = malloc((added ? added : 1) * sizeof(uint32_t));
 	local = malloc((added ? added : 1) * sizeof(uint32_t));
 	if (!w || !bytes || !unit_of || !local ||
-	    grow_array(&px->chunk_unit, sizeof(uint32_t), c0, (size_t)c0 + added) ||
-	    grow_array(&px->chunk_local, sizeof(uint32_t), c0, (size_t)c0 + added) ||
-	    grow_array(&px->es.frag, sizeof(*px->es.frag), (size_t)c0 * px->fpc,
-		       ((size_t)c0 + added) * px->fpc)) {
+	    grow_array(&px->net.chunk_unit, sizeof(uint32_t), c0, (size_t)c0 + added) ||
+	    grow_array(&px->net.chunk_local, sizeof(uint32_t), c0, (size_t)c0 + added) ||
+	    grow_array(&px->net.es.frag, sizeof(*px->net.es.frag), (size_t)c0 * px->net.fpc,
+		       ((size_t)c0 + added) * px->net.fpc)) {
 		wk_err(rc, "out of memory for the layout of %u more chunks", added);
 		goto out;
 	}
-	for (u = 0; u < px->n_units; u++)
-		w[u] = px->unit[u].weight;
+	for (u = 0; u < px->net.n_units; u++)
+		w[u] = px->net.unit[u].weight;
 	for (i = 0; i < n; i++)
 		for (c = 0; c < ts[i]->n_chunks; c++) {
-			uint64_t left = ts[i]->bytes - (uint64_t)c * px->chunk_size;
+			uint64_t left = ts[i]->bytes - (uint64_t)c * px->net.chunk_size;
 
 			bytes[ts[i]->chunk0 - c0 + c] =
-				(uint32_t)(left < px->chunk_size ? left : px->chunk_size);
+				(uint32_t)(left < px->net.chunk_size ? left : px->net.chunk_size);
 		}
-	if (lay_assign(w, px->n_units, bytes, added, unit_of, local, count)) {
+	if (lay_assign(w, px->net.n_units, bytes, added, unit_of, local, count)) {
 		rc = wk_err(PBOX_EINVAL, "no summation service has any weight");
 		goto out;
 	}
-	for (u = 0; u < px->n_units; u++) {
-		struct wk_unit *un = &px->unit[u];
+	for (u = 0; u < px->net.n_units; u++) {
+		struct wk_unit *un = &px->net.unit[u];
 
 		base[u] = un->n_chunks;
 		if (grow_array(&un->global, sizeof(uint32_t), un->n_chunks,
@@ -328,12 +331,13 @@ int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint
 		}
 	}
 	place_chunks(px, c0, added, bytes, unit_of, local, base);
-	px->n_chunks = c0 + added;
-	px->n_frags = px->n_chunks * px->fpc;
+	px->net.n_chunks = c0 + added;
+	px->net.n_frags = px->net.n_chunks * px->net.fpc;
 	for (i = 0; i < n; i++) /* ready once the boxes have their chunks too (grow.c) */
-		px->total_bytes += ts[i]->bytes;
-	px->es.pace_kbps = pace_kbps(px);
-	rc = n ? ssgpu_add(px, ts[0]->dtype, base[px->self_unit], count[px->self_unit]) : PBOX_OK;
+		px->net.total_bytes += ts[i]->bytes;
+	px->net.es.pace_kbps = pace_kbps(px);
+	rc = n ? ssgpu_add(px, ts[0]->dtype, base[px->net.self_unit], count[px->net.self_unit])
+	       : PBOX_OK;
 out:
 	free(w);
 	free(bytes);

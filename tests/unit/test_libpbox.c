@@ -249,7 +249,7 @@ static void *rank_main(void *arg)
 		snprintf(rr->msg, sizeof(rr->msg), "%s", pbox_last_error());
 		goto out;
 	}
-	memcpy(&rr->key64, px->jkey, sizeof(rr->key64));
+	memcpy(&rr->key64, px->net.jkey, sizeof(rr->key64));
 	if (rr->per_tensor) { /* what it refuses, then every tensor's choice */
 		static const char *const bad[4] = {"zip", NULL, "sign", "sign"};
 		static const uint64_t key[4] = {100, 100, 999, 100};
@@ -361,10 +361,10 @@ static void *rank_main(void *arg)
 		pbox_layout(px, &rr->li);
 	/* the layout, as the engine left it (it grows in the engine thread) */
 	pthread_mutex_lock(&px->mu);
-	rr->n_chunks = px->n_chunks;
-	rr->layout = malloc((px->n_chunks + 1) * sizeof(uint32_t));
-	if (px->n_chunks)
-		memcpy(rr->layout, px->chunk_unit, px->n_chunks * sizeof(uint32_t));
+	rr->n_chunks = px->net.n_chunks;
+	rr->layout = malloc((px->net.n_chunks + 1) * sizeof(uint32_t));
+	if (px->net.n_chunks)
+		memcpy(rr->layout, px->net.chunk_unit, px->net.n_chunks * sizeof(uint32_t));
 	pthread_mutex_unlock(&px->mu);
 out:
 	rr->fin_rc = pbox_finalize(px);
@@ -1900,7 +1900,7 @@ START_TEST(test_env_only)
 	setenv("PBOX_DATA_PORT", "0", 1);
 	ck_assert_msg(pbox_init(NULL, &px) == PBOX_OK, "%s", pbox_last_error());
 	ck_assert_msg(pbox_start(px) == PBOX_OK, "%s", pbox_last_error());
-	ck_assert_uint_ne(px->job, 0);
+	ck_assert_uint_ne(px->net.job, 0);
 	ck_assert_int_eq(pbox_allreduce(px, 1, &x, &x, 1, PBOX_FP32), PBOX_OK);
 	ck_assert(x == 9);
 	ck_assert_int_eq(pbox_finalize(px), PBOX_OK);
@@ -1931,12 +1931,13 @@ static unsigned tune_to(uint64_t credit0, uint64_t part0, uint64_t cpeak, uint64
 	memset(px, 0, sizeof(*px));
 	px->cfg.tuning.autotune = true;
 	px->cfg.tuning.retransmit_us = 1000;
-	px->es.pace_kbps = 10000000;
-	px->chunk_size = 32768;
-	px->es.credit = credit0;
-	px->es.part_bytes = part0;
-	while (px->es.tune.phase != WK_TUNE_DONE && windows < 100) {
-		wk_tune_window(px, hill(px->es.credit, cpeak) * hill(px->es.part_bytes, ppeak));
+	px->net.es.pace_kbps = 10000000;
+	px->net.chunk_size = 32768;
+	px->net.es.credit = credit0;
+	px->net.es.part_bytes = part0;
+	while (px->net.es.tune.phase != WK_TUNE_DONE && windows < 100) {
+		wk_tune_window(px,
+			       hill(px->net.es.credit, cpeak) * hill(px->net.es.part_bytes, ppeak));
 		windows++;
 	}
 	return windows;
@@ -1949,27 +1950,27 @@ START_TEST(test_tune_search)
 	ck_assert_ptr_nonnull(px);
 	/* up from 64 KiB to a 2 MiB credit, then down from 2 MiB to 256 KiB partitions */
 	ck_assert_uint_le(tune_to(64 << 10, 2 << 20, 2 << 20, 256 << 10, px), 14);
-	ck_assert_uint_eq(px->es.credit, 2 << 20);
-	ck_assert_uint_eq(px->es.part_bytes, 256 << 10);
-	ck_assert_uint_eq(px->es.cwnd, px->es.credit); /* in force */
+	ck_assert_uint_eq(px->net.es.credit, 2 << 20);
+	ck_assert_uint_eq(px->net.es.part_bytes, 256 << 10);
+	ck_assert_uint_eq(px->net.es.cwnd, px->net.es.credit); /* in force */
 	/* down from 64 MiB to 8 MiB; partitions up from 64 KiB to 1 MiB */
 	tune_to(64 << 20, 64 << 10, 8 << 20, 1 << 20, px);
-	ck_assert_uint_eq(px->es.credit, 8 << 20);
-	ck_assert_uint_eq(px->es.part_bytes, 1 << 20);
+	ck_assert_uint_eq(px->net.es.credit, 8 << 20);
+	ck_assert_uint_eq(px->net.es.part_bytes, 1 << 20);
 	/* already at the peak: one window there, one each side, and stays */
 	ck_assert_uint_le(tune_to(4 << 20, 1 << 20, 4 << 20, 1 << 20, px), 6);
-	ck_assert_uint_eq(px->es.credit, 4 << 20);
-	ck_assert_uint_eq(px->es.part_bytes, 1 << 20);
+	ck_assert_uint_eq(px->net.es.credit, 4 << 20);
+	ck_assert_uint_eq(px->net.es.part_bytes, 1 << 20);
 	/* up from one chunk, a credit below a round trip's worth (perf/tune) */
 	tune_to(32 << 10, 1 << 20, 512 << 10, 1 << 20, px);
-	ck_assert_uint_eq(px->es.credit, 512 << 10);
+	ck_assert_uint_eq(px->net.es.credit, 512 << 10);
 	/* down to a chunk, no further (the configuration's bound) */
 	tune_to(256 << 10, 1 << 20, 1 << 10, 1 << 20, px);
-	ck_assert_uint_eq(px->es.credit, 32 << 10);
+	ck_assert_uint_eq(px->net.es.credit, 32 << 10);
 	/* within the bounds: a credit up to 256 MiB, a partition up to 64 MiB */
 	tune_to(128 << 10, 128 << 10, 1ull << 40, 1ull << 40, px);
-	ck_assert_uint_eq(px->es.credit, 256ull << 20);
-	ck_assert_uint_eq(px->es.part_bytes, 64ull << 20);
+	ck_assert_uint_eq(px->net.es.credit, 256ull << 20);
+	ck_assert_uint_eq(px->net.es.part_bytes, 64ull << 20);
 	free(px);
 }
 END_TEST
@@ -2030,12 +2031,12 @@ static struct pbox *bare_context(uint32_t n)
 	struct pbox *px = calloc(1, sizeof(*px));
 
 	ck_assert_ptr_nonnull(px);
-	px->n = n;
-	px->rank = 1;
-	px->udp = px->efd = -1;
-	px->gone = calloc(n, sizeof(bool));
-	px->n_boxes = 2;
-	ck_assert_ptr_nonnull(px->gone);
+	px->net.n = n;
+	px->net.rank = 1;
+	px->net.udp = px->net.efd = -1;
+	px->net.gone = calloc(n, sizeof(bool));
+	px->net.n_boxes = 2;
+	ck_assert_ptr_nonnull(px->net.gone);
 	ck_assert_int_eq(pthread_mutex_init(&px->mu, NULL), 0);
 	ck_assert_int_eq(pthread_cond_init(&px->cv, NULL), 0);
 	wk_fail_reset(px);
@@ -2046,7 +2047,7 @@ static void bare_free(struct pbox *px)
 {
 	pthread_mutex_destroy(&px->mu);
 	pthread_cond_destroy(&px->cv);
-	free(px->gone);
+	free(px->net.gone);
 	free(px);
 }
 
@@ -2087,15 +2088,15 @@ START_TEST(test_failure_kinds)
 		ck_assert_int_eq(px->fail, k->code ? k->code : PBOX_ENET);
 		ck_assert_str_eq(px->fail_msg, "raised on thread 2");
 		ck_assert_uint_eq(px->fail_from, kind == WK_FK_HEARD ? 1 : UINT32_MAX);
-		ck_assert(px->gone[1] == (k->gone == WK_GONE_RANK));
-		ck_assert(px->box[1].gone == (k->gone == WK_GONE_BOX));
-		ck_assert(!px->gone[0] && !px->gone[2] && !px->box[0].gone);
-		ck_assert(px->es.eng_failed); /* no engine: the ops failed at once */
+		ck_assert(px->net.gone[1] == (k->gone == WK_GONE_RANK));
+		ck_assert(px->net.box[1].gone == (k->gone == WK_GONE_BOX));
+		ck_assert(!px->net.gone[0] && !px->net.gone[2] && !px->net.box[0].gone);
+		ck_assert(px->net.es.eng_failed); /* no engine: the ops failed at once */
 		/* the first holds */
 		wk_raise(px, WK_FK_MISMATCH, 0, 2, "later");
 		ck_assert_int_eq(px->fail, k->code ? k->code : PBOX_ENET);
 		ck_assert_str_eq(px->fail_msg, "raised on thread 2");
-		ck_assert(!px->gone[2] && !px->box[0].gone);
+		ck_assert(!px->net.gone[2] && !px->net.box[0].gone);
 		/* forward only */
 		wk_fail_told(px);
 		ck_assert_int_eq(px->fstate, WK_FS_TOLD);
@@ -2119,9 +2120,9 @@ START_TEST(test_failure_leaves_engine_ops)
 	px->eng_live = true;
 	wk_raise(px, WK_FK_LOCAL, 0, 0, "no code");
 	ck_assert_int_eq(px->fail, PBOX_EFAILED);
-	ck_assert(!px->es.eng_failed);
+	ck_assert(!px->net.es.eng_failed);
 	wk_fail_ops(px); /* what the engine does on its next turn */
-	ck_assert(px->es.eng_failed);
+	ck_assert(px->net.es.eng_failed);
 	bare_free(px);
 }
 END_TEST
@@ -2365,17 +2366,17 @@ START_TEST(test_box_client_async)
 	char msg[WK_ERR_LEN], c;
 
 	ck_assert_ptr_nonnull(px);
-	px->n = 1;
-	px->job = 7;
-	px->n_boxes = 2;
-	px->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	px->net.n = 1;
+	px->net.job = 7;
+	px->net.n_boxes = 2;
+	px->net.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	for (int b = 0; b < 2; b++) {
 		int sv[2];
 
 		ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 		ck_assert_int_eq(pipe(fb[b].gate), 0);
 		ck_assert_int_eq(pipe(fb[b].asked), 0);
-		px->box[b] = (struct wk_box){.fd = sv[0], .registered = true};
+		px->net.box[b] = (struct wk_box){.fd = sv[0], .registered = true};
 		fb[b].fd = sv[1];
 		fb[b].refuse = b == 1 && _i == 1;
 		ck_assert_int_eq(pthread_create(&thr[b], NULL, fake_box_serve, &fb[b]), 0);
@@ -2390,11 +2391,11 @@ START_TEST(test_box_client_async)
 	ck_assert_int_eq(wk_box_async_poll(px, msg, sizeof(msg)), 0);
 	if (_i == 2) { /* the job ends meanwhile: the exchange is cut short */
 		wk_box_client_stop(px, true);
-		ck_assert_ptr_null(px->boxc);
+		ck_assert_ptr_null(px->net.boxc);
 	} else {
 		ck_assert_int_eq(write(fb[0].gate[1], "g", 1), 1);
 		ck_assert_int_eq(write(fb[1].gate[1], "g", 1), 1);
-		ck_assert(kicked(px->efd)); /* the engine woken */
+		ck_assert(kicked(px->net.efd)); /* the engine woken */
 		ck_assert_int_eq(wk_box_async_poll(px, msg, sizeof(msg)), _i == 0 ? 1 : -1);
 		if (_i == 1)
 			ck_assert_msg(strstr(msg, "refused to grow job 7") &&
@@ -2414,9 +2415,9 @@ START_TEST(test_box_client_async)
 		close(fb[b].gate[1]);
 		close(fb[b].asked[0]);
 		close(fb[b].asked[1]);
-		close(px->box[b].fd);
+		close(px->net.box[b].fd);
 	}
-	close(px->efd);
+	close(px->net.efd);
 	free(px);
 }
 END_TEST
