@@ -9,7 +9,10 @@
 #
 #   tests/lint-calls.sh OBJDIR FILE...      (FILE: a name in worker/, no .c)
 #
-# Prints each call up the order with the symbols it needs; exit 1 if any.
+# The same order holds for headers: worker/F.c includes the header of
+# worker/G.c (wk_G.h) only where G is F itself or below it.
+#
+# Prints each call and each include up the order; exit 1 if any.
 set -uo pipefail
 dir=$1
 shift
@@ -35,6 +38,19 @@ for f in "$@"; do
 		bad=1
 	done
 	unset up
+done
+src=$(dirname "$0")/../worker
+for f in "$@"; do
+	[ -r "$src/$f.c" ] || continue
+	while read -r g; do
+		r=${rank_of[$g]:-}
+		if [ -z "$r" ]; then
+			[ "$g" = ctx ] || { echo "worker/$f.c includes wk_$g.h, of no file in the order" >&2; bad=1; }
+		elif [ "$r" -gt "${rank_of[$f]}" ]; then
+			echo "worker/$f.c includes wk_$g.h, the header of worker/$g.c, which is above it" >&2
+			bad=1
+		fi
+	done < <(sed -n 's/^#include "wk_\([a-z_]*\)\.h"$/\1/p' "$src/$f.c")
 done
 [ $bad = 0 ] || echo "lint-calls: the order is the Makefile's LIBPBOX_LAYERS (worker/README.md)" >&2
 exit $bad

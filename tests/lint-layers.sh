@@ -34,7 +34,7 @@ if grep -nE '^#include <(rte_|dpdk/)' appliance/ss/*.[ch] >&2; then
 	echo "appliance/ss: the SS core must not include DPDK headers" >&2
 	bad=1
 fi
-if grep -n '^#include "pbox_int.h"' worker/dpdk.c worker/transport.h >&2; then
+if grep -nE '^#include "(wk_[a-z_]+|local)\.h"' worker/dpdk.c worker/transport.h >&2; then
 	echo "worker/dpdk.c: a module sees transport.h, not libpbox's internals" >&2
 	bad=1
 fi

@@ -14,7 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
 
 static _Thread_local char last_err[WK_ERR_LEN];
 

@@ -31,7 +31,7 @@
  * rank 0 hands it to the box wrapped under the control connection's session
  * key. The token itself never leaves a rank: HELLO carries a hash of it
  * (token=), compared by rank 0, and proves it holds it (proof=: an HMAC of
- * the HELLO line and rank 0's NONCE under a key from the token, pbox_int.h's
+ * the HELLO line and rank 0's NONCE under a key from the token, wk_link.h's
  * wk_proof_*), so a HELLO forged without the token, or captured and
  * replayed, is refused and logged and the true rank still gets in. A run
  * that reuses the job id and addresses of the one before it then cannot
@@ -59,7 +59,16 @@
 #include "gather.h"
 #include "layout.h"
 #include "nic_ctl.h"
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_ranks.h"
+#include "wk_units.h"
+#include "wk_module.h"
+#include "wk_link.h"
+#include "wk_box.h"
+#include "wk_grow.h"
+#include "wk_udp.h"
+#include "wk_boot.h"
 
 #define LINE_CAP 512
 

@@ -20,7 +20,12 @@
 #include "cfg_box.h"
 #include "layout.h"
 #include "nic_ctl.h"
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_ranks.h"
+#include "wk_units.h"
+#include "wk_link.h"
+#include "wk_box.h"
 
 /* Box @b's control connection opened and authenticated into
  * px->net.box[b].fd: 0, or -1 with @msg. */

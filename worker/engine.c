@@ -31,7 +31,19 @@
 #include <unistd.h>
 
 #include "nic_ctl.h"
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_ranks.h"
+#include "wk_units.h"
+#include "wk_handle.h"
+#include "wk_fail.h"
+#include "wk_link.h"
+#include "wk_box.h"
+#include "wk_sched.h"
+#include "wk_tune.h"
+#include "wk_grow.h"
+#include "wk_udp.h"
+#include "wk_engine.h"
 
 #define WK_RX_DRAIN 64 /* receive batches taken before timers are judged */
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The failure machine (pbox_int.h): the one writer of a job's failure.
+ * The failure machine (wk_fail.h): the one writer of a job's failure.
  * Whichever thread sees a failure first (the engine: a lost rank or box, a
  * deadline, a bad line; the local thread: its machine; the caller: a
  * bootstrap that failed) raises it here, under mu; the first holds. The
@@ -13,7 +13,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_ranks.h"
+#include "wk_handle.h"
+#include "wk_resume.h"
+#include "wk_fail.h"
 
 const struct wk_fail_kind wk_fail_kinds[WK_FK_COUNT] = {
 #define WK_FK_ROW(k, c, g, v, t) [WK_FK_##k] = {.code = c, .gone = g, .verb = v, .told = t},

@@ -48,7 +48,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_units.h"
+#include "wk_fail.h"
+#include "wk_box.h"
+#include "wk_sched.h"
+#include "wk_grow.h"
 
 #define WK_AGREE_QUIET_NS 3000000ull
 #define WK_PROBE_NS	  1000000000ull

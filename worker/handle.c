@@ -8,7 +8,10 @@
 #include <stdlib.h>
 
 #include "cuda/stage.h"
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_ranks.h"
+#include "wk_handle.h"
 
 /* Complete @op (under mu). */
 void wk_op_complete_locked(struct pbox *px, struct pbox_handle *op, int status, const char *msg)

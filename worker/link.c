@@ -21,7 +21,9 @@
 
 #include "gather.h"
 #include "nic_ctl.h"
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_link.h"
 
 int wk_verdict_send(int fd, int code, const bool *gone, uint32_t n, const char *text)
 {

@@ -44,7 +44,12 @@
  * order the processes; events, polled by this thread, order the device.
  * Host memory in that path carries only what goes on the network.
  */
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_ranks.h"
+#include "wk_fail.h"
+#include "wk_submit.h"
+#include "wk_local.h"
 #include "local.h"
 #include "cuda/stage.h"
 #include "sum.h"

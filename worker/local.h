@@ -3,7 +3,7 @@
  * Local aggregation's state (local.c): the machine's numbering, planned at
  * pbox_start() (ranks.c), and what its thread keeps. Only local.c and
  * ranks.c see it; the rest of libpbox holds a struct wk_local * and asks
- * through pbox_int.h's wk_local_* functions.
+ * through wk_local.h's functions.
  */
 #ifndef PBOX_WORKER_LOCAL_H
 #define PBOX_WORKER_LOCAL_H
@@ -14,7 +14,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "pbox_int.h"
+#include "wk_ctx.h"
 
 struct wk_ltensor;
 struct sum_ops;

@@ -18,7 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_ranks.h"
+#include "wk_units.h"
+#include "wk_module.h"
 
 /* ---- what a transport module is given (transport.h) ---------------------- */
 

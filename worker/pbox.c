@@ -17,7 +17,18 @@
 #include "cfg_box.h"
 #include "layout.h"
 #include "cuda/stage.h"
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_ranks.h"
+#include "wk_resume.h"
+#include "wk_fail.h"
+#include "wk_link.h"
+#include "wk_engine.h"
+#include "wk_submit.h"
+#include "wk_local.h"
+#include "wk_boot.h"
+#include "wk_rdv.h"
+#include "wk_pbox.h"
 
 extern char **environ;
 

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "local.h"
+#include "wk_base.h"
+#include "wk_ranks.h"
 #include "sum.h"
 
 void wk_log(const struct pbox *px, unsigned level, const char *fmt, ...)

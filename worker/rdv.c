@@ -26,7 +26,7 @@
  * this JOIN (pk), so that reading the rendezvous traffic does not give it
  * away. With [rendezvous] secret (PBOX_RENDEZVOUS_SECRET), every JOIN
  * proves it (proof=:
- * an HMAC of the line and rank 0's NONCE, pbox_int.h's wk_proof_*): a JOIN
+ * an HMAC of the line and rank 0's NONCE, wk_link.h's wk_proof_*): a JOIN
  * without it, or captured and replayed, is refused and logged, and the
  * true rank still gets in, so nobody without the secret takes a rank or
  * stops the job. Without a secret nothing authenticates the rendezvous:
@@ -50,7 +50,11 @@
 #include <unistd.h>
 
 #include "gather.h"
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_ranks.h"
+#include "wk_link.h"
+#include "wk_rdv.h"
 
 #define RDV_LINE   384
 #define SEALED_LEN (crypto_box_SEALBYTES + sizeof(uint64_t))

@@ -12,7 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_units.h"
+#include "wk_resume.h"
 
 int wk_run_add(uint64_t **run, uint32_t *n, uint32_t *cap, unsigned width, const uint64_t *v)
 {

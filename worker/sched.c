@@ -11,7 +11,9 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_fail.h"
+#include "wk_sched.h"
 
 /* (priority, key) is one total order on every rank (the ranks agree on
  * both); seq orders the partitions of one push-pull, and push-pulls of one

@@ -15,7 +15,11 @@
 
 #include "layout.h"
 #include "cuda/stage.h"
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_module.h"
+#include "wk_resume.h"
+#include "wk_submit.h"
 
 /* The tensor of @key, or NULL (under mu once started). */
 struct wk_tensor *wk_find_tensor(const struct pbox *px, uint64_t key)

@@ -29,7 +29,16 @@
  * be reached), and recorded as gone: another pbox_shrink() goes on
  * without it.
  */
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_ranks.h"
+#include "wk_resume.h"
+#include "wk_fail.h"
+#include "wk_link.h"
+#include "wk_engine.h"
+#include "wk_local.h"
+#include "wk_boot.h"
+#include "wk_survive.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

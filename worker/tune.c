@@ -28,7 +28,10 @@
  */
 #include <inttypes.h>
 
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_ranks.h"
+#include "wk_sched.h"
+#include "wk_tune.h"
 
 #define WINDOW_MIN_BYTES (32ull << 20)
 #define WINDOW_MIN_NS	 100000000ull

@@ -17,7 +17,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_ranks.h"
+#include "wk_fail.h"
+#include "wk_udp.h"
 
 /*
  * UDP GSO: consecutive datagrams to one destination leave in one send, the

@@ -14,7 +14,10 @@
 #include <string.h>
 
 #include "layout.h"
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_ranks.h"
+#include "wk_units.h"
 
 /* Source address -> unit, for results: open addressing on (ip, port). */
 static uint32_t hash_slot(uint32_t ip_be, uint16_t port, uint32_t cap)

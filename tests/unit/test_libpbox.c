@@ -26,7 +26,15 @@
 #include <unistd.h>
 
 #include "gather.h"
-#include "pbox_int.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_handle.h"
+#include "wk_fail.h"
+#include "wk_link.h"
+#include "wk_box.h"
+#include "wk_tune.h"
+#include "wk_rdv.h"
+#include "wk_survive.h"
 #include "sum.h"
 #include <sys/wait.h>
 

@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#ifndef PBOX_WK_SCHED_H
+#define PBOX_WK_SCHED_H
+
+#include "wk_ctx.h"
+
+/* ---- sched.c: the scheduler (engine thread) --------------------------------- */
+
+/* A push-pull of a laid-out tensor into the scheduler: its partitions. */
+void wk_sched_take(struct pbox *px, struct pbox_handle *op);
+/* The heap of partitions: a partition in (0, or -1 out of memory), the top out. */
+int wk_heap_push(struct pbox *px, struct wk_part *p);
+void wk_heap_pop(struct pbox *px);
+/* The credit window @credit bytes, and the retransmit timeout's floor the
+ * time to drain it. */
+void wk_set_credit(struct pbox *px, uint64_t credit);
+
+#endif /* PBOX_WK_SCHED_H */

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#ifndef PBOX_WK_SUBMIT_H
+#define PBOX_WK_SUBMIT_H
+
+#include "wk_ctx.h"
+
+/* ---- submit.c: the network job's side of the API ---------------------------- */
+
+/* The pinned host memory a context's CUDA push-pulls stage through. */
+#define WK_CUDA_POOL (64ull << 20)
+/* @count elements of @dtype, for API function @fn: PBOX_OK or PBOX_EINVAL. */
+int wk_check_tensor(const char *fn, uint64_t key, uint64_t count, enum pbox_dtype dtype);
+/* The tensor of @key, or NULL (under mu once started). */
+struct wk_tensor *wk_find_tensor(const struct pbox *px, uint64_t key);
+/* A tensor into the index (under mu once started). */
+int wk_add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
+		  enum pbox_dtype dtype, int priority, struct wk_tensor **out);
+/* The network job's push-pull of any key (libpbox's own too). */
+int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+		 enum pbox_dtype dtype, struct pbox_handle **op);
+/* The CUDA module loaded (px->cuda_ops), or a PBOX_E* saying why not. */
+int wk_cuda_load(struct pbox *px, const char *fn);
+/* The network job's layout into @o (its world, not the machines'). */
+void wk_net_layout(const struct pbox *px, struct pbox_layout_info *o);
+
+#endif /* PBOX_WK_SUBMIT_H */
