@@ -538,6 +538,17 @@ static int survive(struct pbox *px, struct pbox_handle **ops, uint8_t *ok, uint3
 	return rc;
 }
 
+/* The bench's own bookkeeping (the --sync barrier, the redo agreement)
+ * sums @n fp32 under @key exactly: declared on first use (a second
+ * declaration is refused, and harmless), and sent uncompressed under
+ * [job] compression (without it, pbox_set_compression() refuses, and
+ * every push is exact anyway). */
+static void exact_key(struct pbox *px, uint64_t key, uint64_t n)
+{
+	if (pbox_declare(px, key, n, PBOX_FP32, 0) == PBOX_OK)
+		(void)pbox_set_compression(px, key, "none");
+}
+
 /* --survive, after a lost rank: the iteration the survivors do again, the
  * earliest any of them failed in (@v: this rank's). A rank can finish an
  * iteration that another cannot (the lost rank's SS_GPU answered it but
@@ -555,6 +566,7 @@ static int agree_redo(struct pbox *px, const struct pbox_layout_info *li, uint32
 	if (!x)
 		return -1;
 	x[li->rank] = (float)*v + 1; /* the others' slots 0: the sum is each rank's */
+	exact_key(px, (1ull << 62) + n, n);
 	rc = pbox_push_pull(px, (1ull << 62) + n, x, x, n, PBOX_FP32, &op);
 	if (rc == PBOX_OK)
 		rc = pbox_wait(op);
@@ -614,6 +626,7 @@ static int barrier(struct pbox *px, uint64_t key, uint32_t n)
 	struct pbox_handle *h;
 	float one = 1;
 
+	exact_key(px, key, 1);
 	if (pbox_push_pull(px, key, &one, &one, 1, PBOX_FP32, &h) || pbox_wait(h)) {
 		fprintf(stderr, "pbox-bench: barrier: %s\n", pbox_last_error());
 		return -1;
