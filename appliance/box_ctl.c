@@ -520,7 +520,8 @@ static int reg_admit(struct box_ctl *c, int fd, struct reg *g)
 					  .chunk_size = r->chunk,
 					  .n_eps = (uint16_t)lc->n_eps,
 					  .ranks = r->ranks,
-					  .comp_ppm = r->comp};
+					  .comp_ppm = r->comp,
+					  .in_order = r->in_order};
 		if (g->grow) /* the job's key and MAC mode, as registered */
 			d->mac = g->grow->desc.mac;
 		else

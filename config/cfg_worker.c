@@ -62,6 +62,11 @@ static const struct cfg_key job_keys[] = {
 	CFG_KEY(W, job.compression_ppm, "compression_rate", CFG_UINT, 0, 1, 500000, "10000",
 		"topk and randk: the share of each fragment's elements sent, in parts per "
 		"million (10000: 1%); the same on every rank"),
+	CFG_KEY(W, job.deterministic, "deterministic", CFG_BOOL, 0, 0, 0, "off",
+		"on: every sum is added in rank order, whatever order the pushes arrive in, "
+		"so that it is bitwise the same on every run (each summation service keeps "
+		"n - 1 more buffers per fragment for the pushes that come early); the same on "
+		"every rank"),
 };
 
 static const struct cfg_key box_keys[] = {

@@ -294,6 +294,12 @@ int nic_ctl_format_register(char *buf, size_t cap, const struct nic_ctl_session 
 			return -1;
 		off += (size_t)n;
 	}
+	if (r->in_order) {
+		n = snprintf(buf + off, cap - off, " order=rank");
+		if (fits(n, cap - off) < 0)
+			return -1;
+		off += (size_t)n;
+	}
 	n = snprintf(buf + off, cap - off, " chunks=");
 	if (fits(n, cap - off) < 0)
 		return -1;
@@ -531,11 +537,12 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 		K_RANKS,
 		K_SHORT,
 		K_COMP,
+		K_ORDER,
 		K_COUNT
 	};
 	static const char *const keys[K_COUNT] = {"job",   "key",   "mac",   "n",
 						  "dtype", "frag",  "chunk", "chunks",
-						  "ranks", "short", "comp"};
+						  "ranks", "short", "comp",  "order"};
 	const char *val[K_COUNT] = {0};
 	size_t vlen[K_COUNT] = {0};
 	const char *p = args;
@@ -571,7 +578,7 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 		if (k == K_COUNT) {
 			errf(err, cap,
 			     "unknown key '%.*s' (%s takes job, %sn, dtype, frag, chunk, chunks, "
-			     "ranks, short, comp)",
+			     "ranks, short, comp, order)",
 			     (int)(eq - tok > 20 ? 20 : eq - tok), tok, verb,
 			     grow ? "" : "key, mac, ");
 			return -1;
@@ -589,7 +596,7 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 	}
 	for (k = 0; k < K_COUNT; k++)
 		if (!val[k] && k != K_FRAG && k != K_CHUNK && k != K_SHORT && k != K_MAC &&
-		    k != K_COMP && (k != K_KEY || !grow)) {
+		    k != K_COMP && k != K_ORDER && (k != K_KEY || !grow)) {
 			errf(err, cap, "%s: missing", keys[k]);
 			return -1;
 		}
@@ -663,6 +670,16 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 			return -1;
 		}
 		r->comp = (uint32_t)v;
+	}
+	if (val[K_ORDER]) {
+		bool rank = vlen[K_ORDER] == 4 && memcmp(val[K_ORDER], "rank", 4) == 0;
+
+		if (!rank && !(vlen[K_ORDER] == 7 && memcmp(val[K_ORDER], "arrival", 7) == 0)) {
+			errf(err, cap, "order: '%.*s' is not arrival or rank",
+			     (int)(vlen[K_ORDER] > 20 ? 20 : vlen[K_ORDER]), val[K_ORDER]);
+			return -1;
+		}
+		r->in_order = rank;
 	}
 	if (chunk_list(val[K_CHUNKS], vlen[K_CHUNKS], lim->n_eps, r, err, cap) ||
 	    rank_list(val[K_RANKS], vlen[K_RANKS], r, err, cap))

@@ -13,7 +13,7 @@
  *   PROVE <HMAC>              and the client does: OK, or ERR and closed
  *   REGISTER job=ID key=K [mac=header|payload|off] n=N dtype=fp32|fp16|bf16
  *            [frag=F] [chunk=C] chunks=C0,C1,... ranks=IP:PORT,... [short=E:C:B,...]
- *            [comp=RATE]
+ *            [comp=RATE] [order=arrival|rank]
  *       EP lines, then OK job=ID bytes=B frag=F chunk=C   (the effective sizes)
  *   GROW (REGISTER's fields)   a segment of new chunks for a registered job,
  *       from the connection that registered it: n, frag, chunk and ranks as
@@ -41,7 +41,10 @@
  * chunk size (a tensor's last: endpoint E's chunk C holds B bytes), in
  * (endpoint, chunk) order, so that the box knows every fragment's length;
  * comp= (fp32 only) says the job's pushes may be compressed (nic/WIRE.md),
- * top-k and rand-k at RATE parts per million of a fragment's elements.
+ * top-k and rand-k at RATE parts per million of a fragment's elements;
+ * order=rank has every fragment summed in rank order, bitwise the same
+ * whatever order its pushes arrive in (the box keeps n - 1 more buffers
+ * per fragment for the early ones; the default is arrival).
  */
 #ifndef PBOX_NIC_CTL_H
 #define PBOX_NIC_CTL_H
@@ -124,6 +127,7 @@ struct nic_ctl_reg {
 	uint32_t n;
 	uint8_t dtype; /* PBOX_DTYPE_* */
 	uint32_t comp; /* comp=: 0, or compressed pushes taken at this top-k/rand-k rate (ppm) */
+	bool in_order; /* order=rank: every fragment summed in rank order ([job] deterministic) */
 	uint32_t frag, chunk; /* 0 in a request: the box's own */
 	uint32_t n_eps;
 	uint32_t chunks[NIC_CTL_MAX_EPS];

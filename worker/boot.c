@@ -84,6 +84,8 @@
 	_(peers)                                                                                   \
 	_(layout)                                                                                  \
 	_(heartbeat)                                                                               \
+	_(compression)                                                                             \
+	_(deterministic)                                                                           \
 	_(tensors)
 
 enum {
@@ -157,6 +159,13 @@ static void own_hello(const struct pbox *px, struct hello *h)
 	h->v[HF_peers] = peers_hash(px);
 	h->v[HF_layout] = px->cfg.tuning.layout;
 	h->v[HF_heartbeat] = px->cfg.tuning.heartbeat_us;
+	/* [job] compression, and the rate where the scheme takes one */
+	h->v[HF_compression] =
+		(uint64_t)px->cfg.job.compression << 32 |
+		(px->cfg.job.compression == COMP_TOPK || px->cfg.job.compression == COMP_RANDK
+			 ? px->cfg.job.compression_ppm
+			 : 0);
+	h->v[HF_deterministic] = px->cfg.job.deterministic;
 	h->v[HF_tensors] = px->n_t;
 }
 
@@ -284,6 +293,13 @@ static void field_str(int f, uint64_t v, char *buf, size_t cap)
 {
 	if (f == HF_layout)
 		snprintf(buf, cap, "%s", lay_mode_name((enum lay_mode)v));
+	else if (f == HF_compression && (uint32_t)v)
+		snprintf(buf, cap, "%s at %u ppm", comp_scheme_name((enum comp_scheme)(v >> 32)),
+			 (uint32_t)v);
+	else if (f == HF_compression)
+		snprintf(buf, cap, "%s", comp_scheme_name((enum comp_scheme)(v >> 32)));
+	else if (f == HF_deterministic)
+		snprintf(buf, cap, "%s", v ? "on" : "off");
 	else if (f == HF_token || f == HF_peers)
 		snprintf(buf, cap, "%#" PRIx64, v);
 	else

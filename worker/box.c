@@ -179,7 +179,8 @@ static struct nic_ctl_reg *box_request(struct pbox *px, const struct wk_box *bx,
 				  .frag = px->net.frag_size,
 				  .chunk = px->net.chunk_size,
 				  .n_eps = bx->n_eps,
-				  .comp = wk_comp_ppm(px, dtype)};
+				  .comp = wk_comp_ppm(px, dtype),
+				  .in_order = px->cfg.job.deterministic};
 	for (e = 0; e < px->net.n; e++) { /* each rank's SS_GPU address is its data address */
 		r->ranks[e].ip_be = px->net.unit[px->net.n_eps + e].ip_be;
 		r->ranks[e].port = px->net.unit[px->net.n_eps + e].port;

@@ -96,7 +96,13 @@
 	F(s, token, U)                                                                             \
 	F(s, chunk_size, U)                                                                        \
 	F(s, mtu, U)                                                                               \
-	F(s, bandwidth, U) F(s, peers, U) F(s, layout, U) F(s, heartbeat, U) F(s, tensors, U)
+	F(s, bandwidth, U)                                                                         \
+	F(s, peers, U)                                                                             \
+	F(s, layout, U)                                                                            \
+	F(s, heartbeat, U)                                                                         \
+	F(s, compression, U)                                                                       \
+	F(s, deterministic, U)                                                                     \
+	F(s, tensors, U)
 /* a declared tensor */
 #define RP_F_T(F, s) F(s, key, U) F(s, count, U) F(s, dtype, y) F(s, prio, i)
 /* a refusal: its PBOX_E* code, the ranks it names ("-" or "1,5,7") and why */

@@ -89,7 +89,8 @@ static int ssgpu_add(struct pbox *px, uint8_t dtype, uint32_t base, uint32_t cou
 				.frag_size = px->net.frag_size,
 				.chunk_size = px->net.chunk_size,
 				.n_eps = 1,
-				.comp_ppm = wk_comp_ppm(px, dtype)};
+				.comp_ppm = wk_comp_ppm(px, dtype),
+				.in_order = px->cfg.job.deterministic};
 	struct ss_short *shorts;
 	struct nic_addr *ranks;
 	struct ss_job *j, **tail;

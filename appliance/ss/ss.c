@@ -78,7 +78,7 @@ const char *ss_job_desc_check(const struct ss_job_desc *d)
 
 /* The layout, computed once for sizing and once for carving. */
 struct layout {
-	size_t frag, bitmap, peer, answered, res, acc, cacc, resid, scratch, txref, end;
+	size_t frag, bitmap, peer, answered, res, acc, cacc, resid, scratch, stash, txref, end;
 	uint32_t n_frags;
 };
 
@@ -110,6 +110,9 @@ static void layout(const struct ss_job_desc *d, size_t txref_size, struct layout
 	l->scratch = l->resid + (d->comp_ppm ? F * d->frag_size : 0);
 	x = align_up(l->scratch + (d->comp_ppm ? comp_scratch_bytes(d->frag_size / 4) : 0),
 		     SS_CACHE_LINE);
+	l->stash = x;
+	if (d->in_order)
+		x += F * (d->n - 1u) * d->frag_size;
 	l->frag = x;
 	x += F * sizeof(struct ss_frag);
 	x = align_up(x, 8);
@@ -176,6 +179,7 @@ struct ss_job *ss_job_init(void *mem, const struct ss_job_desc *d, size_t txref_
 		j->scratch = base + l.scratch;
 		memset(j->resid, 0, (size_t)l.n_frags * d->frag_size);
 	}
+	j->stash = d->in_order ? base + l.stash : NULL;
 	for (e = 0; e < d->n_eps; e++) {
 		j->ep_first[e] = first;
 		j->ep_chunks[e] = d->ep_chunks[e];
@@ -335,6 +339,46 @@ static enum ss_verdict probe(struct ss_job *j, uint32_t f, const struct pbox_hdr
 	return drop(j, out, SS_DROP_STALE);
 }
 
+/* A push into its fragment's sum: the round's first (@first) loads the
+ * accumulator, every other adds to it. */
+static void take(struct ss_job *j, uint32_t f, const struct comp_spec *c, const void *payload,
+		 size_t elems, uint64_t seed, bool first)
+{
+	if (c->scheme && first)
+		comp_decode(c, cacc_of(j, f), payload, elems, seed, j->scratch);
+	else if (c->scheme)
+		comp_add(c, cacc_of(j, f), payload, elems, seed, j->scratch);
+	else if (first)
+		j->ops->load[j->dtype](acc_of(j, f, j->frag[f].round), payload, elems);
+	else
+		j->ops->add[j->dtype](acc_of(j, f, j->frag[f].round), payload, elems);
+}
+
+/* Rank @r's stash slot in fragment @f (ranks 1 to n - 1: rank 0's push is
+ * never early). */
+static inline uint8_t *stash_of(const struct ss_job *j, uint32_t f, uint16_t r)
+{
+	return j->stash + ((size_t)f * (j->n - 1u) + (r - 1u)) * j->frag_size;
+}
+
+/* In rank order: rank @r's push added now if it is its turn, with the
+ * stashed pushes of the ranks after it that came early; kept in the stash
+ * otherwise (its bit set by the caller says it is there). */
+static void take_in_order(struct ss_job *j, uint32_t f, uint16_t r, const struct comp_spec *c,
+			  const void *payload, size_t elems, uint64_t seed)
+{
+	struct ss_frag *fr = &j->frag[f];
+	const uint64_t *bits = &j->bitmap[(size_t)f * j->words];
+
+	if (r != fr->next) {
+		memcpy(stash_of(j, f, r), payload, fr->len);
+		return;
+	}
+	take(j, f, c, payload, elems, seed, r == 0);
+	while (++fr->next < j->n && (bits[fr->next / 64] >> (fr->next % 64) & 1))
+		take(j, f, c, stash_of(j, f, fr->next), elems, seed, false);
+}
+
 /* ~40 cycles of checks and bookkeeping per push before the kernel, which
  * runs at memory speed (perf/sum). */
 enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
@@ -401,10 +445,6 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 			return drop(j, out, SS_DROP_COMP);
 		if (h->len != fr->len)
 			return drop(j, out, SS_DROP_LEN);
-		if (c.scheme)
-			comp_add(&c, cacc_of(j, f), payload, elems, seed, j->scratch);
-		else
-			j->ops->add[j->dtype](acc_of(j, f, fr->round), payload, elems);
 	} else if (h->round == fr->round + 1 && fr->done) {
 		/* A new round, over the buffer of round - 1. */
 		if (j->busy && j->busy(ss_job_txref(j, f, h->round & 1)))
@@ -416,18 +456,19 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		fr->len = h->len;
 		fr->comp = c.scheme;
 		fr->count = 0;
+		fr->next = 0;
 		fr->done = 0;
 		memset(&j->bitmap[(size_t)f * j->words], 0, j->words * sizeof(uint64_t));
-		if (c.scheme)
-			comp_decode(&c, cacc_of(j, f), payload, elems, seed, j->scratch);
-		else
-			j->ops->load[j->dtype](acc_of(j, f, fr->round), payload, elems);
 	} else if (h->round == fr->round - 1 && fr->has_prev) {
 		return answer(j, f, h->rank, h->round, fr->prev_len, fr->prev_comp, resent, out);
 	} else {
 		return drop(j, out, SS_DROP_STALE);
 	}
 
+	if (j->stash)
+		take_in_order(j, f, h->rank, &c, payload, elems, seed);
+	else
+		take(j, f, &c, payload, elems, seed, fr->count == 0);
 	*bits |= bit;
 	*peer = *from;
 	j->cnt.summed++;

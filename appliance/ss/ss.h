@@ -32,7 +32,17 @@
  * The result of round r is in res[r & 1]; the shadow, res[(r - 1) & 1], is the
  * previous round's. fp32 jobs sum straight into res[r & 1]; fp16 and bf16
  * jobs sum into an fp32 accumulator and narrow once into res[r & 1] when the
- * round completes. A transport that sends results by reference (the box:
+ * round completes.
+ *
+ * A job registered in rank order (ss_job_desc.in_order: [job]
+ * deterministic) sums each fragment as ((x0 + x1) + x2) + ..., whatever
+ * order the pushes arrive in: a push that comes before its turn waits in
+ * the fragment's stash (n - 1 fragment buffers more per fragment), and is
+ * added when the ranks before it are. fp32 addition rounds exactly, every
+ * ISA alike, so a sum is then bitwise the same on every run and whichever
+ * SS (the box's or a worker's) sums it.
+ *
+ * A transport that sends results by reference (the box:
  * external mbufs, one payload and n headers) keeps a reference count per
  * result buffer in the job's txref area and tells ss_push() through
  * ss_job.busy whether a buffer is still on its way out: a round never starts
@@ -146,6 +156,9 @@ struct ss_job_desc {
 	 * Such a job keeps, per fragment, an accumulator and its result's
 	 * residual (error feedback): twice the fragment size more. */
 	uint32_t comp_ppm;
+	/* Summed in rank order, bitwise reproducible (see above): every
+	 * fragment keeps a stash of n - 1 of its buffers more. */
+	bool in_order;
 };
 
 /* Counters of one job on one core, written by that core only. */
@@ -171,6 +184,7 @@ struct ss_frag {
 	uint8_t has_prev;  /* the shadow holds a result */
 	uint8_t comp;	   /* the current round's compressor (its first push's) */
 	uint8_t prev_comp; /* the shadow's */
+	uint16_t next;	   /* in order: the rank whose push is added next */
 };
 
 /*
@@ -213,6 +227,7 @@ struct ss_job {
 	uint32_t comp_ppm;	       /* compressed pushes taken (ss_job_desc) */
 	float *cacc, *resid;	       /* comp_ppm: frag_size / 4 floats per fragment each */
 	void *scratch;		       /* comp_ppm: comp_scratch_bytes() of a fragment */
+	uint8_t *stash;		       /* in order: n - 1 pushes of frag_size per fragment */
 	uint64_t (*clock_us)(void);    /* the transport's clock (ss_table's); NULL: unpaced */
 	bool bound;		       /* peer IP and port fixed at registration (.ranks) */
 	uint32_t ep_first[SS_MAX_EPS]; /* first fragment of each endpoint */

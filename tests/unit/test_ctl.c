@@ -146,6 +146,14 @@ START_TEST(register_round_trip)
 		ck_assert_int_eq(
 			nic_ctl_parse_register(line + 9, &lim, &sess, &got, err, sizeof(err)), 0);
 		ck_assert_uint_eq(got.comp, 10000);
+		ck_assert(!got.in_order); /* arrival order unless asked */
+		/* order=rank: [job] deterministic */
+		c.in_order = true;
+		ck_assert_int_gt(nic_ctl_format_register(line, sizeof(line), &sess, &c), 0);
+		ck_assert_ptr_nonnull(strstr(line, " order=rank"));
+		ck_assert_int_eq(
+			nic_ctl_parse_register(line + 9, &lim, &sess, &got, err, sizeof(err)), 0);
+		ck_assert(got.in_order);
 	}
 	args[strlen("job=1 key=") + 5] ^= 1; /* one wrapped bit flipped: the tag says so */
 	ck_assert_int_eq(nic_ctl_parse_register(args, &lim, &sess, &got, err, sizeof(err)), -1);
@@ -171,7 +179,11 @@ START_TEST(register_strict)
 		const char *args, *err;
 	} bad[] = {
 		{"job=1 key=%s n=2 dtype=fp32 fragment=1024 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
-		 "unknown key 'fragment' (REGISTER takes job, key, mac, n, dtype, frag, chunk, chunks, ranks, short, comp)"},
+		 "unknown key 'fragment' (REGISTER takes job, key, mac, n, dtype, frag, chunk, chunks, ranks, short, comp, order)"},
+		{"job=1 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 order=ranks",
+		 "order: 'ranks' is not arrival or rank"},
+		{"job=1 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 order=rank order=rank",
+		 "order: given twice"},
 		{"job=1 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 comp=0",
 		 "comp: '0' is not a number from 1 to 1000000"},
 		{"job=1 key=%s n=2 dtype=bf16 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 comp=10000",

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <linux/capability.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -159,11 +160,38 @@ struct rank_run {
 	bool per_tensor;
 	int set_rc[4];
 	char set_msg[4][WK_ERR_LEN];
+	/* values whose fp32 sum depends on the order of the additions (wide()):
+	 * each sum checked bitwise against rank order's */
+	bool wide;
 };
 
 static float val(unsigned r, uint64_t i, unsigned v)
 {
 	return (float)((int)((7 * i + 13 * r + 3 * v) % 61) - 30);
+}
+
+/* Rank r's element i in iteration v where the order of a sum shows: in
+ * even elements ranks 0 and 2 cancel (+b, -b, b up to 2^15) beside small
+ * values of 8 significant bits that b + x rounds away; odd elements any
+ * sign, 2^-14 to 2^15. Exact in fp16 and bf16 alike. */
+static float wide(unsigned r, uint64_t i, unsigned v)
+{
+	uint32_t h = (uint32_t)(i * 2654435761u) ^ (r * 40503u + v * 7919u + 0x9e37u);
+	uint32_t h0 = (uint32_t)(i * 2654435761u) ^ (v * 7919u + 0x9e37u);
+
+	h ^= h >> 13;
+	h *= 0x5bd1e995u;
+	h ^= h >> 15;
+	h0 ^= h0 >> 13;
+	h0 *= 0x5bd1e995u;
+	h0 ^= h0 >> 15;
+	if (i % 2 == 0 && (r == 0 || r == 2))
+		return (r == 0 ? 1.0f : -1.0f) * (1.0f + (float)(h0 >> 1 & 7) / 8.0f) * 32768.0f;
+	if (i % 2 == 0)
+		return (h & 1 ? -1.0f : 1.0f) * (1.0f + (float)(h >> 1 & 127) / 128.0f) *
+		       ldexpf(1.0f, -(int)(h >> 8 & 7));
+	return (h & 1 ? -1.0f : 1.0f) * (1.0f + (float)(h >> 1 & 7) / 8.0f) *
+	       ldexpf(1.0f, (int)(h >> 4 & 31) % 30 - 14);
 }
 
 static void put(void *p, uint64_t i, enum pbox_dtype dt, float x)
@@ -188,6 +216,15 @@ static float get(const void *p, uint64_t i, enum pbox_dtype dt)
 	}
 	memcpy(&h, (const uint16_t *)p + i, 2);
 	return dt == PBOX_FP16 ? sum_f16_to_f32(h) : sum_bf16_to_f32(h);
+}
+
+/* @x as a rank sends it in @dt. */
+static float get_as(float x, enum pbox_dtype dt)
+{
+	uint8_t b[4];
+
+	put(b, 0, dt, x);
+	return get(b, 0, dt);
 }
 
 /* pbox_init_text() of @path's contents, the file removed first: nothing
@@ -280,7 +317,8 @@ static void *rank_main(void *arg)
 		for (unsigned t = 0; t < NT; t++) {
 			count[t] = re ? rr->counts[t] + 2000 * t + 17 : rr->counts[t];
 			for (uint64_t i = 0; i < count[t]; i++)
-				put(buf[t], i, dt[t], val(rr->rank, i + t, v));
+				put(buf[t], i, dt[t],
+				    rr->wide ? wide(rr->rank, i + t, v) : val(rr->rank, i + t, v));
 		}
 		for (unsigned t = 0; rr->per_tensor && t < NT && (v == 0 || v == 2); t++) {
 			const char *c = (t + v / 2) % 2 ? (v ? "fp16" : "bf16") : "none";
@@ -348,11 +386,15 @@ static void *rank_main(void *arg)
 			for (uint64_t i = 0; i < count[t]; i++) {
 				float want = 0;
 
-				for (unsigned r = 0; r < rr->n; r++)
+				uint8_t w[4];
+
+				for (unsigned r = 0; r < rr->n; r++) /* in rank order */
 					if (!rr->shrunk ||
 					    ((int)r != rr->dead && (int)r != rr->dead2))
-						want += val(r, i + t, v);
-				if (get(buf[t], i, dt[t]) != want)
+						want += rr->wide ? get_as(wide(r, i + t, v), dt[t])
+								 : val(r, i + t, v);
+				put(w, 0, dt[t], want); /* narrowed once, as a summation service */
+				if (get(buf[t], i, dt[t]) != get(w, 0, dt[t]))
 					rr->wrong = true;
 			}
 		if (rr->rejoin_at == v + 1 && !rr->run_rc &&
@@ -450,6 +492,45 @@ static void exact_with(struct rank_run *rr, enum pbox_dtype dt, const char *extr
 	run_ranks(rr, NR);
 	check_exact(rr);
 }
+
+/* [job] deterministic = on: every sum added in rank order by whichever
+ * SS_GPU holds its chunk, whatever order the four ranks' pushes arrive
+ * in: each element bitwise the rank-order sum of values whose sum depends
+ * on the order (fp32 and bf16; two runs of each, so two runs agree). */
+START_TEST(test_deterministic)
+{
+	static const enum pbox_dtype dts[2] = {PBOX_FP32, PBOX_BF16};
+
+	for (unsigned run = 0; run < 4; run++) {
+		struct rank_run rr[NR];
+
+		setup_runs(rr, NR, dts[run / 2], 3);
+		for (unsigned r = 0; r < NR; r++) {
+			rr[r].extra = "partition_size = 64K\n[job]\ndeterministic = on";
+			rr[r].wide = true;
+		}
+		run_ranks(rr, NR);
+		check_exact(rr);
+	}
+}
+END_TEST
+
+/* The same configuration on every rank: rank 0 names the rank whose
+ * [job] deterministic differs, and every rank fails. */
+START_TEST(test_deterministic_mismatch)
+{
+	struct rank_run rr[NR];
+
+	setup_runs(rr, NR, PBOX_FP32, 1);
+	rr[3].extra = "[job]\ndeterministic = on";
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r++)
+		ck_assert_msg(rr[r].start_rc != PBOX_OK, "rank %u started", r);
+	ck_assert_msg(strstr(rr[0].msg, "rank 3 and rank 0 disagree on deterministic: on (rank 3) "
+					"vs off (rank 0)"),
+		      "%s", rr[0].msg);
+}
+END_TEST
 
 /* Nothing declared: fp32, bf16 and fp16 tensors in one context, first used
  * after the start, then (from the second iteration) three more of other
@@ -2442,6 +2523,8 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_compressed_fp16);
 	tcase_add_test(tc, test_compressed_bf16);
 	tcase_add_test(tc, test_compression_per_tensor);
+	tcase_add_test(tc, test_deterministic);
+	tcase_add_test(tc, test_deterministic_mismatch);
 	tcase_add_test(tc, test_gso_gro);
 	tcase_add_test(tc, test_gso_off);
 	tcase_add_test(tc, test_incarnation_token);

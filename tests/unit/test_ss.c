@@ -4,6 +4,7 @@
  * against sums computed here. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -845,6 +846,153 @@ START_TEST(test_ss_compressed_rounds)
 }
 END_TEST
 
+/* The next permutation of @a (of @n) in lexicographic order; false after
+ * the last. */
+static bool next_perm(unsigned *a, unsigned n)
+{
+	unsigned i = n - 1, k;
+
+	while (i > 0 && a[i - 1] >= a[i])
+		i--;
+	if (i == 0)
+		return false;
+	for (k = n - 1; a[k] <= a[i - 1]; k--)
+		;
+	unsigned t = a[i - 1];
+
+	a[i - 1] = a[k];
+	a[k] = t;
+	for (unsigned l = i, r = n - 1; l < r; l++, r--) {
+		t = a[l];
+		a[l] = a[r];
+		a[r] = t;
+	}
+	return true;
+}
+
+/*
+ * [job] deterministic: a job registered in rank order sums every fragment
+ * as ((x0 + x1) + x2) + x3 whatever the order its pushes arrive in (all
+ * 24 orders of 4 ranks), bitwise; the same job summed in arrival order
+ * gives other bits for some orders (large values that cancel beside small
+ * ones: fp32's rounding depends on the order, and shows in fp16 and bf16). A push that came
+ * early waits in the stash: its duplicate is acknowledged, and its
+ * probe says its part is in.
+ */
+static unsigned mix(unsigned i, unsigned r)
+{
+	unsigned h = (i * 2654435761u) ^ (r * 40503u + 0x9e37u);
+
+	h ^= h >> 13;
+	h *= 0x5bd1e995u;
+	return h ^ h >> 15;
+}
+
+/* Even elements: ranks 0 and 2 cancel (+b, -b, b up to 2^15), ranks 1 and
+ * 3 small with 8 significant bits, which b + x rounds away; odd elements:
+ * any sign, exponents 2^-14 to 2^15. Exact in fp16 and bf16 alike. */
+static float wide(unsigned i, unsigned r)
+{
+	unsigned h = mix(i, r), h0 = mix(i, 0);
+
+	if (i % 2 == 0 && r % 2 == 0)
+		return (r == 0 ? 1.0f : -1.0f) * (1.0f + (float)(h0 >> 1 & 7) / 8.0f) * 32768.0f;
+	if (i % 2 == 0)
+		return (h & 1 ? -1.0f : 1.0f) * (1.0f + (float)(h >> 1 & 127) / 128.0f) *
+		       ldexpf(1.0f, -(int)(h >> 8 & 7));
+	return (h & 1 ? -1.0f : 1.0f) * (1.0f + (float)(h >> 1 & 7) / 8.0f) *
+	       ldexpf(1.0f, (int)(h >> 4 & 31) % 30 - 14);
+}
+
+START_TEST(test_ss_in_order)
+{
+	const uint8_t dt = (uint8_t)_i;
+	struct ss_job_desc d = desc(4, dt);
+	const unsigned elem = (unsigned)sum_dtype_size(dt), n = FRAG / elem;
+	uint8_t pay[4][FRAG], want[FRAG];
+	float ref[FRAG / 2];
+	struct ss_job *j[2];
+	void *mem[2];
+	unsigned order[4] = {0, 1, 2, 3}, perms = 0, differ = 0;
+
+	d.in_order = true;
+	j[0] = init_job(&d, &mem[0]);
+	d.in_order = false;
+	j[1] = init_job(&d, &mem[1]);
+	ck_assert_uint_eq(ss_job_bytes(&(struct ss_job_desc){.n = 4,
+							     .dtype = dt,
+							     .frag_size = FRAG,
+							     .chunk_size = CHUNK,
+							     .n_eps = 2,
+							     .ep_chunks = {3, 2},
+							     .in_order = true},
+				       16) -
+				  ss_job_bytes(&d, 16),
+			  /* 5 chunks of 4 fragments, each with a stash of 3 */
+			  5 * (CHUNK / FRAG) * 3 * FRAG);
+	for (unsigned r = 0; r < 4; r++)
+		for (unsigned i = 0; i < n; i++) {
+			float x = wide(i, r);
+
+			if (dt == SUM_FP32)
+				memcpy(&pay[r][i * 4], &x, 4);
+			else if (dt == SUM_FP16)
+				((uint16_t *)pay[r])[i] = sum_f32_to_f16(x);
+			else
+				((uint16_t *)pay[r])[i] = sum_f32_to_bf16(x);
+		}
+	/* the reference: rank order, in fp32, narrowed once */
+	for (unsigned i = 0; i < n; i++) {
+		ref[i] = get(dt, pay[0], i);
+		for (unsigned r = 1; r < 4; r++)
+			ref[i] += get(dt, pay[r], i);
+		if (dt == SUM_FP32)
+			memcpy(&want[i * 4], &ref[i], 4);
+		else if (dt == SUM_FP16)
+			((uint16_t *)want)[i] = sum_f32_to_f16(ref[i]);
+		else
+			((uint16_t *)want)[i] = sum_f32_to_bf16(ref[i]);
+	}
+	do { /* every order of the 4 ranks, one round each */
+		for (unsigned k = 0; k < 2; k++) {
+			struct ss_out out;
+
+			for (unsigned p = 0; p < 4; p++) {
+				struct pbox_hdr h =
+					hdr(j[k], (uint16_t)order[p], 1, 2, perms, (uint16_t)FRAG);
+
+				ck_assert_int_eq(ss_push(j[k], 1, &h, pay[order[p]], &who, &out),
+						 p < 3 ? SS_SUMMED : SS_COMPLETE);
+			}
+			if (k == 0)
+				ck_assert_msg(memcmp(out.buf, want, FRAG) == 0,
+					      "%s, order %u%u%u%u: not the rank order's sum",
+					      sum_dtype_name(dt), order[0], order[1], order[2],
+					      order[3]);
+			else
+				differ += memcmp(out.buf, want, FRAG) != 0;
+		}
+		perms++;
+	} while (next_perm(order, 4));
+	ck_assert_uint_eq(perms, 24);
+	ck_assert_msg(differ > 0, "%s: arrival order gave the rank order's bits in all 24 orders",
+		      sum_dtype_name(dt));
+	/* early pushes wait: a duplicate is acknowledged, a probe says it is in */
+	{
+		struct pbox_hdr h = hdr(j[0], 2, 1, 2, perms, (uint16_t)FRAG);
+		struct ss_out out;
+
+		ck_assert_int_eq(ss_push(j[0], 1, &h, pay[2], &who, &out), SS_SUMMED);
+		ck_assert_int_eq(ss_push(j[0], 1, &h, pay[2], &who, &out), SS_DROP);
+		ck_assert_int_eq(out.why, SS_DROP_DUP);
+		ck_assert_int_eq(probe(j[0], 2, perms, &out), SS_WAITING);
+		ck_assert_int_eq(probe(j[0], 1, perms, &out), SS_NACK);
+	}
+	free(mem[0]);
+	free(mem[1]);
+}
+END_TEST
+
 /* [job] compression names comp.h's schemes in their order, and the wire's
  * compressor nibble counts them. */
 START_TEST(test_comp_names_agree)
@@ -932,6 +1080,7 @@ Suite *ss_suite(void)
 	tcase_add_test(tc, test_ss_lengths_from_registration);
 	tcase_add_test(tc, test_ss_ranks_bound_to_addresses);
 	tcase_add_loop_test(tc, test_ss_rounds, SUM_FP32, SUM_DTYPE_COUNT);
+	tcase_add_loop_test(tc, test_ss_in_order, SUM_FP32, SUM_DTYPE_COUNT);
 	tcase_add_test(tc, test_ss_busy);
 	tcase_add_test(tc, test_ss_probes);
 	tcase_add_test(tc, test_ss_answers_paced);
