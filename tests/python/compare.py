@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """compare.py OUT RUN [REF] [RANKS]: RUN's saved parameters (OUT/RUN-R.pt,
 written by ddp_train.py) are equal on every rank; with REF, within 1e-4 of
-REF's rank 0. Exit 0 when they are, and says what differs when not."""
+REF's rank 0 (COMPARE_TOL=0: bitwise equal). Exit 0 when they are, and says
+what differs when not."""
+import os
 import sys
 
 import torch
@@ -18,4 +20,7 @@ if ref:
     q = torch.load("%s/%s-0.pt" % (out, ref))
     worst = max(float((a - b).abs().max()) for a, b in zip(p0, q))
     print("        largest difference from %s: %.3g" % (ref, worst))
-    sys.exit(0 if worst <= 1e-4 else 1)
+    tol = float(os.environ.get("COMPARE_TOL", "1e-4"))
+    if tol == 0:
+        sys.exit(0 if all(torch.equal(a, b) for a, b in zip(p0, q)) else 1)
+    sys.exit(0 if worst <= tol else 1)

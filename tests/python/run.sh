@@ -81,6 +81,16 @@ for sch in sign topk randk; do
 		bad "DDP with [job] compression = $sch"
 	fi
 done
+# [job] deterministic (PBOX_JOB_DETERMINISTIC): every sum added in rank
+# order by whichever SS_GPU holds it: two runs of the script end with
+# bitwise the same parameters (runs without it differ in the last bits)
+if PBOX_JOB_DETERMINISTIC=on run pbox fp32 29561 pbox-det1 &&
+	PBOX_JOB_DETERMINISTIC=on run pbox fp32 29562 pbox-det2 &&
+	COMPARE_TOL=0 compare pbox-det1 pbox-det2 >/dev/null; then
+	ok "DDP with [job] deterministic = on, run twice: the same parameters bit for bit ($(compare pbox-det1 pbox-fp32 | sed 's/^ *//; s/largest difference/without it, a run differs/'))"
+else
+	bad "DDP with [job] deterministic = on, run twice: the same parameters bit for bit"
+fi
 compare pbox-mixed && ok "fp32 and bf16 in one group: final parameters equal on every rank" ||
 	bad "fp32 and bf16 in one group: final parameters equal on every rank"
 # ByteScheduler's plugin: no DDP, each parameter summed as its gradient is
