@@ -16,15 +16,16 @@
 #
 # Writes $OUT/cluster-nN.csv and cluster-nN.png (goodput per worker against
 # k, with the optimal line), prints progress, and ends with
-#   RESULT cluster n=N worst_ratio_to_topt=X ring_speedup_k1=Y
+#   RESULT cluster n=N worst_ratio_to_topt=X ring_speedup_k1=Y det_cost_k2=Z
 # (worst over k of measured/t_opt for the unified layout; ring time over pbox
-# time at k = 1). Needs root, hugepages and Gloo (libgloo-dev).
+# time at k = 1; the unified layout with [job] deterministic = on over it
+# without, at k = 2). Needs root, hugepages and Gloo (libgloo-dev).
 #
 #   perf/cluster/cluster.sh [BUILD_DIR]   N (4), B Mb/s (200 for n=4, 100 for
 #                                         n=8), SIZE (64M, 32M), ITERS (3),
 #                                         OUT (BUILD_DIR/perf/cluster), KS (the
 #                                         k to measure: 0..N), MODES (unified
-#                                         ps ssgpu ring), TUNING (more [tuning]
+#                                         ps ssgpu ring det), TUNING (more [tuning]
 #                                         lines, ';'-separated), WORKER_PRIORITY
 #                                         (the ranks' real-time priority: 10
 #                                         at n = 4, 0 (none) at n = 8)
@@ -38,7 +39,7 @@ case $N in
 esac
 ITERS=${ITERS:-3}
 KS=${KS:-$(seq -s ' ' 0 "$N")}
-MODES=${MODES:-unified ps ssgpu ring}
+MODES=${MODES:-unified ps ssgpu ring det}
 # The ranks' progress threads at real-time priority ([tuning] priority) at
 # n = 4, as on hosts with cores to spare: here the ranks and the box share
 # 2 cores with the kernel's memory monitor (kdamond, 5-20 ms of a core twice
@@ -86,16 +87,18 @@ record() {
 			n, k, mode, ms, th * 1e3, ms / (th * 1e3) }'
 }
 
-# pbox MODE K: every rank runs pbox-bench with [tuning] layout = MODE
+# pbox MODE K: every rank runs pbox-bench with [tuning] layout = MODE (det:
+# the unified layout with [job] deterministic = on, every sum in rank order)
 pbox() {
-	local mode=$1 k=$2 name="pbox-$1-k$2" ms
+	local mode=$1 k=$2 name="pbox-$1-k$2" ms det=off
 	# the previous run's job is gone from the box before this one registers
 	[ "$k" -gt 0 ] && ! jobs_gone && echo "cluster: the box still holds a job before $name"
 	local extra=()
 	[ -n "${TUNING:-}" ] && IFS=';' read -ra extra <<<"$TUNING"
-	worker_cfgs $((k > 0)) "layout = $mode" "priority = $WORKER_PRIORITY" "${extra[@]}"
-	bench_ran "$name" "pbox $mode at k=$k" --size "$SIZE" --tensors 4 --iters "$ITERS" --sync \
-		--warmup 1 || return 1
+	[ "$mode" = det ] && det=on
+	worker_cfgs $((k > 0)) "layout = ${mode/det/unified}" "priority = $WORKER_PRIORITY" "${extra[@]}"
+	PBOX_JOB_DETERMINISTIC=$det bench_ran "$name" "pbox $mode at k=$k" --size "$SIZE" \
+		--tensors 4 --iters "$ITERS" --sync --warmup 1 || return 1
 	ms=$(slowest "$name")
 	record "$mode" "$k" "$ms"
 }
@@ -139,6 +142,7 @@ for ((k = 1; k <= N; k++)); do
 	wants unified && pbox unified "$k"
 	wants ps && pbox ps "$k"
 	[ "$k" = 1 ] && wants ssgpu && pbox ssgpu 1
+	[ "$k" = 2 ] && wants det && pbox det 2
 done
 
 # Fig. 12: goodput per worker (M over the allreduce time) against k
@@ -169,11 +173,15 @@ fi
 
 # the summary: worst unified/t_opt, and where pbox stands against the ring
 awk -F, -v n="$N" -v ring="${t_ring:-0}" '
+	$5 == "det" { det[$2] = $6 }
+	$5 == "unified" { uni[$2] = $6 }
 	$5 == "unified" { r = $6 / $8; if (r > worst) { worst = r; wk = $2 }
 		if ($2 >= 1 && ring > 0) { s = ring / $6; if (!seen || s < ms) { ms = s; mk = $2; seen = 1 }
 			if ($2 == 1) k1 = s } }
 	END {
 		printf "cluster: worst measured/t_opt %.3f (at k=%s)\n", worst, wk
 		if (ring > 0) printf "cluster: pbox ahead of the ring at every k >= 1: %s (least ring/pbox %.3f at k=%s)\n", (ms > 1 ? "yes" : "NO"), ms, mk
-		printf "RESULT cluster n=%d worst_ratio_to_topt=%.3f ring_speedup_k1=%.3f\n", n, worst, k1 }' "$csv"
+		dc = ("2" in det && uni["2"] > 0) ? sprintf("%.3f", det["2"] / uni["2"]) : "-"
+		if (dc != "-") printf "cluster: [job] deterministic = on at k=2: %.1f ms, %s of the unified layout in arrival order\n", det["2"], dc
+		printf "RESULT cluster n=%d worst_ratio_to_topt=%.3f ring_speedup_k1=%.3f det_cost_k2=%s\n", n, worst, k1, dc }' "$csv"
 [ "$fail" -eq 0 ]

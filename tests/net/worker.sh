@@ -181,6 +181,18 @@ check "k=2, compression = fp16: the box sent $cb bytes, under 0.6 of the $pb it 
 	bash -c "[ ${cb:-0} -gt 0 ] && [ ${cb:-0} -lt $((${pb:-0} * 6 / 10)) ] &&
 		awk '/^pbox_core_drops_total.*reason=\"comp/ && \$NF > 0 { bad = 1 } END { exit bad }' '$log/after-cfp16.metrics'"
 
+# [job] deterministic: through the box and every SS_GPU each fragment's
+# pushes are added in rank order (REGISTER order=rank); the box keeps n - 1
+# more buffers per fragment for the pushes that come early
+export PBOX_JOB_DETERMINISTIC=on
+check "k=2: [job] deterministic = on, through the box and the SS_GPUs: every sum exact" \
+	bench_all det --size "$SIZE" --tensors 8 --iters "$ITERS"
+unset PBOX_JOB_DETERMINISTIC
+held() { grep -ho 'register with the box at [^ ]* [0-9]* bytes' "$log/$1-w0.log" | awk '{ print $(NF - 1) }' | tail -1; }
+db=$(held det) kb=$(held k2)
+check "k=2, deterministic: the box holds ${db:-?} bytes for the job, over twice the ${kb:-?} it holds in arrival order (n - 1 = 3 buffers more beside each fragment's 2)" \
+	bash -c "[ ${kb:-0} -gt 0 ] && [ ${db:-0} -gt $((${kb:-0} * 2)) ]"
+
 # ByteComp's strategy (pbox-bench --compress, perf/compress): each rank
 # measures the link and its compressor, rank 0's decision is every rank's,
 # the chosen layers travel as EFSignSGD; the sums approximate, so checked
