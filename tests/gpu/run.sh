@@ -98,5 +98,24 @@ if TAG=-local PBOX_WORKER_LOCAL_AGGREGATION=on PBOX_WORKER_LOCAL_CUDA=ipc run cu
 else
 	bad "DDP on CUDA tensors, 4 processes as one machine (CUDA IPC)"
 fi
-echo "test-gpu: $((11 - fails)) passed, $fails failed"
+# [job] deterministic = on: every sum in rank order, so two runs on CUDA
+# tensors end bitwise equal, through the SS_GPUs and with the machine's
+# sum on the GPU (CUDA IPC) before them
+if TAG=-det1 PBOX_JOB_DETERMINISTIC=on run cuda pbox fp32 29626 &&
+	TAG=-det2 PBOX_JOB_DETERMINISTIC=on run cuda pbox fp32 29627 &&
+	COMPARE_TOL=0 compare cuda-pbox-fp32-det1 cuda-pbox-fp32-det2 >/dev/null; then
+	ok "DDP on CUDA tensors with [job] deterministic = on, run twice: the same parameters bit for bit"
+else
+	bad "DDP on CUDA tensors with [job] deterministic = on, run twice"
+fi
+if TAG=-ldet1 PBOX_JOB_DETERMINISTIC=on PBOX_WORKER_LOCAL_AGGREGATION=on PBOX_WORKER_LOCAL_CUDA=ipc \
+	run cuda pbox fp32 29628 &&
+	TAG=-ldet2 PBOX_JOB_DETERMINISTIC=on PBOX_WORKER_LOCAL_AGGREGATION=on PBOX_WORKER_LOCAL_CUDA=ipc \
+		run cuda pbox fp32 29629 &&
+	COMPARE_TOL=0 compare cuda-pbox-fp32-ldet1 cuda-pbox-fp32-ldet2 >/dev/null; then
+	ok "the same as one machine of 4 (the machine's sum on the GPU by CUDA IPC): bit for bit"
+else
+	bad "deterministic with local aggregation on the GPU, run twice"
+fi
+echo "test-gpu: $((13 - fails)) passed, $fails failed"
 [ $fails = 0 ]
