@@ -6,6 +6,10 @@
 - Work.wait(timeout) honours its timeout while rank 1 is 1.5 s late
   (PboxError with pbox.ETIMEDOUT; the collective goes on and a later wait()
   has its sum);
+- all_reduce_coalesced: SUM of float32 tensors summed by pbox, each on its
+  own; MAX, and an int64 SUM, handed to Gloo's allreduce_coalesced (its
+  plain allreduce would reduce the list's entries into each other);
+- a sparse COO tensor goes to Gloo's sparse all-reduce;
 - pbox.torch.stats() counts what the rank did (ops, bytes);
 - a failure is a PboxError (torch's DistBackendError where torch has one)
   carrying libpbox's code: rank 1 leaves, rank 0's all_reduce raises with
@@ -50,6 +54,24 @@ if rank == 0:
 work.wait()
 if float(t[0]) != 2.0:
     fails.append("the late all_reduce: %s" % float(t[0]))
+
+# all_reduce_coalesced: each tensor summed on its own, whoever sums it
+for op, dt, want in ((dist.ReduceOp.SUM, torch.float32, lambda a, b: a + b),
+                     (dist.ReduceOp.MAX, torch.float32, max),
+                     (dist.ReduceOp.SUM, torch.int64, lambda a, b: a + b)):
+    ts = [torch.full((3,), rank * 10 + 1, dtype=dt), torch.full((5,), rank * 10 + 2, dtype=dt)]
+    dist.all_reduce_coalesced(ts, op=op)
+    for i, t in enumerate(ts):
+        w = want(0 * 10 + i + 1, 1 * 10 + i + 1)
+        if not bool((t == w).all()):
+            fails.append("all_reduce_coalesced %s %s, tensor %d: %s, not %s" %
+                         (op, dt, i, t.tolist(), w))
+
+# a sparse COO tensor: Gloo's sparse all-reduce, summed as a dense one would be
+sp = torch.sparse_coo_tensor([[rank, 2]], [1.0, float(rank + 1)], (4,))
+dist.all_reduce(sp)
+if sp.to_dense().tolist() != [1.0, 1.0, 3.0, 0.0]:
+    fails.append("sparse all_reduce: %s" % sp.to_dense().tolist())
 
 # pbox.torch.stats(): the counters of what this rank did
 st = pbox.torch.stats()

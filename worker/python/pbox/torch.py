@@ -330,6 +330,8 @@ class ProcessGroupPbox(ProcessGroup):
         of one dtype on one CPU or CUDA device."""
         if not tensors:
             return "no tensors"
+        if any(t.layout != torch.strided for t in tensors):
+            return "sparse tensors (Gloo's sparse all-reduce)"
         if op not in (_SUM, _AVG):
             return "op %s (pbox sums SUM and AVG)" % _OP_NAMES.get(op, op)
         if dev.type not in ("cpu", "cuda") or any(t.device != dev for t in tensors):
@@ -424,6 +426,17 @@ class ProcessGroupPbox(ProcessGroup):
         return _work(fut)
 
     def allreduce_coalesced(self, tensors, opts=None):
+        """Each tensor summed across the ranks, as one call: pbox sums SUM
+        and AVG of one float dtype on one device; anything else goes to
+        Gloo's own allreduce_coalesced (its plain allreduce would take the
+        list as one tensor per device and reduce the entries into each
+        other)."""
+        op = _op_code(opts.reduceOp) if opts is not None else _SUM
+        why = self._why_not(tensors, op, tensors[0].device if tensors else None)
+        if why:
+            g = self._gloo_for("allreduce_coalesced", why)
+            return g.allreduce_coalesced(tensors, opts) if opts is not None else \
+                g.allreduce_coalesced(tensors)
         return self.allreduce(tensors, opts)
 
     # ---- any dtype, byte for byte, through pbox's sums (a group made by shrink()) ----
