@@ -79,7 +79,7 @@ WORKER_SRCS := worker/pbox_worker.c
 # under $(BUILD)/lib/pbox-3, loaded when a job asks for it (worker/module.c).
 # libpbox's files, bottom first: each calls only files before it
 # (tests/lint-layers.sh holds them to this order; worker/README.md says why).
-LIBPBOX_LAYERS := rank_proto layout decide gather base ranks units module handle resume fail link box \
+LIBPBOX_LAYERS := rank_proto layout decide gather base ranks datalink units module handle resume fail link box \
                   sched tune grow udp engine submit local boot rdv pbox survive
 LIBPBOX_SRCS := $(patsubst %,worker/%.c,$(LIBPBOX_LAYERS))
 LIBPBOX_CORE := config/cfg.c config/cfg_box.c config/cfg_worker.c appliance/ss/ss.c appliance/ss/sum.c \

@@ -85,8 +85,10 @@ static const struct cfg_key data_keys[] = {
 	CFG_KEY(W, data.port, "port", CFG_UINT, 0, 0, 65535, "9700",
 		"UDP port of this worker's SS_GPU (rank 0: TCP too, for the bootstrap); "
 		"0 with [rendezvous]: a free one"),
-	CFG_KEY(W, data.bandwidth_mbps, "bandwidth", CFG_RATE, 0, 1, 10000000, "100G",
-		"this worker's line rate, the B of the layout"),
+	CFG_KEY(W, data.bandwidth_mbps, "bandwidth", CFG_RATE, 0, 1, 10000000, NULL,
+		"this worker's line rate, the B of the layout and of the pacing; unset: the "
+		"link speed of the interface holding [data] address (100G where it reports "
+		"none, with a warning)"),
 	CFG_KEY(W, data.mtu, "mtu", CFG_UINT, 0, 576, 9216, "9000", "IP MTU of the data link"),
 };
 

@@ -20,6 +20,7 @@
 #include "wk_ctx.h"
 #include "wk_base.h"
 #include "wk_ranks.h"
+#include "wk_datalink.h"
 #include "wk_resume.h"
 #include "wk_fail.h"
 #include "wk_link.h"
@@ -169,8 +170,10 @@ int pbox_start(struct pbox *px)
 	deadline = wk_now() + px->cfg.tuning.deadline_us * 1000;
 	rc = px->cfg.rendezvous.address.port ? wk_rendezvous(px, deadline) : PBOX_OK;
 	/* the ranks of a machine meet; its leader alone joins the network job */
-	if (rc == PBOX_OK)
+	if (rc == PBOX_OK) {
+		wk_data_link(px); /* B, where [data] bandwidth leaves it to the link */
 		rc = wk_local_plan(px);
+	}
 	if (rc == PBOX_OK && px->loc)
 		rc = wk_local_adopt(px);
 	if (rc == PBOX_OK && px->loc)

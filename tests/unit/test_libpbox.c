@@ -23,12 +23,14 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "gather.h"
 #include "wk_ctx.h"
 #include "wk_base.h"
+#include "wk_datalink.h"
 #include "wk_handle.h"
 #include "wk_fail.h"
 #include "wk_link.h"
@@ -2511,6 +2513,56 @@ START_TEST(test_box_client_async)
 }
 END_TEST
 
+/* [data] bandwidth unset: the link speed as sysfs says it (none for a
+ * virtual link that reports -1, or no file), and the default route's
+ * interface as /proc/net/route says it. */
+START_TEST(test_data_link)
+{
+	char dir[] = "/tmp/pbox-sysfs-XXXXXX", path[256];
+	FILE *f;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	for (unsigned i = 0; i < 3; i++) {
+		static const char *const ifn[3] = {"eth1", "veth0", "tun0"};
+		static const char *const speed[3] = {"25000\n", "-1\n", "fast\n"};
+
+		snprintf(path, sizeof(path), "%s/%s", dir, ifn[i]);
+		ck_assert_int_eq(mkdir(path, 0700), 0);
+		snprintf(path, sizeof(path), "%s/%s/speed", dir, ifn[i]);
+		f = fopen(path, "w");
+		ck_assert_ptr_nonnull(f);
+		fputs(speed[i], f);
+		fclose(f);
+	}
+	ck_assert_uint_eq(wk_link_speed(dir, "eth1"), 25000);
+	ck_assert_uint_eq(wk_link_speed(dir, "veth0"), 0); /* unknown */
+	ck_assert_uint_eq(wk_link_speed(dir, "tun0"), 0);
+	ck_assert_uint_eq(wk_link_speed(dir, "eth9"), 0); /* no such interface */
+	snprintf(path, sizeof(path), "%s/route", dir);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+	      "eth1\t000012C6\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n"
+	      "eth0\t00000000\t010012AC\t0003\t0\t0\t100\t00000000\t0\t0\t0\n",
+	      f);
+	fclose(f);
+	ck_assert(wk_default_route_on(path, "eth0"));
+	ck_assert(!wk_default_route_on(path, "eth1"));
+	ck_assert(!wk_default_route_on("/nonexistent/route", "eth0"));
+	for (unsigned i = 0; i < 3; i++) {
+		static const char *const ifn[3] = {"eth1", "veth0", "tun0"};
+
+		snprintf(path, sizeof(path), "%s/%s/speed", dir, ifn[i]);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/%s", dir, ifn[i]);
+		rmdir(path);
+	}
+	snprintf(path, sizeof(path), "%s/route", dir);
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
 Suite *libpbox_suite(void)
 {
 	Suite *s = suite_create("libpbox");
@@ -2525,6 +2577,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_compression_per_tensor);
 	tcase_add_test(tc, test_deterministic);
 	tcase_add_test(tc, test_deterministic_mismatch);
+	tcase_add_test(tc, test_data_link);
 	tcase_add_test(tc, test_gso_gro);
 	tcase_add_test(tc, test_gso_off);
 	tcase_add_test(tc, test_incarnation_token);
