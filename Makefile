@@ -138,6 +138,20 @@ $(BUILD)/python/%.py: worker/python/%.py
 	@mkdir -p $(@D)
 	$(Q)$(call say,PY,$@)cp $< $@
 
+# The wheel (pip install, no PYTHONPATH): the package with libpbox.so.3 and
+# the modules built here under pbox/lib, tagged py3-none-linux_x86_64
+# (worker/python/setup.py), built offline with Debian's setuptools and wheel.
+WHEEL_SRC := $(BUILD)/wheel-src
+PYTHON    ?= /usr/bin/python3
+wheel: $(LIBPBOX_SO) $(PY_FILES) $(DPDK_MODULE) $(CUDA_MODULE)
+	@rm -rf $(WHEEL_SRC) $(BUILD)/wheel && mkdir -p $(WHEEL_SRC)/pbox/lib/pbox-3 $(BUILD)/wheel
+	$(Q)cp worker/python/pyproject.toml worker/python/setup.py worker/python/README.md $(WHEEL_SRC)/
+	$(Q)cp $(PY_SRCS) $(WHEEL_SRC)/pbox/
+	$(Q)cp $(LIBPBOX_SO) $(WHEEL_SRC)/pbox/lib/libpbox.so.3
+	$(Q)for m in $(DPDK_MODULE) $(CUDA_MODULE); do cp $$m $(WHEEL_SRC)/pbox/lib/pbox-3/; done
+	$(Q)$(call say,WHEEL,$(BUILD)/wheel)$(PYTHON) -m pip wheel -q --no-index --no-build-isolation \
+		--no-deps -w $(BUILD)/wheel $(WHEEL_SRC)
+
 # What a worker host needs, and nothing that needs DPDK: libpbox, its
 # Python package and, where nvcc is, the CUDA module.
 WORKER_BINS := $(LIBPBOX_SO) $(BUILD)/lib/libpbox.a $(PY_FILES) $(CUDA_MODULE) $(GPU_CHECK) $(COMP_CHECK) \
@@ -151,7 +165,7 @@ $(error libdpdk not found by pkg-config: run 'make setup' (as root), or 'make te
 endif
 endif
 
-.PHONY: worker test-gpu perf-gpu setup test-run demo-run all test unit unit-asan unit-tsan integration python-test soak lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-train perf-tune perf-scale perf-compress demo install uninstall image boot-test clean
+.PHONY: wheel worker test-gpu perf-gpu setup test-run demo-run all test unit unit-asan unit-tsan integration python-test soak lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-train perf-tune perf-scale perf-compress demo install uninstall image boot-test clean
 all: $(BINS)
 worker: $(WORKER_BINS)
 
@@ -392,7 +406,7 @@ soak: all
 	DURATION=$(DURATION) tests/net/soak.sh $(BUILD)
 
 # pbox from PyTorch: DDP under torchrun on the pbox backend against Gloo.
-python-test: all
+python-test: all wheel
 	tests/python/run.sh $(BUILD)
 	tests/python/cluster.sh $(BUILD)
 

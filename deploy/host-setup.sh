@@ -19,7 +19,8 @@ set -euo pipefail
 #        compiler-rt), the emulated network (iproute2, ping, the tc BPF loss
 #        program: libbpf), Prometheus (promtool and a server for the scrape
 #        test), curl, PyTorch (the pbox backend's DDP test), systemd
-#        (systemd-analyze verify of the installed units)
+#        (systemd-analyze verify of the installed units), venv, pip,
+#        setuptools and wheel (make wheel, and the wheel installed in a venv)
 # perf:  Gloo's ring (perf/cluster), gnuplot for the charts, torchvision
 #        (perf/train's models), dpdk-dev
 #        (dpdk-testpmd for perf/dataplane)
@@ -29,7 +30,8 @@ set -euo pipefail
 pkgs_build=(build-essential pkg-config git libdpdk-dev dpdk libnuma-dev libinih-dev check
 	libsubunit-dev libmicrohttpd-dev libsodium-dev)
 pkgs_test=(cppcheck clang-format clang libclang-rt-14-dev iproute2 iputils-ping procps
-	libbpf-dev linux-libc-dev prometheus curl ca-certificates python3 python3-torch systemd)
+	libbpf-dev linux-libc-dev prometheus curl ca-certificates python3 python3-torch systemd
+	python3-venv python3-pip python3-setuptools python3-wheel)
 pkgs_perf=(libgloo-dev gnuplot-nox dpdk-dev python3-torchvision)
 pkgs_image=(mmdebstrap grub-pc-bin dosfstools mtools fdisk e2fsprogs qemu-system-x86 qemu-utils ovmf)
 

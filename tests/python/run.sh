@@ -213,5 +213,30 @@ else
 	bad "DDP after rank 2 dies"
 	grep -v '^\s*$' "$out/survive-ddp.log" | tail -8 | sed 's/^/        /'
 fi
+# the wheel (make wheel) in a fresh venv, used from outside the checkout:
+# no PYTHONPATH, libpbox.so.3 the wheel's own, a 2-rank all_reduce
+wheel_run() {
+	local w venv="$out/venv" far="$out/far"
+	w=$(ls "$build"/wheel/pbox-*.whl 2>/dev/null | head -1)
+	[ -n "$w" ] || { echo "        no wheel in $build/wheel (make wheel)"; return 1; }
+	$py -m venv --system-site-packages "$venv" &&
+		"$venv/bin/pip" install -q --no-index "$w" >"$out/wheel-pip.log" 2>&1 || {
+		tail -5 "$out/wheel-pip.log" | sed 's/^/        /'
+		return 1
+	}
+	mkdir -p "$far" && cp tests/python/wheel_check.py "$far/" &&
+		(cd "$far" && env -u PYTHONPATH -u PBOX_LIB timeout 120 "$venv/bin/python" -m torch.distributed.run \
+			--redirects 2 --tee 2 --nproc_per_node 2 --master_addr 127.0.0.1 \
+			--master_port 29564 wheel_check.py "$venv") >"$out/wheel.log" 2>&1 &&
+		grep -q "wheel: rank 0 ok" "$out/wheel.log" && grep -q "wheel: rank 1 ok" "$out/wheel.log" || {
+		grep -v '^\[default[0-9]\]:\s*$' "$out/wheel.log" | tail -8 | sed 's/^/        /'
+		return 1
+	}
+}
+if wheel_run; then
+	ok "the wheel ($(basename "$(ls "$build"/wheel/pbox-*.whl)")) in a fresh venv, outside the checkout: $(grep -m1 -o 'pbox [0-9.]* from .*' "$out/wheel.log" | sed "s|$out/||g"), a 2-rank all_reduce exact"
+else
+	bad "the wheel in a fresh venv: pip install, import, a 2-rank all_reduce"
+fi
 echo "python: $passes passed, $fails failed"
 [ $fails = 0 ]

@@ -7,14 +7,19 @@ ranks. Tensors need not be declared: a key first used after the start is
 agreed with every rank before its data moves. `import pbox.torch` registers
 the torch.distributed backend "pbox" (see pbox/torch.py).
 
-Nothing here needs a compiler: libpbox.so.3 is loaded with ctypes from the
-build tree (build/lib, next to build/python), from $PBOX_LIB, or from the
-system's library path (make install).
+Nothing here needs a compiler: libpbox.so.3 is loaded with ctypes from
+$PBOX_LIB, from the wheel (pbox/lib, make wheel), from the build tree
+(build/lib, next to build/python), or from the system's library path (make
+install).
 """
 import ctypes
 import os
 
-__all__ = ["Context", "Error", "FP32", "FP16", "BF16", "Stats", "library"]
+__all__ = ["Context", "Error", "FP32", "FP16", "BF16", "Stats", "library", "__version__"]
+
+# libpbox's version this package was made with (pbox_version(); the wheel's
+# version): a library of another minor version is said at import
+__version__ = "3.6"
 
 FP32, FP16, BF16 = 0, 1, 2
 # enum pbox_status (pbox.h)
@@ -34,6 +39,7 @@ class Error(RuntimeError):
 def _load():
     here = os.path.dirname(os.path.abspath(__file__))
     names = [os.environ.get("PBOX_LIB"),
+             os.path.join(here, "lib", "libpbox.so.3"),
              os.path.join(here, "..", "..", "lib", "libpbox.so.3"),
              "libpbox.so.3"]
     last = None
@@ -80,6 +86,10 @@ library.pbox_test.argtypes = [_P]
 library.pbox_finalize.argtypes = [_P]
 library.pbox_last_error.restype = ctypes.c_char_p
 library.pbox_version.restype = ctypes.c_char_p
+if library.pbox_version().decode() != __version__:
+    import warnings
+    warnings.warn("pbox: this package is %s, the libpbox.so.3 it loaded (%s) is %s"
+                  % (__version__, library._name, library.pbox_version().decode()))
 
 
 class LayoutInfo(ctypes.Structure):
