@@ -918,7 +918,7 @@ static void apply_env(struct cfg_ctx *ctx, char *const *envp)
 		name[nlen] = '\0';
 		memcpy(shown, name, nlen + 1); /* what the messages say: the name as set */
 		env_unalias(ctx, all, name, sizeof(name));
-		for (ki = 0; sc->env_ignore && sc->env_ignore[ki]; ki++)
+		for (ki = 0; sc->env_ignore && sc->env_ignore[ki]; ki += 2)
 			if (strcmp(name, sc->env_ignore[ki]) == 0)
 				matched = true;
 		for (si = 0; si < sc->n_sections && !matched; si++) {
@@ -1455,6 +1455,39 @@ static void print_ref_keys(const struct cfg_section *s, FILE *f)
 	}
 }
 
+/* Every PBOX_* variable: each key's, the aliases, and those that are not
+ * keys, with what each does. */
+static void print_ref_env(const struct cfg_schema *sc, FILE *f)
+{
+	char v[128];
+
+	fprintf(f,
+		"\n### Environment variables\n\nEvery `%s*` variable the %s configuration reads, and what it "
+		"sets; any other `%s*` variable is an error naming it.\n\n| variable | "
+		"sets |\n|---|---|\n",
+		sc->env_prefix, sc->what, sc->env_prefix);
+	for (unsigned si = 0; si < sc->n_sections; si++) {
+		const struct cfg_section *s = &sc->sections[si];
+
+		if (s->kind == CFG_SEC_MANY)
+			continue;
+		for (unsigned ki = 0; ki < s->n_keys; ki++) {
+			env_name(v, sizeof(v), sc->env_prefix, s->name,
+				 s->kind == CFG_SEC_INDEXED ? "" : s->keys[ki].name);
+			fprintf(f, "| `%s%s` | `[%s] %s` |\n", v,
+				s->kind == CFG_SEC_INDEXED ? "<i>" : "", s->name,
+				s->kind == CFG_SEC_INDEXED ? "<i>" : s->keys[ki].name);
+		}
+	}
+	for (unsigned a = 0; sc->env_alias && sc->env_alias[a]; a += 2)
+		fprintf(f,
+			"| `%s` | the same as `%s` (one name per thing: both set differently is "
+			"an error) |\n",
+			sc->env_alias[a], sc->env_alias[a + 1]);
+	for (unsigned i = 0; sc->env_ignore && sc->env_ignore[i]; i += 2)
+		fprintf(f, "| `%s` | not a key: %s |\n", sc->env_ignore[i], sc->env_ignore[i + 1]);
+}
+
 void cfg_print_reference(const struct cfg_schema *sc, FILE *f)
 {
 	fprintf(f, "## %s configuration\n", sc->what);
@@ -1472,4 +1505,6 @@ void cfg_print_reference(const struct cfg_schema *sc, FILE *f)
 				s->kind == CFG_SEC_MANY ? " Repeat the section for each one." : "");
 		print_ref_keys(s, f);
 	}
+	if (sc->env_prefix)
+		print_ref_env(sc, f);
 }

@@ -132,9 +132,10 @@ struct cfg_errors {
 struct cfg_ctx;
 
 struct cfg_schema {
-	const char *what;	       /* "pboxd", "worker": for messages */
-	const char *env_prefix;	       /* "PBOX_" to enable overrides, or NULL */
-	const char *const *env_ignore; /* PBOX_* names that are not config keys */
+	const char *what;	/* "pboxd", "worker": for messages */
+	const char *env_prefix; /* "PBOX_" to enable overrides, or NULL */
+	/* pairs (PBOX_* name that is not a config key, what it does), NULL-ended */
+	const char *const *env_ignore;
 	/* pairs (short name, the key's variable), NULL-ended: one thing, two
 	 * names; both set with different values is an error naming both */
 	const char *const *env_alias;

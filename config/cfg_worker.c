@@ -21,9 +21,24 @@ const char *const cfg_comp_names[] = {"none", "sign", "topk", "randk", "bf16", "
 /* enum nic_mac_mode's names, in order. */
 static const char *const mac_names[] = {"off", "header", "payload", NULL};
 
-/* PBOX_* variables that are not configuration keys. */
-static const char *const env_ignore[] = {"PBOX_SIMD",	    "PBOX_CONFIG",	    "PBOX_LIB",
-					 "PBOX_MODULE_DIR", "PBOX_CUDA_STAGE_ONLY", NULL};
+/* PBOX_* variables that are not configuration keys: pairs (name, what it
+ * does), NULL-ended; the reference lists them. */
+static const char *const env_ignore[] = {
+	"PBOX_CONFIG",
+	"the worker's configuration file, which the PyTorch backend reads before its own lines",
+	"PBOX_LIB",
+	"the libpbox.so.3 the Python package loads (before the wheel's, the build tree's and "
+	"the system's)",
+	"PBOX_MODULE_DIR",
+	"where libpbox looks for its modules (dpdk.so, cuda.so); unset: pbox-3 beside "
+	"libpbox.so.3",
+	"PBOX_SIMD",
+	"the widest summation and MAC kernels used: scalar, avx2 or avx512 (tests, and "
+	"measuring one ISA against another); unset: the best the CPU has",
+	"PBOX_CUDA_STAGE_ONLY",
+	"1: the CUDA module stages each piece there and back and skips the network (make "
+	"perf-gpu's staging figure)",
+	NULL};
 
 /* PBOX_BOX, as the PyTorch backend has always read it, is [box] control
  * for C too: one or several host:port. */
