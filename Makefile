@@ -322,6 +322,7 @@ check-docs: all
 	@config/gen-reference.sh $(BUILD) | diff -u config/REFERENCE.md - >/dev/null || \
 		{ echo "config/REFERENCE.md is out of date: run make docs"; exit 1; }
 	@echo "docs: config/REFERENCE.md matches the schemas"
+	@tests/check-links.sh
 
 unit: all
 	cd $(BUILD) && TEST_BUILD_DIR=$(CURDIR)/$(BUILD) TEST_SRC_DIR=$(CURDIR) ./tests/unit_tests
