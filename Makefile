@@ -165,7 +165,7 @@ $(error libdpdk not found by pkg-config: run 'make setup' (as root), or 'make te
 endif
 endif
 
-.PHONY: wheel worker test-gpu perf-gpu setup test-run demo-run all test unit unit-asan unit-tsan integration python-test soak lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-train perf-tune perf-scale perf-compress demo install uninstall image boot-test clean
+.PHONY: wheel worker test-gpu perf-gpu setup test-run demo-run all test unit unit-asan unit-tsan integration python-test soak lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-sweep perf-train perf-tune perf-scale perf-compress demo install uninstall image boot-test clean
 all: $(BINS)
 worker: $(WORKER_BINS)
 
@@ -447,6 +447,11 @@ perf-loss: all
 
 perf-backprop: all
 	perf/backprop/backprop.sh $(BUILD)
+
+# all_reduce latency, 1 KiB to 16 MiB, through torch.distributed on
+# loopback: the pbox backend against Gloo's (no root, no box)
+perf-sweep: all
+	perf/sweep/sweep.sh $(BUILD)
 
 # Real models (torchvision) trained through the box against Gloo: DDP on
 # the pbox backend, the hook, pbox.torch.ScheduledOptimizer (MODELS, B).

@@ -518,7 +518,7 @@ START_TEST(test_deterministic)
 END_TEST
 
 /* The same configuration on every rank: rank 0 names the rank whose
- * [job] deterministic differs, and every rank fails. */
+ * [job] deterministic or compression differs, and every rank fails. */
 START_TEST(test_deterministic_mismatch)
 {
 	struct rank_run rr[NR];
@@ -530,6 +530,17 @@ START_TEST(test_deterministic_mismatch)
 		ck_assert_msg(rr[r].start_rc != PBOX_OK, "rank %u started", r);
 	ck_assert_msg(strstr(rr[0].msg, "rank 3 and rank 0 disagree on deterministic: on (rank 3) "
 					"vs off (rank 0)"),
+		      "%s", rr[0].msg);
+	/* and [job] compression, with its rate where the scheme takes one */
+	setup_runs(rr, NR, PBOX_FP32, 1);
+	for (unsigned r = 0; r < NR; r++)
+		rr[r].extra = "[job]\ncompression = topk";
+	rr[2].extra = "[job]\ncompression = topk\ncompression_rate = 20000";
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r++)
+		ck_assert_msg(rr[r].start_rc != PBOX_OK, "rank %u started", r);
+	ck_assert_msg(strstr(rr[0].msg, "rank 2 and rank 0 disagree on compression: topk at 20000 "
+					"ppm (rank 2) vs topk at 10000 ppm (rank 0)"),
 		      "%s", rr[0].msg);
 }
 END_TEST

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# make perf-sweep: all_reduce latency from 1 KiB to 16 MiB through
+# torch.distributed (perf/sweep/sweep.py), N ranks under torchrun on
+# loopback, no box: the pbox backend (every rank's SS_GPU) against Gloo's,
+# one after the other in the same run. Writes sweep.csv (size, each
+# backend's median and p90, the ratio of the medians) into OUT and ends with
+#   RESULT sweep n=N worst_pbox_vs_gloo=X worst_at=SIZE pbox_vs_gloo_1k=Y pbox_vs_gloo_16m=Z
+# (ratios of median times, pbox over Gloo: below 1, pbox is faster).
+#
+#   perf/sweep/sweep.sh [BUILD_DIR]     N (4), ITERS (30), OUT (BUILD_DIR/perf/sweep)
+set -uo pipefail
+build=${1:-build}
+N=${N:-4}
+ITERS=${ITERS:-30}
+out=${OUT:-$build/perf/sweep}
+py=${PY:-/usr/bin/python3}
+mkdir -p "$out"
+export PYTHONPATH=$PWD/$build/python
+run() { # BACKEND PORT
+	timeout 900 $py -m torch.distributed.run --redirects 2 --tee 2 --nproc_per_node "$N" \
+		--master_addr 127.0.0.1 --master_port "$2" perf/sweep/sweep.py "$1" "$out/$1.csv" \
+		"$ITERS" >"$out/$1.log" 2>&1 || {
+		grep -v '^\[default[0-9]\]:\s*$' "$out/$1.log" | tail -8 | sed 's/^/  /'
+		echo "sweep: $1 failed (log: $out/$1.log)"
+		exit 1
+	}
+	grep -o 'sweep: .*' "$out/$1.log" | grep -v '^sweep: rank'
+}
+echo "sweep: all_reduce of fp32, $N ranks on loopback (no box), $ITERS timed calls per size"
+run gloo 29640
+run pbox 29641
+join -t, <(tail -n +2 "$out/pbox.csv" | sort -t, -k1,1) <(tail -n +2 "$out/gloo.csv" | sort -t, -k1,1) |
+	sort -t, -k1,1n |
+	awk -F, -v n="$N" 'BEGIN { print "size_bytes,pbox_median_ms,pbox_p90_ms,gloo_median_ms,gloo_p90_ms,pbox_vs_gloo" >"/dev/stderr" }
+		{ r = $2 / $4; printf "%s,%s,%s,%s,%s,%.3f\n", $1, $2, $3, $4, $5, r > "/dev/stderr"
+		  printf "sweep: %9d bytes: pbox %8.3f ms (p90 %8.3f), Gloo %8.3f ms (p90 %8.3f): %.3f\n", $1, $2, $3, $4, $5, r
+		  if (r > worst) { worst = r; at = $1 } if ($1 == 1024) k1 = r; if ($1 == 16777216) m16 = r }
+		END { printf "RESULT sweep n=%d worst_pbox_vs_gloo=%.3f worst_at=%d pbox_vs_gloo_1k=%.3f pbox_vs_gloo_16m=%.3f\n", n, worst, at, k1, m16 }' \
+	2>"$out/sweep.csv"
