@@ -99,12 +99,19 @@ class _Work(Work):
 _C10D_PY = os.path.join("torch", "distributed", "distributed_c10d.py")
 
 
+_TORCH_MAJOR = int(torch.__version__.split(".")[0])
+
+
 def _work(fut):
-    """The Work for a collective: a _Work (whose wait() raises) for callers in
-    Python (torch.distributed's all_reduce and kin); for callers in C++ (DDP's
-    reducer) torch's own future-wrapping Work, since torch 1.13's Work
-    trampoline gives C++ no get_future() of a Python Work. DDP reads the
-    future's value, which raises the failure."""
+    """The Work for a collective: a _Work, whose wait() raises the failure.
+    torch 2.x's Work trampoline hands C++ callers (DDP's reducer) a Python
+    Work's get_future(); torch 1.13's does not, so there, and there only,
+    callers in C++ get torch's own future-wrapping Work instead (DDP reads
+    the future's value, which raises the failure), told apart by the first
+    Python frame outside this module: torch.distributed's own functions and
+    user code get a _Work."""
+    if _TORCH_MAJOR >= 2:
+        return _Work(fut)
     f = sys._getframe(1)
     while f is not None and f.f_code.co_filename == __file__:
         f = f.f_back  # the first caller outside this module
