@@ -3,7 +3,7 @@
 # build/perf/perf_comp): ByteComp's strategy on the emulated cluster. n = 4
 # workers (pbox-bench over libpbox) at B Mb/s and a box of 2 ports at k = 1
 # and k = 2; every rank plays a backward pass of a real model's tensors
-# (ResNet-50's 161 and BERT-large's 391, scaled down by SCALE_RN and
+# (ResNet-50's 161 and BERT-base's 199, scaled down by SCALE_RN and
 # SCALE_BERT to fit these links) with per-layer compute (GAP_US each, plus
 # PER_MB us per MiB of the layer), communication-bound; the job's [job]
 # compression = SCHEME (sign: EFSignSGD). Per model and k, the step time of:
@@ -23,7 +23,7 @@
 #
 #   perf/compress/compress.sh [BUILD_DIR]   B (200), SCHEME (sign), ITERS (2),
 #                                           GAP_US (2000), PER_MB (10000),
-#                                           SCALE_RN (4), SCALE_BERT (32), OUT
+#                                           SCALE_RN (4), SCALE_BERT (10), OUT
 set -uo pipefail
 
 N=4
@@ -34,7 +34,7 @@ ITERS=${ITERS:-2}
 GAP_US=${GAP_US:-2000}
 PER_MB=${PER_MB:-10000}
 SCALE_RN=${SCALE_RN:-4}
-SCALE_BERT=${SCALE_BERT:-32}
+SCALE_BERT=${SCALE_BERT:-10}
 . "$(dirname "$0")/../../tests/net/lib.sh"
 
 harness compress
@@ -57,7 +57,7 @@ for k in 1 2; do
 	shape "$k" || exit 1
 	restart_box $((k * wbw / ports)) || exit 1
 	worker_cfgs 1
-	for spec in "resnet50 $SCALE_RN" "bert-large $SCALE_BERT"; do
+	for spec in "resnet50 $SCALE_RN" "bert-base $SCALE_BERT"; do
 		set -- $spec
 		for plan in none all bytecomp; do
 			run "$1-k$k-$plan" --model "$1" --scale "$2" --compress "$SCHEME:$plan" || exit 1

@@ -290,8 +290,9 @@ int main(int argc, char **argv)
 		double vs_all = 0, ms = 0, worst, mean, big_ms = 0;
 		uint32_t tensors = 0, big_n = 0;
 
-		for (unsigned k = 0; k < 3; k++) {
-			static const char *const names[] = {"resnet50", "vgg16", "bert-large"};
+		for (unsigned k = 0; k < 4; k++) {
+			static const char *const names[] = {"resnet50", "vgg16", "bert-base",
+							    "bert-large"};
 
 			double sp = decide_on(names[k], 25, &vs_all, &ms, &tensors);
 			printf("perf-compress: model: %-10s %3u tensors, 25 Gb/s: ByteComp's choice "
