@@ -144,13 +144,13 @@ $(BUILD)/python/%.py: worker/python/%.py
 WHEEL_SRC := $(BUILD)/wheel-src
 PYTHON    ?= /usr/bin/python3
 wheel: $(LIBPBOX_SO) $(PY_FILES) $(DPDK_MODULE) $(CUDA_MODULE)
-	@rm -rf $(WHEEL_SRC) $(BUILD)/wheel && mkdir -p $(WHEEL_SRC)/pbox/lib/pbox-3 $(BUILD)/wheel
+	@rm -rf $(WHEEL_SRC) $(BUILD)/dist && mkdir -p $(WHEEL_SRC)/pbox/lib/pbox-3 $(BUILD)/dist
 	$(Q)cp worker/python/pyproject.toml worker/python/setup.py worker/python/README.md $(WHEEL_SRC)/
 	$(Q)cp $(PY_SRCS) $(WHEEL_SRC)/pbox/
 	$(Q)cp $(LIBPBOX_SO) $(WHEEL_SRC)/pbox/lib/libpbox.so.3
 	$(Q)for m in $(DPDK_MODULE) $(CUDA_MODULE); do cp $$m $(WHEEL_SRC)/pbox/lib/pbox-3/; done
-	$(Q)$(call say,WHEEL,$(BUILD)/wheel)$(PYTHON) -m pip wheel -q --no-index --no-build-isolation \
-		--no-deps -w $(BUILD)/wheel $(WHEEL_SRC)
+	$(Q)$(call say,WHEEL,$(BUILD)/dist)$(PYTHON) -m pip wheel -q --no-index --no-build-isolation \
+		--no-deps -w $(BUILD)/dist $(WHEEL_SRC)
 
 # What a worker host needs, and nothing that needs DPDK: libpbox, its
 # Python package and, where nvcc is, the CUDA module.

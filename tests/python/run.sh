@@ -217,8 +217,8 @@ fi
 # no PYTHONPATH, libpbox.so.3 the wheel's own, a 2-rank all_reduce
 wheel_run() {
 	local w venv="$out/venv" far="$out/far"
-	w=$(ls "$build"/wheel/pbox-*.whl 2>/dev/null | head -1)
-	[ -n "$w" ] || { echo "        no wheel in $build/wheel (make wheel)"; return 1; }
+	w=$(ls "$build"/dist/pbox-*.whl 2>/dev/null | head -1)
+	[ -n "$w" ] || { echo "        no wheel in $build/dist (make wheel)"; return 1; }
 	$py -m venv --system-site-packages "$venv" &&
 		"$venv/bin/pip" install -q --no-index "$w" >"$out/wheel-pip.log" 2>&1 || {
 		tail -5 "$out/wheel-pip.log" | sed 's/^/        /'
@@ -234,7 +234,7 @@ wheel_run() {
 	}
 }
 if wheel_run; then
-	ok "the wheel ($(basename "$(ls "$build"/wheel/pbox-*.whl)")) in a fresh venv, outside the checkout: $(grep -m1 -o 'pbox [0-9.]* from .*' "$out/wheel.log" | sed "s|$out/||g"), a 2-rank all_reduce exact"
+	ok "the wheel ($(basename "$(ls "$build"/dist/pbox-*.whl)")) in a fresh venv, outside the checkout: $(grep -m1 -o 'pbox [0-9.]* from .*' "$out/wheel.log" | sed "s|$out/||g"), a 2-rank all_reduce exact"
 else
 	bad "the wheel in a fresh venv: pip install, import, a 2-rank all_reduce"
 fi
