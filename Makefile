@@ -80,7 +80,7 @@ WORKER_SRCS := worker/pbox_worker.c
 # libpbox's files, bottom first: each calls only files before it
 # (tests/lint-layers.sh holds them to this order; worker/README.md says why).
 LIBPBOX_LAYERS := rank_proto layout decide gather base ranks datalink units module handle resume fail link box \
-                  sched tune grow udp engine submit local boot rdv pbox survive
+                  sched tune grow udp engine submit local boot rdv pbox survive autocomp
 LIBPBOX_SRCS := $(patsubst %,worker/%.c,$(LIBPBOX_LAYERS))
 LIBPBOX_CORE := config/cfg.c config/cfg_box.c config/cfg_worker.c appliance/ss/ss.c appliance/ss/sum.c \
                 appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c \
@@ -141,6 +141,7 @@ $(BUILD)/python/%.py: worker/python/%.py
 # The wheel (pip install, no PYTHONPATH): the package with libpbox.so.3 and
 # the modules built here under pbox/lib, tagged py3-none-linux_x86_64
 # (worker/python/setup.py), built offline with Debian's setuptools and wheel.
+.DEFAULT_GOAL := all
 WHEEL_SRC := $(BUILD)/wheel-src
 PYTHON    ?= /usr/bin/python3
 wheel: $(LIBPBOX_SO) $(PY_FILES) $(DPDK_MODULE) $(CUDA_MODULE)

@@ -419,6 +419,9 @@ struct pbox {
 	char cuda_why[WK_ERR_LEN];
 
 	struct wk_local *loc; /* local aggregation (local.c): NULL with a machine per rank */
+	/* pbox_decide_compression() (autocomp.c): [job] compression's cost per
+	 * fp32 byte on this CPU, encoding and decoding (0: not profiled yet) */
+	double comp_enc_b, comp_dec_b;
 
 	/* between threads, under mu */
 	pthread_t thr;

@@ -165,6 +165,13 @@ struct rank_run {
 	/* values whose fp32 sum depends on the order of the additions (wide()):
 	 * each sum checked bitwise against rank order's */
 	bool wide;
+	/* pbox_decide_compression() after the start, over the three tensors in
+	 * backward order with @compute_ns; its result and choice */
+	bool decide;
+	uint64_t compute_ns[NT];
+	int decide_rc;
+	uint8_t chosen[NT];
+	char decide_msg[WK_ERR_LEN];
 };
 
 static float val(unsigned r, uint64_t i, unsigned v)
@@ -306,6 +313,14 @@ static void *rank_main(void *arg)
 					       : pbox_set_compression(px, key[i], bad[i]);
 			snprintf(rr->set_msg[i], sizeof(rr->set_msg[i]), "%s", pbox_last_error());
 		}
+	}
+	if (rr->decide) {
+		const uint64_t keys[NT] = {102, 101, 100}; /* backward order: the last first */
+		const uint64_t counts[NT] = {rr->counts[2], rr->counts[1], rr->counts[0]};
+
+		rr->decide_rc =
+			pbox_decide_compression(px, NT, keys, counts, rr->compute_ns, rr->chosen);
+		snprintf(rr->decide_msg, sizeof(rr->decide_msg), "%s", pbox_last_error());
 	}
 	pbox_machine(px, &rr->mi);
 	pbox_layout(px, &rr->li);
@@ -2574,6 +2589,45 @@ START_TEST(test_data_link)
 }
 END_TEST
 
+/* pbox_decide_compression(): rank 0 decides from its measurements and
+ * every rank takes its choice, whatever its own say (the others pass
+ * backward passes long enough to hide every push-pull); at 1 Gb/s with no
+ * computation to hide behind, EFSignSGD pays on the large tensors. Refused
+ * without [job] compression. */
+START_TEST(test_decide_compression)
+{
+	struct rank_run rr[NR];
+
+	setup_runs(rr, NR, PBOX_FP32, 0);
+	for (unsigned r = 0; r < NR; r++) {
+		rr[r].extra = "[job]\ncompression = sign";
+		rr[r].decide = true;
+		for (unsigned t = 0; t < NT; t++)
+			rr[r].compute_ns[t] = r ? 1000000000000ull : 0;
+	}
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_msg(rr[r].start_rc == 0 && rr[r].decide_rc == 0, "rank %u: %d %d %s", r,
+			      rr[r].start_rc, rr[r].decide_rc, rr[r].decide_msg);
+		ck_assert_mem_eq(rr[r].chosen, rr[0].chosen, NT);
+		ck_assert_int_eq(rr[r].fin_rc, 0);
+		free(rr[r].layout);
+	}
+	ck_assert_uint_eq(rr[0].chosen[0], 1); /* key 102, 70001 elements */
+	ck_assert_uint_eq(rr[0].chosen[2], 1); /* key 100, 100003 elements */
+	setup_runs(rr, NR, PBOX_FP32, 0);
+	for (unsigned r = 0; r < NR; r++)
+		rr[r].decide = true;
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_int_eq(rr[r].decide_rc, PBOX_EINVAL);
+		ck_assert_msg(strstr(rr[r].decide_msg, "[job] compression is none"), "%s",
+			      rr[r].decide_msg);
+		free(rr[r].layout);
+	}
+}
+END_TEST
+
 Suite *libpbox_suite(void)
 {
 	Suite *s = suite_create("libpbox");
@@ -2589,6 +2643,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_deterministic);
 	tcase_add_test(tc, test_deterministic_mismatch);
 	tcase_add_test(tc, test_data_link);
+	tcase_add_test(tc, test_decide_compression);
 	tcase_add_test(tc, test_gso_gro);
 	tcase_add_test(tc, test_gso_off);
 	tcase_add_test(tc, test_incarnation_token);

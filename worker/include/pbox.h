@@ -68,7 +68,7 @@ extern "C" {
  * calling what 3.5 added.
  */
 #define PBOX_VERSION_MAJOR   3
-#define PBOX_VERSION_MINOR   6
+#define PBOX_VERSION_MINOR   7
 #define PBOX_VERSION(ma, mi) ((ma)*1000 + (mi))
 #define PBOX_VERSION_CODE    PBOX_VERSION(PBOX_VERSION_MAJOR, PBOX_VERSION_MINOR)
 
@@ -151,10 +151,30 @@ int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype 
  * summation services take compressed pushes only then), and every rank must choose the same for the
  * same push-pull: a summation service takes a round's compressor from its first push and refuses
  * the others (PBOX_EBOX or PBOX_EPEER, "the dtype is not the job's"). ByteComp's decision algorithm
- * (worker/decide.h) says which tensors to compress. Not with local
- * aggregation yet (PBOX_EINVAL): there every fp32 tensor is compressed.
+ * (worker/decide.h) says which tensors to compress: pbox_decide_compression().
+ * With local aggregation every rank calls it, and the machine's leader's
+ * choice is the machine's.
  */
 int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme);
+
+/*
+ * ByteComp's choice of which tensors to compress (libpbox 3.7): every rank
+ * calls it at the same point with the same @n fp32 tensors (@keys, their
+ * element @counts) in the order the backward pass makes them ready, and
+ * @compute_ns, the backward computation before each is ready (the first's
+ * from the pass's start, or 0), as this rank measured it. libpbox models
+ * the step (Theorem 1's link at [data] bandwidth and the boxes' k, [job]
+ * compression's compressor profiled on this CPU once), rank 0 decides
+ * (ByteComp's Algorithm 1: tensors whose communication hides behind the
+ * computation stay as they are), every rank takes rank 0's choice, and
+ * each tensor's compression is set (pbox_set_compression(): the job's
+ * scheme, or "none"). @chosen (n bytes, may be NULL): 1 where compressed.
+ * A collective: nothing of these tensors in flight. PBOX_OK; PBOX_EINVAL
+ * ([job] compression none, a key not declared or used yet); PBOX_ESTATE
+ * (before pbox_start()); a failure of the job's.
+ */
+int pbox_decide_compression(struct pbox *px, uint32_t n, const uint64_t *keys,
+			    const uint64_t *counts, const uint64_t *compute_ns, uint8_t *chosen);
 
 /*
  * Bootstrap: every rank connects to rank 0 and sends what it declared;

@@ -19,7 +19,7 @@ __all__ = ["Context", "Error", "FP32", "FP16", "BF16", "Stats", "library", "__ve
 
 # libpbox's version this package was made with (pbox_version(); the wheel's
 # version): a library of another minor version is said at import
-__version__ = "3.6"
+__version__ = "3.7"
 
 FP32, FP16, BF16 = 0, 1, 2
 # enum pbox_status (pbox.h)
@@ -78,6 +78,10 @@ except AttributeError:
     pass
 try:  # libpbox 3.6
     library.pbox_set_compression.argtypes = [_P, ctypes.c_uint64, ctypes.c_char_p]
+except AttributeError:
+    pass
+try:  # libpbox 3.7
+    library.pbox_decide_compression.argtypes = [_P, ctypes.c_uint32, _P, _P, _P, _P]
 except AttributeError:
     pass
 library.pbox_layout.argtypes = [_P, _P]
@@ -157,6 +161,20 @@ class Context:
         "topk", "randk", "bf16" or "fp16" (libpbox 3.6; the job's [job]
         compression must not be none, and every rank must choose alike)."""
         _check(library.pbox_set_compression(self._px, key, scheme.encode()))
+
+    def decide_compression(self, keys, counts, compute_ns):
+        """ByteComp's choice (libpbox 3.7, pbox_decide_compression()): every
+        rank calls it with the same fp32 tensors (keys, element counts) in
+        the order the backward pass makes them ready, and the backward
+        computation before each (ns, as this rank measured it); rank 0's
+        choice is set on every rank. Returns a list of bools, one per
+        tensor: compressed with the job's scheme."""
+        n = len(keys)
+        arr = ctypes.c_uint64 * n
+        chosen = (ctypes.c_uint8 * n)()
+        _check(library.pbox_decide_compression(self._px, n, arr(*keys), arr(*counts),
+                                               arr(*compute_ns), chosen))
+        return [bool(c) for c in chosen]
 
     def push_pull(self, key, in_ptr, out_ptr, count, dtype):
         """Start summing count elements of dtype at address in_ptr into out_ptr."""

@@ -37,6 +37,7 @@ import random
 import socket
 import sys
 import threading
+import time
 import zlib
 from datetime import timedelta
 
@@ -601,8 +602,59 @@ except TypeError:  # torch 1.13
 # ---- the DDP communication hook, for users who keep another default group ----
 
 class _HookState:
-    def __init__(self, group):
+    """allreduce_hook's state. With auto (hook_state(compression="auto")),
+    ByteComp's decision over DDP's buckets: the time each bucket's hook is
+    called is measured over AUTO_STEPS steps once DDP has rebuilt its buckets
+    (from its third step), the gaps between them being the backward
+    computation before each; then, at the next step's first bucket, every
+    rank hands the buckets and the measured gaps (the median of the steps)
+    to pbox_decide_compression(), and each bucket's key travels compressed
+    or not as rank 0 decided."""
+    AUTO_FROM, AUTO_STEPS = 2, 3
+
+    def __init__(self, group, auto=False):
         self.group = group
+        self.auto = auto
+        self.step = 0
+        self.seen = []  # this step's buckets: (key, count, time)
+        self.gaps = []  # the measured steps' gaps, per bucket
+        self.shape = None  # the measured steps' (key, count) per bucket
+        self.chosen = None  # after the decision: each bucket compressed or not
+        self.known = set()  # keys declared as they are, until the decision
+
+    def _bucket(self, buf, last):
+        if not self.auto or self.chosen is not None:
+            return
+        now = time.monotonic_ns()
+        key = ProcessGroupPbox._key(_DTYPES.get(buf.dtype, -1), buf.numel())
+        if buf.dtype == torch.float32 and key not in self.known:
+            # as it is until the decision (the job's scheme would be its default)
+            self.group._ctx.declare(key, buf.numel(), pbox.FP32)
+            self.group._ctx.set_compression(key, "none")
+            self.known.add(key)
+        if not self.seen and self.step >= self.AUTO_FROM + self.AUTO_STEPS and self.gaps:
+            self._decide()
+            return
+        if buf.dtype == torch.float32:
+            self.seen.append((key, buf.numel(), now))
+        if not last:
+            return
+        shape = [(k, c) for k, c, _ in self.seen]
+        if self.step >= self.AUTO_FROM and shape and shape == (self.shape or shape):
+            self.shape = shape
+            self.gaps.append([b[2] - a[2] for a, b in zip([self.seen[0]] + self.seen, self.seen)])
+        self.seen = []
+        self.step += 1
+
+    def _decide(self):
+        n = len(self.shape)
+        med = [sorted(g[i] for g in self.gaps)[len(self.gaps) // 2] for i in range(n)]
+        self.chosen = self.group._ctx.decide_compression(
+            [k for k, _ in self.shape], [c for _, c in self.shape], med)
+        if self.group.rank() == 0:
+            print("pbox: hook_state(compression=\"auto\"): %d of %d fp32 buckets compressed "
+                  "(ByteComp's decision over %d measured steps)" %
+                  (sum(self.chosen), n, len(self.gaps)), file=sys.stderr, flush=True)
 
 
 # the [job] compression of the next pbox group hook_state() makes
@@ -614,9 +666,15 @@ def hook_state(group=None, compression=None):
     default group's ranks). compression: "sign", "topk", "randk", "bf16" or
     "fp16" for the new group's [job] compression (ByteComp's compressors with
     error feedback on the ranks and the summation services): every fp32
-    bucket travels compressed; the same on every rank. For a group of your
-    own, give its [job] compression in its configuration (PBOX_CONFIG or
-    PBOX_JOB_COMPRESSION) instead."""
+    bucket travels compressed; "auto" (EFSignSGD) or "auto:SCHEME": ByteComp's
+    decision algorithm says which buckets, from the backward computation
+    the hook measures (see _HookState) and the link's and the compressor's
+    costs (pbox_decide_compression()); the same on every rank. For a group
+    of your own, give its [job] compression in its configuration
+    (PBOX_CONFIG or PBOX_JOB_COMPRESSION) instead."""
+    auto = compression is not None and compression.split(":")[0] == "auto"
+    if auto:
+        compression = compression.split(":")[1] if ":" in compression else "sign"
     if group is None:
         _next_compression[0] = compression
         try:
@@ -626,7 +684,7 @@ def hook_state(group=None, compression=None):
     elif compression is not None:
         raise ValueError("pbox: hook_state(compression=...) makes its own group: give an "
                          "existing group's [job] compression in its configuration")
-    return _HookState(group)
+    return _HookState(group, auto)
 
 
 def allreduce_hook(state, bucket):
@@ -634,6 +692,7 @@ def allreduce_hook(state, bucket):
     each bucket summed by pbox and averaged, as DDP's default hook does."""
     buf = bucket.buffer()
     size = state.group.size()
+    state._bucket(buf, bucket.is_last())
     work = state.group.allreduce([buf])
 
     def average(f):

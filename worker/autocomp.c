@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * pbox_decide_compression(): ByteComp's decision algorithm (decide.c) run
+ * by libpbox over one training step, as a framework measures it: which of
+ * its fp32 tensors travel compressed with [job] compression's scheme and
+ * which as they are. The model of the step (decide.h): each tensor's bytes
+ * and the backward computation before it is ready, as the caller measured
+ * them; the link from the layout, Theorem 1's allreduce time per byte at
+ * [data] bandwidth B and the boxes' k (t = 2n(n-1)M / ((n^2 + kn - 2k) B),
+ * M / B from k >= n; n the machines); the compressor's cost on this CPU,
+ * profiled once per context (the least of 20 runs over 1 MiB each way, as
+ * ByteComp profiles). Rank 0 decides, and its choice is every rank's
+ * (summed with the others' zeros on a key of libpbox's own, sent as it
+ * is), so the ranks' own measurements may differ. Above the API: it calls
+ * only what a program could.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comp.h"
+#include "decide.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_ranks.h"
+#include "wk_pbox.h"
+
+/* The agreement's key: libpbox's own, apart from the CUDA pieces' hashes */
+#define AUTO_KEY (WK_KEY_OWN | 0x3c0decde00000000ull)
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The compressor's cost per fp32 byte on this CPU, encoding and decoding:
+ * 1 MiB of gradient (beyond the first caches, as a tensor is) in fragments
+ * of 2048 elements, each with its residual, the least of 20 runs. */
+static int profile(const struct comp_spec *c, double *enc_b, double *dec_b)
+{
+	enum { N = 2048, FRAGS = 128 };
+	float *g = malloc(3 * (size_t)N * FRAGS * sizeof(float));
+	uint8_t *wire = malloc(4 * (size_t)N * FRAGS), *scratch = malloc(comp_scratch_bytes(N));
+	double best_e = 1, best_d = 1;
+
+	if (!g || !wire || !scratch) {
+		free(g);
+		free(wire);
+		free(scratch);
+		return PBOX_ENOMEM;
+	}
+	memset(g, 0, 3 * (size_t)N * FRAGS * sizeof(float));
+	for (size_t i = 0; i < (size_t)N * FRAGS; i++)
+		g[i] = (float)((int)(i * 7 % 61) - 30) / 64;
+	for (unsigned r = 0; r < 20; r++) {
+		double t0 = now_s(), t1, t2;
+		size_t at = 0;
+
+		for (size_t f = 0; f < FRAGS; f++, at += comp_bytes(c, N))
+			comp_encode(c, g + f * N, g + (size_t)N * FRAGS + f * N, N, wire + at, r,
+				    scratch);
+		t1 = now_s();
+		at = 0;
+		for (size_t f = 0; f < FRAGS; f++, at += comp_bytes(c, N))
+			comp_decode(c, g + 2 * (size_t)N * FRAGS + f * N, wire + at, N, r, scratch);
+		t2 = now_s();
+		best_e = t1 - t0 < best_e ? t1 - t0 : best_e;
+		best_d = t2 - t1 < best_d ? t2 - t1 : best_d;
+	}
+	*enc_b = best_e / (4.0 * N * FRAGS);
+	*dec_b = best_d / (4.0 * N * FRAGS);
+	free(g);
+	free(wire);
+	free(scratch);
+	return PBOX_OK;
+}
+
+/* Theorem 1's allreduce seconds per byte of M on this job's layout. */
+static double net_per_byte(const struct pbox *px)
+{
+	struct pbox_machine_info mi;
+	struct pbox_layout_info li;
+	double n, k, b = (double)px->cfg.data.bandwidth_mbps * 1e6 / 8;
+
+	if (pbox_machine(px, &mi) || pbox_layout(px, &li) || b <= 0 || mi.machines < 2)
+		return 0;
+	n = mi.machines;
+	k = li.k;
+	return k >= n ? 1 / b : 2 * n * (n - 1) / ((n * n + k * n - 2 * k) * b);
+}
+
+/* Rank 0's @plan (n bytes) on every rank. */
+static int agree(struct pbox *px, uint8_t *plan, uint32_t n)
+{
+	const uint64_t key = AUTO_KEY + n;
+	struct pbox_layout_info li;
+	struct pbox_handle *op = NULL;
+	float *x = calloc(n, sizeof(*x));
+	int rc = x ? pbox_layout(px, &li) : PBOX_ENOMEM;
+
+	for (uint32_t i = 0; rc == PBOX_OK && li.rank == 0 && i < n; i++)
+		x[i] = plan[i];
+	if (rc == PBOX_OK) {
+		rc = pbox_declare(px, key, n, PBOX_FP32, 0);
+		if (rc == PBOX_EINVAL) /* declared by an earlier decision */
+			rc = PBOX_OK;
+	}
+	if (rc == PBOX_OK)
+		rc = pbox_set_compression(px, key, "none");
+	if (rc == PBOX_OK)
+		rc = wk_submit(px, key, x, x, n, PBOX_FP32, &op);
+	if (rc == PBOX_OK)
+		rc = pbox_wait(op);
+	for (uint32_t i = 0; rc == PBOX_OK && i < n; i++)
+		plan[i] = x[i] > 0.5f;
+	free(x);
+	return rc;
+}
+
+/* Rank 0's choice over the model (backward order, as given). */
+static int decide(struct pbox *px, uint32_t n, const uint64_t *count, const uint64_t *compute_ns,
+		  uint8_t *plan)
+{
+	const struct comp_spec c = {(uint8_t)px->cfg.job.compression, px->cfg.job.compression_ppm};
+	uint64_t *bytes = calloc(n, sizeof(*bytes));
+	double *compute = calloc(n, sizeof(*compute));
+	uint8_t *w = calloc(n, 1);
+	struct dc_model m;
+	int rc = bytes && compute && w ? PBOX_OK : PBOX_ENOMEM;
+
+	if (rc == PBOX_OK && !px->comp_enc_b)
+		rc = profile(&c, &px->comp_enc_b, &px->comp_dec_b);
+	for (uint32_t i = 0; rc == PBOX_OK && i < n; i++) {
+		bytes[i] = count[i] * 4;
+		compute[i] = (double)compute_ns[i] * 1e-9;
+	}
+	m = (struct dc_model){.n = n,
+			      .bytes = bytes,
+			      .compute_s = compute,
+			      .net_b = net_per_byte(px),
+			      .wire_ratio = (double)comp_bytes(&c, 2048) / 8192,
+			      .cost = {[DC_CPU] = {true, 0, px->comp_enc_b, 0, px->comp_dec_b}}};
+	if (rc == PBOX_OK && dc_decide(&m, w))
+		rc = PBOX_ENOMEM;
+	if (rc == PBOX_OK) {
+		double chosen = dc_time(&m, w), plain;
+		uint32_t k = 0;
+
+		for (uint32_t i = 0; i < n; i++)
+			k += plan[i] = w[i] != DC_SEND;
+		plain = dc_time(&m, memset(w, DC_SEND, n));
+		wk_log(px, CFG_LOG_INFO,
+		       "pbox_decide_compression: %s on %u of %u tensors: the link %.3g ns a byte, "
+		       "the compressor %.3g ns a byte here; a step of %.3f ms in the model, %.3f ms "
+		       "with none compressed",
+		       comp_scheme_name(c.scheme), k, n, m.net_b * 1e9, px->comp_enc_b * 1e9,
+		       chosen * 1e3, plain * 1e3);
+	}
+	free(bytes);
+	free(compute);
+	free(w);
+	return rc;
+}
+
+int pbox_decide_compression(struct pbox *px, uint32_t n, const uint64_t *keys,
+			    const uint64_t *counts, const uint64_t *compute_ns, uint8_t *chosen)
+{
+	const char *fn = "pbox_decide_compression";
+	struct pbox_layout_info li;
+	uint8_t *plan;
+	int rc, drc;
+
+	if (!px || !n || !keys || !counts || !compute_ns)
+		return wk_err(PBOX_EINVAL, "%s: no context, or no tensors", fn);
+	if (px->phase != WK_PH_STARTED)
+		return wk_err(PBOX_ESTATE, "%s: call it after pbox_start()", fn);
+	if (px->cfg.job.compression == COMP_NONE)
+		return wk_err(PBOX_EINVAL,
+			      "%s: [job] compression is none: the scheme to decide on is the job's "
+			      "(sign, topk, randk, bf16 or fp16)",
+			      fn);
+	if ((rc = pbox_layout(px, &li)))
+		return rc;
+	plan = calloc(n, 1);
+	if (!plan)
+		return wk_err(PBOX_ENOMEM, "%s: out of memory", fn);
+	drc = li.rank == 0 ? decide(px, n, counts, compute_ns, plan) : PBOX_OK;
+	if (drc) /* rank 0 agrees all the same (on none): no rank waits alone */
+		memset(plan, 0, n);
+	rc = agree(px, plan, n);
+	if (rc == PBOX_OK)
+		rc = drc;
+	for (uint32_t i = 0; rc == PBOX_OK && i < n; i++) {
+		rc = pbox_set_compression(
+			px, keys[i], plan[i] ? comp_scheme_name(px->cfg.job.compression) : "none");
+		if (chosen)
+			chosen[i] = plan[i];
+	}
+	free(plan);
+	return rc;
+}
