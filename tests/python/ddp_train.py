@@ -20,6 +20,10 @@ pbox.torch.ScheduledOptimizer on the pbox group, each parameter's sum
 started as its gradient is ready, applied before its module's next
 forward).
 
+DDP_HOOK_COMPRESSION: the hook's hook_state(compression=...) ("sign",
+"auto", ...); DDP_HOOK_REDECIDE: with "auto", decide again every so many
+steps (100).
+
 DDP_ACCUM=A: each step is A micro-batches, all but the last under
 no_sync(); DDP_CLIP=C: the gradients' norm clipped to C before each step
 (torch.nn.utils.clip_grad_norm_ under DDP, the optimizer's own under sched).
@@ -71,7 +75,8 @@ sched = mode == "sched"
 ddp = model if sched else torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.1)
 group = dist.distributed_c10d._get_default_group()
 if mode == "hook":
-    hs = pbox.torch.hook_state(compression=os.environ.get("DDP_HOOK_COMPRESSION") or None)
+    hs = pbox.torch.hook_state(compression=os.environ.get("DDP_HOOK_COMPRESSION") or None,
+                               redecide_every=int(os.environ.get("DDP_HOOK_REDECIDE", "100")))
     group = hs.group
     ddp.register_comm_hook(hs, pbox.torch.allreduce_hook)
 elif mode == "powersgd":

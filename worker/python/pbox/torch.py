@@ -604,37 +604,44 @@ except TypeError:  # torch 1.13
 class _HookState:
     """allreduce_hook's state. With auto (hook_state(compression="auto")),
     ByteComp's decision over DDP's buckets: the time each bucket's hook is
-    called is measured over AUTO_STEPS steps once DDP has rebuilt its buckets
-    (from its third step), the gaps between them being the backward
-    computation before each; then, at the next step's first bucket, every
-    rank hands the buckets and the measured gaps (the median of the steps)
+    called is measured once DDP has rebuilt its buckets (from its third
+    step), the gaps between them being the backward computation before each;
+    after AUTO_STEPS such steps, at the next step's first bucket, every rank
+    hands the buckets and the gaps (the median of the last AUTO_STEPS steps)
     to pbox_decide_compression(), and each bucket's key travels compressed
-    or not as rank 0 decided."""
+    or not as rank 0 decided. The decision is made again every @every steps
+    from the measurements of the steps just before (the same steps on every
+    rank, so that every rank takes part), following the times as they
+    drift; None: once."""
     AUTO_FROM, AUTO_STEPS = 2, 3
 
-    def __init__(self, group, auto=False):
+    def __init__(self, group, auto=False, every=None):
         self.group = group
         self.auto = auto
+        self.every = every
         self.step = 0
+        self.next = self.AUTO_FROM + self.AUTO_STEPS  # the step of the next decision
         self.seen = []  # this step's buckets: (key, count, time)
-        self.gaps = []  # the measured steps' gaps, per bucket
+        self.gaps = []  # the last measured steps' gaps, per bucket
         self.shape = None  # the measured steps' (key, count) per bucket
-        self.chosen = None  # after the decision: each bucket compressed or not
-        self.known = set()  # keys declared as they are, until the decision
+        self.chosen = None  # the last decision: each bucket compressed or not
+        self.decisions = 0
+        self.known = set()  # keys declared as they are (until a decision says)
 
     def _bucket(self, buf, last):
-        if not self.auto or self.chosen is not None:
+        if not self.auto:
             return
         now = time.monotonic_ns()
         key = ProcessGroupPbox._key(_DTYPES.get(buf.dtype, -1), buf.numel())
         if buf.dtype == torch.float32 and key not in self.known:
-            # as it is until the decision (the job's scheme would be its default)
+            # as it is until a decision (the job's scheme would be its default)
             self.group._ctx.declare(key, buf.numel(), pbox.FP32)
             self.group._ctx.set_compression(key, "none")
             self.known.add(key)
-        if not self.seen and self.step >= self.AUTO_FROM + self.AUTO_STEPS and self.gaps:
+        if not self.seen and self.gaps and self.next is not None and self.step >= self.next:
             self._decide()
-            return
+            self.next = self.step + self.every if self.every else None
+            now = time.monotonic_ns()  # the decision's own time is not the backward's
         if buf.dtype == torch.float32:
             self.seen.append((key, buf.numel(), now))
         if not last:
@@ -643,6 +650,7 @@ class _HookState:
         if self.step >= self.AUTO_FROM and shape and shape == (self.shape or shape):
             self.shape = shape
             self.gaps.append([b[2] - a[2] for a, b in zip([self.seen[0]] + self.seen, self.seen)])
+            self.gaps = self.gaps[-self.AUTO_STEPS:]
         self.seen = []
         self.step += 1
 
@@ -651,17 +659,19 @@ class _HookState:
         med = [sorted(g[i] for g in self.gaps)[len(self.gaps) // 2] for i in range(n)]
         self.chosen = self.group._ctx.decide_compression(
             [k for k, _ in self.shape], [c for _, c in self.shape], med)
+        self.decisions += 1
         if self.group.rank() == 0:
             print("pbox: hook_state(compression=\"auto\"): %d of %d fp32 buckets compressed "
-                  "(ByteComp's decision over %d measured steps)" %
-                  (sum(self.chosen), n, len(self.gaps)), file=sys.stderr, flush=True)
+                  "(ByteComp's decision %d, at step %d, over %d measured steps)" %
+                  (sum(self.chosen), n, self.decisions, self.step, len(self.gaps)),
+                  file=sys.stderr, flush=True)
 
 
 # the [job] compression of the next pbox group hook_state() makes
 _next_compression = [None]
 
 
-def hook_state(group=None, compression=None):
+def hook_state(group=None, compression=None, redecide_every=100):
     """State for allreduce_hook: a pbox process group (None: a new one over the
     default group's ranks). compression: "sign", "topk", "randk", "bf16" or
     "fp16" for the new group's [job] compression (ByteComp's compressors with
@@ -669,7 +679,8 @@ def hook_state(group=None, compression=None):
     bucket travels compressed; "auto" (EFSignSGD) or "auto:SCHEME": ByteComp's
     decision algorithm says which buckets, from the backward computation
     the hook measures (see _HookState) and the link's and the compressor's
-    costs (pbox_decide_compression()); the same on every rank. For a group
+    costs (pbox_decide_compression()), again every redecide_every steps
+    (None: once); the same on every rank. For a group
     of your own, give its [job] compression in its configuration
     (PBOX_CONFIG or PBOX_JOB_COMPRESSION) instead."""
     auto = compression is not None and compression.split(":")[0] == "auto"
@@ -684,7 +695,7 @@ def hook_state(group=None, compression=None):
     elif compression is not None:
         raise ValueError("pbox: hook_state(compression=...) makes its own group: give an "
                          "existing group's [job] compression in its configuration")
-    return _HookState(group, auto)
+    return _HookState(group, auto, redecide_every)
 
 
 def allreduce_hook(state, bucket):
