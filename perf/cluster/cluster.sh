@@ -66,7 +66,7 @@ csv="$out/cluster-n$N.csv"
 theory() {
 	awk -v mode="$1" -v k="$2" -v n="$N" -v m="$bytes" -v b="$B" 'BEGIN {
 		t = m * 8 / (b * 1e6)                            # M/B
-		if (mode == "unified") t *= (k >= n ? 1 : 2 * n * (n - 1) / (n * n + k * n - 2 * k))
+		if (mode == "unified" || mode == "det") t *= (k >= n ? 1 : 2 * n * (n - 1) / (n * n + k * n - 2 * k))
 		else if (mode == "ps") t *= (k >= n ? 1 : n / k)
 		else t *= 2 * (n - 1) / n                        # ring, ssgpu
 		printf "%.6f", t }'
