@@ -33,6 +33,6 @@ while IFS= read -r md; do
 			bad=1
 		fi
 	done < <(grep -noE '\]\([^) ]+\)' "$md" | sed -E 's/^([0-9]+):\]\((.*)\)$/\1:\2/')
-done < <(git ls-files '*.md')
+done < <(git ls-files --cached --others --exclude-standard '*.md')
 [ $bad = 0 ] && echo "docs: every link in the repository's Markdown points to a file in it"
 exit $bad
