@@ -17,7 +17,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comp.h"
 #include "decide.h"
@@ -29,14 +28,6 @@
 /* The agreement's key: libpbox's own, apart from the CUDA pieces' hashes */
 #define AUTO_KEY (WK_KEY_OWN | 0x3c0decde00000000ull)
 
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* The compressor's cost per fp32 byte on this CPU, encoding and decoding:
  * 1 MiB of gradient (beyond the first caches, as a tensor is) in fragments
  * of 2048 elements, each with its residual, the least of 20 runs. */
@@ -45,7 +36,7 @@ static int profile(const struct comp_spec *c, double *enc_b, double *dec_b)
 	enum { N = 2048, FRAGS = 128 };
 	float *g = malloc(3 * (size_t)N * FRAGS * sizeof(float));
 	uint8_t *wire = malloc(4 * (size_t)N * FRAGS), *scratch = malloc(comp_scratch_bytes(N));
-	double best_e = 1, best_d = 1;
+	uint64_t best_e = UINT64_MAX, best_d = UINT64_MAX;
 
 	if (!g || !wire || !scratch) {
 		free(g);
@@ -57,52 +48,50 @@ static int profile(const struct comp_spec *c, double *enc_b, double *dec_b)
 	for (size_t i = 0; i < (size_t)N * FRAGS; i++)
 		g[i] = (float)((int)(i * 7 % 61) - 30) / 64;
 	for (unsigned r = 0; r < 20; r++) {
-		double t0 = now_s(), t1, t2;
+		uint64_t t0 = wk_now(), t1, t2;
 		size_t at = 0;
 
 		for (size_t f = 0; f < FRAGS; f++, at += comp_bytes(c, N))
 			comp_encode(c, g + f * N, g + (size_t)N * FRAGS + f * N, N, wire + at, r,
 				    scratch);
-		t1 = now_s();
+		t1 = wk_now();
 		at = 0;
 		for (size_t f = 0; f < FRAGS; f++, at += comp_bytes(c, N))
 			comp_decode(c, g + 2 * (size_t)N * FRAGS + f * N, wire + at, N, r, scratch);
-		t2 = now_s();
+		t2 = wk_now();
 		best_e = t1 - t0 < best_e ? t1 - t0 : best_e;
 		best_d = t2 - t1 < best_d ? t2 - t1 : best_d;
 	}
-	*enc_b = best_e / (4.0 * N * FRAGS);
-	*dec_b = best_d / (4.0 * N * FRAGS);
+	*enc_b = (double)best_e * 1e-9 / (4.0 * N * FRAGS);
+	*dec_b = (double)best_d * 1e-9 / (4.0 * N * FRAGS);
 	free(g);
 	free(wire);
 	free(scratch);
 	return PBOX_OK;
 }
 
-/* Theorem 1's allreduce seconds per byte of M on this job's layout. */
-static double net_per_byte(const struct pbox *px)
+/* Theorem 1's allreduce seconds per byte of M on layout @li. */
+static double net_per_byte(const struct pbox *px, const struct pbox_layout_info *li)
 {
 	struct pbox_machine_info mi;
-	struct pbox_layout_info li;
 	double n, k, b = (double)px->cfg.data.bandwidth_mbps * 1e6 / 8;
 
-	if (pbox_machine(px, &mi) || pbox_layout(px, &li) || b <= 0 || mi.machines < 2)
+	if (pbox_machine(px, &mi) || b <= 0 || mi.machines < 2)
 		return 0;
 	n = mi.machines;
-	k = li.k;
+	k = li->k;
 	return k >= n ? 1 / b : 2 * n * (n - 1) / ((n * n + k * n - 2 * k) * b);
 }
 
-/* Rank 0's @plan (n bytes) on every rank. */
-static int agree(struct pbox *px, uint8_t *plan, uint32_t n)
+/* Rank 0's @plan (n bytes) on every rank (this one @rank). */
+static int agree(struct pbox *px, uint32_t rank, uint8_t *plan, uint32_t n)
 {
 	const uint64_t key = AUTO_KEY + n;
-	struct pbox_layout_info li;
 	struct pbox_handle *op = NULL;
 	float *x = calloc(n, sizeof(*x));
-	int rc = x ? pbox_layout(px, &li) : PBOX_ENOMEM;
+	int rc = x ? PBOX_OK : PBOX_ENOMEM;
 
-	for (uint32_t i = 0; rc == PBOX_OK && li.rank == 0 && i < n; i++)
+	for (uint32_t i = 0; rc == PBOX_OK && rank == 0 && i < n; i++)
 		x[i] = plan[i];
 	if (rc == PBOX_OK) {
 		rc = pbox_declare(px, key, n, PBOX_FP32, 0);
@@ -121,9 +110,9 @@ static int agree(struct pbox *px, uint8_t *plan, uint32_t n)
 	return rc;
 }
 
-/* Rank 0's choice over the model (backward order, as given). */
-static int decide(struct pbox *px, uint32_t n, const uint64_t *count, const uint64_t *compute_ns,
-		  uint8_t *plan)
+/* Rank 0's choice over the model (backward order, as given), on layout @li. */
+static int decide(struct pbox *px, const struct pbox_layout_info *li, uint32_t n,
+		  const uint64_t *count, const uint64_t *compute_ns, uint8_t *plan)
 {
 	const struct comp_spec c = {(uint8_t)px->cfg.job.compression, px->cfg.job.compression_ppm};
 	uint64_t *bytes = calloc(n, sizeof(*bytes));
@@ -141,7 +130,7 @@ static int decide(struct pbox *px, uint32_t n, const uint64_t *count, const uint
 	m = (struct dc_model){.n = n,
 			      .bytes = bytes,
 			      .compute_s = compute,
-			      .net_b = net_per_byte(px),
+			      .net_b = net_per_byte(px, li),
 			      .wire_ratio = (double)comp_bytes(&c, 2048) / 8192,
 			      .cost = {[DC_CPU] = {true, 0, px->comp_enc_b, 0, px->comp_dec_b}}};
 	if (rc == PBOX_OK && dc_decide(&m, w))
@@ -188,10 +177,10 @@ int pbox_decide_compression(struct pbox *px, uint32_t n, const uint64_t *keys,
 	plan = calloc(n, 1);
 	if (!plan)
 		return wk_err(PBOX_ENOMEM, "%s: out of memory", fn);
-	drc = li.rank == 0 ? decide(px, n, counts, compute_ns, plan) : PBOX_OK;
+	drc = li.rank == 0 ? decide(px, &li, n, counts, compute_ns, plan) : PBOX_OK;
 	if (drc) /* rank 0 agrees all the same (on none): no rank waits alone */
 		memset(plan, 0, n);
-	rc = agree(px, plan, n);
+	rc = agree(px, li.rank, plan, n);
 	if (rc == PBOX_OK)
 		rc = drc;
 	for (uint32_t i = 0; rc == PBOX_OK && i < n; i++) {
