@@ -1253,7 +1253,7 @@ static void peers_poll(struct pbox *px, uint64_t now)
 static void boxes_poll(struct pbox *px, uint64_t now)
 {
 	/* a growth under way: the box client's thread has their connections */
-	for (uint32_t b = 0; b < px->net.n_boxes && !px->net.es.growing; b++) {
+	for (uint32_t b = 0; b < px->net.n_boxes && !px->net.es.grow_ts; b++) {
 		struct wk_box *bx = &px->net.box[b];
 		char buf[256], ip[INET_ADDRSTRLEN];
 		ssize_t got;

@@ -195,7 +195,6 @@ static void apply(struct pbox *px, uint32_t a, uint32_t b)
 		grown(px, a, b, ts); /* no box has chunks of them */
 		return;
 	}
-	px->net.es.growing = true;
 	px->net.es.grow_a = a;
 	px->net.es.grow_b = b;
 	px->net.es.grow_ts = ts;
@@ -207,12 +206,11 @@ static bool growing(struct pbox *px)
 	char msg[WK_ERR_LEN];
 	int rc;
 
-	if (!px->net.es.growing)
+	if (!px->net.es.grow_ts)
 		return false;
 	rc = wk_box_async_poll(px, msg, sizeof(msg));
 	if (rc == 0)
 		return true;
-	px->net.es.growing = false;
 	if (rc < 0) {
 		free(px->net.es.grow_ts);
 		wk_raise(px, WK_FK_LOCAL, PBOX_EBOX, 0, "new tensors %u to %u: %s",

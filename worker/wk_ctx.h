@@ -376,9 +376,9 @@ struct wk_net {
 		uint64_t nojob_since;	       /* the box said "no such job" first */
 		void *eng;		       /* udp.c's batch buffers (struct eng) */
 		void *comp_scratch;	       /* [job] compression: comp_scratch_bytes() */
-		/* rank 0: new tensors [grow_a, grow_b) laid out, the box client
-		 * growing the boxes (grow.c): the boxes' connections are its */
-		bool growing;
+		/* rank 0: new tensors [grow_a, grow_b) laid out (@grow_ts, NULL
+		 * but meanwhile), the box client growing the boxes (grow.c): the
+		 * boxes' connections are its */
 		uint32_t grow_a, grow_b;
 		struct wk_tensor **grow_ts;
 	} es;
