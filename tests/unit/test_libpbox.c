@@ -11,7 +11,6 @@
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <math.h>
 #include <linux/capability.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -162,7 +161,7 @@ struct rank_run {
 	bool per_tensor;
 	int set_rc[4];
 	char set_msg[4][WK_ERR_LEN];
-	/* values whose fp32 sum depends on the order of the additions (wide()):
+	/* values whose fp32 sum depends on the order of the additions (test_wide()):
 	 * each sum checked bitwise against rank order's */
 	bool wide;
 	/* pbox_decide_compression() after the start, over the three tensors in
@@ -177,30 +176,6 @@ struct rank_run {
 static float val(unsigned r, uint64_t i, unsigned v)
 {
 	return (float)((int)((7 * i + 13 * r + 3 * v) % 61) - 30);
-}
-
-/* Rank r's element i in iteration v where the order of a sum shows: in
- * even elements ranks 0 and 2 cancel (+b, -b, b up to 2^15) beside small
- * values of 8 significant bits that b + x rounds away; odd elements any
- * sign, 2^-14 to 2^15. Exact in fp16 and bf16 alike. */
-static float wide(unsigned r, uint64_t i, unsigned v)
-{
-	uint32_t h = (uint32_t)(i * 2654435761u) ^ (r * 40503u + v * 7919u + 0x9e37u);
-	uint32_t h0 = (uint32_t)(i * 2654435761u) ^ (v * 7919u + 0x9e37u);
-
-	h ^= h >> 13;
-	h *= 0x5bd1e995u;
-	h ^= h >> 15;
-	h0 ^= h0 >> 13;
-	h0 *= 0x5bd1e995u;
-	h0 ^= h0 >> 15;
-	if (i % 2 == 0 && (r == 0 || r == 2))
-		return (r == 0 ? 1.0f : -1.0f) * (1.0f + (float)(h0 >> 1 & 7) / 8.0f) * 32768.0f;
-	if (i % 2 == 0)
-		return (h & 1 ? -1.0f : 1.0f) * (1.0f + (float)(h >> 1 & 127) / 128.0f) *
-		       ldexpf(1.0f, -(int)(h >> 8 & 7));
-	return (h & 1 ? -1.0f : 1.0f) * (1.0f + (float)(h >> 1 & 7) / 8.0f) *
-	       ldexpf(1.0f, (int)(h >> 4 & 31) % 30 - 14);
 }
 
 static void put(void *p, uint64_t i, enum pbox_dtype dt, float x)
@@ -335,7 +310,8 @@ static void *rank_main(void *arg)
 			count[t] = re ? rr->counts[t] + 2000 * t + 17 : rr->counts[t];
 			for (uint64_t i = 0; i < count[t]; i++)
 				put(buf[t], i, dt[t],
-				    rr->wide ? wide(rr->rank, i + t, v) : val(rr->rank, i + t, v));
+				    rr->wide ? test_wide(i + t, rr->rank, v)
+					     : val(rr->rank, i + t, v));
 		}
 		for (unsigned t = 0; rr->per_tensor && t < NT && (v == 0 || v == 2); t++) {
 			const char *c = (t + v / 2) % 2 ? (v ? "fp16" : "bf16") : "none";
@@ -408,7 +384,8 @@ static void *rank_main(void *arg)
 				for (unsigned r = 0; r < rr->n; r++) /* in rank order */
 					if (!rr->shrunk ||
 					    ((int)r != rr->dead && (int)r != rr->dead2))
-						want += rr->wide ? get_as(wide(r, i + t, v), dt[t])
+						want += rr->wide ? get_as(test_wide(i + t, r, v),
+									  dt[t])
 								 : val(r, i + t, v);
 				put(w, 0, dt[t], want); /* narrowed once, as a summation service */
 				if (get(buf[t], i, dt[t]) != get(w, 0, dt[t]))

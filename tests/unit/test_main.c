@@ -10,6 +10,30 @@
 
 #include "test.h"
 
+#include <math.h>
+
+static uint32_t wide_mix(uint64_t i, unsigned r, unsigned v)
+{
+	uint32_t h = (uint32_t)(i * 2654435761u) ^ (r * 40503u + v * 7919u + 0x9e37u);
+
+	h ^= h >> 13;
+	h *= 0x5bd1e995u;
+	return h ^ h >> 15;
+}
+
+float test_wide(uint64_t i, unsigned r, unsigned v)
+{
+	uint32_t h = wide_mix(i, r, v), h0 = wide_mix(i, 0, v);
+
+	if (i % 2 == 0 && (r == 0 || r == 2))
+		return (r == 0 ? 1.0f : -1.0f) * (1.0f + (float)(h0 >> 1 & 7) / 8.0f) * 32768.0f;
+	if (i % 2 == 0)
+		return (h & 1 ? -1.0f : 1.0f) * (1.0f + (float)(h >> 1 & 127) / 128.0f) *
+		       ldexpf(1.0f, -(int)(h >> 8 & 7));
+	return (h & 1 ? -1.0f : 1.0f) * (1.0f + (float)(h >> 1 & 7) / 8.0f) *
+	       ldexpf(1.0f, (int)(h >> 4 & 31) % 30 - 14);
+}
+
 const char *test_src_dir(void)
 {
 	const char *d = getenv("TEST_SRC_DIR");

@@ -4,7 +4,6 @@
  * against sums computed here. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -879,31 +878,6 @@ static bool next_perm(unsigned *a, unsigned n)
  * early waits in the stash: its duplicate is acknowledged, and its
  * probe says its part is in.
  */
-static unsigned mix(unsigned i, unsigned r)
-{
-	unsigned h = (i * 2654435761u) ^ (r * 40503u + 0x9e37u);
-
-	h ^= h >> 13;
-	h *= 0x5bd1e995u;
-	return h ^ h >> 15;
-}
-
-/* Even elements: ranks 0 and 2 cancel (+b, -b, b up to 2^15), ranks 1 and
- * 3 small with 8 significant bits, which b + x rounds away; odd elements:
- * any sign, exponents 2^-14 to 2^15. Exact in fp16 and bf16 alike. */
-static float wide(unsigned i, unsigned r)
-{
-	unsigned h = mix(i, r), h0 = mix(i, 0);
-
-	if (i % 2 == 0 && r % 2 == 0)
-		return (r == 0 ? 1.0f : -1.0f) * (1.0f + (float)(h0 >> 1 & 7) / 8.0f) * 32768.0f;
-	if (i % 2 == 0)
-		return (h & 1 ? -1.0f : 1.0f) * (1.0f + (float)(h >> 1 & 127) / 128.0f) *
-		       ldexpf(1.0f, -(int)(h >> 8 & 7));
-	return (h & 1 ? -1.0f : 1.0f) * (1.0f + (float)(h >> 1 & 7) / 8.0f) *
-	       ldexpf(1.0f, (int)(h >> 4 & 31) % 30 - 14);
-}
-
 START_TEST(test_ss_in_order)
 {
 	const uint8_t dt = (uint8_t)_i;
@@ -932,7 +906,7 @@ START_TEST(test_ss_in_order)
 			  5 * (CHUNK / FRAG) * 3 * FRAG);
 	for (unsigned r = 0; r < 4; r++)
 		for (unsigned i = 0; i < n; i++) {
-			float x = wide(i, r);
+			float x = test_wide(i, r, 0);
 
 			if (dt == SUM_FP32)
 				memcpy(&pay[r][i * 4], &x, 4);
