@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "wk_ctx.h"
+#include "cuda/stage.h"
 
 struct wk_ltensor;
 struct sum_ops;
@@ -87,5 +88,91 @@ static inline void kick(const struct wk_local *lc)
 		/* saturated: the thread is awake anyway */
 	}
 }
+
+/* ---- what local aggregation's files share (local_*.c) ---------------------- */
+
+enum {
+	LM_HELLO = 1,
+	LM_READY,
+	LM_FAIL,
+	LM_TENSOR,
+	LM_TENSOR_OK,
+	LM_IN,
+	LM_OUT,
+	LM_TAKEN,
+	LM_BYE,
+	LM_GONE,
+	LM_RENEW,
+	LM_REJOIN
+};
+
+enum {
+	LMF_DEV = 1,   /* TENSOR, TENSOR_OK: a CUDA tensor; u.ipc the sender's buffer */
+	LMF_LEFT = 2,  /* FAIL: this machine left the job; its ranks cannot go on */
+	LMF_RENEW = 4, /* FAIL: the renewal (pbox_shrink(), pbox_rejoin()) failed */
+};
+
+#define LM_GONE_MAX 64 /* machines named by one GONE */
+
+/* A piece at the leader: waiting for its parts, on the network, its result
+ * out; CUDA tensors: summed on the GPU and copied for the network, its
+ * result copied back to the GPU. */
+enum { PC_WAIT, PC_NET, PC_DONE, PC_SUM, PC_BACK };
+
+#define LM_PROOF 16
+
+/* One message; the short ones end before @u. */
+struct lmsg {
+	uint8_t type;
+	uint8_t dtype;
+	uint16_t flags; /* LMF_* */
+	int32_t code;	/* FAIL */
+	uint32_t epoch; /* the machine's incarnation: others' messages are stale */
+	uint32_t round, piece;
+	uint64_t key, count; /* GONE: count the machines in u.gone */
+	union {
+		struct {
+			uint32_t rank, world, mode, pid;
+			uint64_t piece_bytes;
+			uint8_t proof[LM_PROOF];
+		} hello;
+		struct pbox_layout_info ready;
+		struct wk_cuda_ipc ipc;
+		uint32_t gone[LM_GONE_MAX];
+		char text[WK_ERR_LEN];
+	} u;
+};
+#define LM_SHORT offsetof(struct lmsg, u)
+
+/* A tensor as the machine holds it. */
+struct wk_ltensor {
+	uint64_t key, count, bytes, stride; /* stride: a region's size, page-aligned */
+	uint8_t dtype;
+	int prio;
+	uint32_t n_pieces;
+	uint64_t piece_elems;
+	int memfd;
+	uint8_t *map;		  /* local_size regions; the leader's, 0, takes the sum */
+	bool net;		  /* leader: its pieces declared to the network job */
+	bool declared;		  /* by pbox_declare() on this rank */
+	int comp;		  /* pbox_set_compression() here (-1: the job's) */
+	bool asked;		  /* the others: the memfd asked for */
+	struct pbox_handle *busy; /* this rank's push-pull of it (under mu) */
+	uint32_t round;		  /* this rank's next */
+	/* leader, local thread only */
+	uint32_t *in;		  /* [j * n_pieces + i]: rank j's round in piece i, + 1 */
+	uint32_t *taken;	  /* [i]: ranks that took the last result of piece i */
+	struct pbox_handle **sub; /* [i]: its network push-pull */
+	uint8_t *st;		  /* [i]: this rank's op: PC_* */
+	/* CUDA tensors summed on the GPU */
+	bool kind;	       /* dev below is settled (by a push-pull or a TENSOR) */
+	bool dev;	       /* CUDA memory, summed on the GPU */
+	bool pinned;	       /* leader: region 0 page-locked */
+	void *dbuf;	       /* this rank's device buffer (the leader's takes the sum) */
+	struct wk_cuda_ipc dh; /* its IPC handle */
+	void **dpeer;	       /* leader: [j] rank j's buffer; the others: [0] the leader's */
+	void **ev;	       /* [i]: piece i's copy or sum in flight */
+	void *ev_in;	       /* the others: the copy of the input into dbuf */
+};
 
 #endif

@@ -26,6 +26,8 @@
 #include "wk_link.h"
 #include "wk_engine.h"
 #include "wk_submit.h"
+#include "wk_local_msg.h"
+#include "wk_local_tensor.h"
 #include "wk_local.h"
 #include "wk_boot.h"
 #include "wk_rdv.h"

@@ -36,6 +36,7 @@
 #include "wk_fail.h"
 #include "wk_link.h"
 #include "wk_engine.h"
+#include "wk_local_renew.h"
 #include "wk_local.h"
 #include "wk_boot.h"
 #include "wk_survive.h"

@@ -11,13 +11,6 @@
  * the machine, and its thread. With px->loc, declarations and push-pulls
  * go to local.c, and the leader's network job sees pieces.
  */
-/* renewal with local aggregation (pbox_shrink(), pbox_rejoin()) */
-int wk_local_can_renew(struct pbox *px, const char *fn, bool idle);
-int wk_local_follow_renew(struct pbox *px, const char *fn, bool shrink);
-void wk_local_quiet(struct pbox *px);
-void wk_local_renet(struct pbox *px);
-int wk_local_renew(struct pbox *px, int rc, const uint32_t *gone, uint32_t n_gone);
-int wk_local_rejoin_wait(struct pbox *px);
 int wk_local_adopt(struct pbox *px);
 int wk_local_start(struct pbox *px, uint64_t deadline);
 int wk_local_ready(struct pbox *px, int rc);
@@ -27,9 +20,7 @@ int wk_local_declare(struct pbox *px, const char *fn, uint64_t key, uint64_t cou
  * the work on @stream so far */
 int wk_local_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 		       enum pbox_dtype dtype, bool dev, void *stream, struct pbox_handle **op);
-int wk_local_set_compression(struct pbox *px, const char *fn, uint64_t key, int comp);
 void wk_local_stop(struct pbox *px);
 void wk_local_free(struct pbox *px);
-int wk_local_layout(const struct pbox *px, struct pbox_layout_info *o);
 
 #endif /* PBOX_WK_LOCAL_H */

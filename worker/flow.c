@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Loss recovery and the send schedule of our pushes: new fragments from
+ * the priority heap within the credit and the pacing, the timer FIFOs
+ * (one per backoff level: only heads are looked at), probes (fast, tail,
+ * and at the timeout) that ask an SS where the round is before sending
+ * the data again, and the answers: a result, ACK, NACK or DONE. The engine
+ * thread's alone.
+ */
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+
+#include "nic_ctl.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_units.h"
+#include "wk_fail.h"
+#include "wk_sched.h"
+#include "wk_frag.h"
+#include "wk_serve.h"
+#include "wk_flow.h"
+
+/* Fragment @g was just sent to @un (its push or a probe): into the timer
+ * FIFO of its backoff level and the FIFO of that SS, both in send order. */
+static void sent_to(struct pbox *px, struct wk_unit *un, uint32_t g)
+{
+	struct wk_frag *f = &px->net.es.frag[g];
+
+	if (wk_ring_push(&px->net.es.ring[f->level], g, f->stamp) ||
+	    wk_ring_push(&un->sent, g, f->stamp))
+		wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0, "out of memory for the send FIFOs");
+}
+
+/* The header of our push (or probe: @op) of fragment @g, unsigned. */
+static struct pbox_hdr frag_hdr(const struct pbox *px, uint32_t g, uint8_t op, bool retrans)
+{
+	const struct wk_frag *f = &px->net.es.frag[g];
+	uint32_t c = g / px->net.fpc;
+
+	return (struct pbox_hdr){
+		.op = op,
+		.dtype = (uint8_t)(f->op->t->dtype | f->op->comp << PBOX_COMP_SHIFT),
+		.flags = retrans ? PBOX_F_RETRANS : 0,
+		.rank = (uint16_t)px->net.rank,
+		.job = px->net.job,
+		.chunk = px->net.chunk_local[c],
+		.frag = (uint16_t)(g % px->net.fpc),
+		.len = op == PBOX_OP_PUSH ? wk_wire_len(px, f) : 0,
+		.round = f->op->round};
+}
+
+/*
+ * A probe of fragment @g (a remote SS's): we suspect a loss, and ask where
+ * the round is instead of sending the data again. The SS answers with an
+ * ACK (our part is in; the round waits for others), a NACK (our push was
+ * lost: on_nack() resends) or a DONE (the round is complete and its result
+ * went to us before the DONE, on the same path: on_done() asks for it
+ * again, with @pull, which the SS answers with the result itself).
+ */
+static void probe_frag(struct pbox *px, struct eng *e, uint32_t g, bool pull)
+{
+	struct wk_frag *f = &px->net.es.frag[g];
+	struct wk_unit *un = &px->net.unit[px->net.chunk_unit[g / px->net.fpc]];
+	struct pbox_hdr h = frag_hdr(px, g, PBOX_OP_PROBE, false);
+	static const uint8_t none[1];
+
+	if (pull) {
+		h.flags |= PBOX_F_PULL;
+		px->net.es.st.pulls++;
+	}
+	h.mac = nic_mac_of(&px->net.mac, &h, none);
+	f->stamp = ++px->net.es.stamp;
+	wk_tx_add(px, e, un->ip_be, un->port, &h, none, 0, false);
+	f->sent = wk_departure(px);
+	f->probed = 1;
+	f->probes++;
+	px->net.es.st.probes++;
+	sent_to(px, un, g);
+}
+
+static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
+{
+	struct wk_frag *f = &px->net.es.frag[g];
+	uint32_t c = g / px->net.fpc, u = px->net.chunk_unit[c];
+	const struct wk_tensor *t = f->op->t;
+	const uint8_t *payload = f->op->comp || f->op->flush ? wk_comp_payload(px, g)
+							     : f->op->in + wk_frag_off(px, g, t);
+	struct pbox_hdr h = frag_hdr(px, g, PBOX_OP_PUSH, retrans);
+
+	if (!payload)
+		return;
+	h.mac = nic_mac_of(&px->net.mac, &h, payload);
+	f->stamp = ++px->net.es.stamp;
+	if (u == px->net.self_unit) { /* our own SS_GPU: no network */
+		wk_serve_own(px, e, g, &h, payload);
+		return;
+	}
+	wk_tx_add(px, e, px->net.unit[u].ip_be, px->net.unit[u].port, &h, payload, h.len,
+		  px->net.unit[u].rank >= 0);
+	f->sent = f->pushed = wk_departure(px);
+	f->probed = 0;
+	f->acked = 0;
+	f->probes = 0;
+	px->net.unit[u].tx += h.len;
+	if (retrans) {
+		px->net.unit[u].retrans++;
+		px->net.es.st.retransmits++;
+	}
+	sent_to(px, &px->net.unit[u], g);
+}
+
+/* ---- deadlines: naming the silent party -------------------------------------- */
+
+static void fail_remote(struct pbox *px, uint32_t g, uint64_t now)
+{
+	const struct wk_frag *f = &px->net.es.frag[g];
+	const struct wk_unit *u = &px->net.unit[px->net.chunk_unit[g / px->net.fpc]];
+	char hint[96];
+
+	if (u->rank >= 0)
+		snprintf(hint, sizeof(hint), "rank %d is silent", u->rank);
+	else
+		snprintf(hint, sizeof(hint), "the box, or a worker pushing to it, is silent");
+	wk_raise(px, WK_FK_TIMEOUT, 0, 0,
+		 "no sum from %s for tensor key %" PRIu64
+		 " (round %u) in %.1f s after %u sends: %s",
+		 u->name, f->op->t->key, f->op->round, (double)(now - f->first) / 1e9, f->tries,
+		 hint);
+}
+
+/* ---- the loop's steps ----------------------------------------------------- */
+
+/* New push-pulls: into the heap, or parked until their tensor is agreed. */
+void wk_flow_take_new(struct pbox *px)
+{
+	struct pbox_handle *op;
+
+	pthread_mutex_lock(&px->mu);
+	op = px->subq;
+	px->subq = px->subq_tail = NULL;
+	pthread_mutex_unlock(&px->mu);
+	while (op) {
+		struct pbox_handle *next = op->next;
+
+		if (op->t->ready)
+			wk_sched_take(px, op);
+		else
+			op->t->parked = op;
+		op = next;
+	}
+}
+
+/* New fragments, the most urgent partition first, while credit lasts. */
+int wk_flow_send_new(struct pbox *px, struct eng *e, uint64_t now)
+{
+	int sent = 0;
+
+	if (wk_pace_short(px))
+		return 0;
+	while (px->net.es.heap_n && !px->fail && !wk_pace_busy(px)) {
+		struct wk_part *p = px->net.es.heap[0];
+		struct wk_frag *f;
+		uint32_t g = p->g;
+
+		if (px->net.es.credit_used >= px->net.es.cwnd && !wk_beyond_credit(px, p))
+			break;
+
+		if (g == p->g_end ||
+		    !px->net.es.frag[g].len) { /* only a tail chunk's empty frags */
+			p->g = p->g_end;
+			wk_heap_pop(px);
+			continue;
+		}
+		/* Leave the heap before the last send: a push to our own SS_GPU can
+		 * complete the op at once, and its waiter frees the partitions. */
+		while (++p->g < p->g_end && !px->net.es.frag[p->g].len)
+			;
+		if (p->g == p->g_end)
+			wk_heap_pop(px);
+		f = &px->net.es.frag[g];
+		f->state = WK_INFLIGHT;
+		f->tries = 1;
+		f->level = 0;
+		f->first = f->sent = f->pushed = now;
+		px->net.es.credit_used += f->len;
+		if (px->net.es.credit_used > px->net.es.st.max_inflight)
+			px->net.es.st.max_inflight = px->net.es.credit_used;
+		if (!f->op->inflight)
+			wk_active_add(px, f->op);
+		f->op->inflight += f->len;
+		push_frag(px, e, g, false); /* may free f->op: the last use */
+		sent++;
+	}
+	return sent;
+}
+
+/* The wait before the next send at backoff level @l: doubling, but at
+ * least a dozen tries fit in the deadline. */
+static uint64_t backoff(const struct pbox *px, unsigned l)
+{
+	uint64_t rto = px->net.es.rto_ns;
+	uint64_t w = rto << l, cap = px->net.es.deadline_ns / 12;
+
+	return w < cap ? w : cap > px->net.es.rto_min_ns ? cap : px->net.es.rto_min_ns;
+}
+
+int wk_flow_retransmit(struct pbox *px, struct eng *e, uint64_t now)
+{
+	int sent = 0;
+	uint32_t g;
+
+	for (unsigned l = 0; l < WK_LEVELS && !px->fail; l++) {
+		struct wk_frag *f;
+
+		uint64_t wait = backoff(px, l);
+
+		while (!px->fail && !wk_pace_busy(px) &&
+		       (f = wk_ring_head(px, &px->net.es.ring[l], &g)) && now >= f->sent &&
+		       now - f->sent >= wait) {
+			px->net.es.ring[l].head++;
+			if (now - f->first >= px->net.es.deadline_ns) {
+				fail_remote(px, g, now);
+				break;
+			}
+			f->level = (uint8_t)(l + 1 < WK_LEVELS ? l + 1 : l);
+			/* The last resort, when no probe found the loss sooner: it
+			 * asks too, and only a probe unanswered for a whole timeout
+			 * (the SS slow or gone) sends the data again. */
+			if (!f->probed) {
+				probe_frag(px, e, g, false);
+				continue;
+			}
+			/* Paced, we never send faster than our link: a timeout is a
+			 * loss, not congestion */
+			if (!px->cfg.tuning.pacing)
+				wk_cwnd_cut(px, now);
+			f->tries++;
+			push_frag(px, e, g, true);
+			sent++;
+		}
+	}
+	if (!px->fail)
+		wk_serve_overdue(px, now);
+	return sent;
+}
+
+/* The next expiry among the FIFO heads, or the next pacing slot when
+ * something waits for one, in ns from @now (capped). */
+uint64_t wk_flow_next_expiry(struct pbox *px, uint64_t now, uint64_t cap)
+{
+	uint64_t best = cap;
+	uint32_t g;
+
+	if (wk_pace_short(px)) {
+		uint64_t slot = px->net.es.tx_clock_ns + px->net.es.pace_quantum_ns -
+				px->net.es.pace_burst_ns - now;
+
+		if (px->net.es.heap_n && slot < best)
+			best = slot;
+	}
+
+	bool waiting = false;
+
+	for (unsigned l = 0; l < WK_LEVELS; l++) {
+		struct wk_frag *f = wk_ring_head(px, &px->net.es.ring[l], &g);
+
+		if (f) {
+			uint64_t due = f->sent + backoff(px, l);
+
+			if (due <= now)
+				return 0;
+			if (due - now < best)
+				best = due - now;
+			waiting = true;
+		}
+	}
+	/* and, while anything waits, the tail probe's next look */
+	if (waiting) {
+		uint64_t due = px->net.es.tail_next_ns > now ? px->net.es.tail_next_ns - now : 1;
+
+		if (due < best)
+			best = due;
+	}
+	return best;
+}
+
+/*
+ * Probes. A fragment in flight is probed when something suggests a loss
+ * (below) and a probe of it is due:
+ *  - nothing asked since our push: at once;
+ *  - a probe unanswered for two probe round trips: again (it, or its
+ *    answer, was lost);
+ *  - the SS has said our part is in (ACK): the round waits for other
+ *    ranks, and only our result can still be lost; again after twice the
+ *    probe round trip, doubling per probe up to 16 times (while a slow rank
+ *    holds the round, each probe is a header and an ACK; one that arrives
+ *    after the round completed gets a DONE, which follows the result).
+ * Probes restart the fragment's timer but do not back it off.
+ */
+static uint64_t probe_gap(const struct pbox *px)
+{
+	uint64_t w = 2 * px->net.es.probe_rtt_ns;
+
+	return w > 1000000 ? w : 1000000;
+}
+
+static bool probe_due(const struct pbox *px, const struct wk_frag *f, uint64_t now)
+{
+	if (now < f->sent)
+		return false;
+	if (f->acked)
+		return now - f->sent >= probe_gap(px) << (f->probes < 4 ? f->probes : 4);
+	if (f->probed)
+		return now - f->sent >= probe_gap(px);
+	return true;
+}
+
+/*
+ * Fast recovery. An SS completes a round when the last rank's push of it
+ * arrives, so when ranks send in one order its results come back in that
+ * order: when the result of a fragment we pushed at @pushed arrives from
+ * @un while a fragment we sent there before it still waits, that one has
+ * lost a push (ours or another rank's) or its result. Probe it rather than
+ * wait for its timer (SACK's fast retransmit; a probe costs a header, and
+ * the SS says whether to resend). Ranks do not always send in one order (a
+ * tensor that arrives later with a higher priority preempts one already
+ * going out, at a different point on each rank): hence probe_due()'s
+ * backoff once the SS has our part. Results of resent fragments say nothing
+ * of order.
+ */
+static void overtaken(struct pbox *px, struct eng *e, struct wk_unit *un, uint64_t pushed,
+		      uint64_t now)
+{
+	struct wk_frag *f;
+	uint32_t g;
+
+	for (unsigned i = 0; i < 8 && (f = wk_ring_head(px, &un->sent, &g)) && f->sent < pushed;
+	     i++) {
+		if (!probe_due(px, f, now))
+			return; /* the FIFO is in send order: the rest were sent later */
+		un->sent.head++;
+		px->net.es.st.fast_probes++;
+		probe_frag(px, e, g, false);
+	}
+}
+
+/*
+ * Tail losses: a lost push or result with nothing sent after it to the same
+ * SS is overtaken by nothing. When an SS has sent us nothing for two probe
+ * gaps and our oldest fragment there has waited as long, probe that one
+ * (TCP's tail loss probe). While the SS only waits for a slow rank, that is
+ * a header and an ACK per interval, backing off.
+ */
+void wk_flow_tail_probe(struct pbox *px, struct eng *e, uint64_t now)
+{
+	uint64_t w = 2 * probe_gap(px);
+
+	if (now < px->net.es.tail_next_ns)
+		return;
+	px->net.es.tail_next_ns = now + w / 2;
+	for (uint32_t u = 0; u < px->net.n_units && !px->fail; u++) {
+		struct wk_unit *un = &px->net.unit[u];
+		struct wk_frag *f;
+		uint32_t g;
+
+		if (u == px->net.self_unit || !(f = wk_ring_head(px, &un->sent, &g)) ||
+		    now < f->sent || now - f->sent < w || now - un->heard_ns < w ||
+		    !probe_due(px, f, now) || wk_pace_busy(px))
+			continue;
+		un->sent.head++;
+		px->net.es.st.tail_probes++;
+		probe_frag(px, e, g, false);
+	}
+}
+
+/* An answer to our probe of @f: its round trip is the network's. */
+static void probe_answered(struct pbox *px, struct wk_frag *f, uint64_t now)
+{
+	uint64_t r;
+
+	if (!f->probed)
+		return;
+	f->probed = 0;
+	if (now < f->sent) /* f->sent is when the pacer reckoned it would leave */
+		return;
+	r = now - f->sent;
+	px->net.es.probe_rtt_ns =
+		px->net.es.probe_rtt_ns ? (7 * px->net.es.probe_rtt_ns + r) / 8 : r;
+}
+
+/*
+ * The SS has our part (its answer to our probe, or to a resent push): the
+ * sum waits for slower ranks, each of which finds its own lost push by its
+ * own probes. Ours is probed again only after probe_due()'s backoff (our
+ * result may still be lost). The timeout itself stays: a longer one would
+ * only delay the repair of our own losses.
+ */
+static void on_ack(struct pbox *px, struct wk_frag *f, uint64_t now)
+{
+	probe_answered(px, f, now);
+	if (f->acked)
+		return;
+	f->acked = 1;
+	px->net.es.st.acks++;
+}
+
+/*
+ * The SS has no part of ours in this round. In answer to our last probe
+ * (sent after our last push, on the same path): that push was lost; resend
+ * at once. Any other NACK (an answer to an earlier probe, overtaken by our
+ * resend) says nothing of the push now on its way: it is resent only once
+ * that has had half a timeout to arrive.
+ */
+static void on_nack(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
+{
+	struct wk_frag *f = &px->net.es.frag[g];
+	bool asked = f->probed && f->sent > f->pushed;
+
+	px->net.es.st.nacks++;
+	probe_answered(px, f, now);
+	if (!asked && (now < f->pushed || now - f->pushed < px->net.es.rto_ns / 2))
+		return;
+	f->tries++;
+	push_frag(px, e, g, true);
+}
+
+/*
+ * The round we probed is complete, and its result went to us before this
+ * DONE on the same path: had it arrived, the fragment would be done. It was
+ * lost; ask for it again, now.
+ */
+static void on_done(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
+{
+	probe_answered(px, &px->net.es.frag[g], now);
+	probe_frag(px, e, g, true);
+}
+
+void wk_flow_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, const uint8_t *p,
+		    const struct sockaddr_in *from, uint64_t now)
+{
+	uint32_t u = wk_unit_of(px, from->sin_addr.s_addr, ntohs(from->sin_port)), g;
+	struct wk_unit *un;
+
+	if (u == UINT32_MAX || u == px->net.self_unit)
+		return;
+	un = &px->net.unit[u];
+	/* signed by the job's key; the box's "no such job" cannot be (it has
+	 * no key for the job), and is taken from the box's address alone */
+	if (!nic_mac_ok(&px->net.mac, h, p) && !(h->op == PBOX_OP_ERROR && h->mac == 0 &&
+						 un->rank < 0 && nic_be16(p) == PBOX_ERR_NO_JOB)) {
+		px->net.es.st.bad_mac++;
+		return;
+	}
+	if (h->op == PBOX_OP_ERROR) {
+		unsigned code = nic_be16(p);
+
+		if (code == PBOX_ERR_NO_JOB && un->rank < 0) {
+			/* perhaps rank 0 just unregistered it after a LOST: give that word
+			 * a moment to arrive */
+			if (!px->net.es.nojob_since)
+				px->net.es.nojob_since = now;
+			return;
+		}
+		wk_raise(px, WK_FK_REFUSED, un->rank < 0 ? PBOX_EBOX : PBOX_EPEER, 0,
+			 "%s refused our pushes: %s", un->name, nic_err_text(code));
+		return;
+	}
+	if (h->rank != px->net.rank || h->chunk >= un->n_chunks || h->frag >= px->net.fpc)
+		return;
+	un->heard_ns = now;
+	if (un->rank < 0) /* the box answers for our job: a "no such job" was stale */
+		px->net.es.nojob_since = 0;
+	g = un->global[h->chunk] * px->net.fpc + h->frag;
+	if (h->op != PBOX_OP_RESULT) { /* an answer of no payload, to a probe or a resend */
+		struct wk_frag *f = &px->net.es.frag[g];
+
+		if (f->state != WK_INFLIGHT || f->op->round != h->round) /* stale */
+			return;
+		if (h->op == PBOX_OP_ACK)
+			on_ack(px, f, now);
+		else if (h->op == PBOX_OP_NACK)
+			on_nack(px, e, g, now);
+		else
+			on_done(px, e, g, now);
+		return;
+	}
+	{
+		const struct wk_frag *f = &px->net.es.frag[g];
+		uint64_t pushed = f->pushed;
+		bool clean = f->state == WK_INFLIGHT && f->tries == 1;
+
+		if (!wk_deliver(px, g, p, h->len, h->round) || px->fail) /* fail: the flush */
+			return;
+		un->rx += h->len;
+		if (clean)
+			overtaken(px, e, un, pushed, now);
+	}
+}

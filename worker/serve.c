@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * This rank's SS_GPU (BytePS's summation service on a worker): pushes from
+ * the other ranks and from ourselves summed in the shared SS core (ss.h),
+ * a completed round's sum fanned out to every rank by reference (one MAC
+ * digest for all), probes answered, and a round that waits too long for
+ * another rank's push named. The engine thread's alone.
+ */
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+
+#include "nic_ctl.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_ranks.h"
+#include "wk_units.h"
+#include "wk_fail.h"
+#include "wk_frag.h"
+#include "wk_serve.h"
+
+/* A result's header for @rank, signed; @digest: nic_mac_digest() of the
+ * result, once for all its receivers. */
+static void result_hdr(const struct pbox *px, struct pbox_hdr *h, uint32_t rank, uint32_t chunk,
+		       uint16_t frag, const struct ss_out *out, uint64_t digest)
+{
+	*h = (struct pbox_hdr){.op = PBOX_OP_RESULT,
+			       .dtype = out->dtype,
+			       .rank = (uint16_t)rank,
+			       .job = px->net.job,
+			       .chunk = chunk,
+			       .frag = frag,
+			       .len = out->len,
+			       .round = out->round};
+	h->mac = nic_mac_hdr(&px->net.mac, h, digest);
+}
+
+/* Our SS_GPU completed a round: the sum to every rank, ours by memcpy. */
+static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, uint32_t chunk,
+		    uint16_t frag, const struct ss_out *out)
+{
+	uint32_t g = px->net.unit[px->net.self_unit].global[chunk] * px->net.fpc + frag;
+	uint64_t digest = nic_mac_digest(&px->net.mac, out->buf, out->len);
+	struct pbox_hdr h;
+
+	for (uint32_t r = 0; r < px->net.n; r++) {
+		if (r == px->net.rank)
+			continue;
+		result_hdr(px, &h, r, chunk, frag, out, digest);
+		wk_tx_add(px, e, ss_peer(seg, 0, r)->ip_be, ss_peer(seg, 0, r)->port, &h, out->buf,
+			  out->len, true);
+		px->net.es.st.ssgpu_results += out->len;
+	}
+	/* ours last: it may complete a sum, and frag_done() sends the batch,
+	 * the peers' results in it, before it says so */
+	wk_deliver(px, g, out->buf, out->len, out->round);
+}
+
+static void overdue_fail(struct pbox *px, uint32_t g, uint64_t now)
+{
+	const struct wk_frag *f = &px->net.es.frag[g];
+	uint32_t c = g / px->net.fpc;
+	const struct ss_job *seg = ss_job_seg(px->net.es.ssj, 0, px->net.chunk_local[c]);
+	uint32_t idx = seg->ep_first[0] + (px->net.chunk_local[c] - seg->ep_base[0]) * px->net.fpc +
+		       g % px->net.fpc;
+	const uint64_t *bits = &seg->bitmap[(size_t)idx * seg->words];
+	char who[256] = "", name[96];
+	size_t off = 0;
+	unsigned missing = 0;
+
+	for (uint32_t r = 0; r < px->net.n && off < sizeof(who) - 96; r++)
+		if (!(bits[r / 64] >> (r % 64) & 1) && missing++ < 4)
+			off += (size_t)snprintf(who + off, sizeof(who) - off, "%s%s",
+						missing > 1 ? ", " : "",
+						wk_peer_name(px, r, name, sizeof(name)));
+	wk_raise(px, WK_FK_TIMEOUT, 0, 0,
+		 "this rank's SS_GPU got no push from %s%s for tensor key %" PRIu64
+		 " (round %u) in %.1f s",
+		 who[0] ? who : "a peer", missing > 4 ? " and others" : "", f->op->t->key,
+		 f->op->round, (double)(now - f->first) / 1e9);
+}
+
+void wk_serve_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, const uint8_t *p,
+		   const struct sockaddr_in *from)
+{
+	struct nic_addr src = {.ip_be = from->sin_addr.s_addr, .port = ntohs(from->sin_port)};
+	struct ss_job *seg = ss_job_seg(px->net.es.ssj, 0, h->chunk);
+	enum ss_verdict v;
+	struct ss_out out;
+
+	/* a chunk past what we have laid out: a tensor the others have agreed
+	 * on, before we read rank 0's GREW; their resend will find it */
+	if (!seg && h->chunk >= px->net.unit[px->net.self_unit].n_chunks)
+		return;
+	if (!seg)
+		seg = px->net.es.ssj;
+	if (!seg)
+		return;
+	v = ss_push(seg, 0, h, p, &src, &out);
+	px->net.es.st.ssgpu_needless += out.needless;
+	switch (v) {
+	case SS_SUMMED:
+		px->net.es.st.ssgpu_summed += h->len;
+		break;
+	case SS_COMPLETE:
+		px->net.es.st.ssgpu_summed += h->len;
+		fan_out(px, e, seg, h->chunk, h->frag, &out);
+		break;
+	case SS_ANSWER: {
+		struct pbox_hdr r;
+
+		result_hdr(px, &r, h->rank, h->chunk, h->frag, &out,
+			   nic_mac_digest(&px->net.mac, out.buf, out.len));
+		wk_tx_add(px, e, src.ip_be, src.port, &r, out.buf, out.len, true);
+		px->net.es.st.ssgpu_results += out.len;
+		break;
+	}
+	case SS_WAITING:
+	case SS_NACK:
+	case SS_DONE:
+		px->net.es.st.nacks_sent += v == SS_NACK;
+		wk_tx_reply(px, e, &src, h,
+			    v == SS_WAITING ? PBOX_OP_ACK
+			    : v == SS_NACK  ? PBOX_OP_NACK
+					    : PBOX_OP_DONE,
+			    0);
+		break;
+	case SS_DROP: {
+		uint16_t err;
+		uint8_t op = ss_reply_of(out.why, &err);
+
+		if (op)
+			wk_tx_reply(px, e, &src, h, op, err);
+		break;
+	}
+	}
+}
+
+/*
+ * Our own push of fragment @g (header @h, signed) into our own SS_GPU,
+ * from our own address: no network. Summed, it waits in the local FIFO for
+ * the other ranks' pushes (wk_serve_overdue() names the silent ones);
+ * completing the round, it fans the sum out.
+ */
+void wk_serve_own(struct pbox *px, struct eng *e, uint32_t g, const struct pbox_hdr *h,
+		  const uint8_t *payload)
+{
+	const struct wk_frag *f = &px->net.es.frag[g];
+	const struct wk_tensor *t = f->op->t;
+	const struct nic_addr self = {.ip_be = px->net.unit[px->net.self_unit].ip_be,
+				      .port = px->net.unit[px->net.self_unit].port};
+	struct ss_job *seg = ss_job_seg(px->net.es.ssj, 0, h->chunk);
+	struct ss_out out = {.why = SS_DROP_CHUNK};
+
+	px->net.es.st.ssgpu_summed += f->len;
+	switch (seg ? ss_push(seg, 0, h, payload, &self, &out) : SS_DROP) {
+	case SS_SUMMED:
+		if (wk_ring_push(&px->net.es.local, g, f->stamp))
+			wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0,
+				 "out of memory for the send FIFOs");
+		break;
+	case SS_COMPLETE:
+		fan_out(px, e, seg, h->chunk, h->frag, &out);
+		break;
+	default:
+		wk_raise(px, WK_FK_LOCAL, PBOX_EINVAL, 0,
+			 "tensor key %" PRIu64 ": our own SS_GPU refused our push: %s", t->key,
+			 ss_drop_name(out.why));
+		break;
+	}
+}
+
+/* The oldest of our fragments summed in our own SS_GPU still waiting for
+ * the other ranks' pushes past the deadline: the job fails naming them. */
+void wk_serve_overdue(struct pbox *px, uint64_t now)
+{
+	uint32_t g;
+	const struct wk_frag *f;
+
+	if (!px->net.es.ssj)
+		return;
+	f = wk_ring_head(px, &px->net.es.local, &g);
+	if (f && now - f->first >= px->net.es.deadline_ns)
+		overdue_fail(px, g, now);
+}

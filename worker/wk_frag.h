@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#ifndef PBOX_WK_FRAG_H
+#define PBOX_WK_FRAG_H
+
+#include "wk_ctx.h"
+
+struct eng; /* the transport's send and receive batches (udp.c) */
+
+/* ---- frag.c: our fragments on their way (the engine thread's) ---- */
+
+/* The FIFOs of sent fragments: append (-1: out of memory); the head's
+ * fragment if it is still the send it recorded (stale heads dropped). */
+int wk_ring_push(struct wk_ring *r, uint32_t g, uint32_t stamp);
+struct wk_frag *wk_ring_head(struct pbox *px, struct wk_ring *r, uint32_t *g);
+/* The transmit path: the batch out; one datagram, paced and counted; an
+ * ERROR (@code) or payload-less answer to the sender of @req. */
+void wk_tx_flush(struct pbox *px, struct eng *e);
+void wk_tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port,
+	       const struct pbox_hdr *h, const void *payload, uint16_t len, bool gso);
+void wk_tx_reply(struct pbox *px, struct eng *e, const struct nic_addr *to,
+		 const struct pbox_hdr *req, uint8_t op, uint16_t code);
+/* Pacing: the link booked past a burst; no room for a quantum; when the
+ * last datagram queued will have left. */
+bool wk_pace_busy(const struct pbox *px);
+bool wk_pace_short(const struct pbox *px);
+uint64_t wk_departure(const struct pbox *px);
+/* Credit and window: @op has bytes in flight now; partition @p may go
+ * beyond the credit; a timeout halves the window. */
+void wk_active_add(struct pbox *px, struct pbox_handle *op);
+bool wk_beyond_credit(struct pbox *px, struct wk_part *p);
+void wk_cwnd_cut(struct pbox *px, uint64_t now);
+/* The counters for pbox_stats(); px->mu held. */
+void wk_stats_locked(struct pbox *px);
+/* What fragment @f's push and result carry: its bytes, or its compressed
+ * form's. */
+uint16_t wk_wire_len(const struct pbox *px, const struct wk_frag *f);
+/* Fragment @g's compressed push of its round (NULL: out of memory,
+ * raised). */
+const uint8_t *wk_comp_payload(struct pbox *px, uint32_t g);
+/* A result for our fragment @g: 1 taken (its op completed with its last
+ * fragment), 0 a duplicate or stale. */
+int wk_deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, uint32_t round);
+
+#endif /* PBOX_WK_FRAG_H */
