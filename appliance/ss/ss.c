@@ -73,6 +73,16 @@ const char *ss_job_desc_check(const struct ss_job_desc *d)
 			return "a short chunk's bytes must be a whole number of elements below the "
 			       "chunk size";
 	}
+	for (e = 0; e < d->n_roots; e++) {
+		const struct ss_root *r = &d->roots[e];
+
+		if (r->ep >= d->n_eps || r->chunk >= d->ep_chunks[r->ep])
+			return "a rooted chunk is not one of the job's chunks";
+		if (r->mode != SS_REDUCE && r->mode != SS_BCAST)
+			return "a rooted chunk's mode must be reduce or broadcast";
+		if (r->root >= d->n)
+			return "a rooted chunk's root must be below n";
+	}
 	return NULL;
 }
 
@@ -206,6 +216,15 @@ struct ss_job *ss_job_init(void *mem, const struct ss_job_desc *d, size_t txref_
 									  : d->frag_size);
 		}
 	}
+	for (e = 0; e < d->n_roots; e++) {
+		const struct ss_root *r = &d->roots[e];
+		uint32_t g = j->ep_first[r->ep] + r->chunk * j->frags_per_chunk, k;
+
+		for (k = 0; k < j->frags_per_chunk; k++) {
+			j->frag[g + k].mode = r->mode;
+			j->frag[g + k].root = r->root;
+		}
+	}
 	memset(j->bitmap, 0, (size_t)l.n_frags * j->words * sizeof(uint64_t));
 	memset(j->peer, 0, (size_t)d->n_eps * d->n * sizeof(struct nic_addr));
 	memset(j->answered, 0, (size_t)l.n_frags * d->n * sizeof(struct ss_answered));
@@ -273,6 +292,8 @@ static enum ss_verdict answer(struct ss_job *j, uint32_t f, uint16_t rank, uint3
 	out->len = len;
 	out->dtype = (uint8_t)(j->dtype | comp << PBOX_COMP_SHIFT);
 	out->round = round;
+	out->mode = j->frag[f].mode;
+	out->root = j->frag[f].root;
 	j->cnt.answers++;
 	return SS_ANSWER;
 }
@@ -302,6 +323,10 @@ static inline float *resid_of(const struct ss_job *j, uint32_t f)
 static enum ss_drop push_len(const struct ss_frag *fr, const struct pbox_hdr *h,
 			     const struct comp_spec *c, const void *payload)
 {
+	if (c->scheme && fr->mode != SS_ALLREDUCE)
+		return SS_DROP_COMP;
+	if (fr->mode == SS_BCAST && h->rank != fr->root) /* its turn, no data */
+		return h->len == 0 && fr->want ? SS_DROP_COUNT : SS_DROP_LEN;
 	if (!c->scheme)
 		return h->len == fr->want ? SS_DROP_COUNT : SS_DROP_LEN;
 	if (!fr->want || h->len != comp_bytes(c, fr->want / 4u))
@@ -427,7 +452,8 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 
 	bits = &j->bitmap[(size_t)f * j->words + h->rank / 64];
 	bit = 1ull << (h->rank % 64);
-	elems = c.scheme ? fr->want / 4u : h->len / j->elem;
+	/* a broadcast's round is the root's elements, whoever's push this is */
+	elems = c.scheme ? fr->want / 4u : (fr->mode == SS_BCAST ? fr->want : h->len) / j->elem;
 	/* RANDK's indices: the same for every rank of this fragment's round */
 	seed = c.scheme == COMP_RANDK ? comp_seed(j->id, h->chunk, h->frag, h->round) : 0;
 
@@ -443,7 +469,7 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		}
 		if (c.scheme != fr->comp)
 			return drop(j, out, SS_DROP_COMP);
-		if (h->len != fr->len)
+		if (h->len != fr->len && fr->mode != SS_BCAST) /* push_len() checked it */
 			return drop(j, out, SS_DROP_LEN);
 	} else if (h->round == fr->round + 1 && fr->done) {
 		/* A new round, over the buffer of round - 1. */
@@ -453,7 +479,7 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		fr->prev_comp = fr->comp;
 		fr->has_prev = fr->len != 0;
 		fr->round = h->round;
-		fr->len = h->len;
+		fr->len = fr->mode == SS_BCAST ? fr->want : h->len; /* the root's, to come */
 		fr->comp = c.scheme;
 		fr->count = 0;
 		fr->next = 0;
@@ -465,10 +491,14 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		return drop(j, out, SS_DROP_STALE);
 	}
 
-	if (j->stash)
+	if (fr->mode == SS_BCAST) { /* the root's push is the result; the others' are empty */
+		if (h->rank == fr->root)
+			take(j, f, &c, payload, elems, seed, true);
+	} else if (j->stash) {
 		take_in_order(j, f, h->rank, &c, payload, elems, seed);
-	else
+	} else {
 		take(j, f, &c, payload, elems, seed, fr->count == 0);
+	}
 	*bits |= bit;
 	*peer = *from;
 	j->cnt.summed++;
@@ -488,6 +518,8 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 	out->len = fr->len;
 	out->dtype = (uint8_t)(j->dtype | c.scheme << PBOX_COMP_SHIFT);
 	out->round = fr->round;
+	out->mode = fr->mode;
+	out->root = fr->root;
 	return SS_COMPLETE;
 }
 

@@ -129,6 +129,29 @@ struct ss_short {
 	uint32_t bytes; /* 0 < bytes < chunk size, a whole number of elements */
 };
 
+/*
+ * What a chunk's rounds compute (a job's chunks are all-reduce unless
+ * ss_job_desc.roots says otherwise):
+ *  - SS_ALLREDUCE: every rank's push summed, the sum to every rank;
+ *  - SS_REDUCE: every rank's push summed, the sum to the root alone (a
+ *    reduce-scatter's shard); the others get an empty RESULT, which says
+ *    their part is in and the round done;
+ *  - SS_BCAST: the root's push alone, to every other rank (an all-gather's
+ *    shard, a broadcast); the others push nothing (an empty PUSH takes
+ *    their turn: the round still waits for every rank, so no rank falls a
+ *    round behind), and the root gets an empty RESULT.
+ * Compressed pushes are for all-reduce chunks only.
+ */
+enum ss_mode { SS_ALLREDUCE = 0, SS_REDUCE, SS_BCAST, SS_MODE_COUNT };
+
+/* A chunk that is not all-reduce: its mode and root rank. */
+struct ss_root {
+	uint16_t ep;	/* this core's endpoint (its own order) */
+	uint32_t chunk; /* index among that endpoint's chunks of the job */
+	uint8_t mode;	/* SS_REDUCE or SS_BCAST */
+	uint16_t root;	/* below the job's n */
+};
+
 /* What one core needs to know of a job. */
 struct ss_job_desc {
 	uint32_t id;
@@ -147,6 +170,9 @@ struct ss_job_desc {
 	 * is refused before it touches the fragment (it can wedge no round). */
 	const struct ss_short *shorts;
 	uint32_t n_shorts;
+	/* The job's chunks on this core that are not all-reduce. */
+	const struct ss_root *roots;
+	uint32_t n_roots;
 	/* Every rank's data address (IPv4, UDP port), n of them: a push for
 	 * rank r is taken only from rank r's address, and its results go only
 	 * there. NULL: learnt from each rank's pushes (tests only). */
@@ -185,6 +211,8 @@ struct ss_frag {
 	uint8_t comp;	   /* the current round's compressor (its first push's) */
 	uint8_t prev_comp; /* the shadow's */
 	uint16_t next;	   /* in order: the rank whose push is added next */
+	uint8_t mode;	   /* enum ss_mode */
+	uint16_t root;	   /* SS_REDUCE, SS_BCAST: the root rank */
 };
 
 /*
@@ -247,11 +275,25 @@ struct ss_out {
 	uint16_t len;
 	uint8_t dtype; /* SS_COMPLETE, SS_ANSWER: the results' dtype byte (its compressor) */
 	uint32_t round;
+	uint8_t mode; /* SS_COMPLETE, SS_ANSWER: the chunk's (ss_out_len()) */
+	uint16_t root;
 	void *txref; /* the transport's reference slot for buf */
 	/* every verdict: a retransmission it did not need (a duplicate, or
 	 * answered with a result) */
 	bool needless;
 };
+
+/* The payload bytes @out's result carries to rank @r: its length, or 0
+ * where the chunk's mode gives @r none (a reduce's other ranks, a
+ * broadcast's root): an empty RESULT, the round done. */
+static inline uint16_t ss_out_len(const struct ss_out *out, unsigned r)
+{
+	if (out->mode == SS_REDUCE)
+		return r == out->root ? out->len : 0;
+	if (out->mode == SS_BCAST)
+		return r == out->root ? 0 : out->len;
+	return out->len;
+}
 
 enum ss_verdict {
 	SS_SUMMED,   /* taken in; nothing to send */

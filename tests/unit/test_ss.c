@@ -870,6 +870,102 @@ static bool next_perm(unsigned *a, unsigned n)
 }
 
 /*
+ * Rooted chunks (reduce-scatter's and all-gather's shards, broadcasts):
+ * a reduce sums every rank's push and gives the sum to its root alone, an
+ * empty RESULT to the others; a broadcast takes its root's push as the
+ * result (bitwise, whatever the dtype) while the others' empty pushes take
+ * their turns, and gives the root an empty RESULT. A push of the wrong
+ * length for its rank, and a registration naming a root past n or no
+ * mode, are refused; a probe and a pull are answered as for any chunk.
+ */
+START_TEST(test_ss_rooted)
+{
+	const uint8_t dt = (uint8_t)(_i % SUM_DTYPE_COUNT);
+	const bool in_order = _i >= SUM_DTYPE_COUNT;
+	const struct ss_root roots[2] = {{.ep = 1, .chunk = 0, .mode = SS_REDUCE, .root = 2},
+					 {.ep = 1, .chunk = 1, .mode = SS_BCAST, .root = 1}};
+	struct ss_job_desc d = desc(4, dt);
+	const unsigned elem = (unsigned)sum_dtype_size(dt), n = FRAG / elem;
+	uint8_t pay[4][FRAG];
+	struct ss_out out;
+	struct ss_job *j;
+	void *mem;
+
+	d.in_order = in_order;
+	d.roots = roots;
+	d.n_roots = 2;
+	j = init_job(&d, &mem);
+	for (uint32_t v = 0; v < 3; v++) {
+		for (unsigned r = 0; r < 4; r++)
+			fill(dt, pay[r], n, r, v, 0);
+		/* reduce, root 2: the ranks in reverse order */
+		for (unsigned p = 0; p < 4; p++) {
+			struct pbox_hdr h = hdr(j, (uint16_t)(3 - p), 0, 1, v, FRAG);
+
+			ck_assert_int_eq(ss_push(j, 1, &h, pay[3 - p], &who, &out),
+					 p < 3 ? SS_SUMMED : SS_COMPLETE);
+		}
+		ck_assert_int_eq(out.mode, SS_REDUCE);
+		ck_assert_uint_eq(ss_out_len(&out, 2), FRAG);
+		ck_assert_uint_eq(ss_out_len(&out, 0) + ss_out_len(&out, 1) + ss_out_len(&out, 3),
+				  0);
+		ck_assert_int_eq(check_sum(dt, out.buf, n, 4, v, 0), 0);
+		/* broadcast, root 1: its push third; the others' are empty */
+		for (unsigned p = 0; p < 4; p++) {
+			static const uint16_t order[4] = {3, 0, 1, 2};
+			uint16_t r = order[p];
+			struct pbox_hdr h = hdr(j, r, 1, 2, v, r == 1 ? FRAG : 0);
+			struct pbox_hdr bad = hdr(j, r, 1, 2, v, r == 1 ? 0 : FRAG);
+
+			ck_assert_int_eq(ss_push(j, 1, &bad, pay[r], &who, &out), SS_DROP);
+			ck_assert_int_eq(out.why, SS_DROP_LEN);
+			ck_assert_int_eq(ss_push(j, 1, &h, pay[r], &who, &out),
+					 p < 3 ? SS_SUMMED : SS_COMPLETE);
+		}
+		ck_assert_int_eq(out.mode, SS_BCAST);
+		ck_assert_uint_eq(out.len, FRAG);
+		ck_assert_uint_eq(ss_out_len(&out, 1), 0);
+		ck_assert_uint_eq(ss_out_len(&out, 0), FRAG);
+		ck_assert_uint_eq(ss_out_len(&out, 3), FRAG);
+		ck_assert_msg(memcmp(out.buf, pay[1], FRAG) == 0,
+			      "%s: a broadcast is not its root's bits", sum_dtype_name(dt));
+	}
+	/* round 3 of the broadcast: rank 0's turn in, probes and a pull */
+	{
+		struct pbox_hdr h = hdr(j, 0, 1, 2, 3, 0), pr;
+
+		ck_assert_int_eq(ss_push(j, 1, &h, pay[0], &who, &out), SS_SUMMED);
+		pr = h;
+		pr.op = PBOX_OP_PROBE;
+		ck_assert_int_eq(ss_push(j, 1, &pr, pay[0], &who, &out), SS_WAITING);
+		pr.rank = 3;
+		ck_assert_int_eq(ss_push(j, 1, &pr, pay[0], &who, &out), SS_NACK);
+		pr.round = 2;
+		pr.flags = PBOX_F_PULL;
+		ck_assert_int_eq(ss_push(j, 1, &pr, pay[0], &who, &out), SS_ANSWER);
+		ck_assert_int_eq(out.mode, SS_BCAST);
+		ck_assert_uint_eq(ss_out_len(&out, 3), FRAG);
+	}
+	free(mem);
+	/* registrations refused */
+	{
+		struct ss_root bad = roots[0];
+
+		d.roots = &bad;
+		d.n_roots = 1;
+		bad.root = 4;
+		ck_assert_ptr_nonnull(ss_job_desc_check(&d));
+		bad.root = 3;
+		bad.mode = SS_ALLREDUCE;
+		ck_assert_ptr_nonnull(ss_job_desc_check(&d));
+		bad.mode = SS_BCAST;
+		bad.chunk = 2;
+		ck_assert_ptr_nonnull(ss_job_desc_check(&d));
+	}
+}
+END_TEST
+
+/*
  * [job] deterministic: a job registered in rank order sums every fragment
  * as ((x0 + x1) + x2) + x3 whatever the order its pushes arrive in (all
  * 24 orders of 4 ranks), bitwise; the same job summed in arrival order
@@ -1055,6 +1151,7 @@ Suite *ss_suite(void)
 	tcase_add_test(tc, test_ss_ranks_bound_to_addresses);
 	tcase_add_loop_test(tc, test_ss_rounds, SUM_FP32, SUM_DTYPE_COUNT);
 	tcase_add_loop_test(tc, test_ss_in_order, SUM_FP32, SUM_DTYPE_COUNT);
+	tcase_add_loop_test(tc, test_ss_rooted, 0, 2 * SUM_DTYPE_COUNT);
 	tcase_add_test(tc, test_ss_busy);
 	tcase_add_test(tc, test_ss_probes);
 	tcase_add_test(tc, test_ss_answers_paced);
