@@ -240,8 +240,9 @@ enum nic_drop nic_wire_parse_hdr(const void *src, size_t n, const struct nic_wir
 	if (h->op == PBOX_OP_ACK || h->op == PBOX_OP_PROBE || h->op == PBOX_OP_NACK ||
 	    h->op == PBOX_OP_DONE)
 		return h->len == 0 ? NIC_DROP_NONE : NIC_DROP_LEN;
-	/* a compressed payload's length the SS checks against its scheme */
-	if (h->len == 0 || (!pbox_hdr_comp(h) && h->len % nic_dtype_size(h->dtype)) ||
+	/* a compressed payload's length the SS checks against its scheme; an
+	 * empty PUSH or RESULT is a rooted chunk's (WIRE.md), checked there */
+	if ((!pbox_hdr_comp(h) && h->len % nic_dtype_size(h->dtype)) ||
 	    (exp->max_payload && h->len > exp->max_payload))
 		return NIC_DROP_LEN;
 	return NIC_DROP_NONE;

@@ -323,13 +323,15 @@ static inline float *resid_of(const struct ss_job *j, uint32_t f)
 static enum ss_drop push_len(const struct ss_frag *fr, const struct pbox_hdr *h,
 			     const struct comp_spec *c, const void *payload)
 {
+	if (!fr->want) /* past its tensor's end: never pushed */
+		return SS_DROP_LEN;
 	if (c->scheme && fr->mode != SS_ALLREDUCE)
 		return SS_DROP_COMP;
 	if (fr->mode == SS_BCAST && h->rank != fr->root) /* its turn, no data */
-		return h->len == 0 && fr->want ? SS_DROP_COUNT : SS_DROP_LEN;
+		return h->len == 0 ? SS_DROP_COUNT : SS_DROP_LEN;
 	if (!c->scheme)
 		return h->len == fr->want ? SS_DROP_COUNT : SS_DROP_LEN;
-	if (!fr->want || h->len != comp_bytes(c, fr->want / 4u))
+	if (h->len != comp_bytes(c, fr->want / 4u))
 		return SS_DROP_LEN;
 	if (comp_payload_check(c, payload, h->len, fr->want / 4u))
 		return SS_DROP_COMP_DATA;

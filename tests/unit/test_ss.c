@@ -930,6 +930,13 @@ START_TEST(test_ss_rooted)
 		ck_assert_msg(memcmp(out.buf, pay[1], FRAG) == 0,
 			      "%s: a broadcast is not its root's bits", sum_dtype_name(dt));
 	}
+	/* an empty push to an all-reduce chunk is no turn: refused */
+	{
+		struct pbox_hdr h = hdr(j, 0, 2, 0, 0, 0);
+
+		ck_assert_int_eq(ss_push(j, 0, &h, pay[0], &who, &out), SS_DROP);
+		ck_assert_int_eq(out.why, SS_DROP_LEN);
+	}
 	/* round 3 of the broadcast: rank 0's turn in, probes and a pull */
 	{
 		struct pbox_hdr h = hdr(j, 0, 1, 2, 3, 0), pr;

@@ -330,7 +330,7 @@ static const struct {
 	{m_len, NIC_DROP_LEN, "length field"},
 	{m_len_odd, NIC_DROP_LEN, "partial element"},
 	{m_len_big, NIC_DROP_LEN, "over the fragment size"},
-	{m_len_zero, NIC_DROP_LEN, "empty push"},
+	{m_len_zero, NIC_DROP_NONE, "empty push (a rooted chunk's turn: the SS checks it)"},
 	{m_probe_payload, NIC_DROP_LEN, "probe with a payload"},
 	{m_op_nack_to_box, NIC_DROP_OP, "NACK sent to a box"},
 	{m_src_mac_bcast, NIC_DROP_SRC, "broadcast source MAC"},
