@@ -882,6 +882,7 @@ void wk_free_net(struct pbox *px)
 	free(px->net.unit);
 	free(px->net.chunk_unit);
 	free(px->net.chunk_local);
+	free(px->net.chunk_mode);
 	free(px->net.es.frag);
 	free(px->net.es.comp_scratch);
 	px->net.es.comp_scratch = NULL;

@@ -47,7 +47,7 @@ static struct pbox_hdr frag_hdr(const struct pbox *px, uint32_t g, uint8_t op, b
 		.job = px->net.job,
 		.chunk = px->net.chunk_local[c],
 		.frag = (uint16_t)(g % px->net.fpc),
-		.len = op == PBOX_OP_PUSH ? wk_wire_len(px, f) : 0,
+		.len = op == PBOX_OP_PUSH ? wk_push_len(px, f) : 0,
 		.round = f->op->round};
 }
 
@@ -85,9 +85,11 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 	struct wk_frag *f = &px->net.es.frag[g];
 	uint32_t c = g / px->net.fpc, u = px->net.chunk_unit[c];
 	const struct wk_tensor *t = f->op->t;
-	const uint8_t *payload = f->op->comp || f->op->flush ? wk_comp_payload(px, g)
-							     : f->op->in + wk_frag_off(px, g, t);
 	struct pbox_hdr h = frag_hdr(px, g, PBOX_OP_PUSH, retrans);
+	static const uint8_t none[1]; /* an empty push: a rooted tensor's turn */
+	const uint8_t *payload = !h.len			       ? none
+				 : f->op->comp || f->op->flush ? wk_comp_payload(px, g)
+							       : f->op->in + wk_frag_off(px, g, t);
 
 	if (!payload)
 		return;

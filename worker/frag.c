@@ -306,6 +306,32 @@ uint16_t wk_wire_len(const struct pbox *px, const struct wk_frag *f)
 	return c.scheme ? (uint16_t)comp_bytes(&c, f->len / 4u) : f->len;
 }
 
+/* What this rank's push of fragment @f carries: nothing where its
+ * tensor's root alone has data (a broadcast's, an all-gather shard's
+ * other ranks: their turn, WIRE.md), else wk_wire_len(). */
+uint16_t wk_push_len(const struct pbox *px, const struct wk_frag *f)
+{
+	const struct wk_tensor *t = f->op->t;
+
+	if ((t->kind == WK_GATHER || t->kind == WK_BCAST) && px->net.rank != t->root)
+		return 0;
+	return wk_wire_len(px, f);
+}
+
+/* What the result of fragment @f carries to this rank: nothing where it
+ * is not for us (a reduce-scatter shard's other ranks; the root of a
+ * broadcast or an all-gather shard, which has its data). */
+uint16_t wk_result_len(const struct pbox *px, const struct wk_frag *f)
+{
+	const struct wk_tensor *t = f->op->t;
+
+	if (t->kind == WK_REDUCE)
+		return px->net.rank == t->root ? wk_wire_len(px, f) : 0;
+	if (t->kind == WK_GATHER || t->kind == WK_BCAST)
+		return px->net.rank == t->root ? 0 : wk_wire_len(px, f);
+	return wk_wire_len(px, f);
+}
+
 /* RANDK's seed of fragment @g's round: from what its header says, as the
  * summation service computes it. */
 static uint64_t frag_seed(const struct pbox *px, uint32_t g, uint32_t round)
@@ -358,7 +384,7 @@ int wk_deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, uint3
 
 	/* after a failure the ops are the callers' again (and maybe freed) */
 	if (px->fail || f->state != WK_INFLIGHT || f->op->round != round ||
-	    len != wk_wire_len(px, f))
+	    len != wk_result_len(px, f))
 		return 0;
 	if (f->tries == 1) { /* Karn: only unambiguous samples */
 		uint64_t now = wk_now();
@@ -372,7 +398,7 @@ int wk_deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, uint3
 
 		comp_decode(&c, (float *)(void *)(f->op->out + wk_frag_off(px, g, t)), buf,
 			    f->len / 4u, frag_seed(px, g, round), px->net.es.comp_scratch);
-	} else {
+	} else if (len) { /* an empty result: the round done, nothing of it for us */
 		memcpy(f->op->out + wk_frag_off(px, g, t), buf, len);
 	}
 	frag_done(px, g);

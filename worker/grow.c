@@ -243,7 +243,9 @@ static void disagree(const struct pbox *px, uint32_t s, const struct wk_ag *row,
 		const char *what =
 			o->count != z->count   ? "element counts"
 			: o->dtype != z->dtype ? "dtypes"
-			: o->key != z->key     ? "keys"
+			: o->kind != z->kind || o->root != z->root
+				? "collectives (all-reduce, or a sharded collective's piece and its root)"
+			: o->key != z->key ? "keys"
 			: o->prio != z->prio
 				? "priorities (every rank must send tensors in one order)"
 			: o->call != z->call && o->call != UINT64_MAX && z->call != UINT64_MAX
@@ -418,14 +420,16 @@ void wk_grow_poll(struct pbox *px)
 				   .count = t->count,
 				   .call = t->call,
 				   .prio = t->prio,
-				   .dtype = t->dtype};
+				   .dtype = t->dtype,
+				   .kind = t->kind,
+				   .root = t->root};
 		if (px->net.rank == 0 &&
 		    px->net.n > 1) /* a world of one agrees with itself below */
 			record(px, 0, t->seq, &a);
 		else if (px->net.rank != 0 && px->net.peer_fd[0] >= 0)
 			RP_SEND(px->net.peer_fd[0], NEW, newt, .seq = t->seq, .key = t->key,
 				.count = t->count, .dtype = t->dtype, .prio = t->prio,
-				.call = t->call);
+				.call = t->call, .kind = t->kind, .root = t->root);
 		px->net.announced++;
 	}
 	if (px->net.n == 1 && px->net.applied < n_new && !px->fail && !busy)
@@ -444,7 +448,10 @@ int wk_grow_line(struct pbox *px, uint32_t from, const struct rp_msg *m)
 				   .count = m->newt.count,
 				   .call = m->newt.call,
 				   .prio = m->newt.prio,
-				   .dtype = m->newt.dtype};
+				   .dtype = m->newt.dtype,
+				   .kind = (uint8_t)(m->newt.kind < WK_KIND_COUNT ? m->newt.kind
+										  : WK_KIND_COUNT),
+				   .root = m->newt.root};
 		record(px, from, m->newt.seq, &a);
 		return 1;
 	case RP_PAST:

@@ -59,6 +59,41 @@ static void cuda_answered(struct pbox_handle *op)
 	free(op);
 }
 
+/*
+ * A sharded collective's handle (shard.c): its pieces reaped as they
+ * complete (@wait: waited for), the first failure kept. PBOX_EAGAIN while
+ * one is in flight; else the group's result, and the group freed. Called
+ * with mu held.
+ */
+static int reap_group(struct pbox_handle *op, bool wait)
+{
+	struct pbox *px = op->px;
+	bool left = false;
+
+	for (uint32_t i = 0; i < op->n_kids; i++) {
+		struct pbox_handle *k = op->kids[i];
+
+		while (k && wait && !k->done)
+			pthread_cond_wait(&px->cv, &px->mu);
+		if (!k || !k->done) {
+			left |= k != NULL;
+			continue;
+		}
+		if (k->status != PBOX_OK && op->status == PBOX_OK) {
+			op->status = k->status;
+			snprintf(op->msg, sizeof(op->msg), "%s", k->msg);
+		}
+		free(k->parts);
+		free(k);
+		op->kids[i] = NULL;
+	}
+	if (left)
+		return PBOX_EAGAIN;
+	free(op->kids);
+	op->parts = NULL;
+	return reap(op);
+}
+
 int pbox_test(struct pbox_handle *op)
 {
 	struct pbox *px;
@@ -74,7 +109,7 @@ int pbox_test(struct pbox_handle *op)
 		return st;
 	}
 	pthread_mutex_lock(&px->mu);
-	st = op->done ? reap(op) : PBOX_EAGAIN;
+	st = op->kids ? reap_group(op, false) : op->done ? reap(op) : PBOX_EAGAIN;
 	pthread_mutex_unlock(&px->mu);
 	return st;
 }
@@ -93,9 +128,13 @@ int pbox_wait(struct pbox_handle *op)
 		return st;
 	}
 	pthread_mutex_lock(&px->mu);
-	while (!op->done)
-		pthread_cond_wait(&px->cv, &px->mu);
-	st = reap(op);
+	if (op->kids) {
+		st = reap_group(op, true);
+	} else {
+		while (!op->done)
+			pthread_cond_wait(&px->cv, &px->mu);
+		st = reap(op);
+	}
 	pthread_mutex_unlock(&px->mu);
 	return st;
 }

@@ -118,9 +118,13 @@
 #define RP_F_LEAVE(F, s)  F(s, why, t)
 /* origin: the rank that saw the failure first */
 #define RP_F_FAIL(F, s) F(s, origin, u) F(s, code, i) F(s, why, t)
-/* a rank's first use of new tensor @seq, in its collective @call */
+/* a rank's first use of new tensor @seq, in its collective @call; kind:
+ * what it computes (enum wk_kind: 0 all-reduce, 1 a reduce-scatter's
+ * shard, 2 an all-gather's, 3 a broadcast), root: its root rank */
 #define RP_F_NEW(F, s)                                                                             \
-	F(s, seq, u) F(s, key, U) F(s, count, U) F(s, dtype, y) F(s, prio, i) F(s, call, U)
+	F(s, seq, u)                                                                               \
+	F(s, key, U)                                                                               \
+	F(s, count, U) F(s, dtype, y) F(s, prio, i) F(s, call, U) F(s, kind, u) F(s, root, u)
 /* WAIT: rank 0 asks what a rank's collective @call is; PAST: one it had
  * used before, AT: this one (fresh: a new tensor) */
 #define RP_F_WAIT(F, s) F(s, seq, u) F(s, call, U)

@@ -20,8 +20,8 @@
 #include "wk_frag.h"
 #include "wk_serve.h"
 
-/* A result's header for @rank, signed; @digest: nic_mac_digest() of the
- * result, once for all its receivers. */
+/* A result's header for @rank, signed; @digest: nic_mac_digest() of what
+ * it carries to @rank (ss_out_len()), once for all its receivers. */
 static void result_hdr(const struct pbox *px, struct pbox_hdr *h, uint32_t rank, uint32_t chunk,
 		       uint16_t frag, const struct ss_out *out, uint64_t digest)
 {
@@ -31,7 +31,7 @@ static void result_hdr(const struct pbox *px, struct pbox_hdr *h, uint32_t rank,
 			       .job = px->net.job,
 			       .chunk = chunk,
 			       .frag = frag,
-			       .len = out->len,
+			       .len = ss_out_len(out, rank),
 			       .round = out->round};
 	h->mac = nic_mac_hdr(&px->net.mac, h, digest);
 }
@@ -42,19 +42,22 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
 {
 	uint32_t g = px->net.unit[px->net.self_unit].global[chunk] * px->net.fpc + frag;
 	uint64_t digest = nic_mac_digest(&px->net.mac, out->buf, out->len);
+	uint64_t empty = out->mode ? nic_mac_digest(&px->net.mac, out->buf, 0) : digest;
 	struct pbox_hdr h;
 
 	for (uint32_t r = 0; r < px->net.n; r++) {
+		uint16_t len = ss_out_len(out, r);
+
 		if (r == px->net.rank)
 			continue;
-		result_hdr(px, &h, r, chunk, frag, out, digest);
+		result_hdr(px, &h, r, chunk, frag, out, len ? digest : empty);
 		wk_tx_add(px, e, ss_peer(seg, 0, r)->ip_be, ss_peer(seg, 0, r)->port, &h, out->buf,
-			  out->len, true);
-		px->net.es.st.ssgpu_results += out->len;
+			  len, true);
+		px->net.es.st.ssgpu_results += len;
 	}
 	/* ours last: it may complete a sum, and frag_done() sends the batch,
 	 * the peers' results in it, before it says so */
-	wk_deliver(px, g, out->buf, out->len, out->round);
+	wk_deliver(px, g, out->buf, ss_out_len(out, px->net.rank), out->round);
 }
 
 static void overdue_fail(struct pbox *px, uint32_t g, uint64_t now)
@@ -111,9 +114,9 @@ void wk_serve_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, con
 		struct pbox_hdr r;
 
 		result_hdr(px, &r, h->rank, h->chunk, h->frag, &out,
-			   nic_mac_digest(&px->net.mac, out.buf, out.len));
-		wk_tx_add(px, e, src.ip_be, src.port, &r, out.buf, out.len, true);
-		px->net.es.st.ssgpu_results += out.len;
+			   nic_mac_digest(&px->net.mac, out.buf, ss_out_len(&out, h->rank)));
+		wk_tx_add(px, e, src.ip_be, src.port, &r, out.buf, r.len, true);
+		px->net.es.st.ssgpu_results += r.len;
 		break;
 	}
 	case SS_WAITING:

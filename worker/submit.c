@@ -156,49 +156,81 @@ int wk_cuda_load(struct pbox *px, const char *fn)
 int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 		 enum pbox_dtype dtype, struct pbox_handle **opp)
 {
+	if (!px || !in || !out || !opp)
+		return wk_err(PBOX_EINVAL, "pbox_push_pull: key %" PRIu64 ": a NULL argument", key);
+	return wk_collective(px, "pbox_push_pull", key, in, out, count, dtype, WK_ALLREDUCE, 0,
+			     opp);
+}
+
+/* Whether @t was first used as the collective @kind of root @root is. */
+static bool same_kind(const struct wk_tensor *t, uint8_t kind, uint32_t root)
+{
+	return t->kind == kind && (kind == WK_ALLREDUCE || t->root == root);
+}
+
+/* A tensor's next push-pull checked against the context and its first
+ * use, under mu: PBOX_OK with *@tp (NULL: first seen now), or the error. */
+static int usable(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
+		  enum pbox_dtype dtype, uint8_t kind, uint32_t root, struct wk_tensor **tp)
+{
+	struct wk_tensor *t = *tp = wk_find_tensor(px, key);
+
+	if (px->fail)
+		return failed(px, fn);
+	if (px->finalizing)
+		return wk_err(PBOX_ESTATE, "%s: key %" PRIu64 ": the context is finalizing", fn,
+			      key);
+	if (t && (t->count != count || t->dtype != (uint8_t)dtype))
+		return wk_err(PBOX_EINVAL,
+			      "%s: key %" PRIu64 ": %" PRIu64 " elements of %s, but the "
+			      "key was first used with %" PRIu64 " of %s",
+			      fn, key, count, sum_dtype_name((enum sum_dtype)dtype), t->count,
+			      sum_dtype_name((enum sum_dtype)t->dtype));
+	if (t && !same_kind(t, kind, root))
+		return wk_err(PBOX_EINVAL,
+			      "%s: key %" PRIu64 ": first used by another collective (or root)", fn,
+			      key);
+	if (t && t->busy)
+		return wk_err(PBOX_ESTATE,
+			      "%s: key %" PRIu64 ": a push-pull of it is still in flight", fn, key);
+	return PBOX_OK;
+}
+
+int wk_collective(struct pbox *px, const char *fn, uint64_t key, const void *in, void *out,
+		  uint64_t count, enum pbox_dtype dtype, uint8_t kind, uint32_t root,
+		  struct pbox_handle **opp)
+{
 	struct wk_tensor *t;
 	struct pbox_handle *op;
 	uint64_t one = 1;
 	int rc;
 
-	if (!px || !in || !out || !opp)
-		return wk_err(PBOX_EINVAL, "pbox_push_pull: key %" PRIu64 ": a NULL argument", key);
 	*opp = NULL;
 	if (px->phase != WK_PH_STARTED)
-		return wk_err(PBOX_ESTATE, "pbox_push_pull: key %" PRIu64 ": before pbox_start()",
-			      key);
-	rc = wk_check_tensor("pbox_push_pull", key, count, dtype);
-	if (rc == PBOX_OK) /* after pbox_shrink(): what the box's loss interrupted goes on */
+		return wk_err(PBOX_ESTATE, "%s: key %" PRIu64 ": before pbox_start()", fn, key);
+	rc = wk_check_tensor(fn, key, count, dtype);
+	if (rc == PBOX_OK && kind == WK_ALLREDUCE) /* after pbox_shrink(): what the box's
+						    * loss interrupted goes on */
 		rc = wk_resume_apply(px, key, count, dtype, &in, out);
 	if (rc)
 		return rc;
 	op = calloc(1, sizeof(*op));
 	if (!op)
-		return wk_err(PBOX_ENOMEM, "pbox_push_pull: key %" PRIu64 ": out of memory", key);
+		return wk_err(PBOX_ENOMEM, "%s: key %" PRIu64 ": out of memory", fn, key);
 	op->px = px;
 	op->in = in;
 	op->out = out;
 	pthread_mutex_lock(&px->mu);
-	t = wk_find_tensor(px, key);
-	if (px->fail) {
-		rc = failed(px, "pbox_push_pull");
-	} else if (px->finalizing) {
-		rc = wk_err(PBOX_ESTATE,
-			    "pbox_push_pull: key %" PRIu64 ": the context is finalizing", key);
-	} else if (t && (t->count != count || t->dtype != (uint8_t)dtype)) {
-		rc = wk_err(PBOX_EINVAL,
-			    "pbox_push_pull: key %" PRIu64 ": %" PRIu64 " elements of %s, but the "
-			    "key was first used with %" PRIu64 " of %s",
-			    key, count, sum_dtype_name((enum sum_dtype)dtype), t->count,
-			    sum_dtype_name((enum sum_dtype)t->dtype));
-	} else if (t && t->busy) {
-		rc = wk_err(PBOX_ESTATE,
-			    "pbox_push_pull: key %" PRIu64 ": a push-pull of it is still in flight",
-			    key);
-	} else if (!t) { /* first seen now: agreed with every rank before data moves */
-		rc = wk_add_tensor(px, "pbox_push_pull", key, count, dtype, 0, &t);
-		if (rc == PBOX_OK)
+	rc = usable(px, fn, key, count, dtype, kind, root, &t);
+	if (rc == PBOX_OK && !t) { /* first seen now: agreed with every rank before data moves */
+		rc = wk_add_tensor(px, fn, key, count, dtype, 0, &t);
+		if (rc == PBOX_OK) {
 			t->call = px->net.calls;
+			t->kind = kind;
+			t->root = root;
+			if (kind) /* rooted pieces travel at full width */
+				t->comp = COMP_NONE;
+		}
 	}
 	if (rc) {
 		pthread_mutex_unlock(&px->mu);
@@ -212,6 +244,8 @@ int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint6
 								 .count = count,
 								 .seq = t->seq,
 								 .dtype = (uint8_t)dtype,
+								 .kind = kind,
+								 .root = root,
 								 .fresh = t->late && t->round == 0};
 	px->net.calls++;
 	op->round = t->round++;

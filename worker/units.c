@@ -79,6 +79,26 @@ uint32_t wk_unit_shorts(const struct pbox *px, uint32_t u, uint16_t ep, uint32_t
 	return got;
 }
 
+/* The rooted chunks among unit @u's chunks [from, from + n), numbered from
+ * @from on endpoint @ep, into @out (room for @n). Their count. */
+static uint32_t unit_roots(const struct pbox *px, uint32_t u, uint16_t ep, uint32_t from,
+			   uint32_t n, struct ss_root *out)
+{
+	const struct wk_unit *un = &px->net.unit[u];
+	uint32_t got = 0;
+
+	for (uint32_t k = from; k < from + n; k++) {
+		uint32_t m = px->net.chunk_mode[un->global[k]];
+
+		if (m)
+			out[got++] = (struct ss_root){.ep = ep,
+						      .chunk = k - from,
+						      .mode = (uint8_t)(m >> 16),
+						      .root = (uint16_t)(m & 0xffff)};
+	}
+	return got;
+}
+
 /* This rank's SS_GPU grows by a segment: its chunks [base, base + count). */
 static int ssgpu_add(struct pbox *px, uint8_t dtype, uint32_t base, uint32_t count)
 {
@@ -92,6 +112,7 @@ static int ssgpu_add(struct pbox *px, uint8_t dtype, uint32_t base, uint32_t cou
 				.comp_ppm = wk_comp_ppm(px, dtype),
 				.in_order = px->cfg.job.deterministic};
 	struct ss_short *shorts;
+	struct ss_root *roots;
 	struct nic_addr *ranks;
 	struct ss_job *j, **tail;
 	const char *why;
@@ -103,9 +124,11 @@ static int ssgpu_add(struct pbox *px, uint8_t dtype, uint32_t base, uint32_t cou
 	d.ep_chunks[0] = count;
 	d.ep_base[0] = base;
 	shorts = calloc(count, sizeof(*shorts));
+	roots = calloc(count, sizeof(*roots));
 	ranks = calloc(px->net.n, sizeof(*ranks));
-	if (!shorts || !ranks) {
+	if (!shorts || !roots || !ranks) {
 		free(shorts);
+		free(roots);
 		free(ranks);
 		return wk_err(PBOX_ENOMEM, "SS_GPU: out of memory");
 	}
@@ -116,9 +139,12 @@ static int ssgpu_add(struct pbox *px, uint8_t dtype, uint32_t base, uint32_t cou
 	d.ranks = ranks;
 	d.shorts = shorts;
 	d.n_shorts = wk_unit_shorts(px, px->net.self_unit, 0, base, count, shorts, count);
+	d.roots = roots;
+	d.n_roots = unit_roots(px, px->net.self_unit, 0, base, count, roots);
 	why = ss_job_desc_check(&d);
 	if (why) {
 		free(shorts);
+		free(roots);
 		free(ranks);
 		return wk_err(PBOX_EINVAL, "SS_GPU: %s", why);
 	}
@@ -127,11 +153,13 @@ static int ssgpu_add(struct pbox *px, uint8_t dtype, uint32_t base, uint32_t cou
 	mem = aligned_alloc(align, (bytes + align - 1) / align * align);
 	if (!mem) {
 		free(shorts);
+		free(roots);
 		free(ranks);
 		return wk_err(PBOX_ENOMEM, "SS_GPU: %zu bytes of state", bytes);
 	}
 	j = ss_job_init(mem, &d, 0, sum_ops_best());
 	free(shorts);
+	free(roots);
 	free(ranks);
 	for (tail = &px->net.es.ssj; *tail; tail = &(*tail)->next)
 		;
@@ -287,6 +315,75 @@ static void place_chunks(struct pbox *px, uint32_t c0, uint32_t added, const uin
 	}
 }
 
+/* The SS mode of a tensor of kind @kind (enum wk_kind). */
+static uint8_t ss_mode_of(uint8_t kind)
+{
+	return kind == WK_ALLREDUCE ? SS_ALLREDUCE : kind == WK_REDUCE ? SS_REDUCE : SS_BCAST;
+}
+
+/*
+ * The SS_GPU that sums chunk @c (of its own) of rooted tensor @t: a
+ * shard's root's, where its sum is wanted (reduce-scatter) or its data
+ * starts (all-gather), so that each rank's link carries the (n-1)/n of M
+ * that is the bound (docs/workers.md); a broadcast's spread over the other
+ * ranks' SS_GPUs, so that its root sends each byte once and the others
+ * fan it out.
+ */
+static uint32_t rooted_unit(const struct pbox *px, const struct wk_tensor *t, uint32_t c)
+{
+	uint32_t r = t->root % px->net.n; /* below n: agreed so (a world that shrank: never used) */
+
+	if (t->kind == WK_BCAST && px->net.n > 1)
+		r = (t->root + 1 + c % (px->net.n - 1)) % px->net.n;
+	return px->net.n_eps + r;
+}
+
+/*
+ * @added new chunks from @c0 on (those of @ts, each of @bytes) onto units:
+ * the all-reduce ones by lay_assign() over the weights @w, the rooted ones
+ * by rooted_unit(), after the all-reduce ones of their unit; each chunk's
+ * mode into px->net.chunk_mode. 0, -1 when no unit has weight, -2 out of
+ * memory.
+ */
+static int assign(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint32_t c0,
+		  uint32_t added, const uint64_t *w, const uint32_t *bytes, uint32_t *unit_of,
+		  uint32_t *local, uint32_t *count)
+{
+	uint32_t *ab = malloc((added ? added : 1) * 3 * sizeof(uint32_t)), m = 0, c, i, k;
+	int rc = 0;
+
+	if (!ab)
+		return -2;
+	for (i = 0; i < n; i++) /* the rooted chunks' modes, set below */
+		for (k = 0; k < ts[i]->n_chunks; k++)
+			px->net.chunk_mode[ts[i]->chunk0 + k] =
+				ts[i]->kind ? (uint32_t)ss_mode_of(ts[i]->kind) << 16 | ts[i]->root
+					    : 0;
+	m = 0;
+	for (c = 0; c < added; c++)
+		if (!px->net.chunk_mode[c0 + c])
+			ab[m++] = bytes[c];
+	if (lay_assign(w, px->net.n_units, ab, m, ab + added, ab + 2 * added, count)) {
+		rc = -1;
+		goto out;
+	}
+	m = 0;
+	for (i = 0; i < n; i++)
+		for (k = 0; k < ts[i]->n_chunks; k++) {
+			c = ts[i]->chunk0 - c0 + k;
+			if (!ts[i]->kind) {
+				unit_of[c] = ab[added + m];
+				local[c] = ab[2 * added + m++];
+			} else {
+				unit_of[c] = rooted_unit(px, ts[i], k);
+				local[c] = count[unit_of[c]]++;
+			}
+		}
+out:
+	free(ab);
+	return rc;
+}
+
 int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint32_t *base,
 		  uint32_t *count)
 {
@@ -306,6 +403,7 @@ int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint
 	if (!w || !bytes || !unit_of || !local ||
 	    grow_array(&px->net.chunk_unit, sizeof(uint32_t), c0, (size_t)c0 + added) ||
 	    grow_array(&px->net.chunk_local, sizeof(uint32_t), c0, (size_t)c0 + added) ||
+	    grow_array(&px->net.chunk_mode, sizeof(uint32_t), c0, (size_t)c0 + added) ||
 	    grow_array(&px->net.es.frag, sizeof(*px->net.es.frag), (size_t)c0 * px->net.fpc,
 		       ((size_t)c0 + added) * px->net.fpc)) {
 		wk_err(rc, "out of memory for the layout of %u more chunks", added);
@@ -320,8 +418,12 @@ int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint
 			bytes[ts[i]->chunk0 - c0 + c] =
 				(uint32_t)(left < px->net.chunk_size ? left : px->net.chunk_size);
 		}
-	if (lay_assign(w, px->net.n_units, bytes, added, unit_of, local, count)) {
+	switch (assign(px, ts, n, c0, added, w, bytes, unit_of, local, count)) {
+	case -1:
 		rc = wk_err(PBOX_EINVAL, "no summation service has any weight");
+		goto out;
+	case -2:
+		wk_err(rc, "out of memory for the layout");
 		goto out;
 	}
 	for (u = 0; u < px->net.n_units; u++) {

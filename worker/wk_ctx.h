@@ -73,10 +73,24 @@ struct wk_unit {
  * pbox_declare() or its first push-pull), when it is agreed with every rank
  * before any of its data moves (grow.c). Its address never changes.
  */
+/* What a tensor's push-pulls compute (agreed at its first use, like its
+ * count and dtype): the sum to every rank, or a sharded collective's piece
+ * (pbox_reduce_scatter(), pbox_all_gather(), pbox_broadcast()): the sum to
+ * its root alone, or its root's data to every other rank. */
+enum wk_kind {
+	WK_ALLREDUCE = 0,
+	WK_REDUCE, /* a reduce-scatter's shard: summed at its root's SS_GPU */
+	WK_GATHER, /* an all-gather's shard: from its root's SS_GPU to the others */
+	WK_BCAST,  /* a broadcast: spread over the other ranks' SS_GPUs */
+	WK_KIND_COUNT
+};
+
 struct wk_tensor {
 	uint64_t key, count, bytes;
 	int prio;
 	uint8_t dtype;
+	uint8_t kind;  /* enum wk_kind */
+	uint32_t root; /* WK_REDUCE, WK_GATHER, WK_BCAST: the root rank */
 	bool ready;    /* laid out: its chunks exist (engine) */
 	uint32_t seq;  /* after start: its place in the order of new tensors */
 	bool late;     /* first seen after pbox_start() */
@@ -146,6 +160,8 @@ struct wk_ag {
 	uint64_t call; /* the collective that first used it (UINT64_MAX: declared) */
 	int prio;
 	uint8_t dtype;
+	uint8_t kind; /* enum wk_kind */
+	uint32_t root;
 	bool have;
 };
 
@@ -156,6 +172,8 @@ struct wk_call {
 	uint64_t call, key, count;
 	uint32_t seq; /* fresh: the new tensor's */
 	uint8_t dtype;
+	uint8_t kind; /* enum wk_kind */
+	uint32_t root;
 	bool fresh; /* the first use of a tensor first seen after the start */
 };
 
@@ -236,6 +254,9 @@ struct pbox_handle {
 	bool lstarted;	       /* local.c: its pieces under way */
 	bool dev;	       /* local.c: CUDA memory, summed on the GPU (local_cuda = ipc) */
 	void *cev;	       /* local.c, dev: the caller's stream where the call was made */
+	/* a sharded collective (shard.c): its pieces' ops, each NULL once reaped */
+	struct pbox_handle **kids;
+	uint32_t n_kids;
 };
 
 enum wk_frag_state { WK_IDLE, WK_INFLIGHT, WK_DONE };
@@ -323,6 +344,7 @@ struct wk_net {
 	struct wk_unit *unit;
 	uint32_t frag_size, chunk_size, fpc, n_chunks, n_frags;
 	uint32_t *chunk_unit, *chunk_local;
+	uint32_t *chunk_mode; /* a rooted chunk's ss_mode << 16 | its root; 0: all-reduce */
 	uint64_t total_bytes;
 	double k;
 

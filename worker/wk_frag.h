@@ -34,6 +34,10 @@ void wk_stats_locked(struct pbox *px);
 /* What fragment @f's push and result carry: its bytes, or its compressed
  * form's. */
 uint16_t wk_wire_len(const struct pbox *px, const struct wk_frag *f);
+/* What this rank's push of @f, and its result to this rank, carry: 0
+ * where a rooted tensor's mode gives this rank none (WIRE.md). */
+uint16_t wk_push_len(const struct pbox *px, const struct wk_frag *f);
+uint16_t wk_result_len(const struct pbox *px, const struct wk_frag *f);
 /* Fragment @g's compressed push of its round (NULL: out of memory,
  * raised). */
 const uint8_t *wk_comp_payload(struct pbox *px, uint32_t g);

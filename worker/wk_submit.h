@@ -18,6 +18,12 @@ int wk_add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
 /* The network job's push-pull of any key (libpbox's own too). */
 int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 		 enum pbox_dtype dtype, struct pbox_handle **op);
+/* A push-pull of tensor @key as collective @kind (enum wk_kind) of root
+ * @root: the kind and root agreed at its first use, as its count and
+ * dtype; @in or @out NULL where the kind gives this rank none. */
+int wk_collective(struct pbox *px, const char *fn, uint64_t key, const void *in, void *out,
+		  uint64_t count, enum pbox_dtype dtype, uint8_t kind, uint32_t root,
+		  struct pbox_handle **op);
 /* The CUDA module loaded (px->cuda_ops), or a PBOX_E* saying why not. */
 int wk_cuda_load(struct pbox *px, const char *fn);
 /* The network job's layout into @o (its world, not the machines'). */

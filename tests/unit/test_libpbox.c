@@ -127,6 +127,7 @@ struct rank_run {
 	uint32_t n_chunks;
 	uint64_t key64; /* the first 8 bytes of the incarnation's key */
 	bool wrong;
+	bool shard;	      /* the sharded collectives too (shard_run()) */
 	const char *extra;    /* configuration lines after [tuning] */
 	int world;	      /* rendezvous: the world size this rank says (0: n) */
 	bool rdv;	      /* meet at a [rendezvous] (a host name): no [peers], [job] */
@@ -246,6 +247,83 @@ static int fresh_tensor(struct pbox *px, const struct rank_run *rr)
 	return rc;
 }
 
+/* Shard s of the sharded collectives' tensors at iteration @v: uneven, one
+ * of them empty from the second iteration on. */
+static uint64_t shard_count(unsigned s, unsigned v)
+{
+	return v && s == 1 ? 0 : 3001 + 4099 * (uint64_t)s + 17 * v;
+}
+
+/* The sharded collectives, three iterations of each in every dtype, all
+ * three in flight at once beside the push-pulls' tensors: a reduce-scatter
+ * (this rank's shard of the sum), an all-gather (every rank's shard) and a
+ * broadcast (its root moving from rank to rank), each element exact. */
+static void shard_run(struct pbox *px, struct rank_run *rr)
+{
+	static const enum pbox_dtype dts[3] = {PBOX_FP32, PBOX_FP16, PBOX_BF16};
+	const unsigned n = rr->n, me = rr->rank;
+
+	for (unsigned v = 0; v < 3 && !rr->run_rc; v++)
+		for (unsigned d = 0; d < 3 && !rr->run_rc; d++) {
+			const enum pbox_dtype dt = dts[d];
+			const uint64_t bc = 50001 + v, root = (v + d) % n;
+			uint64_t counts[NR], total = 0, mine = 0;
+			struct pbox_handle *op[3];
+			uint8_t *in, *out, *shard, *all, *b;
+			int rc;
+
+			for (unsigned s = 0; s < n; s++) {
+				counts[s] = shard_count(s, v);
+				mine += s < me ? counts[s] : 0;
+				total += counts[s];
+			}
+			in = malloc(total * 4);
+			out = malloc(counts[me] * 4 + 4);
+			shard = malloc(counts[me] * 4 + 4);
+			all = malloc(total * 4);
+			b = malloc(bc * 4);
+			ck_assert(in && out && shard && all && b);
+			for (uint64_t i = 0; i < total; i++)
+				put(in, i, dt, val(me, i, v));
+			for (uint64_t i = 0; i < counts[me]; i++)
+				put(shard, i, dt, val(me, mine + i, v + 1));
+			for (uint64_t i = 0; i < bc; i++)
+				put(b, i, dt, me == root ? val(me, i, v) : -1);
+			rc = pbox_reduce_scatter(px, 7, in, out, counts, dt, &op[0]);
+			if (rc == PBOX_OK)
+				rc = pbox_all_gather(px, 8, shard, all, counts, dt, &op[1]);
+			if (rc == PBOX_OK)
+				rc = pbox_broadcast(px, 9, b, bc, dt, (uint32_t)root, &op[2]);
+			for (unsigned k = 0; rc == PBOX_OK && k < 3; k++)
+				rc = pbox_wait(op[k]);
+			if (rc) {
+				rr->run_rc = rc;
+				snprintf(rr->msg, sizeof(rr->msg), "sharded, iteration %u, %s: %s",
+					 v, sum_dtype_name((enum sum_dtype)dt), pbox_last_error());
+			}
+			for (uint64_t i = 0; !rc && i < counts[me]; i++) {
+				float want = 0;
+
+				for (unsigned r = 0; r < n; r++)
+					want += val(r, mine + i, v);
+				rr->wrong |= get(out, i, dt) != get_as(want, dt);
+			}
+			for (uint64_t i = 0, s = 0, at = 0; !rc && i < total; i++) {
+				while (i >= at + counts[s])
+					at += counts[s++];
+				rr->wrong |=
+					get(all, i, dt) != get_as(val((unsigned)s, i, v + 1), dt);
+			}
+			for (uint64_t i = 0; !rc && i < bc; i++)
+				rr->wrong |= get(b, i, dt) != get_as(val((unsigned)root, i, v), dt);
+			free(in);
+			free(out);
+			free(shard);
+			free(all);
+			free(b);
+		}
+}
+
 static void *rank_main(void *arg)
 {
 	struct rank_run *rr = arg;
@@ -299,6 +377,8 @@ static void *rank_main(void *arg)
 	}
 	pbox_machine(px, &rr->mi);
 	pbox_layout(px, &rr->li);
+	if (rr->shard)
+		shard_run(px, rr);
 	for (unsigned v = 0; v < rr->iters && !rr->run_rc; v++) {
 		bool re = rr->rebuild && v > 0; /* new keys, new sizes */
 		uint64_t key0 = re ? 200 : 100, count[NT];
@@ -486,6 +566,21 @@ static void exact_with(struct rank_run *rr, enum pbox_dtype dt, const char *extr
 	run_ranks(rr, NR);
 	check_exact(rr);
 }
+
+/* pbox_reduce_scatter(), pbox_all_gather(), pbox_broadcast() among four
+ * ranks, beside push-pulls: every element exact (shard_run()), the
+ * layout the same on every rank, each shard's chunks at its owner. */
+START_TEST(test_sharded)
+{
+	struct rank_run rr[NR];
+
+	setup_runs(rr, NR, PBOX_FP32, 2);
+	for (unsigned r = 0; r < NR; r++)
+		rr[r].shard = true;
+	run_ranks(rr, NR);
+	check_exact(rr);
+}
+END_TEST
 
 /* [job] deterministic = on: every sum added in rank order by whichever
  * SS_GPU holds its chunk, whatever order the four ranks' pushes arrive
@@ -2618,6 +2713,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_compressed_bf16);
 	tcase_add_test(tc, test_compression_per_tensor);
 	tcase_add_test(tc, test_deterministic);
+	tcase_add_test(tc, test_sharded);
 	tcase_add_test(tc, test_deterministic_mismatch);
 	tcase_add_test(tc, test_data_link);
 	tcase_add_test(tc, test_decide_compression);

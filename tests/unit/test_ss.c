@@ -954,20 +954,18 @@ START_TEST(test_ss_rooted)
 		ck_assert_uint_eq(ss_out_len(&out, 3), FRAG);
 	}
 	free(mem);
-	/* registrations refused */
+	/* registrations refused: a root past n, no mode, a chunk not the job's */
 	{
-		struct ss_root bad = roots[0];
+		static const struct ss_root bad[3] = {
+			{.ep = 1, .chunk = 0, .mode = SS_REDUCE, .root = 4},
+			{.ep = 1, .chunk = 0, .mode = SS_ALLREDUCE, .root = 3},
+			{.ep = 1, .chunk = 2, .mode = SS_BCAST, .root = 3}};
 
-		d.roots = &bad;
-		d.n_roots = 1;
-		bad.root = 4;
-		ck_assert_ptr_nonnull(ss_job_desc_check(&d));
-		bad.root = 3;
-		bad.mode = SS_ALLREDUCE;
-		ck_assert_ptr_nonnull(ss_job_desc_check(&d));
-		bad.mode = SS_BCAST;
-		bad.chunk = 2;
-		ck_assert_ptr_nonnull(ss_job_desc_check(&d));
+		for (unsigned b = 0; b < 3; b++) {
+			d.roots = &bad[b];
+			d.n_roots = 1;
+			ck_assert_ptr_nonnull(ss_job_desc_check(&d));
+		}
 	}
 }
 END_TEST

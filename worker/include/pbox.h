@@ -68,7 +68,7 @@ extern "C" {
  * calling what 3.5 added.
  */
 #define PBOX_VERSION_MAJOR   3
-#define PBOX_VERSION_MINOR   7
+#define PBOX_VERSION_MINOR   8
 #define PBOX_VERSION(ma, mi) ((ma)*1000 + (mi))
 #define PBOX_VERSION_CODE    PBOX_VERSION(PBOX_VERSION_MAJOR, PBOX_VERSION_MINOR)
 
@@ -220,6 +220,31 @@ int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uin
  */
 int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 			enum pbox_dtype dtype, void *stream, struct pbox_handle **op);
+
+/*
+ * The sharded collectives (libpbox 3.8), for FSDP and ZeRO: asynchronous,
+ * a handle for pbox_wait() or pbox_test() as a push-pull's. @counts has
+ * one entry per rank of the job (pbox_layout()'s world size): shard r is
+ * counts[r] elements (0 allowed) at offset counts[0] + ... + counts[r-1]
+ * of the whole tensor. Host memory; not with [worker] local_aggregation.
+ * Each shard is summed (or starts) at its owner's SS_GPU, so each rank's
+ * link carries the (n-1)/n of the tensor that is every placement's bound
+ * (docs/workers.md). @key names the collective, as a push-pull's key
+ * names its tensor: use one key per call site, the same on every rank.
+ *
+ * pbox_reduce_scatter(): @in, the whole tensor, summed over the ranks;
+ * this rank's shard of the sum into @out (counts[rank] elements).
+ * pbox_all_gather(): @in, this rank's shard (counts[rank] elements);
+ * every rank's shard into @out, the whole tensor (@in may be @out's own
+ * shard). pbox_broadcast(): @root's @buf (@count elements) into every
+ * other rank's @buf.
+ */
+int pbox_reduce_scatter(struct pbox *px, uint64_t key, const void *in, void *out,
+			const uint64_t *counts, enum pbox_dtype dtype, struct pbox_handle **op);
+int pbox_all_gather(struct pbox *px, uint64_t key, const void *in, void *out,
+		    const uint64_t *counts, enum pbox_dtype dtype, struct pbox_handle **op);
+int pbox_broadcast(struct pbox *px, uint64_t key, void *buf, uint64_t count, enum pbox_dtype dtype,
+		   uint32_t root, struct pbox_handle **op);
 
 /*
  * Go on after losing ranks or the box (libpbox 3.2), without restarting:

@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The sharded collectives (FSDP's and ZeRO's traffic): reduce-scatter,
+ * all-gather and broadcast, on the wire and the SS the push-pulls use.
+ *
+ * Each shard of a reduce-scatter or an all-gather is a tensor of its own,
+ * rooted at the rank that owns the shard (WIRE.md's rooted chunks): a
+ * reduce-scatter's shard r is summed at rank r's SS_GPU, every rank
+ * pushing its part and only rank r receiving the sum; an all-gather's shard
+ * r starts at rank r's SS_GPU and goes to every other rank. Each rank's
+ * link then carries (n - 1)/n of the tensor each way, which is the bound:
+ * no placement, box or not, does better (docs/workers.md derives it). A
+ * broadcast is one tensor spread over the other ranks' SS_GPUs: the root
+ * sends each byte once, the others fan it out.
+ *
+ * The pieces' keys are libpbox's own (from 2^63), derived from the
+ * caller's key, the collective, the dtype, the world size, the shard and
+ * its count,
+ * so a job that shrank or re-sharded uses new pieces. One handle covers
+ * the pieces (pbox_wait(), pbox_test()). Host memory, the network job
+ * (not with local aggregation).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sum.h"
+#include "wk_ctx.h"
+#include "wk_base.h"
+#include "wk_submit.h"
+#include "wk_shard.h"
+
+/* A piece's key: a mix of what names it (splitmix64's finalizer per word). */
+static uint64_t piece_key(uint64_t key, uint8_t kind, enum pbox_dtype dtype, uint32_t n, uint32_t s,
+			  uint64_t count)
+{
+	const uint64_t w[4] = {key, (uint64_t)kind << 40 | (uint64_t)dtype << 32 | n, s, count};
+	uint64_t x = 0x7368617264656421ull; /* "sharded!" */
+
+	for (unsigned i = 0; i < 4; i++) {
+		x ^= w[i] + 0x9e3779b97f4a7c15ull;
+		x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+		x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+		x ^= x >> 31;
+	}
+	return WK_KEY_OWN | (x >> 1);
+}
+
+/* What every sharded collective checks first: PBOX_OK, or the error. */
+static int check(struct pbox *px, const char *fn, uint64_t key, enum pbox_dtype dtype,
+		 struct pbox_handle **opp)
+{
+	if (!px || !opp)
+		return wk_err(PBOX_EINVAL, "%s: key %" PRIu64 ": a NULL argument", fn, key);
+	*opp = NULL;
+	if (key >= WK_KEY_OWN)
+		return wk_err(PBOX_EINVAL,
+			      "%s: key %" PRIu64 ": keys from 2^63 up are libpbox's own", fn, key);
+	if ((unsigned)dtype >= SUM_DTYPE_COUNT)
+		return wk_err(PBOX_EINVAL, "%s: key %" PRIu64 ": unknown dtype %d", fn, key,
+			      (int)dtype);
+	if (px->phase != WK_PH_STARTED)
+		return wk_err(PBOX_ESTATE, "%s: key %" PRIu64 ": before pbox_start()", fn, key);
+	if (px->loc)
+		return wk_err(PBOX_EINVAL,
+			      "%s: key %" PRIu64 ": not with local aggregation yet ([worker] "
+			      "local_aggregation = off for sharded collectives)",
+			      fn, key);
+	return PBOX_OK;
+}
+
+/* A group handle for @n pieces; NULL out of memory (said). */
+static struct pbox_handle *group(struct pbox *px, const char *fn, uint32_t n)
+{
+	struct pbox_handle *g = calloc(1, sizeof(*g));
+
+	if (g)
+		g->kids = calloc(n ? n : 1, sizeof(*g->kids));
+	if (!g || !g->kids) {
+		free(g);
+		wk_err(PBOX_ENOMEM, "%s: out of memory", fn);
+		return NULL;
+	}
+	g->px = px;
+	return g;
+}
+
+/* @rc from submitting a piece: a failure ends the group (the pieces
+ * already submitted are waited for, their results dropped). */
+static int end_group(struct pbox_handle *g, int rc, struct pbox_handle **opp)
+{
+	char msg[WK_ERR_LEN];
+
+	if (rc == PBOX_OK) {
+		*opp = g;
+		return PBOX_OK;
+	}
+	snprintf(msg, sizeof(msg), "%s", pbox_last_error());
+	pbox_wait(g);
+	return wk_err(rc, "%s", msg);
+}
+
+/* A reduce-scatter's or an all-gather's pieces: shard s (counts[s]
+ * elements at offset sum(counts[0..s-1]) of the whole) rooted at rank s. */
+static int sharded(struct pbox *px, const char *fn, uint64_t key, const uint8_t *in, uint8_t *out,
+		   const uint64_t *counts, enum pbox_dtype dtype, uint8_t kind,
+		   struct pbox_handle **opp)
+{
+	const size_t esz = sum_dtype_size((enum sum_dtype)dtype);
+	const uint32_t n = px->net.n, me = px->net.rank;
+	struct pbox_handle *g;
+	uint64_t off = 0;
+	int rc = PBOX_OK;
+
+	if (!counts)
+		return wk_err(PBOX_EINVAL, "%s: key %" PRIu64 ": counts is NULL", fn, key);
+	if ((kind == WK_REDUCE ? !in : !out) || (counts[me] && (kind == WK_REDUCE ? !out : !in)))
+		return wk_err(PBOX_EINVAL, "%s: key %" PRIu64 ": a NULL buffer", fn, key);
+	if (!(g = group(px, fn, n)))
+		return PBOX_ENOMEM;
+	for (uint32_t s = 0; s < n && rc == PBOX_OK; s++) {
+		const uint64_t c = counts[s], at = off * esz;
+		const void *pin = kind == WK_REDUCE ? in + at : s == me ? in : NULL;
+		void *pout = kind == WK_REDUCE ? (s == me ? out : NULL) : out + at;
+
+		off += c;
+		if (!c)
+			continue;
+		if (kind == WK_GATHER && s == me) /* its own shard: it has it */
+			memmove(pout, in, c * esz);
+		rc = wk_collective(px, fn, piece_key(key, kind, dtype, n, s, c), pin, pout, c,
+				   dtype, kind, s, &g->kids[g->n_kids]);
+		g->n_kids += rc == PBOX_OK;
+	}
+	return end_group(g, rc, opp);
+}
+
+int pbox_reduce_scatter(struct pbox *px, uint64_t key, const void *in, void *out,
+			const uint64_t *counts, enum pbox_dtype dtype, struct pbox_handle **opp)
+{
+	int rc = check(px, "pbox_reduce_scatter", key, dtype, opp);
+
+	return rc ? rc
+		  : sharded(px, "pbox_reduce_scatter", key, in, out, counts, dtype, WK_REDUCE, opp);
+}
+
+int pbox_all_gather(struct pbox *px, uint64_t key, const void *in, void *out,
+		    const uint64_t *counts, enum pbox_dtype dtype, struct pbox_handle **opp)
+{
+	int rc = check(px, "pbox_all_gather", key, dtype, opp);
+
+	return rc ? rc
+		  : sharded(px, "pbox_all_gather", key, in, out, counts, dtype, WK_GATHER, opp);
+}
+
+int pbox_broadcast(struct pbox *px, uint64_t key, void *buf, uint64_t count, enum pbox_dtype dtype,
+		   uint32_t root, struct pbox_handle **opp)
+{
+	int rc = check(px, "pbox_broadcast", key, dtype, opp);
+	struct pbox_handle *g;
+
+	if (rc)
+		return rc;
+	if (!buf)
+		return wk_err(PBOX_EINVAL, "pbox_broadcast: key %" PRIu64 ": buf is NULL", key);
+	if (root >= px->net.n)
+		return wk_err(PBOX_EINVAL,
+			      "pbox_broadcast: key %" PRIu64 ": root %u, in a world of %u", key,
+			      root, px->net.n);
+	if (!(g = group(px, "pbox_broadcast", 1)))
+		return PBOX_ENOMEM;
+	rc = wk_collective(px, "pbox_broadcast",
+			   piece_key(key, WK_BCAST, dtype, px->net.n, root, count),
+			   root == px->net.rank ? buf : NULL, root == px->net.rank ? NULL : buf,
+			   count, dtype, WK_BCAST, root, &g->kids[0]);
+	g->n_kids = rc == PBOX_OK;
+	return end_group(g, rc, opp);
+}
