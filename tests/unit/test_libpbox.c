@@ -267,7 +267,7 @@ static void shard_run(struct pbox *px, struct rank_run *rr)
 		for (unsigned d = 0; d < 3 && !rr->run_rc; d++) {
 			const enum pbox_dtype dt = dts[d];
 			const uint64_t bc = 50001 + v, root = (v + d) % n;
-			uint64_t counts[NR], total = 0, mine = 0;
+			uint64_t counts[NR] = {0}, total = 0, mine = 0;
 			struct pbox_handle *op[3];
 			uint8_t *in, *out, *shard, *all, *b;
 			int rc;
