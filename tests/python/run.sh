@@ -165,6 +165,18 @@ if CUDA_VISIBLE_DEVICES= run powersgd fp32 29579 && compare powersgd-fp32 &&
 else
 	bad "torch's PowerSGD hook on the pbox group"
 fi
+# the sharded collectives (libpbox 3.8): reduce_scatter, all_gather and
+# broadcast through pbox, each exact against Gloo's on the same inputs,
+# and ZeroRedundancyOptimizer with DDP training as on Gloo (shard.py)
+if timeout 200 $py -m torch.distributed.run --redirects 2 --tee 2 --nproc_per_node 4 \
+	--master_addr 127.0.0.1 --master_port 29589 tests/python/shard.py >"$out/shard.log" 2>&1 &&
+	[ "$(grep -c 'shard: rank [0-9] ok' "$out/shard.log")" = 4 ] &&
+	! grep -q 'goes to Gloo' "$out/shard.log"; then
+	ok "reduce_scatter (uneven shards) and reduce_scatter_tensor (SUM, AVG), all_gather (uneven) and all_gather_into_tensor, broadcast from every root, in fp32, fp16, bf16 and int64 as torch allows: all through pbox, exact against Gloo; ZeroRedundancyOptimizer with DDP on the pbox group: $(grep -m1 -o 'largest difference from Gloo.s [0-9.e+-]*' "$out/shard.log")"
+else
+	bad "the sharded collectives through pbox against Gloo, and ZeroRedundancyOptimizer"
+	grep -v '^\[default[0-9]\]:\s*$' "$out/shard.log" | grep -v '^ ' | grep -v Warning | tail -8 | sed 's/^/        /'
+fi
 # the backend's edges: an op handed to Gloo said once, coalesced calls pbox
 # does not sum and sparse tensors to Gloo's own paths, Work.wait(timeout),
 # a failure's code on PboxError (tests/python/edges.py)

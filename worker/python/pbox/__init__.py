@@ -19,7 +19,7 @@ __all__ = ["Context", "Error", "FP32", "FP16", "BF16", "Stats", "library", "__ve
 
 # libpbox's version this package was made with (pbox_version(); the wheel's
 # version): a library of another minor version is said at import
-__version__ = "3.7"
+__version__ = "3.8"
 
 FP32, FP16, BF16 = 0, 1, 2
 # enum pbox_status (pbox.h)
@@ -82,6 +82,15 @@ except AttributeError:
     pass
 try:  # libpbox 3.7
     library.pbox_decide_compression.argtypes = [_P, ctypes.c_uint32, _P, _P, _P, _P]
+except AttributeError:
+    pass
+try:  # libpbox 3.8
+    library.pbox_reduce_scatter.argtypes = [_P, ctypes.c_uint64, _P, _P, _P, ctypes.c_int,
+                                            ctypes.POINTER(_P)]
+    library.pbox_all_gather.argtypes = [_P, ctypes.c_uint64, _P, _P, _P, ctypes.c_int,
+                                        ctypes.POINTER(_P)]
+    library.pbox_broadcast.argtypes = [_P, ctypes.c_uint64, _P, ctypes.c_uint64, ctypes.c_int,
+                                       ctypes.c_uint32, ctypes.POINTER(_P)]
 except AttributeError:
     pass
 library.pbox_layout.argtypes = [_P, _P]
@@ -190,6 +199,33 @@ class Context:
         h = _P()
         _check(library.pbox_push_pull_cuda(self._px, key, in_ptr, out_ptr, count, dtype,
                                            stream, ctypes.byref(h)))
+        return Handle(h)
+
+    def reduce_scatter(self, key, in_ptr, out_ptr, counts, dtype):
+        """Start a reduce-scatter (libpbox 3.8): the whole tensor at in_ptr
+        summed over the ranks, this rank's shard (counts[rank] elements;
+        counts: one per rank) into out_ptr."""
+        h = _P()
+        arr = (ctypes.c_uint64 * len(counts))(*counts)
+        _check(library.pbox_reduce_scatter(self._px, key, in_ptr, out_ptr, arr, dtype,
+                                           ctypes.byref(h)))
+        return Handle(h)
+
+    def all_gather(self, key, in_ptr, out_ptr, counts, dtype):
+        """Start an all-gather (libpbox 3.8): this rank's shard at in_ptr,
+        every rank's into out_ptr (the whole tensor, shard r at the sum of
+        counts[:r])."""
+        h = _P()
+        arr = (ctypes.c_uint64 * len(counts))(*counts)
+        _check(library.pbox_all_gather(self._px, key, in_ptr, out_ptr, arr, dtype,
+                                       ctypes.byref(h)))
+        return Handle(h)
+
+    def broadcast(self, key, ptr, count, dtype, root):
+        """Start a broadcast (libpbox 3.8): root's count elements at ptr into
+        every other rank's ptr."""
+        h = _P()
+        _check(library.pbox_broadcast(self._px, key, ptr, count, dtype, root, ctypes.byref(h)))
         return Handle(h)
 
     def layout(self):

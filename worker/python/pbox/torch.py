@@ -16,11 +16,15 @@ address (the local address of the route to MASTER_ADDR unless
 PBOX_DATA_ADDRESS says otherwise, and a free port), rank 0 draws the job id
 and the job's secret token, and every rank hands libpbox the whole list.
 
-allreduce of fp32, fp16 and bf16 CPU tensors with SUM or AVG is summed by
-pbox (any shape, any number of tensors per call: they are packed into one
-buffer), and so is broadcast of bf16 tensors (Gloo has none in torch 1.13:
-the root's values summed with zeros). Everything else (broadcast, allgather, barrier, other dtypes and
-ops, ...) goes to an internal Gloo group on the same store.
+allreduce of fp32, fp16 and bf16 tensors with SUM or AVG is summed by pbox
+(any shape, any number of tensors per call: they are packed into one
+buffer), and so are the sharded collectives (libpbox 3.8): reduce_scatter
+and reduce_scatter_tensor (_reduce_scatter_base) of those dtypes with SUM
+or AVG, all_gather and all_gather_into_tensor (_allgather_base) and
+broadcast of any dtype whose pieces are whole 4-byte words (moved as fp32
+bit patterns, never added), CUDA tensors staged through host memory.
+Everything else (barrier, other dtypes and ops, ...) goes to an internal
+Gloo group on the same store, said once per process on stderr.
 
 allreduce_hook (with hook_state()) sums DDP's buckets through pbox on a
 Gloo default group; ScheduledOptimizer stands in for DDP and overlaps both
@@ -259,8 +263,8 @@ class ProcessGroupPbox(ProcessGroup):
         try:
             return start()
         except pbox.Error as e:
-            if e.status == pbox.EFAILED:  # the job failed before this one started
-                self._failed.append(resume)
+            if e.status == pbox.EFAILED and resume is not None:  # the job failed before
+                self._failed.append(resume)  # this one started
             raise
 
     def _finalize(self):
@@ -481,40 +485,195 @@ class ProcessGroupPbox(ProcessGroup):
         fut.set_result(value)
         return _work(fut)
 
-    def broadcast(self, tensors, opts):
-        if self._gloo is None and any(t.dtype not in _DTYPES for t in tensors):
-            # (DDP's construction broadcasts int64 buffers): the root's bytes
-            for t in tensors:
-                n = t.numel() * t.element_size()
-                got = self._exact([n if r == opts.rootRank else 0 for r in range(self.size())],
-                                  self._bytes(t) if self.rank() == opts.rootRank else
-                                  torch.zeros(0, dtype=torch.uint8))[opts.rootRank]
-                t.copy_(got.view(t.dtype).view(t.shape))
-            return self._done(tensors)
-        if self._gloo is None or \
-                any(t.dtype == torch.bfloat16 and t.device.type == "cpu" for t in tensors):
-            # Gloo (torch 1.13) has no bf16: the root's values summed with
-            # zeros from every other rank, exact
-            if self.rank() != opts.rootRank:
-                for t in tensors:
-                    t.zero_()
-            return self.allreduce(tensors)
-        return self._gloo_for("broadcast", "pbox sums; Gloo copies the root's").broadcast(
-            tensors, opts)
+    # ---- the sharded collectives and broadcast (libpbox 3.8) ------------------
+
+    _RS, _AG, _BC = 1, 2, 3  # in a key's low bits (_key() leaves them 0)
+
+    def _launch(self, key, start, finish, value, keep):
+        """A collective started by start() (a pbox Handle) under @key, one
+        call of a key at a time on every rank (a later call deferred to the
+        completion thread, as allreduce() defers); finish() once it is
+        complete, its future then set to @value. @keep: the buffers libpbox
+        reads or writes, alive until then."""
+        fut = torch.futures.Future()
+
+        def done(err):
+            del keep[:]  # libpbox is done with them
+            if err is not None:
+                fut.set_exception(PboxError(err.status, str(err)))
+                return
+            finish()
+            fut.set_result(value)
+
+        prev = self._busy.get(key)
+        self._busy[key] = fut
+        if prev is not None and not prev.done():
+            self._q.put((None, (start, None, done)))
+            return _work(fut)
+        try:
+            handle = start()
+        except pbox.Error as e:
+            if prev is None:
+                del self._busy[key]
+            else:
+                self._busy[key] = prev
+            raise PboxError(e.status, str(e)) from e
+        self._q.put((handle, done))
+        return _work(fut)
+
+    @staticmethod
+    def _as_wire(t):
+        """A CPU tensor's (pbox dtype, contiguous tensor of it): a float
+        dtype as it is; any other whose bytes are whole words moved as fp32
+        bit patterns (broadcast and all-gather copy, never add); None
+        otherwise."""
+        t = t.detach().cpu().contiguous()
+        if t.dtype in _DTYPES:
+            return _DTYPES[t.dtype], t
+        if (t.numel() * t.element_size()) % 4 == 0:
+            return pbox.FP32, t.view(-1).view(torch.uint8).view(torch.float32)
+        return None
+
+    def _rs(self, flat, out, counts, op):
+        """@flat (every rank's whole tensor) summed, this rank's shard into
+        @out (CUDA tensors staged through host memory)."""
+        dt = _DTYPES[flat.dtype]
+        src = flat.detach().cpu().contiguous()
+        dst = out if out.device.type == "cpu" and out.is_contiguous() else \
+            torch.empty(out.numel(), dtype=out.dtype)
+        size = self.size()
+
+        def finish():
+            if op == _AVG:
+                dst.div_(size)
+            if dst is not out:
+                out.copy_(dst.view(out.shape))
+
+        key = self._key(dt, src.numel()) | self._RS
+        return self._launch(key, lambda: self._ctx.reduce_scatter(
+            key, src.data_ptr(), dst.data_ptr(), counts, dt), finish, [out], [src, dst])
+
+    def reduce_scatter(self, outputs, inputs, opts):
+        op = _op_code(opts.reduceOp)
+        why = "one output per call" if len(outputs) != 1 or len(inputs) != 1 else \
+            self._why_not(list(inputs[0]) + [outputs[0]], op, outputs[0].device)
+        if not why and len(inputs[0]) != self.size():
+            why = "%d inputs for %d ranks" % (len(inputs[0]), self.size())
+        if why:
+            return self._gloo_for("reduce_scatter", why).reduce_scatter(outputs, inputs, opts)
+        flat = torch.cat([t.reshape(-1) for t in inputs[0]])
+        return self._rs(flat, outputs[0], [t.numel() for t in inputs[0]], op)
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        """reduce_scatter_tensor() (torch 2.x) and torch 1.13's
+        _reduce_scatter_base(): @input, size() shards of @output's size."""
+        op = _op_code(opts.reduceOp) if opts is not None else _SUM
+        why = self._why_not([input, output], op, output.device)
+        if not why and input.numel() != output.numel() * self.size():
+            why = "input of %d elements for %d shards of %d" % (input.numel(), self.size(),
+                                                                output.numel())
+        if why:
+            g = self._gloo_for("_reduce_scatter_base", why)
+            return g._reduce_scatter_base(output, input, opts) if opts is not None else \
+                g._reduce_scatter_base(output, input)
+        return self._rs(input.reshape(-1), output, [output.numel()] * self.size(), op)
+
+    def _ag(self, shard, outs):
+        """Every rank's @shard (this rank's) into @outs (one tensor per rank,
+        or one whole tensor: a list of one), any dtype whose shards are
+        whole words (False where they are not)."""
+        mine = self._as_wire(shard)
+        whole = [self._as_wire(o) for o in outs] if len(outs) > 1 else None
+        if mine is None or (whole and any(w is None for w in whole)):
+            return False
+        dt, src = mine
+        esz = 2 if dt in (pbox.FP16, pbox.BF16) else 4
+        if len(outs) == 1:  # the whole tensor: size() shards of shard's size
+            counts = [src.numel()] * self.size()
+            one = outs[0]
+            dst = one if one.device.type == "cpu" and one.is_contiguous() and \
+                one.dtype in _DTYPES else None
+        else:
+            counts = [w[1].numel() for w in whole]
+            dst = None
+        nbytes = sum(counts) * esz
+        buf = dst if dst is not None else torch.empty(nbytes, dtype=torch.uint8)
+
+        def finish():
+            if dst is not None:
+                return
+            raw = buf.view(-1).view(torch.uint8)
+            off = 0
+            for o in outs:
+                n = o.numel() * o.element_size()
+                o.copy_(raw[off:off + n].view(o.dtype).view(o.shape))
+                off += n
+
+        key = self._key(dt, sum(counts)) | self._AG
+        return self._launch(key, lambda: self._ctx.all_gather(
+            key, src.data_ptr(), buf.data_ptr(), counts, dt), finish, outs, [src, buf])
 
     def allgather(self, outputs, inputs, opts=None):
-        if self._gloo is None:  # (DDP's construction allgathers int64 shapes)
+        w = None
+        if len(outputs) == 1 and len(inputs) == 1 and len(outputs[0]) == self.size() and \
+                all(o.dtype == inputs[0].dtype for o in outputs[0]):
+            w = self._ag(inputs[0], outputs[0])
+        if w:
+            return w
+        if self._gloo is None:  # bytes that are no whole words: pbox's sums, byte by byte
             for outs, t in zip(outputs, inputs):
                 n = t.numel() * t.element_size()
                 for o, got in zip(outs, self._exact([n] * self.size(), self._bytes(t))):
                     o.copy_(got.view(t.dtype).view(o.shape))
             return self._done(outputs)
-        g = self._gloo_for("allgather", "not summed (issue 34: pbox_all_gather)")
+        g = self._gloo_for("allgather", "shards of a size that is no whole number of words")
         return g.allgather(outputs, inputs) if opts is None else g.allgather(outputs, inputs, opts)
 
     def _allgather_base(self, output, input, opts=None):
-        return self._gloo_for("_allgather_base", "not summed (issue 34)")._allgather_base(
+        """all_gather_into_tensor() (torch 2.x) and torch 1.13's
+        _allgather_base(): size() shards of @input's size into @output."""
+        w = None
+        if output.numel() == input.numel() * self.size() and output.dtype == input.dtype:
+            w = self._ag(input, [output])
+        if w:
+            return w
+        return self._gloo_for("_allgather_base", "shards of no whole words")._allgather_base(
             output, input)
+
+    def broadcast(self, tensors, opts):
+        root = opts.rootRank
+        wire = [self._as_wire(t) for t in tensors]
+        if tensors and all(w is not None for w in wire) and len({w[0] for w in wire}) == 1:
+            dt = wire[0][0]
+            flat = wire[0][1] if len(wire) == 1 else torch.cat([w[1].reshape(-1) for w in wire])
+            flat = flat.contiguous()
+
+            def finish():
+                if self.rank() == root:
+                    return
+                raw, off = flat.view(-1).view(torch.uint8), 0
+                for t in tensors:
+                    n = t.numel() * t.element_size()
+                    if len(tensors) > 1 or t.device.type != "cpu" or not t.is_contiguous() or \
+                            t.data_ptr() != flat.data_ptr():
+                        t.copy_(raw[off:off + n].view(t.dtype).view(t.shape))
+                    off += n
+
+            if flat.numel() == 0:
+                return self._done(tensors)
+            key = self._key(dt, flat.numel()) | self._BC
+            return self._launch(key, lambda: self._ctx.broadcast(
+                key, flat.data_ptr(), flat.numel(), dt, root), finish, tensors, [flat])
+        if self._gloo is None:  # bytes that are no whole words: pbox's sums, byte by byte
+            for t in tensors:
+                n = t.numel() * t.element_size()
+                got = self._exact([n if r == root else 0 for r in range(self.size())],
+                                  self._bytes(t) if self.rank() == root else
+                                  torch.zeros(0, dtype=torch.uint8))[root]
+                t.copy_(got.view(t.dtype).view(t.shape))
+            return self._done(tensors)
+        return self._gloo_for("broadcast", "tensors of no whole words, or several dtypes")\
+            .broadcast(tensors, opts)
 
     def barrier(self, opts=None):
         if self._gloo is None:  # every rank's one element summed: every rank was here
@@ -530,10 +689,6 @@ class ProcessGroupPbox(ProcessGroup):
 
     def scatter(self, outputs, inputs, opts):
         return self._gloo_for("scatter", "nothing to sum").scatter(outputs, inputs, opts)
-
-    def reduce_scatter(self, outputs, inputs, opts):
-        return self._gloo_for("reduce_scatter", "not yet pbox's (issue 34)").reduce_scatter(
-            outputs, inputs, opts)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts):
         return self._gloo_for("alltoall", "nothing to sum").alltoall_base(
