@@ -61,7 +61,9 @@ static uint32_t epoch_job(uint32_t job, uint32_t epoch)
 	return (uint32_t)z ? (uint32_t)z : 1;
 }
 
-/* Keep the tensors every rank laid out, as declared ones; drop the rest. */
+/* Keep the tensors every rank laid out, as declared ones; drop the rest,
+ * and the sharded collectives' pieces (rooted at ranks of the old world:
+ * new tensors again on their next use, agreed with their roots anew). */
 static void keep_tensors(struct pbox *px)
 {
 	uint32_t kept = 0;
@@ -69,7 +71,7 @@ static void keep_tensors(struct pbox *px)
 	for (uint32_t i = 0; i < px->n_t; i++) {
 		struct wk_tensor *t = px->t[i];
 
-		if (!t->ready) {
+		if (!t->ready || t->kind != WK_ALLREDUCE) {
 			wk_tensor_free(t);
 			continue;
 		}

@@ -257,11 +257,17 @@ static uint64_t shard_count(unsigned s, unsigned v)
 /* The sharded collectives, three iterations of each in every dtype, all
  * three in flight at once beside the push-pulls' tensors: a reduce-scatter
  * (this rank's shard of the sum), an all-gather (every rank's shard) and a
- * broadcast (its root moving from rank to rank), each element exact. */
+ * broadcast (its root moving from rank to rank), each element exact; in
+ * the job's world as it is now (after a shrink: the survivors'). */
 static void shard_run(struct pbox *px, struct rank_run *rr)
 {
 	static const enum pbox_dtype dts[3] = {PBOX_FP32, PBOX_FP16, PBOX_BF16};
-	const unsigned n = rr->n, me = rr->rank;
+	struct pbox_layout_info li;
+	unsigned n, me;
+
+	pbox_layout(px, &li);
+	n = li.world_size;
+	me = li.rank;
 
 	for (unsigned v = 0; v < 3 && !rr->run_rc; v++)
 		for (unsigned d = 0; d < 3 && !rr->run_rc; d++) {
@@ -452,6 +458,8 @@ static void *rank_main(void *arg)
 			rr->shrunk = true;
 			rr->run_rc = 0;
 			rr->fresh = fresh_tensor(px, rr);
+			if (rr->shard) /* the sharded collectives of the smaller world */
+				shard_run(px, rr);
 			v--; /* the failed iteration again, from its inputs */
 			continue;
 		}
@@ -1258,7 +1266,7 @@ static void went_on(const struct rank_run *rr, unsigned r, unsigned dead)
  * survivors get the error naming it, shrink to a job of three without
  * restarting, do the failed iteration again and finish the run with exact
  * sums of their own parts, one layout, the new ranks 0..2. */
-static void shrink_after(unsigned dead)
+static void shrink_after(unsigned dead, bool shard)
 {
 	struct rank_run rr[NR];
 	unsigned live = dead == 0; /* a survivor */
@@ -1268,6 +1276,7 @@ static void shrink_after(unsigned dead)
 		rr[r].survive = true;
 		rr[r].dead = (int)dead;
 		rr[r].dead2 = -1;
+		rr[r].shard = shard;
 	}
 	rr[dead].die_after = 2;
 	run_one_dying(rr, dead);
@@ -1290,14 +1299,23 @@ static void shrink_after(unsigned dead)
 
 START_TEST(test_shrink_rank_dies)
 {
-	shrink_after(2);
+	shrink_after(2, false);
+}
+END_TEST
+
+/* The sharded collectives before and after a rank's loss: exact in the
+ * world of four, then in the survivors' world of three (new shards, new
+ * roots: the old world's pieces dropped at the shrink, agreed anew). */
+START_TEST(test_shrink_sharded)
+{
+	shrink_after(3, true);
 }
 END_TEST
 
 /* Rank 0 dies: rank 1 becomes rank 0 of the new incarnation. */
 START_TEST(test_shrink_root_dies)
 {
-	shrink_after(0);
+	shrink_after(0, false);
 }
 END_TEST
 
@@ -2771,6 +2789,7 @@ Suite *libpbox_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_shrink_rank_dies);
 	tcase_add_test(tc, test_shrink_root_dies);
+	tcase_add_test(tc, test_shrink_sharded);
 	tcase_add_test(tc, test_resume_plan);
 	tcase_add_test(tc, test_shrink_lost_during_shrink);
 	suite_add_tcase(s, tc);
