@@ -167,7 +167,7 @@ $(error libdpdk not found by pkg-config: run 'make setup' (as root), or 'make te
 endif
 endif
 
-.PHONY: wheel worker test-gpu perf-gpu setup test-run demo-run all test unit unit-asan unit-tsan integration python-test soak lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-sweep perf-train perf-tune perf-scale perf-compress demo install uninstall image boot-test clean
+.PHONY: wheel worker test-gpu perf-gpu setup test-run demo-run all test unit unit-asan unit-tsan integration python-test soak lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-sweep perf-train perf-tune perf-scale perf-compress perf-shard demo install uninstall image boot-test clean
 all: $(BINS)
 worker: $(WORKER_BINS)
 
@@ -440,6 +440,13 @@ perf-cluster: all
 	@test -n "$(RING_BIN)" || { echo "perf-cluster: needs Gloo: apt-get install libgloo-dev"; exit 1; }
 	N=4 perf/cluster/cluster.sh $(BUILD)
 	N=8 perf/cluster/cluster.sh $(BUILD)
+
+# The sharded collectives (reduce-scatter, all-gather) against their t_opt
+# and Gloo's ring, k = 0, 1, 2, n = 4 and 8
+perf-shard: all
+	@test -n "$(RING_BIN)" || { echo "perf-shard: needs Gloo: apt-get install libgloo-dev"; exit 1; }
+	N=4 perf/shard/shard.sh $(BUILD)
+	N=8 perf/shard/shard.sh $(BUILD)
 
 perf-dataplane: all
 	perf/dataplane/dataplane.sh $(BUILD)

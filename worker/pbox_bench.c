@@ -6,7 +6,7 @@
  *   pbox-bench --config FILE [--model resnet50|vgg16|bert-large | --size B]
  *              [--tensors T] [--dtype fp32|fp16|bf16] [--iters N] [--warmup W]
  *              [--layout] [--quiet] [--backprop GAP_US [--fifo]] [--survive]
- *              [--rejoin ITER] [--sync]
+ *              [--rejoin ITER] [--sync] [--collective C]
  *
  * --survive: an iteration that fails because a rank or the box was lost
  * goes on with the survivors (pbox_shrink()): after a lost box its failed
@@ -15,6 +15,11 @@
  * the smaller job; each recovery is printed with its time. --rejoin V:
  * pbox_rejoin() before iteration V (1-based), taking back a box lost and
  * back since.
+ *
+ * --collective reduce_scatter|all_gather|broadcast: each tensor through
+ * that sharded collective instead of a push-pull (shard r of a tensor its
+ * r-th n-th; a broadcast's root each rank in turn), every element of what
+ * the rank receives checked (perf/shard).
  *
  * --sync: before each iteration, a barrier (a one-element allreduce, not
  * timed), so that every rank's iteration starts together: without it the
@@ -72,6 +77,11 @@
 
 #define VAL_MOD 61
 
+/* --collective: what each layer's tensor goes through. */
+enum coll { COLL_ALLREDUCE, COLL_RS, COLL_AG, COLL_BCAST };
+
+static const char *const coll_names[] = {"allreduce", "reduce_scatter", "all_gather", "broadcast"};
+
 struct opts {
 	const char *config, *model;
 	uint64_t size;
@@ -88,6 +98,7 @@ struct opts {
 	uint64_t per_mb_us;	/* --compute-per-mb: more compute per MiB of a layer */
 	uint64_t scale;		/* --scale: a model's tensors divided by it */
 	struct bench_comp comp; /* --compress SCHEME:PLAN */
+	enum coll coll;		/* --collective */
 };
 
 /* Layer i's key and priority: the layer itself, or (--fifo) the order its
@@ -163,9 +174,11 @@ static void tables(struct tables *tb, enum pbox_dtype dt, uint32_t rank, uint32_
 	}
 }
 
-static void fill(uint8_t *p, uint64_t count, enum pbox_dtype dt, const struct tables *tb)
+/* @count elements from element @first on: rank @tb's own values. */
+static void fill(uint8_t *p, uint64_t count, enum pbox_dtype dt, const struct tables *tb,
+		 uint64_t first)
 {
-	unsigned k = 0;
+	unsigned k = (unsigned)(7 * (first % VAL_MOD) % VAL_MOD);
 
 	for (uint64_t i = 0; i < count; i++) {
 		if (dt == PBOX_FP32)
@@ -198,11 +211,12 @@ static int64_t finite(const uint8_t *p, uint64_t count, uint32_t *got, uint32_t 
 	return -1;
 }
 
-/* The first wrong element, or -1. */
-static int64_t verify(const uint8_t *p, uint64_t count, enum pbox_dtype dt, const struct tables *tb,
-		      uint32_t *got, uint32_t *want)
+/* The first wrong element of @count from element @first on, against @w
+ * (a table's want: the sums; or own: one rank's values), or -1. */
+static int64_t verify(const uint8_t *p, uint64_t count, enum pbox_dtype dt, const uint32_t *w,
+		      uint64_t first, uint32_t *got, uint32_t *want)
 {
-	unsigned k = 0;
+	unsigned k = (unsigned)(7 * (first % VAL_MOD) % VAL_MOD);
 
 	for (uint64_t i = 0; i < count; i++) {
 		uint32_t x = 0;
@@ -215,9 +229,9 @@ static int64_t verify(const uint8_t *p, uint64_t count, enum pbox_dtype dt, cons
 			memcpy(&h, p + 2 * i, 2);
 			x = h;
 		}
-		if (x != tb->want[k]) {
+		if (x != w[k]) {
 			*got = x;
-			*want = tb->want[k];
+			*want = w[k];
 			return (int64_t)i;
 		}
 		k += 7;
@@ -237,6 +251,101 @@ static float decode(enum pbox_dtype dt, uint32_t u)
 		return sum_bf16_to_f32((uint16_t)u);
 	memcpy(&f, &u, 4);
 	return f;
+}
+
+/* ---- --collective: the sharded collectives, each layer's tensor through one ---- */
+
+static size_t elem_size(enum pbox_dtype dt)
+{
+	return dt == PBOX_FP32 ? 4 : 2;
+}
+
+/* Rank @s's shard of @count elements among @n ranks: its elements, and
+ * its first into *@first (the first count % n shards one longer). */
+static uint64_t shard_of(uint64_t count, uint32_t n, uint32_t s, uint64_t *first)
+{
+	uint64_t q = count / n, r = count % n;
+
+	*first = s * q + (s < r ? s : r);
+	return q + (s < r);
+}
+
+/* A broadcast's root in iteration @v: every rank in turn. */
+static uint32_t root_of(uint32_t v, uint32_t n)
+{
+	return v % n;
+}
+
+/* Layer inputs for iteration @v: the whole tensor @whole (reduce-scatter,
+ * a broadcast's root; the others' garbage), or this rank's shard @part
+ * (all-gather). */
+static void coll_fill(enum coll c, uint8_t *whole, uint8_t *part, uint64_t count,
+		      enum pbox_dtype dt, const struct pbox_layout_info *li, uint32_t v)
+{
+	const uint32_t n = li->world_size;
+	struct tables t;
+
+	tables(&t, dt, li->rank, n, v);
+	if (c == COLL_AG) {
+		uint64_t first, k = shard_of(count, n, li->rank, &first);
+
+		fill(part, k, dt, &t, first);
+	} else if (c == COLL_BCAST && li->rank != root_of(v, n)) {
+		memset(whole, 0xff, count * elem_size(dt)); /* NaNs: all of it must come */
+	} else {
+		fill(whole, count, dt, &t, 0);
+	}
+}
+
+/* Layer tensor @key's collective, started. */
+static int coll_start(struct pbox *px, enum coll c, uint64_t key, uint8_t *whole, uint8_t *part,
+		      uint64_t count, enum pbox_dtype dt, const struct pbox_layout_info *li,
+		      uint32_t v, struct pbox_handle **op)
+{
+	const uint32_t n = li->world_size;
+	uint64_t *counts = calloc(n, sizeof(*counts)), first;
+	int rc;
+
+	if (!counts)
+		return PBOX_ENOMEM;
+	for (uint32_t s = 0; s < n; s++)
+		counts[s] = shard_of(count, n, s, &first);
+	rc = c == COLL_RS   ? pbox_reduce_scatter(px, key, whole, part, counts, dt, op)
+	     : c == COLL_AG ? pbox_all_gather(px, key, part, whole, counts, dt, op)
+			    : pbox_broadcast(px, key, whole, count, dt, root_of(v, n), op);
+	free(counts);
+	return rc;
+}
+
+/* The first wrong element of the collective's result (its index in the
+ * whole tensor), or -1. */
+static int64_t coll_verify(enum coll c, const uint8_t *whole, const uint8_t *part, uint64_t count,
+			   enum pbox_dtype dt, const struct pbox_layout_info *li, uint32_t v,
+			   uint32_t *got, uint32_t *want)
+{
+	const uint32_t n = li->world_size;
+	struct tables t;
+	uint64_t first, k;
+	int64_t bad;
+
+	if (c == COLL_RS) {
+		tables(&t, dt, li->rank, n, v);
+		k = shard_of(count, n, li->rank, &first);
+		bad = verify(part, k, dt, t.want, first, got, want);
+		return bad < 0 ? -1 : (int64_t)first + bad;
+	}
+	if (c == COLL_BCAST) {
+		tables(&t, dt, root_of(v, n), n, v);
+		return verify(whole, count, dt, t.own, 0, got, want);
+	}
+	for (uint32_t s = 0; s < n; s++) { /* all-gather: shard s is rank s's own */
+		tables(&t, dt, s, n, v);
+		k = shard_of(count, n, s, &first);
+		bad = verify(whole + first * elem_size(dt), k, dt, t.own, first, got, want);
+		if (bad >= 0)
+			return (int64_t)first + bad;
+	}
+	return -1;
 }
 
 static void usage(FILE *f)
@@ -263,7 +372,9 @@ static void usage(FILE *f)
 		"                of the layers ([job] compression must not be none)\n"
 		"  --compress-rate PPM  the job's compression_rate, for bytecomp's model\n"
 		"  --compute-per-mb US  with --backprop: US more compute per MiB of a layer\n"
-		"  --scale DIV   a --model's tensors DIV times smaller\n",
+		"  --scale DIV   a --model's tensors DIV times smaller\n"
+		"  --collective C  allreduce (the default), reduce_scatter, all_gather or\n"
+		"                broadcast (from each rank in turn) of each tensor\n",
 		model_names);
 }
 
@@ -297,18 +408,29 @@ static int parse_u64(const char *s, uint64_t *out)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	static const struct option lo[] = {
-		{"config", 1, 0, 'c'},	      {"model", 1, 0, 'm'},
-		{"size", 1, 0, 's'},	      {"tensors", 1, 0, 't'},
-		{"dtype", 1, 0, 'd'},	      {"iters", 1, 0, 'i'},
-		{"warmup", 1, 0, 'w'},	      {"layout", 0, 0, 'l'},
-		{"quiet", 0, 0, 'q'},	      {"late", 0, 0, 'L'},
-		{"mixed", 0, 0, 'M'},	      {"help", 0, 0, 'h'},
-		{"backprop", 1, 0, 'b'},      {"fifo", 0, 0, 'f'},
-		{"survive", 0, 0, 'S'},	      {"rejoin", 1, 0, 'R'},
-		{"sync", 0, 0, 'y'},	      {"compress", 1, 0, 'C'},
-		{"compress-rate", 1, 0, 'r'}, {"compute-per-mb", 1, 0, 'P'},
-		{"scale", 1, 0, 'D'},	      {0, 0, 0, 0}};
+	static const struct option lo[] = {{"config", 1, 0, 'c'},
+					   {"model", 1, 0, 'm'},
+					   {"size", 1, 0, 's'},
+					   {"tensors", 1, 0, 't'},
+					   {"dtype", 1, 0, 'd'},
+					   {"iters", 1, 0, 'i'},
+					   {"warmup", 1, 0, 'w'},
+					   {"layout", 0, 0, 'l'},
+					   {"quiet", 0, 0, 'q'},
+					   {"late", 0, 0, 'L'},
+					   {"mixed", 0, 0, 'M'},
+					   {"help", 0, 0, 'h'},
+					   {"backprop", 1, 0, 'b'},
+					   {"fifo", 0, 0, 'f'},
+					   {"survive", 0, 0, 'S'},
+					   {"rejoin", 1, 0, 'R'},
+					   {"sync", 0, 0, 'y'},
+					   {"compress", 1, 0, 'C'},
+					   {"compress-rate", 1, 0, 'r'},
+					   {"compute-per-mb", 1, 0, 'P'},
+					   {"scale", 1, 0, 'D'},
+					   {"collective", 1, 0, 'K'},
+					   {0, 0, 0, 0}};
 	uint64_t v;
 	int c;
 
@@ -393,6 +515,18 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			else
 				o->scale = v;
 			break;
+		case 'K':
+			for (v = 0; v < 4 && strcmp(optarg, coll_names[v]); v++)
+				;
+			if (v == 4) {
+				fprintf(stderr,
+					"pbox-bench: --collective: '%s' is not allreduce, "
+					"reduce_scatter, all_gather or broadcast\n",
+					optarg);
+				return -1;
+			}
+			o->coll = (enum coll)v;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -425,7 +559,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (optind != argc || (o->model && o->size) || !o->iters || !o->tensors ||
 	    (o->fifo && !o->backprop) || (o->sync && o->survive) ||
 	    (o->comp.on && (o->dtype != PBOX_FP32 || o->mixed || o->late || o->survive)) ||
-	    (o->per_mb_us && !o->backprop) || (o->scale && !o->model))
+	    (o->per_mb_us && !o->backprop) || (o->scale && !o->model) ||
+	    (o->coll && (o->comp.on || o->backprop)))
 		return -1;
 	if (!o->comp.rate_ppm)
 		o->comp.rate_ppm = 10000;
@@ -661,7 +796,7 @@ int main(int argc, char **argv)
 	struct model m;
 	struct tables tb[3];
 	uint64_t model_bytes = 0;
-	uint8_t **buf = NULL, *ok = NULL;
+	uint8_t **buf = NULL, **part = NULL, *ok = NULL;
 	struct pbox *px = NULL;
 	bool resume = false;
 	uint64_t t0 = 0;
@@ -695,20 +830,24 @@ int main(int argc, char **argv)
 		keys[i] = key_of(&o, m.n, i);
 	}
 	buf = calloc(m.n, sizeof(*buf));
+	part = calloc(m.n, sizeof(*part));
 	ops = calloc(m.n, sizeof(*ops));
 	ok = calloc(m.n, 1);
-	for (i = 0; buf && ops && ok && i < m.n; i++) {
+	for (i = 0; buf && part && ops && ok && i < m.n; i++) {
 		buf[i] = malloc(m.count[i] * esz);
+		part[i] = o.coll ? malloc(m.count[i] * esz) : buf[i]; /* a shard's room */
 		model_bytes += m.count[i] * (dtype_of(&o, i) == PBOX_FP32 ? 4 : 2);
-		if (!buf[i] || (!o.late && pbox_declare(px, key_of(&o, m.n, i), m.count[i],
-							dtype_of(&o, i), prio_of(&o, i))))
+		if (!buf[i] || !part[i] ||
+		    (!o.late && !o.coll && /* a collective's pieces are first seen in use */
+		     pbox_declare(px, key_of(&o, m.n, i), m.count[i], dtype_of(&o, i),
+				  prio_of(&o, i))))
 			break;
 	}
 	if (i == m.n && o.sync && !o.late && pbox_declare(px, m.n, 1, PBOX_FP32, 0))
 		i = 0; /* the barrier's key follows the layers' */
-	if (!buf || !ops || !ok || !compute_us || !keys || i < m.n) {
+	if (!buf || !part || !ops || !ok || !compute_us || !keys || i < m.n) {
 		fprintf(stderr, "pbox-bench: %s\n",
-			buf && ops && ok ? pbox_last_error() : "out of memory");
+			buf && part && ops && ok ? pbox_last_error() : "out of memory");
 		goto out;
 	}
 	st = pbox_start(px);
@@ -718,7 +857,7 @@ int main(int argc, char **argv)
 	}
 	pbox_layout(px, &li);
 	printf("bench: rank %u transport: %s\n", li.rank, li.transport);
-	if (o.layout && !o.late)
+	if (o.layout && !o.late && !o.coll)
 		print_layout(px, &m, o.dtype);
 	if (o.comp.on) { /* which layers travel compressed, agreed by every rank */
 		const struct bench_layers L = {.n = m.n,
@@ -765,7 +904,12 @@ int main(int argc, char **argv)
 			for (i = 0; i < 3; i++)
 				tables(&tb[i], dtype_of(&o, i), li.rank, li.world_size, v);
 			for (i = 0; i < m.n; i++)
-				fill(buf[i], m.count[i], dtype_of(&o, i), &tb[o.mixed ? i % 3 : 0]);
+				if (o.coll)
+					coll_fill(o.coll, buf[i], part[i], m.count[i],
+						  dtype_of(&o, i), &li, v);
+				else
+					fill(buf[i], m.count[i], dtype_of(&o, i),
+					     &tb[o.mixed ? i % 3 : 0], 0);
 			memset(ok, 0, m.n);
 			if (o.sync && barrier(px, m.n, li.world_size))
 				goto out;
@@ -776,8 +920,10 @@ int main(int argc, char **argv)
 				continue;
 			if (o.backprop && i + 1 < m.n && !resume)
 				nap_us(compute_us[i]); /* layer i's backward compute */
-			if (pbox_push_pull(px, key_of(&o, m.n, i), buf[i], buf[i], m.count[i],
-					   dtype_of(&o, i), &ops[i]))
+			if (o.coll ? coll_start(px, o.coll, key_of(&o, m.n, i), buf[i], part[i],
+						m.count[i], dtype_of(&o, i), &li, v, &ops[i])
+				   : pbox_push_pull(px, key_of(&o, m.n, i), buf[i], buf[i],
+						    m.count[i], dtype_of(&o, i), &ops[i]))
 				goto failed;
 		}
 		resume = false;
@@ -803,9 +949,12 @@ int main(int argc, char **argv)
 		t1 = now_ns();
 		for (i = 0; i < m.n; i++) {
 			uint32_t got, want;
-			int64_t bad = lossy ? finite(buf[i], m.count[i], &got, &want)
-					    : verify(buf[i], m.count[i], dtype_of(&o, i),
-						     &tb[o.mixed ? i % 3 : 0], &got, &want);
+			int64_t bad =
+				lossy	 ? finite(buf[i], m.count[i], &got, &want)
+				: o.coll ? coll_verify(o.coll, buf[i], part[i], m.count[i],
+						       dtype_of(&o, i), &li, v, &got, &want)
+					 : verify(buf[i], m.count[i], dtype_of(&o, i),
+						  &tb[o.mixed ? i % 3 : 0].want[0], 0, &got, &want);
 
 			if (bad >= 0) {
 				fprintf(stderr,
@@ -851,6 +1000,8 @@ int main(int argc, char **argv)
 	printf("RESULT bench model=%s n=%u k=%.2f iters=%u mean_ms=%.3f goodput_gbps=%.3f ", m.name,
 	       li.world_size, li.k, timed, sum_ms / timed,
 	       (double)model_bytes * 8 / (sum_ms / timed * 1e6));
+	if (o.coll)
+		printf("collective=%s ", coll_names[o.coll]);
 	if (o.backprop)
 		printf("fwd_ms=%.3f sched=%s ", sum_fwd / timed, o.fifo ? "fifo" : "priority");
 	if (o.comp.on)
@@ -864,9 +1015,13 @@ out:
 		fprintf(stderr, "pbox-bench: finalize: %s\n", pbox_last_error());
 		rc = 1;
 	}
-	for (i = 0; buf && i < m.n; i++)
+	for (i = 0; buf && i < m.n; i++) {
+		if (part && part[i] != buf[i])
+			free(part[i]);
 		free(buf[i]);
+	}
 	free(buf);
+	free(part);
 	free(compute_us);
 	free(keys);
 	free(ops);

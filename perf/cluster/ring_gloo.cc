@@ -8,10 +8,17 @@
 // compare like for like: fp32, M bytes, warm-up then timed iterations.
 //
 //   ring_gloo --rank R --size N --iface IFACE --store DIR --bytes B
-//             [--iters I] [--warmup W]
+//             [--iters I] [--warmup W] [--op allreduce|reduce_scatter|allgather]
+//
+// --op (perf/shard): the ring's two halves on their own, each rank sending
+// (n-1)/n of B: reduce_scatter, the ring's first half (n - 1 steps, each
+// rank passing a shard's partial sum to the next, over Gloo's pairs: Gloo's
+// own reduce-scatter is halving-doubling with a redistribution after), and
+// allgather, Gloo's ring all-gather (each rank's B/n shard to every rank).
+// B is the whole tensor; rank r's shard is its r-th n-th.
 //
 // Prints one line per iteration and last:
-//   RESULT ring n=N bytes=B iters=I mean_ms=T goodput_gbps=G verified=yes
+//   RESULT ring n=N bytes=B iters=I mean_ms=T goodput_gbps=G verified=yes op=OP
 // Exit status: 0 every sum exact, 1 a failure or a wrong sum, 2 bad usage.
 // C++ because Gloo's API is; the rest of pbox is C.
 
@@ -25,6 +32,7 @@
 #include <memory>
 #include <vector>
 
+#include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
@@ -40,6 +48,7 @@ struct Opts {
 	const char *iface = nullptr, *store = nullptr;
 	uint64_t bytes = 0;
 	unsigned iters = 5, warmup = 1;
+	const char *op = "allreduce";
 };
 
 float value(uint64_t i, int rank, unsigned iter)
@@ -59,7 +68,8 @@ int parse(int argc, char **argv, Opts *o)
 		{"rank", required_argument, nullptr, 'r'},  {"size", required_argument, nullptr, 'n'},
 		{"iface", required_argument, nullptr, 'i'}, {"store", required_argument, nullptr, 's'},
 		{"bytes", required_argument, nullptr, 'b'}, {"iters", required_argument, nullptr, 'I'},
-		{"warmup", required_argument, nullptr, 'w'}, {nullptr, 0, nullptr, 0}};
+		{"warmup", required_argument, nullptr, 'w'}, {"op", required_argument, nullptr, 'o'},
+		{nullptr, 0, nullptr, 0}};
 	int c;
 
 	while ((c = getopt_long(argc, argv, "", lo, nullptr)) != -1) {
@@ -71,13 +81,40 @@ int parse(int argc, char **argv, Opts *o)
 		case 'b': o->bytes = std::strtoull(optarg, nullptr, 0); break;
 		case 'I': o->iters = (unsigned)std::atoi(optarg); break;
 		case 'w': o->warmup = (unsigned)std::atoi(optarg); break;
+		case 'o': o->op = optarg; break;
 		default: return -1;
 		}
 	}
 	if (o->size < 2 || o->size > 8 || o->rank < 0 || o->rank >= o->size || !o->iface ||
-	    !o->store || o->bytes < 4 * (uint64_t)o->size || o->iters == 0)
+	    !o->store || o->bytes < 4 * (uint64_t)o->size || o->iters == 0 ||
+	    (std::strcmp(o->op, "allreduce") && std::strcmp(o->op, "reduce_scatter") &&
+	     std::strcmp(o->op, "allgather")))
 		return -1;
 	return 0;
+}
+
+// The ring's first half: n - 1 steps; at step i rank r sends shard
+// (r - i - 1) mod n's partial sum to r + 1 and adds r - 1's partial sum of
+// shard (r - i - 2) mod n into its own, so that shard r ends summed at
+// rank r. @buf holds the whole tensor (n shards of @shard elements).
+void ring_reduce_scatter(const std::shared_ptr<gloo::Context> &ctx, float *buf, uint64_t shard,
+			 std::vector<float> &tmp, uint32_t tag)
+{
+	const int n = ctx->size, r = ctx->rank;
+	auto out = ctx->createUnboundBuffer(buf, shard * n * sizeof(float));
+	auto in = ctx->createUnboundBuffer(tmp.data(), shard * sizeof(float));
+
+	for (int i = 0; i < n - 1; i++) {
+		const int send = ((r - i - 1) % n + n) % n, recv = ((r - i - 2) % n + n) % n;
+		const uint64_t slot = ((uint64_t)tag << 8) | (uint64_t)i;
+
+		out->send((r + 1) % n, slot, send * shard * sizeof(float), shard * sizeof(float));
+		in->recv((r + n - 1) % n, slot, 0, shard * sizeof(float));
+		in->waitRecv();
+		out->waitSend();
+		for (uint64_t j = 0; j < shard; j++)
+			buf[recv * shard + j] += tmp[j];
+	}
 }
 
 double now_ms()
@@ -109,27 +146,52 @@ int main(int argc, char **argv)
 		ctx->setTimeout(std::chrono::seconds(120));
 		ctx->connectFullMesh(store, dev);
 
+		const bool rs = !std::strcmp(o.op, "reduce_scatter"),
+			   ag = !std::strcmp(o.op, "allgather");
+		const uint64_t shard = n_el / o.size;
+		std::vector<float> tmp(shard), mine(shard);
+
 		for (unsigned v = 0; v < o.warmup + o.iters; v++) {
 			for (uint64_t i = 0; i < n_el; i++)
-				buf[i] = value(i, o.rank, v);
-			gloo::AllreduceOptions opts(ctx);
-			opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-			opts.setOutput(buf.data(), n_el);
-			opts.setReduceFunction(static_cast<void (*)(void *, const void *, const void *,
-								    size_t)>(&gloo::sum<float>));
-			opts.setTag(v);
+				buf[i] = ag ? -1.0f : value(i, o.rank, v);
+			for (uint64_t i = 0; ag && i < shard; i++)
+				mine[i] = value(o.rank * shard + i, o.rank, v);
 			double t0 = now_ms();
-			gloo::allreduce(opts);
+			if (rs) {
+				ring_reduce_scatter(ctx, buf.data(), shard, tmp, v);
+			} else if (ag) {
+				gloo::AllgatherOptions opts(ctx);
+				opts.setInput(mine.data(), shard);
+				opts.setOutput(buf.data(), shard * o.size);
+				opts.setTag(v);
+				gloo::allgather(opts);
+			} else {
+				gloo::AllreduceOptions opts(ctx);
+				opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+				opts.setOutput(buf.data(), n_el);
+				opts.setReduceFunction(
+					static_cast<void (*)(void *, const void *, const void *,
+							     size_t)>(&gloo::sum<float>));
+				opts.setTag(v);
+				gloo::allreduce(opts);
+			}
 			double ms = now_ms() - t0;
-			for (uint64_t i = 0; i < n_el; i++) {
+			// what each op leaves: the whole sum; this rank's shard of it;
+			// every rank's shard
+			const uint64_t lo = rs ? o.rank * shard : 0, hi = rs ? lo + shard : ag ? shard * o.size : n_el;
+			for (uint64_t i = lo; i < hi; i++) {
 				float want = 0;
-				for (int r = 0; r < o.size; r++)
-					want += value(i, r, v);
+				if (ag)
+					want = value(i, (int)(i / shard), v);
+				else
+					for (int r = 0; r < o.size; r++)
+						want += value(i, r, v);
 				if (buf[i] != want) {
 					std::fprintf(stderr,
-						     "ring_gloo: rank %d: iteration %u: WRONG SUM at "
+						     "ring_gloo: rank %d: iteration %u: WRONG %s at "
 						     "element %" PRIu64 ": got %g, want %g\n",
-						     o.rank, v, i, (double)buf[i], (double)want);
+						     o.rank, v, ag ? "VALUE" : "SUM", i, (double)buf[i],
+						     (double)want);
 					return 1;
 				}
 			}
@@ -145,7 +207,7 @@ int main(int argc, char **argv)
 	}
 	double mean = sum_ms / o.iters;
 	std::printf("RESULT ring n=%d bytes=%" PRIu64 " iters=%u mean_ms=%.3f goodput_gbps=%.3f "
-		    "verified=yes\n",
-		    o.size, o.bytes, o.iters, mean, (double)o.bytes * 8 / (mean * 1e6));
+		    "verified=yes op=%s\n",
+		    o.size, o.bytes, o.iters, mean, (double)o.bytes * 8 / (mean * 1e6), o.op);
 	return 0;
 }

@@ -619,6 +619,45 @@ check "pboxd back (started again by iteration ${box_back:-?} of 12): pbox_rejoin
 	bash -c "[ $survived = 1 ] && [ \$(grep -l 'rejoined before iteration 9: k=2.00 (was 0.00)' $log/boxgone-w*.log | wc -l) -eq 4 ] &&
 		 [ \$(grep -l 'RESULT bench .* n=4 k=2.00 .*verified=yes' $log/boxgone-w*.log | wc -l) -eq 4 ]"
 
+# ---- the sharded collectives (libpbox 3.8) in a job with a box ---------------------
+# pbox-bench --collective: each tensor (fp32, bf16 and fp16 in turn) through
+# pbox_reduce_scatter(), pbox_all_gather() or pbox_broadcast() (each rank the
+# root in turn) beside the box, every element exact; then a rank killed
+# during reduce-scatters (the survivors redo the iteration as a job of three:
+# new shards, new roots) and pboxd killed during all-gathers (the four go on
+# at k = 0, the interrupted all-gathers called again: the same pieces,
+# agreed anew with their roots)
+worker_cfgs 1
+for c in reduce_scatter all_gather broadcast; do
+	check "k=2: $c of every tensor (fp32, bf16, fp16 in turn), every element exact" \
+		bench_all "coll-$c" --size "$SIZE" --tensors 6 --iters "$ITERS" --mixed --collective "$c"
+done
+run_past_two rs-shrink 10 --survive --collective reduce_scatter
+kill -9 "${pids[1]}"
+wait "${pids[1]}" 2>/dev/null
+survived=1
+for r in 0 2 3; do
+	wait "${pids[$r]}" || survived=0
+done
+recovered rs-shrink 0 2 3
+check "reduce-scatters, rank 1 killed: ranks 0, 2 and 3 go on as a job of 3 (its shards), every element exact to the last iteration" \
+	bash -c "[ $survived = 1 ] && [ \$(grep -l 'recovered: rank [0-2] of 3 (was 4)' $log/rs-shrink-w{0,2,3}.log | wc -l) -eq 3 ] &&
+		 [ \$(grep -l 'RESULT bench .* n=3 .*collective=reduce_scatter .*verified=yes' $log/rs-shrink-w{0,2,3}.log | wc -l) -eq 3 ]"
+worker_cfgs 1
+run_past_two ag-boxgone 10 --survive --collective all_gather
+kill -9 "$pboxd_pid"
+wait "$pboxd_pid" 2>/dev/null
+pboxd_pid=
+survived=1
+for r in 0 1 2 3; do
+	wait "${pids[$r]}" || survived=0
+done
+recovered ag-boxgone 0 1 2 3
+check "all-gathers, pboxd killed: the 4 workers go on at k = 0, every element exact to the last iteration" \
+	bash -c "[ $survived = 1 ] && [ \$(grep -l 'recovered: rank [0-3] of 4 (was 4), k=0.00' $log/ag-boxgone-w*.log | wc -l) -eq 4 ] &&
+		 [ \$(grep -l 'RESULT bench .* n=4 k=0.00 .*collective=all_gather .*verified=yes' $log/ag-boxgone-w*.log | wc -l) -eq 4 ]"
+restart_box $((2 * wbw / 2)) || exit 1
+
 # ---- two boxes in one job ---------------------------------------------------------
 # pboxd A on port p0 at 3/2 B, pboxd B on port p1 at B/2 (one core each, in
 # the box's namespace): [box] control lists both, k = 2 in all. Every sum
