@@ -117,5 +117,15 @@ if TAG=-ldet1 PBOX_JOB_DETERMINISTIC=on PBOX_WORKER_LOCAL_AGGREGATION=on PBOX_WO
 else
 	bad "deterministic with local aggregation on the GPU, run twice"
 fi
-echo "test-gpu: $((13 - fails)) passed, $fails failed"
+# FSDP (torch 2.x) on the pbox group: the sharded collectives of CUDA
+# tensors through pbox, and a model trained to the one-process reference
+if timeout 300 $py -m torch.distributed.run --nproc_per_node 4 --master_addr 127.0.0.1 \
+	--master_port 29630 tests/gpu/fsdp.py >"$out/fsdp.log" 2>&1 &&
+	[ "$(grep -c 'fsdp: rank [0-9] ok' "$out/fsdp.log")" = 4 ] && ! grep -q 'goes to Gloo' "$out/fsdp.log"; then
+	ok "FSDP on CUDA tensors, pbox group: reduce_scatter_tensor, all_gather_into_tensor, all_gather, broadcast exact; trained to the one-process reference ($(grep -m1 -o 'largest difference [0-9.e+-]*' "$out/fsdp.log"))"
+else
+	bad "FSDP on CUDA tensors on the pbox group"
+	grep -v '^\s*$' "$out/fsdp.log" | grep -iE 'error|fail|fsdp:|gloo' | tail -8 | sed 's/^/        /'
+fi
+echo "test-gpu: $((14 - fails)) passed, $fails failed"
 [ $fails = 0 ]

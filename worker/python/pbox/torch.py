@@ -495,7 +495,10 @@ class ProcessGroupPbox(ProcessGroup):
         completion thread, as allreduce() defers); finish() once it is
         complete, its future then set to @value. @keep: the buffers libpbox
         reads or writes, alive until then."""
-        fut = torch.futures.Future()
+        devs = sorted({t.device for t in value if t.is_cuda}, key=str)
+        # a CUDA tensor's future records its completion for the consumer's
+        # stream (torch's CUDA-aware futures)
+        fut = torch.futures.Future(devices=devs) if devs else torch.futures.Future()
 
         def done(err):
             del keep[:]  # libpbox is done with them
