@@ -121,7 +121,7 @@ fi
 # tensors through pbox, and a model trained to the one-process reference
 if timeout 300 $py -m torch.distributed.run --nproc_per_node 4 --master_addr 127.0.0.1 \
 	--master_port 29630 tests/gpu/fsdp.py >"$out/fsdp.log" 2>&1 &&
-	[ "$(grep -c 'fsdp: rank [0-9] ok' "$out/fsdp.log")" = 4 ] && ! grep -q 'goes to Gloo' "$out/fsdp.log"; then
+	[ "$(grep -o 'fsdp: rank [0-9] ok' "$out/fsdp.log" | wc -l)" = 4 ] && ! grep -q 'goes to Gloo' "$out/fsdp.log"; then
 	ok "FSDP on CUDA tensors, pbox group: reduce_scatter_tensor, all_gather_into_tensor, all_gather, broadcast exact; trained to the one-process reference ($(grep -m1 -o 'largest difference [0-9.e+-]*' "$out/fsdp.log"))"
 else
 	bad "FSDP on CUDA tensors on the pbox group"

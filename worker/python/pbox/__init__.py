@@ -94,6 +94,7 @@ try:  # libpbox 3.8
 except AttributeError:
     pass
 library.pbox_layout.argtypes = [_P, _P]
+library.pbox_machine.argtypes = [_P, _P]
 library.pbox_stats.argtypes = [_P, _P, _P, ctypes.c_uint32]
 library.pbox_test.argtypes = [_P]
 library.pbox_finalize.argtypes = [_P]
@@ -114,6 +115,13 @@ class LayoutInfo(ctypes.Structure):
                 ("ssgpu_bytes_mine", ctypes.c_uint64), ("box_share", ctypes.c_double),
                 ("ssgpu_share", ctypes.c_double), ("layout", ctypes.c_char * 16),
                 ("pace_mbps", ctypes.c_double), ("transport", ctypes.c_char * 96)]
+
+
+class MachineInfo(ctypes.Structure):
+    """struct pbox_machine_info: this rank's machine (local aggregation)"""
+    _fields_ = [("machines", ctypes.c_uint32), ("machine", ctypes.c_uint32),
+                ("local_rank", ctypes.c_uint32), ("local_size", ctypes.c_uint32),
+                ("leader", ctypes.c_uint32)]
 
 
 _STATS_A = ("ops", "tx_bytes", "rx_bytes", "tx_pkts", "rx_pkts", "retransmits", "acks",
@@ -233,6 +241,13 @@ class Context:
         li = LayoutInfo()
         _check(library.pbox_layout(self._px, ctypes.byref(li)))
         return li
+
+    def machine(self):
+        """Which ranks share this rank's machine (pbox_machine(), MachineInfo):
+        machines below the world size where local aggregation groups them."""
+        mi = MachineInfo()
+        _check(library.pbox_machine(self._px, ctypes.byref(mi)))
+        return mi
 
     def stats(self):
         """pbox_stats() as a dict: this rank's counters since the start (or

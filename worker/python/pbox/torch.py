@@ -214,6 +214,9 @@ class ProcessGroupPbox(ProcessGroup):
         self._serve()
 
     def _serve(self):
+        # the sharded collectives are the network job's: not with local
+        # aggregation (a machine's ranks summed first) yet
+        self._sharded = self._ctx.machine().machines == self._ctx.layout().world_size
         self.resumed = False
         self._failed = []  # allreduces the box's loss interrupted: shrink() resumes them
         self._busy = {}  # key: the future of its latest allreduce
@@ -524,6 +527,10 @@ class ProcessGroupPbox(ProcessGroup):
         self._q.put((handle, done))
         return _work(fut)
 
+    def _local_agg(self):
+        """Why this group's sharded collectives cannot go through pbox, or None."""
+        return None if self._sharded else "not with [worker] local_aggregation yet"
+
     @staticmethod
     def _as_wire(t):
         """A CPU tensor's (pbox dtype, contiguous tensor of it): a float
@@ -562,6 +569,7 @@ class ProcessGroupPbox(ProcessGroup):
             self._why_not(list(inputs[0]) + [outputs[0]], op, outputs[0].device)
         if not why and len(inputs[0]) != self.size():
             why = "%d inputs for %d ranks" % (len(inputs[0]), self.size())
+        why = why or self._local_agg()
         if why:
             return self._gloo_for("reduce_scatter", why).reduce_scatter(outputs, inputs, opts)
         flat = torch.cat([t.reshape(-1) for t in inputs[0]])
@@ -575,6 +583,7 @@ class ProcessGroupPbox(ProcessGroup):
         if not why and input.numel() != output.numel() * self.size():
             why = "input of %d elements for %d shards of %d" % (input.numel(), self.size(),
                                                                 output.numel())
+        why = why or self._local_agg()
         if why:
             g = self._gloo_for("_reduce_scatter_base", why)
             return g._reduce_scatter_base(output, input, opts) if opts is not None else \
@@ -585,6 +594,8 @@ class ProcessGroupPbox(ProcessGroup):
         """Every rank's @shard (this rank's) into @outs (one tensor per rank,
         or one whole tensor: a list of one), any dtype whose shards are
         whole words (False where they are not)."""
+        if not self._sharded:
+            return False
         mine = self._as_wire(shard)
         whole = [self._as_wire(o) for o in outs] if len(outs) > 1 else None
         if mine is None or (whole and any(w is None for w in whole)):
@@ -629,7 +640,8 @@ class ProcessGroupPbox(ProcessGroup):
                 for o, got in zip(outs, self._exact([n] * self.size(), self._bytes(t))):
                     o.copy_(got.view(t.dtype).view(o.shape))
             return self._done(outputs)
-        g = self._gloo_for("allgather", "shards of a size that is no whole number of words")
+        g = self._gloo_for("allgather", self._local_agg() or
+                           "shards of a size that is no whole number of words")
         return g.allgather(outputs, inputs) if opts is None else g.allgather(outputs, inputs, opts)
 
     def _allgather_base(self, output, input, opts=None):
@@ -640,13 +652,15 @@ class ProcessGroupPbox(ProcessGroup):
             w = self._ag(input, [output])
         if w:
             return w
-        return self._gloo_for("_allgather_base", "shards of no whole words")._allgather_base(
+        return self._gloo_for("_allgather_base", self._local_agg() or
+                              "shards of no whole words")._allgather_base(
             output, input)
 
     def broadcast(self, tensors, opts):
         root = opts.rootRank
         wire = [self._as_wire(t) for t in tensors]
-        if tensors and all(w is not None for w in wire) and len({w[0] for w in wire}) == 1:
+        if self._sharded and tensors and all(w is not None for w in wire) and \
+                len({w[0] for w in wire}) == 1:
             dt = wire[0][0]
             flat = wire[0][1] if len(wire) == 1 else torch.cat([w[1].reshape(-1) for w in wire])
             flat = flat.contiguous()
@@ -675,7 +689,15 @@ class ProcessGroupPbox(ProcessGroup):
                                   torch.zeros(0, dtype=torch.uint8))[root]
                 t.copy_(got.view(t.dtype).view(t.shape))
             return self._done(tensors)
-        return self._gloo_for("broadcast", "tensors of no whole words, or several dtypes")\
+        if any(t.dtype == torch.bfloat16 and t.device.type == "cpu" for t in tensors):
+            # Gloo (torch 1.13) has no bf16: the root's values summed with
+            # zeros from every other rank, exact
+            if self.rank() != root:
+                for t in tensors:
+                    t.zero_()
+            return self.allreduce(tensors)
+        return self._gloo_for("broadcast", self._local_agg() or
+                              "tensors of no whole words, or several dtypes")\
             .broadcast(tensors, opts)
 
     def barrier(self, opts=None):
