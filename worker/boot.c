@@ -893,6 +893,7 @@ void wk_free_net(struct pbox *px)
 		px->net.es.ssj = next;
 	}
 	free(px->net.es.heap);
+	free(px->net.es.turns);
 	free(px->net.es.hash_unit);
 	free(px->net.ss_pub);
 	free(px->net.newt);

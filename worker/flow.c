@@ -154,45 +154,95 @@ void wk_flow_take_new(struct pbox *px)
 	}
 }
 
+/* Fragment @g's first send. */
+static void start_frag(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
+{
+	struct wk_frag *f = &px->net.es.frag[g];
+	uint16_t charge = wk_charge(px, f);
+
+	f->state = WK_INFLIGHT;
+	f->tries = 1;
+	f->level = 0;
+	f->first = f->sent = f->pushed = now;
+	px->net.es.credit_used += charge;
+	if (px->net.es.credit_used > px->net.es.st.max_inflight)
+		px->net.es.st.max_inflight = px->net.es.credit_used;
+	if (charge && !f->op->inflight)
+		wk_active_add(px, f->op);
+	f->op->inflight += charge;
+	if (!charge)
+		px->net.es.turns_out++;
+	push_frag(px, e, g, false); /* may free f->op: the last use */
+}
+
+/* Partition @p's next fragment with a payload, @p out of its heap (@pop)
+ * when that is its last; UINT32_MAX when none is left. The partition
+ * leaves before the last send: a push to our own SS_GPU can complete the
+ * op at once, and its waiter frees the partitions. */
+static uint32_t next_frag(struct pbox *px, struct wk_part *p, void (*pop)(struct pbox *))
+{
+	uint32_t g = p->g;
+
+	if (g == p->g_end || !px->net.es.frag[g].len) { /* only a tail chunk's empty frags */
+		p->g = p->g_end;
+		pop(px);
+		return UINT32_MAX;
+	}
+	while (++p->g < p->g_end && !px->net.es.frag[p->g].len)
+		;
+	if (p->g == p->g_end)
+		pop(px);
+	return g;
+}
+
+/*
+ * The turns: empty pushes (a rooted tensor's, where this rank has no data:
+ * an all-gather's other shards, a broadcast not ours), in the heap's order
+ * but apart from it. A header each, they wait for no pacing slot and hold
+ * none of the credit: held behind this rank's own data (its link busy
+ * fanning out its shard of an all-gather), they would hold up every other
+ * root's rounds, and that root's credit with them. Their own window keeps
+ * them from flooding the link: as many turns as every other rank's credit
+ * holds fragments, and a few. Less would deadlock: a root whose credit is
+ * full of its own pushes waits for our turns past our window, while our
+ * window is full of turns waiting for other roots held up the same way;
+ * with every root's credit covered, the root furthest behind always has
+ * every turn it waits for, and moves.
+ */
+static int send_turns(struct pbox *px, struct eng *e, uint64_t now)
+{
+	const uint64_t window =
+		(uint64_t)(px->net.n - 1) * (px->net.es.credit / px->net.frag_size + 16);
+	int sent = 0;
+
+	while (px->net.es.turns_n && !px->fail && px->net.es.turns_out < window) {
+		uint32_t g = next_frag(px, px->net.es.turns[0], wk_turns_pop);
+
+		if (g == UINT32_MAX)
+			continue;
+		start_frag(px, e, g, now);
+		sent++;
+	}
+	return sent;
+}
+
 /* New fragments, the most urgent partition first, while credit lasts. */
 int wk_flow_send_new(struct pbox *px, struct eng *e, uint64_t now)
 {
-	int sent = 0;
+	int sent = send_turns(px, e, now);
 
 	if (wk_pace_short(px))
-		return 0;
+		return sent;
 	while (px->net.es.heap_n && !px->fail && !wk_pace_busy(px)) {
 		struct wk_part *p = px->net.es.heap[0];
-		struct wk_frag *f;
-		uint32_t g = p->g;
+		uint32_t g;
 
 		if (px->net.es.credit_used >= px->net.es.cwnd && !wk_beyond_credit(px, p))
 			break;
-
-		if (g == p->g_end ||
-		    !px->net.es.frag[g].len) { /* only a tail chunk's empty frags */
-			p->g = p->g_end;
-			wk_heap_pop(px);
+		g = next_frag(px, p, wk_heap_pop);
+		if (g == UINT32_MAX)
 			continue;
-		}
-		/* Leave the heap before the last send: a push to our own SS_GPU can
-		 * complete the op at once, and its waiter frees the partitions. */
-		while (++p->g < p->g_end && !px->net.es.frag[p->g].len)
-			;
-		if (p->g == p->g_end)
-			wk_heap_pop(px);
-		f = &px->net.es.frag[g];
-		f->state = WK_INFLIGHT;
-		f->tries = 1;
-		f->level = 0;
-		f->first = f->sent = f->pushed = now;
-		px->net.es.credit_used += f->len;
-		if (px->net.es.credit_used > px->net.es.st.max_inflight)
-			px->net.es.st.max_inflight = px->net.es.credit_used;
-		if (!f->op->inflight)
-			wk_active_add(px, f->op);
-		f->op->inflight += f->len;
-		push_frag(px, e, g, false); /* may free f->op: the last use */
+		start_frag(px, e, g, now);
 		sent++;
 	}
 	return sent;

@@ -16,6 +16,7 @@
 #include "wk_units.h"
 #include "wk_handle.h"
 #include "wk_fail.h"
+#include "wk_sched.h"
 #include "wk_tune.h"
 #include "wk_udp.h"
 #include "wk_frag.h"
@@ -76,19 +77,36 @@ void wk_tx_flush(struct pbox *px, struct eng *e)
 }
 
 /* One datagram out, through the transport, paced and counted. */
-void wk_tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port,
-	       const struct pbox_hdr *h, const void *payload, uint16_t len, bool gso)
+/* @n datagrams of @len payload bytes booked on the link's clock. */
+void wk_pace_book(struct pbox *px, uint32_t n, uint16_t len)
+{
+	uint64_t start;
+
+	if (!px->cfg.tuning.pacing)
+		return;
+	start = px->net.es.tx_clock_ns > px->net.es.now_ns ? px->net.es.tx_clock_ns
+							   : px->net.es.now_ns;
+	px->net.es.tx_clock_ns = start + (uint64_t)n *
+						 ((uint64_t)len + PBOX_HDR_LEN + WK_L2L4_OVERHEAD) *
+						 8000000 / px->net.es.pace_kbps;
+}
+
+/* One datagram out, through the transport, counted; paced unless booked
+ * already (@booked: wk_pace_book()). */
+void wk_tx_send(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port,
+		const struct pbox_hdr *h, const void *payload, uint16_t len, bool gso, bool booked)
 {
 	px->net.es.st.tx_pkts++;
 	px->net.es.st.tx_bytes += len;
-	if (px->cfg.tuning.pacing) {
-		uint64_t start = px->net.es.tx_clock_ns > px->net.es.now_ns ? px->net.es.tx_clock_ns
-									    : px->net.es.now_ns;
-
-		px->net.es.tx_clock_ns = start + ((uint64_t)len + PBOX_HDR_LEN + WK_L2L4_OVERHEAD) *
-							 8000000 / px->net.es.pace_kbps;
-	}
+	if (!booked)
+		wk_pace_book(px, 1, len);
 	px->net.tp->tx(px->net.tp_st, e, ip_be, port, h, payload, len, gso);
+}
+
+void wk_tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port,
+	       const struct pbox_hdr *h, const void *payload, uint16_t len, bool gso)
+{
+	wk_tx_send(px, e, ip_be, port, h, payload, len, gso, false);
 }
 
 /* A reply to the sender of @req: an error (@code rides in the slot after
@@ -182,7 +200,8 @@ bool wk_beyond_credit(struct pbox *px, struct wk_part *p)
 	if (p->op->inflight)
 		return false;
 	for (const struct pbox_handle *op = px->net.es.active; op; op = op->anext)
-		if (op->t->prio < t->prio || (op->t->prio == t->prio && op->t->key < t->key))
+		if (op->t->prio < t->prio ||
+		    (op->t->prio == t->prio && wk_order_key(op->t) < wk_order_key(t)))
 			return false;
 	px->net.es.over = p;
 	return true;
@@ -201,12 +220,15 @@ static void frag_done(struct pbox *px, uint32_t g)
 {
 	struct wk_frag *f = &px->net.es.frag[g];
 	struct pbox_handle *op = f->op;
+	uint16_t charge = wk_charge(px, f);
 	uint64_t bytes;
 
 	f->state = WK_DONE;
-	px->net.es.credit_used -= f->len;
-	op->inflight -= f->len;
-	if (!op->inflight)
+	px->net.es.credit_used -= charge;
+	op->inflight -= charge;
+	if (!charge && px->net.es.turns_out) /* a turn (flow.c) */
+		px->net.es.turns_out--;
+	if (charge && !op->inflight)
 		active_del(px, op);
 	if (--op->left)
 		return;
@@ -330,6 +352,13 @@ uint16_t wk_result_len(const struct pbox *px, const struct wk_frag *f)
 	if (t->kind == WK_GATHER || t->kind == WK_BCAST)
 		return px->net.rank == t->root ? 0 : wk_wire_len(px, f);
 	return wk_wire_len(px, f);
+}
+
+/* What fragment @f's push holds of the credit: its bytes, or nothing for
+ * an empty push (a rooted tensor's turn: a header, no data in flight). */
+uint16_t wk_charge(const struct pbox *px, const struct wk_frag *f)
+{
+	return wk_push_len(px, f) ? f->len : 0;
 }
 
 /* RANDK's seed of fragment @g's round: from what its header says, as the

@@ -147,7 +147,7 @@ void wk_fail_ops(struct pbox *px)
 	pthread_mutex_lock(&px->mu);
 	wk_fail_all_locked(px, px->fail, px->fail_msg);
 	pthread_mutex_unlock(&px->mu);
-	px->net.es.heap_n = 0;
+	px->net.es.heap_n = px->net.es.turns_n = px->net.es.turns_out = 0;
 	px->net.es.over = NULL;
 	px->net.es.credit_used = 0;
 	px->net.es.active = NULL;

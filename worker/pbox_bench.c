@@ -856,7 +856,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	pbox_layout(px, &li);
-	printf("bench: rank %u transport: %s\n", li.rank, li.transport);
+	printf("bench: rank %u transport: %s, paced at %.1f Mb/s\n", li.rank, li.transport,
+	       li.pace_mbps);
 	if (o.layout && !o.late && !o.coll)
 		print_layout(px, &m, o.dtype);
 	if (o.comp.on) { /* which layers travel compressed, agreed by every rank */
@@ -1000,8 +1001,10 @@ int main(int argc, char **argv)
 	printf("RESULT bench model=%s n=%u k=%.2f iters=%u mean_ms=%.3f goodput_gbps=%.3f ", m.name,
 	       li.world_size, li.k, timed, sum_ms / timed,
 	       (double)model_bytes * 8 / (sum_ms / timed * 1e6));
-	if (o.coll)
-		printf("collective=%s ", coll_names[o.coll]);
+	if (o.coll) {
+		pbox_layout(px, &li); /* the pace the job ended at */
+		printf("collective=%s pace_mbps=%.1f ", coll_names[o.coll], li.pace_mbps);
+	}
 	if (o.backprop)
 		printf("fwd_ms=%.3f sched=%s ", sum_fwd / timed, o.fifo ? "fifo" : "priority");
 	if (o.comp.on)

@@ -15,70 +15,122 @@
 #include "wk_fail.h"
 #include "wk_sched.h"
 
-/* (priority, key) is one total order on every rank (the ranks agree on
+/* What orders a tensor among the others: its key, or its collective's
+ * (the pieces of one reduce-scatter or all-gather go together). */
+uint64_t wk_order_key(const struct wk_tensor *t)
+{
+	return t->group ? t->group : t->key;
+}
+
+/*
+ * (priority, key) is one total order on every rank (the ranks agree on
  * both); seq orders the partitions of one push-pull, and push-pulls of one
- * key in turn. */
+ * key in turn. The pieces of one sharded collective (one per rank's shard,
+ * each summed at or sent from its owner's SS_GPU) go row by row, piece by
+ * piece: chunk 0 of every shard, then chunk 1 of every shard, and so on.
+ * Sent piece after piece, every rank would push to one owner at a time,
+ * n - 1 streams into its one link while the others idle; interleaved, each
+ * rank's pushes spread over all owners, and the order is still one on
+ * every rank (what keeps the credit from deadlocking).
+ */
 static bool part_before(const struct wk_part *a, const struct wk_part *b)
 {
-	uint64_t ka = a->op->t->key, kb = b->op->t->key;
+	const struct wk_tensor *ta = a->op->t, *tb = b->op->t;
+	uint64_t ka = wk_order_key(ta), kb = wk_order_key(tb);
 
-	return a->prio < b->prio ||
-	       (a->prio == b->prio && (ka < kb || (ka == kb && a->seq < b->seq)));
+	if (a->prio != b->prio)
+		return a->prio < b->prio;
+	if (ka != kb)
+		return ka < kb;
+	if (ta != tb && ta->group && tb->group) {
+		if (a->op->round != b->op->round)
+			return a->op->round < b->op->round;
+		if (a->row != b->row)
+			return a->row < b->row;
+		return ta->root < tb->root;
+	}
+	return a->seq < b->seq;
+}
+
+/* @p into the heap @h of @n (room @cap): 0, or -1 out of memory. */
+static int heap_in(struct wk_part ***h, uint32_t *n, uint32_t *cap, struct wk_part *p)
+{
+	uint32_t i;
+
+	if (*n == *cap) {
+		uint32_t c = *cap ? *cap * 2 : 256;
+		struct wk_part **v = realloc(*h, c * sizeof(*v));
+
+		if (!v)
+			return -1;
+		*h = v;
+		*cap = c;
+	}
+	i = (*n)++;
+	while (i && part_before(p, (*h)[(i - 1) / 2])) {
+		(*h)[i] = (*h)[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	(*h)[i] = p;
+	return 0;
+}
+
+/* The top of heap @h of @n out. */
+static void heap_out(struct wk_part **h, uint32_t *n)
+{
+	struct wk_part *last = h[--*n];
+	uint32_t i = 0;
+
+	for (;;) {
+		uint32_t l = 2 * i + 1, m = l;
+
+		if (l >= *n)
+			break;
+		if (l + 1 < *n && part_before(h[l + 1], h[l]))
+			m = l + 1;
+		if (!part_before(h[m], last))
+			break;
+		h[i] = h[m];
+		i = m;
+	}
+	if (*n)
+		h[i] = last;
 }
 
 int wk_heap_push(struct pbox *px, struct wk_part *p)
 {
-	uint32_t i;
-
-	if (px->net.es.heap_n == px->net.es.heap_cap) {
-		uint32_t cap = px->net.es.heap_cap ? px->net.es.heap_cap * 2 : 256;
-		struct wk_part **h = realloc(px->net.es.heap, cap * sizeof(*h));
-
-		if (!h)
-			return -1;
-		px->net.es.heap = h;
-		px->net.es.heap_cap = cap;
-	}
-	i = px->net.es.heap_n++;
-	while (i && part_before(p, px->net.es.heap[(i - 1) / 2])) {
-		px->net.es.heap[i] = px->net.es.heap[(i - 1) / 2];
-		i = (i - 1) / 2;
-	}
-	px->net.es.heap[i] = p;
-	return 0;
+	return heap_in(&px->net.es.heap, &px->net.es.heap_n, &px->net.es.heap_cap, p);
 }
 
 /* The top leaves the heap (all of it sent): it no longer goes out beyond
  * the credit either. */
 void wk_heap_pop(struct pbox *px)
 {
-	struct wk_part *last = px->net.es.heap[--px->net.es.heap_n];
-	uint32_t i = 0;
-
 	if (px->net.es.over == px->net.es.heap[0])
 		px->net.es.over = NULL;
-	for (;;) {
-		uint32_t l = 2 * i + 1, m = l;
+	heap_out(px->net.es.heap, &px->net.es.heap_n);
+}
 
-		if (l >= px->net.es.heap_n)
-			break;
-		if (l + 1 < px->net.es.heap_n &&
-		    part_before(px->net.es.heap[l + 1], px->net.es.heap[l]))
-			m = l + 1;
-		if (!part_before(px->net.es.heap[m], last))
-			break;
-		px->net.es.heap[i] = px->net.es.heap[m];
-		i = m;
-	}
-	if (px->net.es.heap_n)
-		px->net.es.heap[i] = last;
+void wk_turns_pop(struct pbox *px)
+{
+	heap_out(px->net.es.turns, &px->net.es.turns_n);
+}
+
+/* Whether @op's pushes are all empty (a rooted tensor whose root alone
+ * has data, and this rank is not it). */
+static bool all_turns(const struct pbox *px, const struct pbox_handle *op)
+{
+	const struct wk_tensor *t = op->t;
+
+	return (t->kind == WK_GATHER || t->kind == WK_BCAST) && t->root != px->net.rank;
 }
 
 /* A push-pull of a laid-out tensor: its partitions into the heap. */
 void wk_sched_take(struct pbox *px, struct pbox_handle *op)
 {
 	const struct wk_tensor *t = op->t;
-	uint64_t part_bytes = px->net.es.part_bytes;
+	/* a sharded collective's pieces: a chunk per partition, interleaved */
+	uint64_t part_bytes = t->group ? px->net.chunk_size : px->net.es.part_bytes;
 	uint32_t g, g0 = t->chunk0 * px->net.fpc, g1 = g0 + t->n_chunks * px->net.fpc;
 
 	op->n_parts = (uint32_t)((t->bytes + part_bytes - 1) / part_bytes);
@@ -97,7 +149,8 @@ void wk_sched_take(struct pbox *px, struct pbox_handle *op)
 		op->parts[p] = (struct wk_part){.op = op,
 						.g = g0 + (uint32_t)c0 * px->net.fpc,
 						.g_end = g0 + (uint32_t)c1 * px->net.fpc,
-						.prio = t->prio};
+						.prio = t->prio,
+						.row = p};
 	}
 	op->left = t->n_frags;
 	for (g = g0; g < g1; g++) {
@@ -106,7 +159,9 @@ void wk_sched_take(struct pbox *px, struct pbox_handle *op)
 	}
 	for (uint32_t p = 0; p < op->n_parts; p++) {
 		op->parts[p].seq = px->net.es.seq++;
-		if (wk_heap_push(px, &op->parts[p]))
+		if (all_turns(px, op) ? heap_in(&px->net.es.turns, &px->net.es.turns_n,
+						&px->net.es.turns_cap, &op->parts[p])
+				      : wk_heap_push(px, &op->parts[p]))
 			wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0,
 				 "out of memory for the scheduler");
 	}

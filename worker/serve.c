@@ -51,8 +51,10 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
 		if (r == px->net.rank)
 			continue;
 		result_hdr(px, &h, r, chunk, frag, out, len ? digest : empty);
-		wk_tx_add(px, e, ss_peer(seg, 0, r)->ip_be, ss_peer(seg, 0, r)->port, &h, out->buf,
-			  len, true);
+		/* a broadcast's fan-out was booked on our link when its root, this
+		 * rank, pushed (wk_serve_own()) */
+		wk_tx_send(px, e, ss_peer(seg, 0, r)->ip_be, ss_peer(seg, 0, r)->port, &h, out->buf,
+			   len, true, out->mode == SS_BCAST);
 		px->net.es.st.ssgpu_results += len;
 	}
 	/* ours last: it may complete a sum, and frag_done() sends the batch,
@@ -157,6 +159,14 @@ void wk_serve_own(struct pbox *px, struct eng *e, uint32_t g, const struct pbox_
 	struct ss_out out = {.why = SS_DROP_CHUNK};
 
 	px->net.es.st.ssgpu_summed += f->len;
+	/* Our own push as a broadcast's root (an all-gather's shard): its
+	 * fan-out to the n - 1 others, booked on our link now, whenever the
+	 * others' turns complete the round. The root's pushes then go at the
+	 * pace its fan-out can leave; booked only as it leaves, a credit's
+	 * worth of them would wait for late turns and then leave at once,
+	 * n - 1 copies of it queued on our link. */
+	if (t->kind == WK_GATHER || t->kind == WK_BCAST)
+		wk_pace_book(px, px->net.n - 1, f->len);
 	switch (seg ? ss_push(seg, 0, h, payload, &self, &out) : SS_DROP) {
 	case SS_SUMMED:
 		if (wk_ring_push(&px->net.es.local, g, f->stamp))

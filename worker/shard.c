@@ -108,6 +108,8 @@ static int sharded(struct pbox *px, const char *fn, uint64_t key, const uint8_t 
 {
 	const size_t esz = sum_dtype_size((enum sum_dtype)dtype);
 	const uint32_t n = px->net.n, me = px->net.rank;
+	/* the pieces' collective: they go out interleaved, chunk by chunk */
+	const uint64_t grp = piece_key(key, kind, dtype, n, UINT32_MAX, 0);
 	struct pbox_handle *g;
 	uint64_t off = 0;
 	int rc = PBOX_OK;
@@ -129,7 +131,7 @@ static int sharded(struct pbox *px, const char *fn, uint64_t key, const uint8_t 
 		if (kind == WK_GATHER && s == me) /* its own shard: it has it */
 			memmove(pout, in, c * esz);
 		rc = wk_collective(px, fn, piece_key(key, kind, dtype, n, s, c), pin, pout, c,
-				   dtype, kind, s, &g->kids[g->n_kids]);
+				   dtype, kind, s, grp, &g->kids[g->n_kids]);
 		g->n_kids += rc == PBOX_OK;
 	}
 	return end_group(g, rc, opp);
@@ -172,7 +174,7 @@ int pbox_broadcast(struct pbox *px, uint64_t key, void *buf, uint64_t count, enu
 	rc = wk_collective(px, "pbox_broadcast",
 			   piece_key(key, WK_BCAST, dtype, px->net.n, root, count),
 			   root == px->net.rank ? buf : NULL, root == px->net.rank ? NULL : buf,
-			   count, dtype, WK_BCAST, root, &g->kids[0]);
+			   count, dtype, WK_BCAST, root, 0, &g->kids[0]);
 	g->n_kids = rc == PBOX_OK;
 	return end_group(g, rc, opp);
 }

@@ -158,7 +158,7 @@ int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint6
 {
 	if (!px || !in || !out || !opp)
 		return wk_err(PBOX_EINVAL, "pbox_push_pull: key %" PRIu64 ": a NULL argument", key);
-	return wk_collective(px, "pbox_push_pull", key, in, out, count, dtype, WK_ALLREDUCE, 0,
+	return wk_collective(px, "pbox_push_pull", key, in, out, count, dtype, WK_ALLREDUCE, 0, 0,
 			     opp);
 }
 
@@ -198,7 +198,7 @@ static int usable(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
 
 int wk_collective(struct pbox *px, const char *fn, uint64_t key, const void *in, void *out,
 		  uint64_t count, enum pbox_dtype dtype, uint8_t kind, uint32_t root,
-		  struct pbox_handle **opp)
+		  uint64_t group, struct pbox_handle **opp)
 {
 	struct wk_tensor *t;
 	struct pbox_handle *op;
@@ -228,6 +228,7 @@ int wk_collective(struct pbox *px, const char *fn, uint64_t key, const void *in,
 			t->call = px->net.calls;
 			t->kind = kind;
 			t->root = root;
+			t->group = group;
 			if (kind) /* rooted pieces travel at full width */
 				t->comp = COMP_NONE;
 		}

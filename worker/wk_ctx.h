@@ -91,6 +91,9 @@ struct wk_tensor {
 	uint8_t dtype;
 	uint8_t kind;  /* enum wk_kind */
 	uint32_t root; /* WK_REDUCE, WK_GATHER, WK_BCAST: the root rank */
+	/* a sharded collective's pieces: its collective (0: none), sent
+	 * interleaved with its other pieces, chunk by chunk (sched.c) */
+	uint64_t group;
 	bool ready;    /* laid out: its chunks exist (engine) */
 	uint32_t seq;  /* after start: its place in the order of new tensors */
 	bool late;     /* first seen after pbox_start() */
@@ -229,6 +232,7 @@ struct wk_part {
 	struct pbox_handle *op;
 	uint32_t g, g_end;
 	int prio;
+	uint32_t row; /* its place among its push-pull's partitions */
 	uint64_t seq;
 };
 
@@ -371,6 +375,11 @@ struct wk_net {
 		struct pbox_handle *active; /* ops with bytes in flight */
 		struct wk_part **heap;
 		uint32_t heap_n, heap_cap;
+		/* empty pushes (a rooted tensor's turns: headers, no data), in the
+		 * same order but apart from the heap: they wait for no pacing slot
+		 * and no credit, only for a window of their own (sched.c) */
+		struct wk_part **turns;
+		uint32_t turns_n, turns_cap, turns_out;
 		uint64_t seq;
 		struct wk_ring ring[WK_LEVELS], local;
 		uint64_t credit, credit_used;

@@ -17,6 +17,11 @@ struct wk_frag *wk_ring_head(struct pbox *px, struct wk_ring *r, uint32_t *g);
 void wk_tx_flush(struct pbox *px, struct eng *e);
 void wk_tx_add(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port,
 	       const struct pbox_hdr *h, const void *payload, uint16_t len, bool gso);
+/* The same, not booked on the link's clock where @booked (booked before:
+ * wk_pace_book(), @n datagrams of @len bytes). */
+void wk_tx_send(struct pbox *px, struct eng *e, uint32_t ip_be, uint16_t port,
+		const struct pbox_hdr *h, const void *payload, uint16_t len, bool gso, bool booked);
+void wk_pace_book(struct pbox *px, uint32_t n, uint16_t len);
 void wk_tx_reply(struct pbox *px, struct eng *e, const struct nic_addr *to,
 		 const struct pbox_hdr *req, uint8_t op, uint16_t code);
 /* Pacing: the link booked past a burst; no room for a quantum; when the
@@ -38,6 +43,8 @@ uint16_t wk_wire_len(const struct pbox *px, const struct wk_frag *f);
  * where a rooted tensor's mode gives this rank none (WIRE.md). */
 uint16_t wk_push_len(const struct pbox *px, const struct wk_frag *f);
 uint16_t wk_result_len(const struct pbox *px, const struct wk_frag *f);
+/* What @f's push holds of the credit: its bytes; 0 for an empty push. */
+uint16_t wk_charge(const struct pbox *px, const struct wk_frag *f);
 /* Fragment @g's compressed push of its round (NULL: out of memory,
  * raised). */
 const uint8_t *wk_comp_payload(struct pbox *px, uint32_t g);

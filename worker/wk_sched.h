@@ -6,11 +6,16 @@
 
 /* ---- sched.c: the scheduler (engine thread) --------------------------------- */
 
+/* What orders tensor @t among the others (after its priority): its key, or
+ * its sharded collective's. */
+uint64_t wk_order_key(const struct wk_tensor *t);
 /* A push-pull of a laid-out tensor into the scheduler: its partitions. */
 void wk_sched_take(struct pbox *px, struct pbox_handle *op);
 /* The heap of partitions: a partition in (0, or -1 out of memory), the top out. */
 int wk_heap_push(struct pbox *px, struct wk_part *p);
 void wk_heap_pop(struct pbox *px);
+/* The turns' heap's top out (px->net.es.turns: empty pushes). */
+void wk_turns_pop(struct pbox *px);
 /* The credit window @credit bytes, and the retransmit timeout's floor the
  * time to drain it. */
 void wk_set_credit(struct pbox *px, uint64_t credit);

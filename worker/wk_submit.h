@@ -20,10 +20,12 @@ int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint6
 		 enum pbox_dtype dtype, struct pbox_handle **op);
 /* A push-pull of tensor @key as collective @kind (enum wk_kind) of root
  * @root: the kind and root agreed at its first use, as its count and
- * dtype; @in or @out NULL where the kind gives this rank none. */
+ * dtype; @in or @out NULL where the kind gives this rank none; @group: the
+ * sharded collective it is a piece of (0: none), whose pieces are sent
+ * interleaved. */
 int wk_collective(struct pbox *px, const char *fn, uint64_t key, const void *in, void *out,
 		  uint64_t count, enum pbox_dtype dtype, uint8_t kind, uint32_t root,
-		  struct pbox_handle **op);
+		  uint64_t group, struct pbox_handle **op);
 /* The CUDA module loaded (px->cuda_ops), or a PBOX_E* saying why not. */
 int wk_cuda_load(struct pbox *px, const char *fn);
 /* The network job's layout into @o (its world, not the machines'). */
