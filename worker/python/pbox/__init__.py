@@ -209,25 +209,23 @@ class Context:
                                            stream, ctypes.byref(h)))
         return Handle(h)
 
+    def _sharded(self, fn, key, in_ptr, out_ptr, counts, dtype):
+        h = _P()
+        arr = (ctypes.c_uint64 * len(counts))(*counts)
+        _check(fn(self._px, key, in_ptr, out_ptr, arr, dtype, ctypes.byref(h)))
+        return Handle(h)
+
     def reduce_scatter(self, key, in_ptr, out_ptr, counts, dtype):
         """Start a reduce-scatter (libpbox 3.8): the whole tensor at in_ptr
         summed over the ranks, this rank's shard (counts[rank] elements;
         counts: one per rank) into out_ptr."""
-        h = _P()
-        arr = (ctypes.c_uint64 * len(counts))(*counts)
-        _check(library.pbox_reduce_scatter(self._px, key, in_ptr, out_ptr, arr, dtype,
-                                           ctypes.byref(h)))
-        return Handle(h)
+        return self._sharded(library.pbox_reduce_scatter, key, in_ptr, out_ptr, counts, dtype)
 
     def all_gather(self, key, in_ptr, out_ptr, counts, dtype):
         """Start an all-gather (libpbox 3.8): this rank's shard at in_ptr,
         every rank's into out_ptr (the whole tensor, shard r at the sum of
         counts[:r])."""
-        h = _P()
-        arr = (ctypes.c_uint64 * len(counts))(*counts)
-        _check(library.pbox_all_gather(self._px, key, in_ptr, out_ptr, arr, dtype,
-                                       ctypes.byref(h)))
-        return Handle(h)
+        return self._sharded(library.pbox_all_gather, key, in_ptr, out_ptr, counts, dtype)
 
     def broadcast(self, key, ptr, count, dtype, root):
         """Start a broadcast (libpbox 3.8): root's count elements at ptr into

@@ -135,6 +135,15 @@ def _route_address(host, port):
         return s.getsockname()[0]
 
 
+def _future(value):
+    """A future for @value (tensors, or lists of them): one of CUDA tensors
+    records its completion for the consumer's stream (torch's CUDA-aware
+    futures)."""
+    ts = [t for v in value for t in (v if isinstance(v, (list, tuple)) else [v])]
+    devs = sorted({t.device for t in ts if t.is_cuda}, key=str)
+    return torch.futures.Future(devices=devs) if devs else torch.futures.Future()
+
+
 def _run(done, err):
     try:
         done(err)
@@ -372,12 +381,8 @@ class ProcessGroupPbox(ProcessGroup):
         else:
             flat = torch.cat([t.reshape(-1) for t in tensors])
         count = flat.numel()
-        # a CUDA tensor's future records its completion for the consumer's
-        # stream (torch's CUDA-aware futures)
-        fut = torch.futures.Future(devices=[dev]) if cuda else torch.futures.Future()
         if count == 0:
-            fut.set_result(tensors)
-            return _work(fut)
+            return self._done(tensors)
         key = self._key(dt, count)
         size = self.size()
 
@@ -408,37 +413,18 @@ class ProcessGroupPbox(ProcessGroup):
             return self._ctx.push_pull_cuda(key, flat.data_ptr(), flat.data_ptr(), count, dt,
                                             s.cuda_stream)
 
-        def done(err):
-            if err is not None:
-                if err.status == pbox.EBOX:
-                    self._failed.append(resume)
-                fut.set_exception(PboxError(err.status, str(err)))
-                return
-            finish()
-            fut.set_result(tensors)
-
-        prev = self._busy.get(key)
-        self._busy[key] = fut
-        if prev is not None and not prev.done():
-            # the same key's previous call is still in flight: started by the
+        def deferred():
+            # the same key's previous call still in flight: started by the
             # completion thread once every push-pull queued before it (that
-            # one among them) is complete, the same order on every rank
+            # one among them) is complete, the same order on every rank;
+            # CUDA: after what this call queued on the caller's stream
             later = None
             if cuda:
                 later = torch.cuda.Event()
                 later.record(stream)
-            self._q.put((None, (lambda: start(later), resume, done)))
-            return _work(fut)
-        try:
-            handle = self._started(start, resume)
-        except pbox.Error as e:
-            if prev is None:
-                del self._busy[key]
-            else:
-                self._busy[key] = prev
-            raise PboxError(e.status, str(e)) from e
-        self._q.put((handle, done))
-        return _work(fut)
+            return lambda: start(later)
+
+        return self._launch(key, start, finish, tensors, [flat], resume, deferred)
 
     def allreduce_coalesced(self, tensors, opts=None):
         """Each tensor summed across the ranks, as one call: pbox sums SUM
@@ -484,7 +470,8 @@ class ProcessGroupPbox(ProcessGroup):
 
     @staticmethod
     def _done(value):
-        fut = torch.futures.Future()
+        """A Work already complete with @value (tensors, or lists of them)."""
+        fut = _future(value)
         fut.set_result(value)
         return _work(fut)
 
@@ -492,20 +479,21 @@ class ProcessGroupPbox(ProcessGroup):
 
     _RS, _AG, _BC = 1, 2, 3  # in a key's low bits (_key() leaves them 0)
 
-    def _launch(self, key, start, finish, value, keep):
+    def _launch(self, key, start, finish, value, keep, resume=None, deferred=None):
         """A collective started by start() (a pbox Handle) under @key, one
-        call of a key at a time on every rank (a later call deferred to the
-        completion thread, as allreduce() defers); finish() once it is
-        complete, its future then set to @value. @keep: the buffers libpbox
-        reads or writes, alive until then."""
-        devs = sorted({t.device for t in value if t.is_cuda}, key=str)
-        # a CUDA tensor's future records its completion for the consumer's
-        # stream (torch's CUDA-aware futures)
-        fut = torch.futures.Future(devices=devs) if devs else torch.futures.Future()
+        call of a key at a time on every rank (a later call is started by
+        the completion thread once the calls queued before it are complete,
+        by deferred()'s start where given); finish() once it is complete,
+        its future then set to @value. @keep: the buffers libpbox reads or
+        writes, alive until then. @resume: what shrink() resumes of it
+        after the box's loss (an allreduce's)."""
+        fut = _future(value)
 
         def done(err):
             del keep[:]  # libpbox is done with them
             if err is not None:
+                if resume is not None and err.status == pbox.EBOX:
+                    self._failed.append(resume)
                 fut.set_exception(PboxError(err.status, str(err)))
                 return
             finish()
@@ -514,10 +502,10 @@ class ProcessGroupPbox(ProcessGroup):
         prev = self._busy.get(key)
         self._busy[key] = fut
         if prev is not None and not prev.done():
-            self._q.put((None, (start, None, done)))
+            self._q.put((None, (deferred() if deferred else start, resume, done)))
             return _work(fut)
         try:
-            handle = start()
+            handle = self._started(start, resume)
         except pbox.Error as e:
             if prev is None:
                 del self._busy[key]
