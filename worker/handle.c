@@ -90,7 +90,6 @@ static int reap_group(struct pbox_handle *op, bool wait)
 	if (left)
 		return PBOX_EAGAIN;
 	free(op->kids);
-	op->parts = NULL;
 	return reap(op);
 }
 

@@ -520,17 +520,23 @@ class ProcessGroupPbox(ProcessGroup):
         return None if self._sharded else "not with [worker] local_aggregation yet"
 
     @staticmethod
-    def _as_wire(t):
-        """A CPU tensor's (pbox dtype, contiguous tensor of it): a float
-        dtype as it is; any other whose bytes are whole words moved as fp32
-        bit patterns (broadcast and all-gather copy, never add); None
-        otherwise."""
-        t = t.detach().cpu().contiguous()
+    def _wire_dtype(t):
+        """The pbox dtype @t travels as: a float dtype as it is; any other
+        whose bytes are whole words as fp32 bit patterns (broadcast and
+        all-gather copy, never add); None otherwise."""
         if t.dtype in _DTYPES:
-            return _DTYPES[t.dtype], t
-        if (t.numel() * t.element_size()) % 4 == 0:
-            return pbox.FP32, t.view(-1).view(torch.uint8).view(torch.float32)
-        return None
+            return _DTYPES[t.dtype]
+        return pbox.FP32 if (t.numel() * t.element_size()) % 4 == 0 else None
+
+    @staticmethod
+    def _as_wire(t):
+        """A tensor's (pbox dtype, contiguous CPU tensor of it, as
+        _wire_dtype() says), or None."""
+        dt = ProcessGroupPbox._wire_dtype(t)
+        if dt is None:
+            return None
+        t = t.detach().cpu().contiguous()
+        return dt, t if t.dtype in _DTYPES else t.view(-1).view(torch.uint8).view(torch.float32)
 
     def _rs(self, flat, out, counts, op):
         """@flat (every rank's whole tensor) summed, this rank's shard into
@@ -585,8 +591,8 @@ class ProcessGroupPbox(ProcessGroup):
         if not self._sharded:
             return False
         mine = self._as_wire(shard)
-        whole = [self._as_wire(o) for o in outs] if len(outs) > 1 else None
-        if mine is None or (whole and any(w is None for w in whole)):
+        # the outputs' dtypes only: nothing of them is copied before the sum
+        if mine is None or (len(outs) > 1 and any(self._wire_dtype(o) is None for o in outs)):
             return False
         dt, src = mine
         esz = 2 if dt in (pbox.FP16, pbox.BF16) else 4
@@ -596,7 +602,7 @@ class ProcessGroupPbox(ProcessGroup):
             dst = one if one.device.type == "cpu" and one.is_contiguous() and \
                 one.dtype in _DTYPES else None
         else:
-            counts = [w[1].numel() for w in whole]
+            counts = [o.numel() * o.element_size() // esz for o in outs]
             dst = None
         nbytes = sum(counts) * esz
         buf = dst if dst is not None else torch.empty(nbytes, dtype=torch.uint8)
