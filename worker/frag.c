@@ -335,7 +335,7 @@ uint16_t wk_push_len(const struct pbox *px, const struct wk_frag *f)
 {
 	const struct wk_tensor *t = f->op->t;
 
-	if ((t->kind == WK_GATHER || t->kind == WK_BCAST) && px->net.rank != t->root)
+	if (wk_root_sends(t) && px->net.rank != t->root)
 		return 0;
 	return wk_wire_len(px, f);
 }
@@ -349,7 +349,7 @@ uint16_t wk_result_len(const struct pbox *px, const struct wk_frag *f)
 
 	if (t->kind == WK_REDUCE)
 		return px->net.rank == t->root ? wk_wire_len(px, f) : 0;
-	if (t->kind == WK_GATHER || t->kind == WK_BCAST)
+	if (wk_root_sends(t))
 		return px->net.rank == t->root ? 0 : wk_wire_len(px, f);
 	return wk_wire_len(px, f);
 }

@@ -122,7 +122,7 @@ static bool all_turns(const struct pbox *px, const struct pbox_handle *op)
 {
 	const struct wk_tensor *t = op->t;
 
-	return (t->kind == WK_GATHER || t->kind == WK_BCAST) && t->root != px->net.rank;
+	return wk_root_sends(t) && t->root != px->net.rank;
 }
 
 /* A push-pull of a laid-out tensor: its partitions into the heap. */

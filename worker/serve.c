@@ -165,7 +165,7 @@ void wk_serve_own(struct pbox *px, struct eng *e, uint32_t g, const struct pbox_
 	 * pace its fan-out can leave; booked only as it leaves, a credit's
 	 * worth of them would wait for late turns and then leave at once,
 	 * n - 1 copies of it queued on our link. */
-	if (t->kind == WK_GATHER || t->kind == WK_BCAST)
+	if (wk_root_sends(t))
 		wk_pace_book(px, px->net.n - 1, f->len);
 	switch (seg ? ss_push(seg, 0, h, payload, &self, &out) : SS_DROP) {
 	case SS_SUMMED:

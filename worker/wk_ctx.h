@@ -114,6 +114,14 @@ struct wk_tensor {
 	uint32_t *wire_round; /* the round + 1 each wire slot holds */
 };
 
+/* Whether tensor @t's data starts at its root alone (an all-gather's
+ * shard, a broadcast): the others push empty turns, the root gets an empty
+ * result. */
+static inline bool wk_root_sends(const struct wk_tensor *t)
+{
+	return t->kind == WK_GATHER || t->kind == WK_BCAST;
+}
+
 /*
  * A push-pull the box's loss interrupted (survive.c): which bytes of its
  * @out hold their sum already (@run: [run[2i], run[2i+1]), ascending), and,
