@@ -62,6 +62,30 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
 	wk_deliver(px, g, out->buf, ss_out_len(out, px->net.rank), out->round);
 }
 
+/* Our SS_GPU's async store answered the ranks ss_out_to() names (a push
+ * that set the store, or let a held rank go on), each with its own round;
+ * ours, when among them, by memcpy. */
+static void release(struct pbox *px, struct eng *e, const struct ss_job *seg, uint32_t chunk,
+		    uint16_t frag, const struct ss_out *out)
+{
+	uint32_t g = px->net.unit[px->net.self_unit].global[chunk] * px->net.fpc + frag;
+	uint64_t digest = nic_mac_digest(&px->net.mac, out->buf, out->len);
+	struct ss_out each = *out;
+	struct pbox_hdr h;
+
+	for (uint32_t r = 0; r < px->net.n; r++) {
+		if (r == px->net.rank || !ss_out_to(out, r))
+			continue;
+		each.round = ss_out_round(out, r);
+		result_hdr(px, &h, r, chunk, frag, &each, digest);
+		wk_tx_send(px, e, ss_peer(seg, 0, r)->ip_be, ss_peer(seg, 0, r)->port, &h, out->buf,
+			   out->len, true, false);
+		px->net.es.st.ssgpu_results += out->len;
+	}
+	if (ss_out_to(out, px->net.rank))
+		wk_deliver(px, g, out->buf, out->len, ss_out_round(out, px->net.rank));
+}
+
 static void overdue_fail(struct pbox *px, uint32_t g, uint64_t now)
 {
 	const struct wk_frag *f = &px->net.es.frag[g];
@@ -111,6 +135,10 @@ void wk_serve_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, con
 	case SS_COMPLETE:
 		px->net.es.st.ssgpu_summed += h->len;
 		fan_out(px, e, seg, h->chunk, h->frag, &out);
+		break;
+	case SS_RELEASE:
+		px->net.es.st.ssgpu_summed += h->len;
+		release(px, e, seg, h->chunk, h->frag, &out);
 		break;
 	case SS_ANSWER: {
 		struct pbox_hdr r;
@@ -175,6 +203,14 @@ void wk_serve_own(struct pbox *px, struct eng *e, uint32_t g, const struct pbox_
 		break;
 	case SS_COMPLETE:
 		fan_out(px, e, seg, h->chunk, h->frag, &out);
+		break;
+	case SS_ANSWER: /* an async store's answer to us alone */
+		wk_deliver(px, g, out.buf, out.len, out.round);
+		break;
+	case SS_RELEASE:
+		release(px, e, seg, h->chunk, h->frag, &out);
+		break;
+	case SS_WAITING: /* an async store holds our answer: another rank's push releases it */
 		break;
 	default:
 		wk_raise(px, WK_FK_LOCAL, PBOX_EINVAL, 0,

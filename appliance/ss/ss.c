@@ -78,8 +78,8 @@ const char *ss_job_desc_check(const struct ss_job_desc *d)
 
 		if (r->ep >= d->n_eps || r->chunk >= d->ep_chunks[r->ep])
 			return "a rooted chunk is not one of the job's chunks";
-		if (r->mode != SS_REDUCE && r->mode != SS_BCAST)
-			return "a rooted chunk's mode must be reduce or broadcast";
+		if (r->mode != SS_REDUCE && r->mode != SS_BCAST && r->mode != SS_ASYNC)
+			return "a rooted chunk's mode must be reduce, broadcast or async";
 		if (r->root >= d->n)
 			return "a rooted chunk's root must be below n";
 	}
@@ -88,13 +88,23 @@ const char *ss_job_desc_check(const struct ss_job_desc *d)
 
 /* The layout, computed once for sizing and once for carving. */
 struct layout {
-	size_t frag, bitmap, peer, answered, res, acc, cacc, resid, scratch, stash, txref, end;
+	size_t frag, bitmap, peer, answered, res, acc, cacc, resid, scratch, stash, txref, applied,
+		wake, end;
 	uint32_t n_frags;
 };
 
 static size_t align_up(size_t x, size_t a)
 {
 	return (x + a - 1) / a * a;
+}
+
+/* Does @d have SS_ASYNC chunks? */
+static bool has_async(const struct ss_job_desc *d)
+{
+	for (uint32_t e = 0; e < d->n_roots; e++)
+		if (d->roots[e].mode == SS_ASYNC)
+			return true;
+	return false;
 }
 
 static void layout(const struct ss_job_desc *d, size_t txref_size, struct layout *l)
@@ -137,6 +147,15 @@ static void layout(const struct ss_job_desc *d, size_t txref_size, struct layout
 	x = align_up(x, 16);
 	l->txref = x;
 	x += F * 2 * txref_size;
+	x = align_up(x, 8);
+	l->applied = x;
+	l->wake = x;
+	if (has_async(d)) {
+		x += F * d->n * sizeof(uint32_t);
+		x = align_up(x, 8);
+		l->wake = x;
+		x += words * sizeof(uint64_t);
+	}
 	l->end = align_up(x, SS_CACHE_LINE);
 }
 
@@ -190,6 +209,13 @@ struct ss_job *ss_job_init(void *mem, const struct ss_job_desc *d, size_t txref_
 		memset(j->resid, 0, (size_t)l.n_frags * d->frag_size);
 	}
 	j->stash = d->in_order ? base + l.stash : NULL;
+	j->staleness = d->staleness;
+	if (has_async(d)) {
+		j->applied = (uint32_t *)(void *)(base + l.applied);
+		j->wake = (uint64_t *)(void *)(base + l.wake);
+		memset(j->applied, 0, (size_t)l.n_frags * d->n * sizeof(uint32_t));
+		memset(j->wake, 0, j->words * sizeof(uint64_t));
+	}
 	for (e = 0; e < d->n_eps; e++) {
 		j->ep_first[e] = first;
 		j->ep_chunks[e] = d->ep_chunks[e];
@@ -338,6 +364,155 @@ static enum ss_drop push_len(const struct ss_frag *fr, const struct pbox_hdr *h,
 	return SS_DROP_COUNT;
 }
 
+/* SS_ASYNC: fragment @f's pushes applied, one count per rank. */
+static inline uint32_t *applied_of(const struct ss_job *j, uint32_t f)
+{
+	return j->applied + (size_t)f * j->n;
+}
+
+/* SS_ASYNC: the latest parameters to rank @rank alone, as the answer to
+ * its push @round, paced as any answer. */
+static enum ss_verdict async_answer(struct ss_job *j, uint32_t f, uint16_t rank, uint32_t round,
+				    bool resent, struct ss_out *out)
+{
+	const struct ss_frag *fr = &j->frag[f];
+
+	needless(j, out, resent);
+	if (!pace(j, f, rank, round))
+		return drop(j, out, SS_DROP_PACED);
+	out->buf = ss_job_res(j, f, fr->round & 1);
+	out->txref = j->txref_size ? ss_job_txref(j, f, fr->round & 1) : NULL;
+	out->len = fr->len;
+	out->dtype = j->dtype;
+	out->round = round;
+	out->mode = SS_ASYNC;
+	out->root = fr->root;
+	j->cnt.answers++;
+	return SS_ANSWER;
+}
+
+/* SS_ASYNC: a probe of rank @h->rank's push @h->round. */
+static enum ss_verdict async_probe(struct ss_job *j, uint32_t f, const struct pbox_hdr *h,
+				   struct ss_out *out)
+{
+	const uint32_t *ap = applied_of(j, f);
+	const uint64_t held = j->bitmap[(size_t)f * j->words + h->rank / 64] >> (h->rank % 64) & 1;
+
+	if (h->round == ap[h->rank])
+		return SS_NACK; /* not applied: send it again */
+	if (h->round > ap[h->rank])
+		return drop(j, out, SS_DROP_STALE);
+	if (held && h->round + 1 == ap[h->rank])
+		return SS_WAITING;
+	return h->flags & PBOX_F_PULL ? async_answer(j, f, h->rank, h->round, false, out) : SS_DONE;
+}
+
+/* SS_ASYNC: the held ranks of fragment @f whose answers may go now (the
+ * store is set, and they are no more than the staleness ahead of the
+ * slowest), moved from the held bits to j->wake. How many. */
+static unsigned async_wake(struct ss_job *j, uint32_t f)
+{
+	uint64_t *held = &j->bitmap[(size_t)f * j->words];
+	const uint32_t *ap = applied_of(j, f);
+	uint32_t least = UINT32_MAX;
+	unsigned woken = 0;
+
+	if (j->staleness)
+		for (unsigned q = 0; q < j->n; q++)
+			least = ap[q] < least ? ap[q] : least;
+	for (unsigned w = 0; w < j->words; w++) {
+		uint64_t go = 0;
+
+		for (uint64_t b = held[w]; b; b &= b - 1) {
+			unsigned q = w * 64 + (unsigned)__builtin_ctzll(b);
+
+			if (!j->staleness || ap[q] - least <= j->staleness)
+				go |= b & -b;
+		}
+		held[w] &= ~go;
+		j->wake[w] = go;
+		woken += (unsigned)__builtin_popcountll(go);
+	}
+	return woken;
+}
+
+/*
+ * SS_ASYNC: rank @h->rank's push @h->round (validated, its length the
+ * fragment's). Its first push is the root's initial value or, from any
+ * other rank, not added; every later one a delta, added into the other
+ * result buffer so that an answer still going out of the current one is
+ * never overwritten. Applied once: a duplicate is answered, never added.
+ */
+static enum ss_verdict async_push(struct ss_job *j, uint32_t f, const struct pbox_hdr *h,
+				  const void *payload, const struct nic_addr *from,
+				  struct nic_addr *peer, bool resent, struct ss_out *out)
+{
+	struct ss_frag *fr = &j->frag[f];
+	uint32_t *ap = applied_of(j, f);
+	uint64_t *held = &j->bitmap[(size_t)f * j->words + h->rank / 64];
+	const uint64_t bit = 1ull << (h->rank % 64);
+	const size_t elems = fr->want / j->elem;
+	unsigned woken;
+
+	if (h->round < ap[h->rank]) { /* applied before */
+		if (*held & bit && h->round + 1 == ap[h->rank]) {
+			needless(j, out, resent);
+			return drop(j, out, SS_DROP_DUP); /* its answer is held: ACK */
+		}
+		return async_answer(j, f, h->rank, h->round, resent, out);
+	}
+	if (h->round != ap[h->rank] || (h->round && !fr->has_prev))
+		return drop(j, out, SS_DROP_STALE);
+	if (h->round || h->rank == fr->root) { /* the initial value, or a delta */
+		uint8_t *nxt = ss_job_res(j, f, (fr->round + 1) & 1);
+
+		if (j->busy && j->busy(ss_job_txref(j, f, (fr->round + 1) & 1)))
+			return drop(j, out, SS_DROP_BUSY);
+		if (j->acc) { /* fp16, bf16: the store's fp32 copy is the master */
+			float *a = acc_of(j, f, 0);
+
+			if (h->round)
+				j->ops->add[j->dtype](a, payload, elems);
+			else
+				j->ops->load[j->dtype](a, payload, elems);
+			j->ops->store[j->dtype](nxt, a, elems);
+		} else if (h->round) {
+			memcpy(nxt, ss_job_res(j, f, fr->round & 1), fr->want);
+			j->ops->add[j->dtype]((float *)(void *)nxt, payload, elems);
+		} else {
+			memcpy(nxt, payload, fr->want);
+		}
+		fr->round++;
+		fr->len = fr->want;
+		fr->has_prev = 1;
+		j->cnt.summed++;
+	}
+	ap[h->rank]++;
+	*peer = *from;
+	*held |= bit;
+	if (!fr->has_prev)
+		return SS_WAITING; /* the store waits for the root's first push */
+	woken = async_wake(j, f);
+	if (!(j->wake[h->rank / 64] & bit))
+		return SS_WAITING; /* too far ahead: held */
+	if (woken == 1) {
+		j->cnt.completed++;
+		return async_answer(j, f, h->rank, h->round, resent, out);
+	}
+	needless(j, out, resent);
+	j->cnt.completed++;
+	out->buf = ss_job_res(j, f, fr->round & 1);
+	out->txref = j->txref_size ? ss_job_txref(j, f, fr->round & 1) : NULL;
+	out->len = fr->len;
+	out->dtype = j->dtype;
+	out->round = h->round;
+	out->mode = SS_ASYNC;
+	out->root = fr->root;
+	out->to = j->wake;
+	out->applied = ap;
+	return SS_RELEASE;
+}
+
 /* A probe for fragment @f (validated as a push is): see ss.h. */
 static enum ss_verdict probe(struct ss_job *j, uint32_t f, const struct pbox_hdr *h,
 			     struct ss_out *out)
@@ -347,6 +522,8 @@ static enum ss_verdict probe(struct ss_job *j, uint32_t f, const struct pbox_hdr
 
 	j->cnt.probes++;
 	out->round = h->round;
+	if (fr->mode == SS_ASYNC)
+		return async_probe(j, f, h, out);
 	if (h->round == fr->round) {
 		if (fr->done) {
 			if (!fr->len) /* the initial pseudo-round has no result */
@@ -422,6 +599,7 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 
 	j->cnt.rx++;
 	out->needless = false;
+	out->to = NULL;
 	if (!nic_mac_ok(&j->mac, h, payload))
 		return drop(j, out, SS_DROP_MAC);
 	if (pbox_hdr_dtype(h) != j->dtype)
@@ -452,6 +630,8 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 	if (resent)
 		j->cnt.retrans_rx++;
 
+	if (fr->mode == SS_ASYNC)
+		return async_push(j, f, h, payload, from, peer, resent, out);
 	bits = &j->bitmap[(size_t)f * j->words + h->rank / 64];
 	bit = 1ull << (h->rank % 64);
 	/* a broadcast's round is the root's elements, whoever's push this is */

@@ -140,16 +140,29 @@ struct ss_short {
  *    shard, a broadcast); the others push nothing (an empty PUSH takes
  *    their turn: the round still waits for every rank, so no rank falls a
  *    round behind), and the root gets an empty RESULT.
+ *  - SS_ASYNC: a parameter store (BytePS's asynchronous mode, its
+ *    Theorem 2). The fragment holds the latest parameters: the root's
+ *    first push sets them, every later push of any rank is a delta added
+ *    to them as it comes, and its sender alone is answered with the
+ *    parameters that result; there is no round barrier. A round here is
+ *    the sender's own count of its pushes (0: its first), so each rank's
+ *    push n is applied exactly once (a duplicate is answered, never
+ *    added again). The others' first pushes are their initial values,
+ *    not deltas: not added, answered once the root's has set the store.
+ *    With ss_job_desc.staleness S > 0 a rank more than S pushes ahead of
+ *    the slowest rank has its push applied and its answer held (an ACK:
+ *    its part is in) until the slowest catches up: SS_RELEASE then
+ *    answers every rank it held.
  * Compressed pushes are for all-reduce chunks only.
  */
-enum ss_mode { SS_ALLREDUCE = 0, SS_REDUCE, SS_BCAST, SS_MODE_COUNT };
+enum ss_mode { SS_ALLREDUCE = 0, SS_REDUCE, SS_BCAST, SS_ASYNC, SS_MODE_COUNT };
 
 /* A chunk that is not all-reduce: its mode and root rank. */
 struct ss_root {
 	uint16_t ep;	/* this core's endpoint (its own order) */
 	uint32_t chunk; /* index among that endpoint's chunks of the job */
-	uint8_t mode;	/* SS_REDUCE or SS_BCAST */
-	uint16_t root;	/* below the job's n */
+	uint8_t mode;	/* SS_REDUCE, SS_BCAST or SS_ASYNC */
+	uint16_t root;	/* below the job's n (SS_ASYNC: whose first push sets the store) */
 };
 
 /* What one core needs to know of a job. */
@@ -185,6 +198,9 @@ struct ss_job_desc {
 	/* Summed in rank order, bitwise reproducible (see above): every
 	 * fragment keeps a stash of n - 1 of its buffers more. */
 	bool in_order;
+	/* SS_ASYNC chunks: the most pushes a rank may be ahead of the slowest
+	 * before its answers are held (bounded staleness); 0: unbounded. */
+	uint32_t staleness;
 };
 
 /* Counters of one job on one core, written by that core only. */
@@ -256,6 +272,10 @@ struct ss_job {
 	float *cacc, *resid;	       /* comp_ppm: frag_size / 4 floats per fragment each */
 	void *scratch;		       /* comp_ppm: comp_scratch_bytes() of a fragment */
 	uint8_t *stash;		       /* in order: n - 1 pushes of frag_size per fragment */
+	uint32_t *applied;	       /* SS_ASYNC chunks: n per fragment, each rank's pushes
+					* applied (NULL: the job has none) */
+	uint64_t *wake;		       /* SS_ASYNC: words; the ranks an SS_RELEASE answers */
+	uint32_t staleness;	       /* ss_job_desc.staleness */
 	uint64_t (*clock_us)(void);    /* the transport's clock (ss_table's); NULL: unpaced */
 	bool bound;		       /* peer IP and port fixed at registration (.ranks) */
 	uint32_t ep_first[SS_MAX_EPS]; /* first fragment of each endpoint */
@@ -277,6 +297,10 @@ struct ss_out {
 	uint32_t round;
 	uint8_t mode; /* SS_COMPLETE, SS_ANSWER: the chunk's (ss_out_len()) */
 	uint16_t root;
+	/* SS_RELEASE: the ranks to answer (ss_out_to()) and each one's round
+	 * (ss_out_round()); valid until the next ss_push() on the job */
+	const uint64_t *to;
+	const uint32_t *applied;
 	void *txref; /* the transport's reference slot for buf */
 	/* every verdict: a retransmission it did not need (a duplicate, or
 	 * answered with a result) */
@@ -295,14 +319,29 @@ static inline uint16_t ss_out_len(const struct ss_out *out, unsigned r)
 	return out->len;
 }
 
+/* SS_RELEASE: does rank @r get @out's result, and of which of its rounds
+ * (its pushes applied, less one: the answer to its latest). */
+static inline bool ss_out_to(const struct ss_out *out, unsigned r)
+{
+	return out->to[r / 64] >> (r % 64) & 1;
+}
+
+static inline uint32_t ss_out_round(const struct ss_out *out, unsigned r)
+{
+	return out->applied[r] - 1;
+}
+
 enum ss_verdict {
 	SS_SUMMED,   /* taken in; nothing to send */
 	SS_COMPLETE, /* round complete: send buf to each of the job's n ranks */
 	SS_ANSWER,   /* send buf to the sender only */
 	SS_DROP,     /* dropped, counted; why says why */
-	SS_WAITING,  /* a probe; the sender's part is in, the round waits for others: ACK */
+	SS_WAITING,  /* a probe, or an SS_ASYNC push held: the sender's part is in, the
+		      * round (its answer) waits for others: ACK */
 	SS_NACK,     /* a probe; the sender's part is not in: NACK (send it again) */
 	SS_DONE,     /* a probe; the round is complete, its result sent: DONE */
+	SS_RELEASE,  /* SS_ASYNC: send buf to each rank ss_out_to() names, rank r's
+		      * with round ss_out_round(out, r) */
 };
 
 /* Check @d; returns NULL or a message saying what is wrong. */

@@ -869,6 +869,178 @@ static bool next_perm(unsigned *a, unsigned n)
 	return true;
 }
 
+/* @n floats of @f as dtype @dt into @out (narrowed as the SS narrows). */
+static void as_dtype(uint8_t dt, const float *f, void *out, size_t n)
+{
+	sum_ops_best()->store[dt](out, f, n);
+}
+
+/*
+ * An SS_ASYNC chunk, a parameter store with no round barrier (BytePS's
+ * asynchronous mode): three ranks, the store at chunk 1 of endpoint 0 set
+ * by rank 1's first push. Rank 0's first push waits for it (held, ACKed),
+ * a delta before a rank's first is refused; the root's first answers both.
+ * Then a fixed order of deltas from the three ranks: each answer is the
+ * Asynchronous Parallel reference (x += delta, in arrival order, widened
+ * to fp32 and narrowed once for fp16 and bf16), bit for bit; a duplicate
+ * is answered and never added again; probes and pulls answered from the
+ * rank's own count. Every dtype.
+ */
+START_TEST(test_ss_async)
+{
+	const uint8_t dt = (uint8_t)_i;
+	const struct ss_root roots[1] = {{.ep = 0, .chunk = 1, .mode = SS_ASYNC, .root = 1}};
+	const unsigned elem = (unsigned)sum_dtype_size(dt), n = FRAG / elem;
+	static const uint16_t order[] = {0, 2, 2, 1, 0, 0, 2, 1, 1, 0, 2, 0};
+	struct ss_job_desc d = desc(3, dt);
+	uint32_t next[3] = {1, 1, 1}; /* each rank's next push (its first is done) */
+	float ref[FRAG / 2], delta[FRAG / 2];
+	uint8_t pay[FRAG], want[FRAG];
+	struct pbox_hdr h;
+	struct ss_out out;
+	struct ss_job *j;
+	void *mem;
+
+	d.roots = roots;
+	d.n_roots = 1;
+	j = init_job(&d, &mem);
+	ck_assert_ptr_nonnull(j->applied);
+	for (unsigned i = 0; i < n; i++)
+		ref[i] = (float)(i % 7) - 3.0f;
+	as_dtype(dt, ref, pay, n);
+	/* rank 0's first push: the store is not set, its answer held */
+	h = hdr(j, 0, 1, 3, 0, FRAG);
+	ck_assert_int_eq(ss_push(j, 0, &h, want, &who, &out), SS_WAITING);
+	h.op = PBOX_OP_PROBE;
+	ck_assert_int_eq(ss_push(j, 0, &h, want, &who, &out), SS_WAITING);
+	h = hdr(j, 0, 1, 3, 0, FRAG); /* its resend: ACKed, not taken again */
+	ck_assert_int_eq(ss_push(j, 0, &h, want, &who, &out), SS_DROP);
+	ck_assert_int_eq(out.why, SS_DROP_DUP);
+	h = hdr(j, 2, 1, 3, 1, FRAG); /* a delta before rank 2's first push */
+	ck_assert_int_eq(ss_push(j, 0, &h, pay, &who, &out), SS_DROP);
+	ck_assert_int_eq(out.why, SS_DROP_STALE);
+	/* the root's first push sets the store: rank 0 and the root answered */
+	h = hdr(j, 1, 1, 3, 0, FRAG);
+	ck_assert_int_eq(ss_push(j, 0, &h, pay, &who, &out), SS_RELEASE);
+	ck_assert(ss_out_to(&out, 0) && ss_out_to(&out, 1) && !ss_out_to(&out, 2));
+	ck_assert_uint_eq(ss_out_round(&out, 0), 0);
+	ck_assert_uint_eq(ss_out_round(&out, 1), 0);
+	ck_assert_uint_eq(out.len, FRAG);
+	ck_assert_mem_eq(out.buf, pay, FRAG);
+	/* rank 2's first push is its initial value, not a delta */
+	memset(want, 0x55, sizeof(want));
+	h = hdr(j, 2, 1, 3, 0, FRAG);
+	ck_assert_int_eq(ss_push(j, 0, &h, want, &who, &out), SS_ANSWER);
+	ck_assert_uint_eq(out.round, 0);
+	ck_assert_mem_eq(out.buf, pay, FRAG);
+	for (unsigned p = 0; p < sizeof(order) / sizeof(order[0]); p++) {
+		const uint16_t r = order[p];
+		float back[FRAG / 2];
+
+		for (unsigned i = 0; i < n; i++)
+			delta[i] = (float)((i + 3 * p + r) % 5) * 0.25f - 0.5f;
+		as_dtype(dt, delta, pay, n);
+		sum_ops_best()->load[dt](back, pay, n); /* the delta as the SS reads it */
+		for (unsigned i = 0; i < n; i++)
+			ref[i] += back[i];
+		as_dtype(dt, ref, want, n);
+		h = hdr(j, r, 1, 3, next[r], FRAG);
+		ck_assert_int_eq(ss_push(j, 0, &h, pay, &who, &out), SS_ANSWER);
+		ck_assert_uint_eq(out.round, next[r]);
+		ck_assert_msg(memcmp(out.buf, want, FRAG) == 0,
+			      "%s: push %u (rank %u) is not the reference", sum_dtype_name(dt), p, r);
+		if (p % 4 == 1) { /* the same push again: answered, not added */
+			h.flags = PBOX_F_RETRANS;
+			ck_assert_int_eq(ss_push(j, 0, &h, pay, &who, &out), SS_ANSWER);
+			ck_assert(out.needless);
+			ck_assert_mem_eq(out.buf, want, FRAG);
+		}
+		next[r]++;
+	}
+	/* probes from each rank's own count */
+	h = hdr(j, 0, 1, 3, next[0] - 1, 0);
+	h.op = PBOX_OP_PROBE;
+	ck_assert_int_eq(ss_push(j, 0, &h, pay, &who, &out), SS_DONE);
+	h.flags = PBOX_F_PULL;
+	ck_assert_int_eq(ss_push(j, 0, &h, pay, &who, &out), SS_ANSWER);
+	ck_assert_uint_eq(out.round, next[0] - 1);
+	ck_assert_mem_eq(out.buf, want, FRAG);
+	h.flags = 0;
+	h.round = next[0];
+	ck_assert_int_eq(ss_push(j, 0, &h, pay, &who, &out), SS_NACK);
+	h.round = next[0] + 1;
+	ck_assert_int_eq(ss_push(j, 0, &h, pay, &who, &out), SS_DROP);
+	/* the all-reduce chunks of the job are untouched by it */
+	ck_assert_uint_eq(j->frag[0].round, UINT32_MAX);
+	/* compressed pushes are for all-reduce chunks */
+	h = hdr(j, 0, 1, 3, next[0], FRAG);
+	h.dtype = (uint8_t)(dt | COMP_TOPK << PBOX_COMP_SHIFT);
+	ck_assert_int_eq(ss_push(j, 0, &h, pay, &who, &out), SS_DROP);
+	free(mem);
+}
+END_TEST
+
+/*
+ * Bounded staleness: with S = 1 a rank two pushes ahead of the slowest has
+ * its push applied and its answer held (ACKed, its resend and probe too)
+ * until the slowest pushes; then one SS_RELEASE answers it and the pusher,
+ * each with its own round.
+ */
+START_TEST(test_ss_async_staleness)
+{
+	const struct ss_root roots[1] = {{.ep = 1, .chunk = 0, .mode = SS_ASYNC, .root = 0}};
+	struct ss_job_desc d = desc(3, SUM_FP32);
+	float v[FRAG / 4], one[FRAG / 4];
+	struct pbox_hdr h;
+	struct ss_out out;
+	struct ss_job *j;
+	void *mem;
+
+	d.roots = roots;
+	d.n_roots = 1;
+	d.staleness = 1;
+	j = init_job(&d, &mem);
+	for (unsigned i = 0; i < FRAG / 4; i++) {
+		v[i] = 1.0f;
+		one[i] = 1.0f;
+	}
+	for (uint16_t r = 0; r < 3; r++) { /* every first push: rank 0's sets it */
+		h = hdr(j, r, 0, 0, 0, FRAG);
+		ck_assert_int_eq(ss_push(j, 1, &h, v, &who, &out), SS_ANSWER);
+	}
+	h = hdr(j, 0, 0, 0, 1, FRAG); /* one ahead: answered */
+	ck_assert_int_eq(ss_push(j, 1, &h, one, &who, &out), SS_ANSWER);
+	h = hdr(j, 0, 0, 0, 2, FRAG); /* two ahead: applied, held */
+	ck_assert_int_eq(ss_push(j, 1, &h, one, &who, &out), SS_WAITING);
+	ck_assert_int_eq(ss_push(j, 1, &h, one, &who, &out), SS_DROP);
+	ck_assert_int_eq(out.why, SS_DROP_DUP);
+	h.op = PBOX_OP_PROBE;
+	ck_assert_int_eq(ss_push(j, 1, &h, one, &who, &out), SS_WAITING);
+	h = hdr(j, 1, 0, 0, 1, FRAG); /* rank 2 is still the slowest */
+	ck_assert_int_eq(ss_push(j, 1, &h, one, &who, &out), SS_ANSWER);
+	ck_assert_uint_eq(out.round, 1);
+	h = hdr(j, 2, 0, 0, 1, FRAG); /* the slowest catches up: rank 0 released */
+	ck_assert_int_eq(ss_push(j, 1, &h, one, &who, &out), SS_RELEASE);
+	ck_assert(ss_out_to(&out, 0) && !ss_out_to(&out, 1) && ss_out_to(&out, 2));
+	ck_assert_uint_eq(ss_out_round(&out, 0), 2);
+	ck_assert_uint_eq(ss_out_round(&out, 2), 1);
+	for (unsigned i = 0; i < FRAG / 4; i++)
+		ck_assert_float_eq(((const float *)out.buf)[i], 5.0f); /* 1 + four deltas */
+	/* a probe of the released push: DONE, its answer went out */
+	h = hdr(j, 0, 0, 0, 2, 0);
+	h.op = PBOX_OP_PROBE;
+	ck_assert_int_eq(ss_push(j, 1, &h, one, &who, &out), SS_DONE);
+	free(mem);
+	/* an async root past n is refused at registration */
+	{
+		const struct ss_root bad[1] = {{.ep = 1, .chunk = 0, .mode = SS_ASYNC, .root = 3}};
+
+		d.roots = bad;
+		ck_assert_ptr_nonnull(ss_job_desc_check(&d));
+	}
+}
+END_TEST
+
 /*
  * Rooted chunks (reduce-scatter's and all-gather's shards, broadcasts):
  * a reduce sums every rank's push and gives the sum to its root alone, an
@@ -1157,6 +1329,8 @@ Suite *ss_suite(void)
 	tcase_add_loop_test(tc, test_ss_rounds, SUM_FP32, SUM_DTYPE_COUNT);
 	tcase_add_loop_test(tc, test_ss_in_order, SUM_FP32, SUM_DTYPE_COUNT);
 	tcase_add_loop_test(tc, test_ss_rooted, 0, 2 * SUM_DTYPE_COUNT);
+	tcase_add_loop_test(tc, test_ss_async, SUM_FP32, SUM_DTYPE_COUNT);
+	tcase_add_test(tc, test_ss_async_staleness);
 	tcase_add_test(tc, test_ss_busy);
 	tcase_add_test(tc, test_ss_probes);
 	tcase_add_test(tc, test_ss_answers_paced);
