@@ -62,8 +62,8 @@ static void send_result(struct box_lcore *lc, struct box_ep *ep, const struct ss
 			const struct pbox_hdr *push, uint16_t rank, const struct nic_addr *to,
 			const struct ss_out *out, uint64_t digest)
 {
-	const uint32_t round = out->mode == SS_ASYNC && out->to ? ss_out_round(out, rank)
-								 : out->round;
+	const uint32_t round =
+		out->mode == SS_ASYNC && out->to ? ss_out_round(out, rank) : out->round;
 	struct rte_mbuf *h = rte_pktmbuf_alloc(lc->pool), *p;
 	struct pbox_hdr rh = {.op = PBOX_OP_RESULT,
 			      .dtype = out->dtype, /* the job's, and the result's compressor */

@@ -82,6 +82,10 @@ static const struct cfg_key job_keys[] = {
 		"so that it is bitwise the same on every run (each summation service keeps "
 		"n - 1 more buffers per fragment for the pushes that come early); the same on "
 		"every rank"),
+	CFG_KEY(W, job.staleness, "staleness", CFG_UINT, 0, 0, 1000000, "0",
+		"asynchronous training (pbox_push_pull_async()): the most calls a rank may be "
+		"ahead of the slowest rank on a key before its answers wait for the slowest "
+		"(bounded staleness); 0: unbounded; the same on every rank"),
 };
 
 static const struct cfg_key box_keys[] = {

@@ -25,6 +25,7 @@ struct wrk_cfg {
 		unsigned compression;	  /* enum comp_scheme: cfg_comp_names[compression] */
 		uint32_t compression_ppm; /* topk, randk: the rate */
 		bool deterministic;	  /* sums in rank order (ss_job_desc.in_order) */
+		uint32_t staleness;	  /* async stores: ss_job_desc.staleness */
 	} job;
 	struct {
 		struct cfg_hostports control; /* the boxes; none: k = 0 */

@@ -110,7 +110,8 @@ static int ssgpu_add(struct pbox *px, uint8_t dtype, uint32_t base, uint32_t cou
 				.chunk_size = px->net.chunk_size,
 				.n_eps = 1,
 				.comp_ppm = wk_comp_ppm(px, dtype),
-				.in_order = px->cfg.job.deterministic};
+				.in_order = px->cfg.job.deterministic,
+				.staleness = px->cfg.job.staleness};
 	struct ss_short *shorts;
 	struct ss_root *roots;
 	struct nic_addr *ranks;
@@ -318,7 +319,13 @@ static void place_chunks(struct pbox *px, uint32_t c0, uint32_t added, const uin
 /* The SS mode of a tensor of kind @kind (enum wk_kind). */
 static uint8_t ss_mode_of(uint8_t kind)
 {
-	return kind == WK_ALLREDUCE ? SS_ALLREDUCE : kind == WK_REDUCE ? SS_REDUCE : SS_BCAST;
+	static const uint8_t mode[WK_KIND_COUNT] = {[WK_ALLREDUCE] = SS_ALLREDUCE,
+						    [WK_REDUCE] = SS_REDUCE,
+						    [WK_GATHER] = SS_BCAST,
+						    [WK_BCAST] = SS_BCAST,
+						    [WK_ASYNC] = SS_ASYNC};
+
+	return mode[kind < WK_KIND_COUNT ? kind : WK_ALLREDUCE];
 }
 
 /*
@@ -327,12 +334,16 @@ static uint8_t ss_mode_of(uint8_t kind)
  * starts (all-gather), so that each rank's link carries the (n-1)/n of M
  * that is the bound (docs/workers.md); a broadcast's spread over the other
  * ranks' SS_GPUs, so that its root sends each byte once and the others
- * fan it out.
+ * fan it out; an async store's chunk by chunk over every rank's, from
+ * where its first chunk falls in the job's order, so that the stores, and
+ * the answers they send, spread over the ranks' links.
  */
 static uint32_t rooted_unit(const struct pbox *px, const struct wk_tensor *t, uint32_t c)
 {
 	uint32_t r = t->root % px->net.n; /* below n: agreed so (a world that shrank: never used) */
 
+	if (t->kind == WK_ASYNC)
+		return px->net.n_eps + (t->chunk0 + c) % px->net.n;
 	if (t->kind == WK_BCAST && px->net.n > 1)
 		r = (t->root + 1 + c % (px->net.n - 1)) % px->net.n;
 	return px->net.n_eps + r;

@@ -76,12 +76,14 @@ struct wk_unit {
 /* What a tensor's push-pulls compute (agreed at its first use, like its
  * count and dtype): the sum to every rank, or a sharded collective's piece
  * (pbox_reduce_scatter(), pbox_all_gather(), pbox_broadcast()): the sum to
- * its root alone, or its root's data to every other rank. */
+ * its root alone, or its root's data to every other rank; or an async
+ * store's parameters, each rank's deltas added with no round barrier. */
 enum wk_kind {
 	WK_ALLREDUCE = 0,
 	WK_REDUCE, /* a reduce-scatter's shard: summed at its root's SS_GPU */
 	WK_GATHER, /* an all-gather's shard: from its root's SS_GPU to the others */
 	WK_BCAST,  /* a broadcast: spread over the other ranks' SS_GPUs */
+	WK_ASYNC,  /* an async store (pbox_push_pull_async()): spread over the SS_GPUs */
 	WK_KIND_COUNT
 };
 

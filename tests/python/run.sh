@@ -187,6 +187,17 @@ else
 	bad "the sharded collectives through pbox against Gloo, and ZeroRedundancyOptimizer"
 	grep -v '^\[default[0-9]\]:\s*$' "$out/shard.log" | grep -v '^ ' | grep -v Warning | tail -8 | sed 's/^/        /'
 fi
+# asynchronous training (libpbox 3.9): pbox.torch.AsyncOptimizer on a
+# convex problem, one rank slowed, bounded staleness, against sync SGD
+if PBOX_JOB_STALENESS=4 timeout 200 $py -m torch.distributed.run --redirects 2 --tee 2 \
+	--nproc_per_node 4 --master_addr 127.0.0.1 --master_port 29567 \
+	tests/python/async_train.py >"$out/async.log" 2>&1 &&
+	[ "$(grep -o 'async: rank [0-9] ok' "$out/async.log" | wc -l)" = 4 ]; then
+	ok "pbox.torch.AsyncOptimizer (BytePS's async mode, one rank slowed, staleness 4): least squares converges to within 2% of sync SGD's loss, every rank ending on the store's parameters ($(grep -o 'loss sync=[0-9.]* async=[0-9.]*' "$out/async.log" | head -1))"
+else
+	bad "asynchronous training (AsyncOptimizer) against sync SGD"
+	grep -v '^\[default[0-9]\]:\s*$' "$out/async.log" | grep -v '^ ' | grep -v Warning | tail -8 | sed 's/^/        /'
+fi
 # the backend's edges: an op handed to Gloo said once, coalesced calls pbox
 # does not sum and sparse tensors to Gloo's own paths, Work.wait(timeout),
 # a failure's code on PboxError (tests/python/edges.py)

@@ -1553,6 +1553,140 @@ START_TEST(test_local_shrink_leader_dies)
 }
 END_TEST
 
+/* ---- asynchronous training (async.c) ------------------------------------ */
+
+#define ASYNC_COUNT 40000 /* floats: several chunks, over every rank's SS_GPU */
+#define ASYNC_STEPS 20
+#define ASYNC_STALE 2u
+
+struct async_run {
+	unsigned rank;
+	int rc;
+	char msg[WK_ERR_LEN];
+	bool wrong_init, wrong_own, too_stale, wrong_final;
+	unsigned max_ahead; /* the most any answer showed this rank ahead of the slowest */
+};
+
+/* Rank r's every delta adds 32^r: an answer's value, less the initial
+ * one, says how many deltas of each rank the store had added (fewer than
+ * 32 each; the sums stay exact in fp32). */
+static float async_weight(unsigned r)
+{
+	return (float)(1u << (5 * r));
+}
+
+static float async_init(uint32_t i)
+{
+	return (float)(i % 7);
+}
+
+static void *async_main(void *arg)
+{
+	struct async_run *ar = arg;
+	float *in = malloc(ASYNC_COUNT * sizeof(float)), *out = malloc(ASYNC_COUNT * sizeof(float));
+	struct pbox_handle *op;
+	char path[128], extra[64];
+	struct pbox *px = NULL;
+	int rc;
+
+	snprintf(extra, sizeof(extra), "[job]\nstaleness = %u", ASYNC_STALE);
+	write_cfg(path, sizeof(path), ar->rank, NR, extra, 0);
+	rc = pbox_init(path, &px);
+	if (!rc)
+		rc = pbox_start(px);
+	/* call 0: rank 0's initial parameters set the store (the others' are
+	 * not added); then deltas */
+	for (unsigned k = 0; k <= ASYNC_STEPS && !rc; k++) {
+		const struct timespec nap = {0, 3000000};
+
+		if (ar->rank == NR - 1) /* the slow one */
+			nanosleep(&nap, NULL);
+		for (uint32_t i = 0; i < ASYNC_COUNT; i++)
+			in[i] = k ? async_weight(ar->rank) : ar->rank ? 1e9f : async_init(i);
+		rc = pbox_push_pull_async(px, 300, in, out, ASYNC_COUNT, PBOX_FP32, &op);
+		if (!rc)
+			rc = pbox_wait(op);
+		for (uint32_t i = 0; !rc && i < ASYNC_COUNT; i += k ? 61 : 1) {
+			float d = out[i] - async_init(i);
+			uint32_t v = (uint32_t)d, least = UINT32_MAX;
+
+			/* rank 0's start, and whole deltas added to it */
+			ar->wrong_init |= d < 0 || d >= (float)(1u << 20) || d != (float)v;
+			for (unsigned r = 0; r < NR; r++) {
+				uint32_t c = v >> (5 * r) & 31;
+
+				least = c < least ? c : least;
+				if (r == ar->rank)
+					ar->wrong_own |= c != k; /* its own, each once */
+			}
+			ar->too_stale |= least + ASYNC_STALE < k;
+			if (k - least > ar->max_ahead)
+				ar->max_ahead = k - least;
+		}
+	}
+	/* every rank's last delta in (an all-reduce as the barrier), then one
+	 * call of nothing: the store is the sum of every delta, each once */
+	if (!rc) {
+		memset(in, 0, ASYNC_COUNT * sizeof(float));
+		rc = pbox_push_pull(px, 301, in, out, 1, PBOX_FP32, &op);
+		if (!rc)
+			rc = pbox_wait(op);
+	}
+	if (!rc)
+		rc = pbox_push_pull_async(px, 300, in, out, ASYNC_COUNT, PBOX_FP32, &op);
+	if (!rc)
+		rc = pbox_wait(op);
+	for (uint32_t i = 0; !rc && i < ASYNC_COUNT; i++) {
+		float want = async_init(i);
+
+		for (unsigned r = 0; r < NR; r++)
+			want += ASYNC_STEPS * async_weight(r);
+		ar->wrong_final |= out[i] != want;
+	}
+	ar->rc = rc;
+	if (rc)
+		snprintf(ar->msg, sizeof(ar->msg), "%s", pbox_last_error());
+	if (px)
+		pbox_finalize(px);
+	free(in);
+	free(out);
+	unlink(path);
+	return NULL;
+}
+
+/*
+ * Asynchronous training through the SS_GPUs' stores: four ranks, one slow;
+ * each delta added exactly once (each answer holds exactly this rank's
+ * deltas so far, the final store every rank's), no answer more than
+ * [job] staleness = 2 calls ahead of the slowest rank, and the initial
+ * parameters rank 0's.
+ */
+START_TEST(test_async_training)
+{
+	struct async_run ar[NR];
+	pthread_t th[NR];
+
+	memset(ar, 0, sizeof(ar));
+	for (unsigned r = 0; r < NR; r++) {
+		ar[r].rank = r;
+		ck_assert_int_eq(pthread_create(&th[r], NULL, async_main, &ar[r]), 0);
+	}
+	for (unsigned r = 0; r < NR; r++)
+		pthread_join(th[r], NULL);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_msg(ar[r].rc == 0, "rank %u: %s", r, ar[r].msg);
+		ck_assert_msg(!ar[r].wrong_init, "rank %u: not rank 0's initial parameters", r);
+		ck_assert_msg(!ar[r].wrong_own,
+			      "rank %u: an answer without its own deltas, once each", r);
+		ck_assert_msg(!ar[r].too_stale, "rank %u: answered more than %u calls ahead", r,
+			      ASYNC_STALE);
+		ck_assert_msg(!ar[r].wrong_final, "rank %u: the store is not every delta once", r);
+		printf("async: rank %u ran at most %u calls ahead of the slowest\n", r,
+		       ar[r].max_ahead);
+	}
+}
+END_TEST
+
 static void *prio_main(void *arg)
 {
 	struct prio_run *pr = arg;
@@ -2742,6 +2876,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_missing_rank_named);
 	tcase_add_test(tc, test_priority_mismatch_named);
 	tcase_add_test(tc, test_priority_overtakes);
+	tcase_add_test(tc, test_async_training);
 	tcase_add_test(tc, test_api_refusals);
 	tcase_add_test(tc, test_init_text);
 	tcase_add_test(tc, test_module_missing);

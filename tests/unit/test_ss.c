@@ -948,7 +948,8 @@ START_TEST(test_ss_async)
 		ck_assert_int_eq(ss_push(j, 0, &h, pay, &who, &out), SS_ANSWER);
 		ck_assert_uint_eq(out.round, next[r]);
 		ck_assert_msg(memcmp(out.buf, want, FRAG) == 0,
-			      "%s: push %u (rank %u) is not the reference", sum_dtype_name(dt), p, r);
+			      "%s: push %u (rank %u) is not the reference", sum_dtype_name(dt), p,
+			      r);
 		if (p % 4 == 1) { /* the same push again: answered, not added */
 			h.flags = PBOX_F_RETRANS;
 			ck_assert_int_eq(ss_push(j, 0, &h, pay, &who, &out), SS_ANSWER);

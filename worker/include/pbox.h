@@ -68,7 +68,7 @@ extern "C" {
  * calling what 3.5 added.
  */
 #define PBOX_VERSION_MAJOR   3
-#define PBOX_VERSION_MINOR   8
+#define PBOX_VERSION_MINOR   9
 #define PBOX_VERSION(ma, mi) ((ma)*1000 + (mi))
 #define PBOX_VERSION_CODE    PBOX_VERSION(PBOX_VERSION_MAJOR, PBOX_VERSION_MINOR)
 
@@ -245,6 +245,29 @@ int pbox_all_gather(struct pbox *px, uint64_t key, const void *in, void *out,
 		    const uint64_t *counts, enum pbox_dtype dtype, struct pbox_handle **op);
 int pbox_broadcast(struct pbox *px, uint64_t key, void *buf, uint64_t count, enum pbox_dtype dtype,
 		   uint32_t root, struct pbox_handle **op);
+
+/*
+ * Asynchronous training (libpbox 3.9; BytePS's asynchronous mode, its
+ * Theorem 2). @key names a parameter store of @count elements, spread over
+ * the ranks' SS_GPUs, with no round barrier: each call adds this rank's
+ * @in to the store where it lands and returns the parameters right after
+ * it in @out (with whatever other ranks' calls came before), as a push-pull
+ * does (pbox_wait(), pbox_test()).
+ *
+ * Each rank's first call of @key carries its initial parameters: rank 0's
+ * set the store, the others' are not added (each waits until rank 0's are
+ * in, then gets them), and, as for any tensor's first use, the ranks agree
+ * on the key before data moves. Every later call carries a delta (the
+ * local update: new parameters less the ones the last call returned). Each
+ * delta is added exactly once, whatever the network loses or repeats.
+ * [job] staleness = S holds a rank's call while it is more than S calls
+ * ahead of the slowest rank on the key (0: unbounded). Host memory, the
+ * network job; not with local aggregation; no compression (the store
+ * travels at full width). After pbox_shrink() a key starts over: its next
+ * call is a first one.
+ */
+int pbox_push_pull_async(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+			 enum pbox_dtype dtype, struct pbox_handle **op);
 
 /*
  * Go on after losing ranks or the box (libpbox 3.2), without restarting:

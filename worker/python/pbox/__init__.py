@@ -19,7 +19,7 @@ __all__ = ["Context", "Error", "FP32", "FP16", "BF16", "Stats", "library", "__ve
 
 # libpbox's version this package was made with (pbox_version(); the wheel's
 # version): a library of another minor version is said at import
-__version__ = "3.8"
+__version__ = "3.9"
 
 FP32, FP16, BF16 = 0, 1, 2
 # enum pbox_status (pbox.h)
@@ -91,6 +91,11 @@ try:  # libpbox 3.8
                                         ctypes.POINTER(_P)]
     library.pbox_broadcast.argtypes = [_P, ctypes.c_uint64, _P, ctypes.c_uint64, ctypes.c_int,
                                        ctypes.c_uint32, ctypes.POINTER(_P)]
+except AttributeError:
+    pass
+try:  # libpbox 3.9
+    library.pbox_push_pull_async.argtypes = [_P, ctypes.c_uint64, _P, _P, ctypes.c_uint64,
+                                             ctypes.c_int, ctypes.POINTER(_P)]
 except AttributeError:
     pass
 library.pbox_layout.argtypes = [_P, _P]
@@ -207,6 +212,15 @@ class Context:
         h = _P()
         _check(library.pbox_push_pull_cuda(self._px, key, in_ptr, out_ptr, count, dtype,
                                            stream, ctypes.byref(h)))
+        return Handle(h)
+
+    def push_pull_async(self, key, in_ptr, out_ptr, count, dtype):
+        """Asynchronous training (libpbox 3.9): add count elements at in_ptr
+        to the store named key (the first call: the initial parameters,
+        rank 0's kept), the store's parameters right after it into out_ptr."""
+        h = _P()
+        _check(library.pbox_push_pull_async(self._px, key, in_ptr, out_ptr, count, dtype,
+                                            ctypes.byref(h)))
         return Handle(h)
 
     def _sharded(self, fn, key, in_ptr, out_ptr, counts, dtype):

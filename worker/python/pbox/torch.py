@@ -1093,3 +1093,79 @@ class ScheduledOptimizer:
             self._summed(i)
         return self._with_grads(idx, lambda: torch.nn.utils.clip_grad_norm_(
             [self._params[i] for i in idx], max_norm, norm_type))
+
+
+class AsyncOptimizer:
+    """Asynchronous training, BytePS's asynchronous mode (libpbox 3.9): each
+    rank steps on its own gradients, pushes the change the step made (the
+    delta) and takes the latest parameters, which the summation services
+    keep by adding every rank's deltas as they come, with no barrier:
+
+        model = Net()                                    # no DDP wrapper
+        opt = pbox.torch.AsyncOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                        model)           # rank 0's parameters start the store
+        for x, y in data:
+            loss = loss_fn(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()       # local step, its delta added, the latest parameters back
+
+    A slow rank does not hold the others back (Theorem 2 of the BytePS paper
+    bounds what the stale gradients cost); [job] staleness = S in the pbox
+    configuration holds a rank that gets more than S steps ahead of the
+    slowest. Each delta is added exactly once. Parameters: fp32, fp16 or
+    bf16, on the CPU or a CUDA device (staged through host memory). The
+    optimizer's state (momentum, Adam's moments) stays each rank's own.
+    group: a pbox group (None: the default group, which must be pbox's).
+    """
+
+    _made = 0  # ranks make their AsyncOptimizers in the same order: keys agree
+
+    def __init__(self, optimizer, model, group=None):
+        g = group if group is not None else dist.distributed_c10d._get_default_group()
+        if not isinstance(g, ProcessGroupPbox) or g._ctx is None:
+            raise RuntimeError("pbox: AsyncOptimizer needs a live pbox group, not %s" %
+                               type(g).__name__)
+        self._opt, self._ctx = optimizer, g._ctx
+        AsyncOptimizer._made += 1
+        owned = {id(p) for grp in optimizer.param_groups for p in grp["params"]}
+        self._params = [p for p in model.parameters() if id(p) in owned]
+        self._keys, self._last, self._delta = [], [], []
+        for i, p in enumerate(self._params):
+            if p.dtype not in _DTYPES:
+                raise RuntimeError("pbox: AsyncOptimizer: parameter %d is %s (fp32, fp16 or "
+                                   "bf16 only)" % (i, p.dtype))
+            self._keys.append((zlib.crc32(b"async:%d:%d:%d" % (self._made, i, p.numel())) &
+                               0x7FFFFFFF) << 32 | (i & 0x1FFFFFFF) << 3 | 5)  # never a _key()
+            self._last.append(torch.empty(p.numel(), dtype=p.dtype))
+            self._delta.append(p.detach().reshape(-1).cpu().clone())
+        self._exchange()  # the first call: rank 0's parameters set the stores
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._opt, name)
+
+    def _exchange(self):
+        """Each parameter's delta (self._delta) into its store, the latest
+        parameters back into the model."""
+        hs = [self._ctx.push_pull_async(k, d.data_ptr(), last.data_ptr(), d.numel(),
+                                        _DTYPES[d.dtype])
+              for k, d, last in zip(self._keys, self._delta, self._last)]
+        for h in hs:
+            h.wait()
+        with torch.no_grad():
+            for p, last in zip(self._params, self._last):
+                p.copy_(last.view_as(p))
+
+    def step(self, closure=None):
+        """The wrapped optimizer's step on this rank's gradients, then its
+        change to every parameter added to the stores and the latest
+        parameters taken."""
+        loss = self._opt.step(closure)
+        with torch.no_grad():
+            for p, last, d in zip(self._params, self._last, self._delta):
+                torch.sub(p.detach().reshape(-1).cpu(), last, out=d)
+        self._exchange()
+        return loss
+
