@@ -707,6 +707,7 @@ static bool all_bye(const struct wk_local *lc)
 static void local_turn(struct pbox *px, bool *stop, int *fail)
 {
 	struct wk_local *lc = px->loc;
+	struct pbox_handle *q = NULL;
 	char msg[WK_ERR_LEN];
 	bool renew, rejoin;
 
@@ -714,6 +715,10 @@ static void local_turn(struct pbox *px, bool *stop, int *fail)
 	*stop = lc->stop || px->aborted;
 	lc->aborted = px->aborted;
 	*fail = px->fail;
+	if (*fail) { /* the ops queued under this failure, not those after its reset */
+		q = lc->q;
+		lc->q = lc->q_tail = NULL;
+	}
 	renew = lc->renew_req;
 	snprintf(msg, sizeof(msg), "%s", px->fail_msg);
 	if (lc->resumed) { /* pbox_shrink() took the renewal: a new failure is told */
@@ -726,7 +731,7 @@ static void local_turn(struct pbox *px, bool *stop, int *fail)
 	if (rejoin && !leader(lc) && lc->fd[0] >= 0)
 		wk_lc_say(lc, lc->fd[0], LM_REJOIN, 0, 0, 0);
 	if (*fail) {
-		wk_lc_fail_ops(px, *fail, msg);
+		wk_lc_fail_taken(px, q, *fail, msg);
 		pthread_mutex_lock(&px->mu);
 		lc->quiet = true;
 		pthread_cond_broadcast(&px->cv);

@@ -381,8 +381,12 @@ void wk_lc_release(const struct pbox *px, struct wk_ltensor *t)
  * and a rank whose own failure it is tells the leader. */
 void wk_lc_fail_ops(struct pbox *px, int code, const char *msg)
 {
+	wk_lc_fail_taken(px, wk_lc_take_queue(px), code, msg);
+}
+
+void wk_lc_fail_taken(struct pbox *px, struct pbox_handle *op, int code, const char *msg)
+{
 	struct wk_local *lc = px->loc;
-	struct pbox_handle *op = wk_lc_take_queue(px);
 	bool left;
 
 	while (op) {

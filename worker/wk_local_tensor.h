@@ -54,6 +54,11 @@ void wk_lc_release(const struct pbox *px, struct wk_ltensor *t);
 /* Every op fails with @code and @msg; the leader tells its ranks, once,
  * and a rank whose own failure it is tells the leader. */
 void wk_lc_fail_ops(struct pbox *px, int code, const char *msg);
+/* The same, the queued ops being @q (taken from the queue by the caller,
+ * under mu with what it read of the failure): an op queued after the
+ * failure was reset (pbox_shrink() returned, and its caller went on) is
+ * the next incarnation's, never failed with the last one's failure. */
+void wk_lc_fail_taken(struct pbox *px, struct pbox_handle *q, int code, const char *msg);
 /* wk_lc_lt_find(), taking mu. */
 struct wk_ltensor *wk_lc_lt_get(struct pbox *px, uint64_t key);
 

@@ -458,6 +458,14 @@ static void *rank_main(void *arg)
 			rr->shrunk = true;
 			rr->run_rc = 0;
 			rr->fresh = fresh_tensor(px, rr);
+			if (rr->fresh) { /* its machine's others would wait for its part */
+				snprintf(rr->msg, sizeof(rr->msg),
+					 "a tensor first used after the shrink: %d (a wrong sum, "
+					 "or: %s)",
+					 rr->fresh, pbox_last_error());
+				rr->run_rc = rr->fresh;
+				break;
+			}
 			if (rr->shard) /* the sharded collectives of the smaller world */
 				shard_run(px, rr);
 			v--; /* the failed iteration again, from its inputs */
