@@ -8,7 +8,9 @@ under torchrun. Prints the time per step and saves the final parameters.
 MODE: gloo (DDP on a Gloo group), pbox (DDP on the pbox backend), hook (DDP
 on Gloo, its buckets summed by pbox.torch.allreduce_hook), sched
 (pbox.torch.ScheduledOptimizer on the pbox group, no DDP), sched-fifo (the
-same, every parameter at one priority). MODEL: a
+same, every parameter at one priority), async (pbox.torch.AsyncOptimizer:
+BytePS's asynchronous mode, no DDP), async-slow (the same, the last rank
+at half speed: it sleeps as long as its step computed). MODEL: a
 torchvision model name (resnet18, resnet50, vgg16, ...), 10 classes.
 STEPS (10) steps, the first WARMUP (2) untimed; BATCH (8) images of IMAGE
 (32) pixels a side per rank; SGD with momentum.
@@ -41,9 +43,13 @@ rank = dist.get_rank()
 torch.manual_seed(0)
 model = getattr(torchvision.models, name)(num_classes=10)
 opt = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9)
+slow = mode == "async-slow" and rank == dist.get_world_size() - 1
 if mode in ("sched", "sched-fifo"):
     net = model
     opt = pbox.torch.ScheduledOptimizer(opt, model, priority=mode == "sched")
+elif mode.startswith("async"):
+    net = model
+    opt = pbox.torch.AsyncOptimizer(opt, model)
 else:
     net = torch.nn.parallel.DistributedDataParallel(model)
     if mode == "hook":
@@ -65,10 +71,12 @@ for step, (x, y) in enumerate(data):
     c = time.monotonic()
     opt.step()
     d = time.monotonic()
+    if slow:
+        time.sleep(c - a)
     for i, t in enumerate((b - a, c - b, d - c)):
         phase[i] += t
 t1 = time.monotonic()
-if mode.startswith("sched"):  # the last step's updates: once per run, not per step
+if mode.startswith("sched") or mode.startswith("async"):  # once per run, not per step
     opt.synchronize()
 tail = (time.monotonic() - t1) * 1000
 ms = (t1 - t0) * 1000 / (steps - warm)

@@ -8,6 +8,9 @@
 #   hook   DDP on Gloo with pbox.torch.allreduce_hook, through the box
 #   sched  pbox.torch.ScheduledOptimizer (no DDP), through the box
 #   sched-fifo  the same with every parameter at one priority (MODES=...)
+#   async  pbox.torch.AsyncOptimizer (BytePS's asynchronous mode, no DDP)
+#   async-slow  the same, the last rank at half speed; async_fast_rank=
+#          rank 0's step rate there over its rate in async (goal >= 0.9)
 # For each model and mode: the time per step (rank 0's mean over the timed
 # steps), the final parameters' largest difference from Gloo's, and the
 # theory's speedup over Gloo: Theorem 1's t_ring / t_opt = (n^2 + kn -
@@ -94,8 +97,11 @@ for m in $MODELS; do
 		hook) line+=" hook_vs_gloo=$sp" ;;
 		sched) line+=" sched_vs_gloo=$sp" ;;
 		sched-fifo) line+=" sched_fifo_vs_gloo=$sp" ;;
+		async) line+=" async_vs_gloo=$sp" ;;
 		esac
 	done
+	[ -n "${t[async]:-}" ] && [ -n "${t[async-slow]:-}" ] &&
+		line+=" async_fast_rank=$(awk -v a="${t[async]}" -v b="${t[async-slow]}" 'BEGIN { printf "%.3f", a / b }')"
 	[ -n "${t[sched]:-}" ] && [ -n "${t[pbox]:-}" ] &&
 		line+=" sched_vs_ddp=$(awk -v a="${t[pbox]}" -v b="${t[sched]}" 'BEGIN { printf "%.3f", a / b }')"
 	echo "$line theory=$theory theory_comm=$comm"

@@ -1113,9 +1113,11 @@ class AsyncOptimizer:
     A slow rank does not hold the others back (Theorem 2 of the BytePS paper
     bounds what the stale gradients cost); [job] staleness = S in the pbox
     configuration holds a rank that gets more than S steps ahead of the
-    slowest. Each delta is added exactly once. Parameters: fp32, fp16 or
-    bf16, on the CPU or a CUDA device (staged through host memory). The
-    optimizer's state (momentum, Adam's moments) stays each rank's own.
+    slowest. Each delta is added exactly once. synchronize(), on every rank
+    after its last step, ends each with the stores' final parameters (every
+    rank's every delta in). Parameters: fp32, fp16 or bf16, on the CPU or a
+    CUDA device (staged through host memory). The optimizer's state
+    (momentum, Adam's moments) stays each rank's own.
     group: a pbox group (None: the default group, which must be pbox's).
     """
 
@@ -1126,7 +1128,7 @@ class AsyncOptimizer:
         if not isinstance(g, ProcessGroupPbox) or g._ctx is None:
             raise RuntimeError("pbox: AsyncOptimizer needs a live pbox group, not %s" %
                                type(g).__name__)
-        self._opt, self._ctx = optimizer, g._ctx
+        self._opt, self._ctx, self._group = optimizer, g._ctx, g
         AsyncOptimizer._made += 1
         owned = {id(p) for grp in optimizer.param_groups for p in grp["params"]}
         self._params = [p for p in model.parameters() if id(p) in owned]
@@ -1169,3 +1171,11 @@ class AsyncOptimizer:
         self._exchange()
         return loss
 
+    def synchronize(self):
+        """Every rank, after its last step: once every rank's last delta is
+        in (a barrier), the stores' final parameters into the model, the
+        same on every rank."""
+        dist.barrier(group=self._group)
+        for d in self._delta:
+            d.zero_()
+        self._exchange()
