@@ -487,6 +487,46 @@ static int reg_parse(struct box_ctl *c, int slot, const char *args, struct nic_c
 	return -1;
 }
 
+/* Core @l's async chunks of request @r (its runs on the core's endpoints),
+ * one ss_root each on the core's own endpoint numbering, into a new array
+ * (NULL where it has none): 0, or -1 out of memory. */
+static int core_roots(const struct box *b, const struct nic_ctl_reg *r, unsigned l,
+		      struct ss_job_desc *d)
+{
+	uint32_t total = 0, k, i, got = 0;
+	struct ss_root *a;
+
+	d->roots = NULL;
+	d->n_roots = 0;
+	for (k = 0; k < r->n_asyncs; k++)
+		if (b->ep[r->asyncs[k].ep].lcore == l)
+			total += r->asyncs[k].count;
+	if (!total)
+		return 0;
+	a = malloc(total * sizeof(*a));
+	if (!a)
+		return -1;
+	for (k = 0; k < r->n_asyncs; k++) {
+		const struct nic_ctl_async *q = &r->asyncs[k];
+
+		for (i = 0; b->ep[q->ep].lcore == l && i < q->count; i++)
+			a[got++] = (struct ss_root){.ep = (uint16_t)b->ep[q->ep].slot,
+						    .chunk = q->chunk + i,
+						    .mode = SS_ASYNC,
+						    .root = (uint16_t)q->root};
+	}
+	d->roots = a;
+	d->n_roots = got;
+	return 0;
+}
+
+static void core_roots_free(struct ss_job_desc *d)
+{
+	free((void *)(uintptr_t)d->roots);
+	d->roots = NULL;
+	d->n_roots = 0;
+}
+
 static int reg_admit(struct box_ctl *c, int fd, struct reg *g)
 {
 	struct box *b = c->b;
@@ -521,7 +561,8 @@ static int reg_admit(struct box_ctl *c, int fd, struct reg *g)
 					  .n_eps = (uint16_t)lc->n_eps,
 					  .ranks = r->ranks,
 					  .comp_ppm = r->comp,
-					  .in_order = r->in_order};
+					  .in_order = r->in_order,
+					  .staleness = r->stale};
 		if (g->grow) /* the job's key and MAC mode, as registered */
 			d->mac = g->grow->desc.mac;
 		else
@@ -531,12 +572,18 @@ static int reg_admit(struct box_ctl *c, int fd, struct reg *g)
 				d->ep_chunks[b->ep[e].slot] = r->chunks[e];
 				d->ep_base[b->ep[e].slot] = g->grow ? g->grow->ep_total[e] : 0;
 			}
+		if (core_roots(b, r, l, d)) {
+			say(c, fd, "ERR job %u: out of memory", r->job);
+			return -1;
+		}
 		why = ss_job_desc_check(d);
 		if (why) {
+			core_roots_free(d);
 			say(c, fd, "ERR job %u: %s", r->job, why);
 			return -1;
 		}
-		g->need[lc->node] += ss_job_bytes(d, box_txref_size());
+		g->need[lc->node] += ss_job_bytes(d, box_txref_size()); /* the stores' counts too */
+		core_roots_free(d);
 	}
 	for (l = 0; l < NUMA_MAX_NODES; l++) {
 		total += g->need[l];
@@ -592,9 +639,14 @@ static int reg_allocate(struct box_ctl *c, int fd, struct reg *g, struct ctl_job
 							  .chunk = q->chunk,
 							  .bytes = q->bytes};
 		}
+		if (core_roots(b, &g->req, l, d)) {
+			say(c, fd, "ERR job %u: out of memory", j->id);
+			return -1;
+		}
 		bytes = ss_job_bytes(d, box_txref_size());
 		s = rte_malloc_socket("pbox_job", bytes, ss_job_align(d), b->node_socket[lc->node]);
 		if (!s) {
+			core_roots_free(d);
 			human(bytes, a, sizeof(a));
 			say(c, fd,
 			    "ERR job %u: cannot allocate %s on node %u (hugepages exhausted?)",
@@ -609,6 +661,7 @@ static int reg_allocate(struct box_ctl *c, int fd, struct reg *g, struct ctl_job
 		}
 		d->shorts = NULL; /* the array is reused by the next core */
 		d->n_shorts = 0;
+		core_roots_free(d);
 		s->busy = box_txref_busy;
 		for (f = 0; f < s->n_frags; f++) {
 			box_txref_init(ss_job_txref(s, f, 0), lc, ss_job_res(s, f, 0));

@@ -300,6 +300,12 @@ int nic_ctl_format_register(char *buf, size_t cap, const struct nic_ctl_session 
 			return -1;
 		off += (size_t)n;
 	}
+	if (r->stale) {
+		n = snprintf(buf + off, cap - off, " stale=%u", r->stale);
+		if (fits(n, cap - off) < 0)
+			return -1;
+		off += (size_t)n;
+	}
 	n = snprintf(buf + off, cap - off, " chunks=");
 	if (fits(n, cap - off) < 0)
 		return -1;
@@ -326,6 +332,15 @@ int nic_ctl_format_register(char *buf, size_t cap, const struct nic_ctl_session 
 
 		n = snprintf(buf + off, cap - off, "%s%u:%u:%u", e ? "," : " short=", sh->ep,
 			     sh->chunk, sh->bytes);
+		if (fits(n, cap - off) < 0)
+			return -1;
+		off += (size_t)n;
+	}
+	for (e = 0; e < r->n_asyncs; e++) {
+		const struct nic_ctl_async *a = &r->asyncs[e];
+
+		n = snprintf(buf + off, cap - off, "%s%u:%u+%u:%u", e ? "," : " async=", a->ep,
+			     a->chunk, a->count, a->root);
 		if (fits(n, cap - off) < 0)
 			return -1;
 		off += (size_t)n;
@@ -521,6 +536,65 @@ static int short_list(const char *v, size_t vlen, struct nic_ctl_reg *r, char *e
 	return 0;
 }
 
+/* async=E:C+N:R,... : runs of async chunks, in (E, C) order, apart. */
+static int async_list(const char *v, size_t vlen, struct nic_ctl_reg *r, char *err, size_t cap)
+{
+	const char *p = v, *end = v + vlen;
+
+	while (p < end) {
+		const char *comma = memchr(p, ',', (size_t)(end - p));
+		size_t len = (size_t)((comma ? comma : end) - p);
+		struct nic_ctl_async *a = &r->asyncs[r->n_asyncs];
+		char tmp[48];
+		int used = -1;
+
+		if (r->n_asyncs == NIC_CTL_MAX_ASYNC) {
+			errf(err, cap, "async: more than %u entries", NIC_CTL_MAX_ASYNC);
+			return -1;
+		}
+		if (len > 43) { /* four 10-digit numbers and three separators at most */
+			errf(err, cap,
+			     "async: entry %u: '%.20s...' is not ENDPOINT:CHUNK+COUNT:ROOT",
+			     r->n_asyncs, p);
+			return -1;
+		}
+		memcpy(tmp, p, len);
+		tmp[len] = '\0';
+		if (sscanf(tmp, "%" SCNu32 ":%" SCNu32 "+%" SCNu32 ":%" SCNu32 "%n", &a->ep,
+			   &a->chunk, &a->count, &a->root, &used) != 4 ||
+		    used != (int)len || !strchr("0123456789", tmp[0]) || strchr(tmp, '-')) {
+			errf(err, cap, "async: entry %u: '%s' is not ENDPOINT:CHUNK+COUNT:ROOT",
+			     r->n_asyncs, tmp);
+			return -1;
+		}
+		if (a->ep >= r->n_eps || !a->count || a->chunk >= r->chunks[a->ep] ||
+		    a->count > r->chunks[a->ep] - a->chunk) {
+			errf(err, cap, "async: entry %u: endpoint %u has no chunks [%u, %u + %u)",
+			     r->n_asyncs, a->ep, a->chunk, a->chunk, a->count);
+			return -1;
+		}
+		if (a->root >= r->n) {
+			errf(err, cap, "async: entry %u: root %u is not below n = %u", r->n_asyncs,
+			     a->root, r->n);
+			return -1;
+		}
+		if (r->n_asyncs && (a->ep < a[-1].ep ||
+				    (a->ep == a[-1].ep && a->chunk < a[-1].chunk + a[-1].count))) {
+			errf(err, cap,
+			     "async: entry %u: not in (endpoint, chunk) order, or overlapping",
+			     r->n_asyncs);
+			return -1;
+		}
+		r->n_asyncs++;
+		p += len + (comma ? 1 : 0);
+		if (comma && p == end) {
+			errf(err, cap, "async: an entry is missing after the last comma");
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *lim,
 			   const struct nic_ctl_session *s, struct nic_ctl_reg *r, char *err,
 			   size_t cap)
@@ -538,11 +612,13 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 		K_SHORT,
 		K_COMP,
 		K_ORDER,
+		K_ASYNC,
+		K_STALE,
 		K_COUNT
 	};
-	static const char *const keys[K_COUNT] = {"job",   "key",   "mac",   "n",
-						  "dtype", "frag",  "chunk", "chunks",
-						  "ranks", "short", "comp",  "order"};
+	static const char *const keys[K_COUNT] = {"job",  "key",   "mac",    "n",     "dtype",
+						  "frag", "chunk", "chunks", "ranks", "short",
+						  "comp", "order", "async",  "stale"};
 	const char *val[K_COUNT] = {0};
 	size_t vlen[K_COUNT] = {0};
 	const char *p = args;
@@ -578,7 +654,7 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 		if (k == K_COUNT) {
 			errf(err, cap,
 			     "unknown key '%.*s' (%s takes job, %sn, dtype, frag, chunk, chunks, "
-			     "ranks, short, comp, order)",
+			     "ranks, short, comp, order, async, stale)",
 			     (int)(eq - tok > 20 ? 20 : eq - tok), tok, verb,
 			     grow ? "" : "key, mac, ");
 			return -1;
@@ -596,7 +672,8 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 	}
 	for (k = 0; k < K_COUNT; k++)
 		if (!val[k] && k != K_FRAG && k != K_CHUNK && k != K_SHORT && k != K_MAC &&
-		    k != K_COMP && k != K_ORDER && (k != K_KEY || !grow)) {
+		    k != K_COMP && k != K_ORDER && k != K_ASYNC && k != K_STALE &&
+		    (k != K_KEY || !grow)) {
 			errf(err, cap, "%s: missing", keys[k]);
 			return -1;
 		}
@@ -681,11 +758,21 @@ int nic_ctl_parse_register(const char *args, const struct nic_ctl_reg_limits *li
 		}
 		r->in_order = rank;
 	}
+	r->stale = 0;
+	if (val[K_STALE]) {
+		if (number("stale", val[K_STALE], vlen[K_STALE], 0, UINT32_MAX, false, &v, err,
+			   cap))
+			return -1;
+		r->stale = (uint32_t)v;
+	}
 	if (chunk_list(val[K_CHUNKS], vlen[K_CHUNKS], lim->n_eps, r, err, cap) ||
 	    rank_list(val[K_RANKS], vlen[K_RANKS], r, err, cap))
 		return -1;
 	r->n_shorts = 0;
-	return val[K_SHORT] ? short_list(val[K_SHORT], vlen[K_SHORT], r, err, cap) : 0;
+	r->n_asyncs = 0;
+	if (val[K_SHORT] && short_list(val[K_SHORT], vlen[K_SHORT], r, err, cap))
+		return -1;
+	return val[K_ASYNC] ? async_list(val[K_ASYNC], vlen[K_ASYNC], r, err, cap) : 0;
 }
 
 /* ---- the client ------------------------------------------------------------------ */
@@ -902,7 +989,7 @@ int nic_ctl_register(int fd, const struct nic_ctl_session *s, const struct nic_c
 		     struct nic_ctl_reg_ok *ok, uint64_t deadline, char *err, size_t cap)
 {
 	size_t room = 160 + NIC_CTL_WRAP_HEX + 12 * (size_t)r->n_eps + 22 * (size_t)r->n +
-		      34 * (size_t)r->n_shorts;
+		      34 * (size_t)r->n_shorts + 46 * (size_t)r->n_asyncs;
 	char *req = malloc(room), line[1024];
 	const char *verb = r->grow ? "GROW" : "REGISTER";
 	int rc;

@@ -61,6 +61,7 @@
 #define NIC_CTL_MAX_CHUNK  (1u << 20)
 #define NIC_CTL_MAX_SHORTS 8192u /* short chunks (tensor tails) in one REGISTER */
 #define NIC_CTL_MAX_RANKS  1024u
+#define NIC_CTL_MAX_ASYNC  4096u /* runs of async chunks in one REGISTER */
 
 /* ---- keys and the handshake ------------------------------------------------ */
 
@@ -136,6 +137,14 @@ struct nic_ctl_reg {
 	struct nic_ctl_short {
 		uint32_t ep, chunk, bytes;
 	} shorts[NIC_CTL_MAX_SHORTS];
+	/* async=E:C+N:R,... : runs of async chunks (asynchronous training's
+	 * parameter stores, ss.h's SS_ASYNC): endpoint E's chunks [C, C + N),
+	 * set by rank R's first push; in (E, C) order, not overlapping */
+	uint32_t n_asyncs;
+	struct nic_ctl_async {
+		uint32_t ep, chunk, count, root;
+	} asyncs[NIC_CTL_MAX_ASYNC];
+	uint32_t stale; /* stale=S: the async chunks' bound (0: unbounded) */
 };
 
 /* What the box checks a REGISTER against. */

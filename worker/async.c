@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Asynchronous training (BytePS's asynchronous mode, its Theorem 2): a key
- * is a parameter store, spread chunk by chunk over the ranks' SS_GPUs
- * (units.c's rooted_unit()), kept by the SS core's SS_ASYNC chunks (ss.h).
+ * is a parameter store, laid out over the box's endpoints and the ranks'
+ * SS_GPUs as a push-pull's tensor is (units.c's assign()), kept by the SS
+ * core's SS_ASYNC chunks (ss.h) there.
  * Each rank's first push-pull of the key carries its initial parameters
  * (rank 0's set the store); every later one a delta, added where it lands
  * with no round barrier, the parameters right after it coming back to

@@ -180,7 +180,8 @@ static struct nic_ctl_reg *box_request(struct pbox *px, const struct wk_box *bx,
 				  .chunk = px->net.chunk_size,
 				  .n_eps = bx->n_eps,
 				  .comp = wk_comp_ppm(px, dtype),
-				  .in_order = px->cfg.job.deterministic};
+				  .in_order = px->cfg.job.deterministic,
+				  .stale = px->cfg.job.staleness};
 	for (e = 0; e < px->net.n; e++) { /* each rank's SS_GPU address is its data address */
 		r->ranks[e].ip_be = px->net.unit[px->net.n_eps + e].ip_be;
 		r->ranks[e].port = px->net.unit[px->net.n_eps + e].port;
@@ -204,6 +205,19 @@ static struct nic_ctl_reg *box_request(struct pbox *px, const struct wk_box *bx,
 		for (k = 0; k < n; k++)
 			r->shorts[r->n_shorts++] = (struct nic_ctl_short){
 				.ep = e, .chunk = shorts[k].chunk, .bytes = shorts[k].bytes};
+		n = wk_unit_asyncs(px, u, e, base[u], count[u], r->asyncs + r->n_asyncs,
+				   NIC_CTL_MAX_ASYNC - r->n_asyncs);
+		if (n == UINT32_MAX) {
+			free(r);
+			free(shorts);
+			snprintf(
+				msg, cap,
+				"job %u: more than %u runs of async chunks on the box at once: more "
+				"than one request can carry",
+				px->net.job, NIC_CTL_MAX_ASYNC);
+			return NULL;
+		}
+		r->n_asyncs += n;
 	}
 	free(shorts);
 	memcpy(r->key, px->net.jkey, sizeof(r->key));

@@ -21,6 +21,13 @@
  * r-th n-th; a broadcast's root each rank in turn), every element of what
  * the rank receives checked (perf/shard).
  *
+ * --collective async: each tensor an asynchronous training's store
+ * (pbox_push_pull_async()): the first iteration rank 0's start (the
+ * others send NaNs, which must not be added), each later one a delta of 1;
+ * each answer holds this rank's own deltas at least, and after the last
+ * iteration (a barrier, then a call of nothing) every store is its start
+ * plus every rank's deltas, each added once, exactly.
+ *
  * --sync: before each iteration, a barrier (a one-element allreduce, not
  * timed), so that every rank's iteration starts together: without it the
  * ranks start as their own checking and refilling of the last iteration's
@@ -78,9 +85,10 @@
 #define VAL_MOD 61
 
 /* --collective: what each layer's tensor goes through. */
-enum coll { COLL_ALLREDUCE, COLL_RS, COLL_AG, COLL_BCAST };
+enum coll { COLL_ALLREDUCE, COLL_RS, COLL_AG, COLL_BCAST, COLL_ASYNC, COLL_COUNT };
 
-static const char *const coll_names[] = {"allreduce", "reduce_scatter", "all_gather", "broadcast"};
+static const char *const coll_names[COLL_COUNT] = {"allreduce", "reduce_scatter", "all_gather",
+						   "broadcast", "async"};
 
 struct opts {
 	const char *config, *model;
@@ -276,6 +284,52 @@ static uint32_t root_of(uint32_t v, uint32_t n)
 	return v % n;
 }
 
+/* --collective async: element @i of the stores' initial parameters (rank
+ * 0's), and whole numbers added to them, exact in every dtype. */
+static float async_init(uint64_t i)
+{
+	return (float)(i % 7);
+}
+
+/* @count elements of @f each (f < 0: element i's async_init()) as @dt into @p. */
+static void async_put(uint8_t *p, uint64_t count, enum pbox_dtype dt, float f)
+{
+	const size_t esz = elem_size(dt);
+
+	for (uint64_t i = 0; i < count; i++) {
+		const float x = f < 0 ? async_init(i) : f;
+
+		sum_ops_best()->store[dt](p + i * esz, &x, 1);
+	}
+}
+
+/* The store's parameters @p against what iteration @v may see: rank 0's
+ * start plus a whole number T of deltas of 1, this rank's own @v among
+ * them, at most @most (every rank's so far); @most == @least: exactly. */
+static int64_t async_verify(const uint8_t *p, uint64_t count, enum pbox_dtype dt, uint32_t least,
+			    uint32_t most, uint32_t *got, uint32_t *want)
+{
+	float f[1024];
+
+	for (uint64_t at = 0; at < count; at += 1024) {
+		const uint64_t k = count - at > 1024 ? 1024 : count - at;
+
+		sum_ops_best()->load[dt](f, p + at * elem_size(dt), k);
+		for (uint64_t i = 0; i < k; i++) {
+			float t = f[i] - async_init(at + i);
+
+			if (!(t >= (float)least && t <= (float)most) || t != (float)(uint32_t)t) {
+				float w = async_init(at + i) + (float)least;
+
+				memcpy(got, &f[i], 4);
+				memcpy(want, &w, 4);
+				return (int64_t)(at + i);
+			}
+		}
+	}
+	return -1;
+}
+
 /* Layer inputs for iteration @v: the whole tensor @whole (reduce-scatter,
  * a broadcast's root; the others' garbage), or this rank's shard @part
  * (all-gather). */
@@ -286,7 +340,11 @@ static void coll_fill(enum coll c, uint8_t *whole, uint8_t *part, uint64_t count
 	struct tables t;
 
 	tables(&t, dt, li->rank, n, v);
-	if (c == COLL_AG) {
+	if (c == COLL_ASYNC && v == 0 && li->rank) /* not added: NaNs would show */
+		memset(whole, 0xff, count * elem_size(dt));
+	else if (c == COLL_ASYNC) /* rank 0's start, then a delta of 1 */
+		async_put(whole, count, dt, v ? 1.0f : -1.0f);
+	else if (c == COLL_AG) {
 		uint64_t first, k = shard_of(count, n, li->rank, &first);
 
 		fill(part, k, dt, &t, first);
@@ -310,9 +368,10 @@ static int coll_start(struct pbox *px, enum coll c, uint64_t key, uint8_t *whole
 		return PBOX_ENOMEM;
 	for (uint32_t s = 0; s < n; s++)
 		counts[s] = shard_of(count, n, s, &first);
-	rc = c == COLL_RS   ? pbox_reduce_scatter(px, key, whole, part, counts, dt, op)
-	     : c == COLL_AG ? pbox_all_gather(px, key, part, whole, counts, dt, op)
-			    : pbox_broadcast(px, key, whole, count, dt, root_of(v, n), op);
+	rc = c == COLL_RS      ? pbox_reduce_scatter(px, key, whole, part, counts, dt, op)
+	     : c == COLL_AG    ? pbox_all_gather(px, key, part, whole, counts, dt, op)
+	     : c == COLL_ASYNC ? pbox_push_pull_async(px, key, whole, part, count, dt, op)
+			       : pbox_broadcast(px, key, whole, count, dt, root_of(v, n), op);
 	free(counts);
 	return rc;
 }
@@ -328,6 +387,8 @@ static int64_t coll_verify(enum coll c, const uint8_t *whole, const uint8_t *par
 	uint64_t first, k;
 	int64_t bad;
 
+	if (c == COLL_ASYNC) /* its own v deltas in, whole numbers (the others' any) */
+		return async_verify(part, count, dt, v, 1u << 20, got, want);
 	if (c == COLL_RS) {
 		tables(&t, dt, li->rank, n, v);
 		k = shard_of(count, n, li->rank, &first);
@@ -373,8 +434,9 @@ static void usage(FILE *f)
 		"  --compress-rate PPM  the job's compression_rate, for bytecomp's model\n"
 		"  --compute-per-mb US  with --backprop: US more compute per MiB of a layer\n"
 		"  --scale DIV   a --model's tensors DIV times smaller\n"
-		"  --collective C  allreduce (the default), reduce_scatter, all_gather or\n"
-		"                broadcast (from each rank in turn) of each tensor\n",
+		"  --collective C  allreduce (the default), reduce_scatter, all_gather,\n"
+		"                broadcast (from each rank in turn) or async (each tensor a\n"
+		"                store: rank 0's start, then deltas of 1) of each tensor\n",
 		model_names);
 }
 
@@ -516,12 +578,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				o->scale = v;
 			break;
 		case 'K':
-			for (v = 0; v < 4 && strcmp(optarg, coll_names[v]); v++)
+			for (v = 0; v < COLL_COUNT && strcmp(optarg, coll_names[v]); v++)
 				;
-			if (v == 4) {
+			if (v == COLL_COUNT) {
 				fprintf(stderr,
 					"pbox-bench: --collective: '%s' is not allreduce, "
-					"reduce_scatter, all_gather or broadcast\n",
+					"reduce_scatter, all_gather, broadcast or async\n",
 					optarg);
 				return -1;
 			}
@@ -773,6 +835,47 @@ static int barrier(struct pbox *px, uint64_t key, uint32_t n)
 	return 0;
 }
 
+/* --collective async, after the last iteration: once every rank is done
+ * (a barrier), a call of nothing on each store; each must be rank 0's
+ * start plus every rank's every delta, once. 0, or -1 said. */
+static int async_final(struct pbox *px, const struct opts *o, const struct model *m, uint8_t **buf,
+		       uint8_t **part, struct pbox_handle **ops, const struct pbox_layout_info *li)
+{
+	const uint32_t deltas = li->world_size * (o->warmup + o->iters - 1);
+
+	if (barrier(px, m->n, li->world_size))
+		return -1;
+	for (uint32_t i = 0; i < m->n; i++) {
+		enum pbox_dtype dt = dtype_of(o, i);
+		uint32_t got, want;
+		int64_t bad;
+
+		memset(buf[i], 0, m->count[i] * elem_size(dt));
+		if (pbox_push_pull_async(px, key_of(o, m->n, i), buf[i], part[i], m->count[i], dt,
+					 &ops[i]) ||
+		    pbox_wait(ops[i])) {
+			ops[i] = NULL;
+			fprintf(stderr, "pbox-bench: rank %u: the stores' last call: %s\n",
+				li->rank, pbox_last_error());
+			return -1;
+		}
+		ops[i] = NULL;
+		bad = async_verify(part[i], m->count[i], dt, deltas, deltas, &got, &want);
+		if (bad >= 0) {
+			fprintf(stderr,
+				"pbox-bench: rank %u: WRONG STORE in tensor %u element %" PRId64
+				": got %g, want %g (every rank's %u deltas once)\n",
+				li->rank, i, bad, (double)decode(dt, got), (double)decode(dt, want),
+				deltas);
+			return -1;
+		}
+	}
+	printf("bench: rank %u: every store holds rank 0's start and every rank's %u deltas, "
+	       "each once\n",
+	       li->rank, deltas);
+	return 0;
+}
+
 /* This process's resident memory (VmRSS), or 0 when /proc says nothing. */
 static unsigned long rss_kib(void)
 {
@@ -996,6 +1099,8 @@ int main(int argc, char **argv)
 		resume = st == PBOX_OK; /* its push-pulls go on where they were */
 		v--;			/* or the iteration again, by the survivors */
 	}
+	if (o.coll == COLL_ASYNC && async_final(px, &o, &m, buf, part, ops, &li))
+		goto out;
 	if (!o.quiet)
 		print_traffic(px, li.rank);
 	printf("RESULT bench model=%s n=%u k=%.2f iters=%u mean_ms=%.3f goodput_gbps=%.3f ", m.name,

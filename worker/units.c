@@ -79,6 +79,30 @@ uint32_t wk_unit_shorts(const struct pbox *px, uint32_t u, uint16_t ep, uint32_t
 	return got;
 }
 
+uint32_t wk_unit_asyncs(const struct pbox *px, uint32_t u, uint32_t ep, uint32_t from, uint32_t n,
+			struct nic_ctl_async *out, uint32_t max)
+{
+	const struct wk_unit *un = &px->net.unit[u];
+	uint32_t got = 0;
+
+	for (uint32_t k = from; k < from + n; k++) {
+		uint32_t m = px->net.chunk_mode[un->global[k]];
+
+		if (m >> 16 != SS_ASYNC)
+			continue;
+		if (got && out[got - 1].root == (m & 0xffff) &&
+		    out[got - 1].chunk + out[got - 1].count == k - from) {
+			out[got - 1].count++;
+			continue;
+		}
+		if (got == max)
+			return UINT32_MAX;
+		out[got++] = (struct nic_ctl_async){
+			.ep = ep, .chunk = k - from, .count = 1, .root = m & 0xffff};
+	}
+	return got;
+}
+
 /* The rooted chunks among unit @u's chunks [from, from + n), numbered from
  * @from on endpoint @ep, into @out (room for @n). Their count. */
 static uint32_t unit_roots(const struct pbox *px, uint32_t u, uint16_t ep, uint32_t from,
@@ -334,16 +358,12 @@ static uint8_t ss_mode_of(uint8_t kind)
  * starts (all-gather), so that each rank's link carries the (n-1)/n of M
  * that is the bound (docs/workers.md); a broadcast's spread over the other
  * ranks' SS_GPUs, so that its root sends each byte once and the others
- * fan it out; an async store's chunk by chunk over every rank's, from
- * where its first chunk falls in the job's order, so that the stores, and
- * the answers they send, spread over the ranks' links.
+ * fan it out.
  */
 static uint32_t rooted_unit(const struct pbox *px, const struct wk_tensor *t, uint32_t c)
 {
 	uint32_t r = t->root % px->net.n; /* below n: agreed so (a world that shrank: never used) */
 
-	if (t->kind == WK_ASYNC)
-		return px->net.n_eps + (t->chunk0 + c) % px->net.n;
 	if (t->kind == WK_BCAST && px->net.n > 1)
 		r = (t->root + 1 + c % (px->net.n - 1)) % px->net.n;
 	return px->net.n_eps + r;
@@ -351,11 +371,18 @@ static uint32_t rooted_unit(const struct pbox *px, const struct wk_tensor *t, ui
 
 /*
  * @added new chunks from @c0 on (those of @ts, each of @bytes) onto units:
- * the all-reduce ones by lay_assign() over the weights @w, the rooted ones
- * by rooted_unit(), after the all-reduce ones of their unit; each chunk's
- * mode into px->net.chunk_mode. 0, -1 when no unit has weight, -2 out of
- * memory.
+ * the all-reduce ones and the async stores by lay_assign() over the weights
+ * @w (a store's traffic is an all-reduce's: each rank sends and receives
+ * its whole tensor, each summation service takes n pushes and sends n
+ * answers of its share, so Theorem 1's shares balance it too), the rooted
+ * ones by rooted_unit(), after the others of their unit; each chunk's mode
+ * into px->net.chunk_mode. 0, -1 when no unit has weight, -2 out of memory.
  */
+static bool by_weight(uint8_t kind)
+{
+	return kind == WK_ALLREDUCE || kind == WK_ASYNC;
+}
+
 static int assign(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint32_t c0,
 		  uint32_t added, const uint64_t *w, const uint32_t *bytes, uint32_t *unit_of,
 		  uint32_t *local, uint32_t *count)
@@ -371,9 +398,10 @@ static int assign(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint
 				ts[i]->kind ? (uint32_t)ss_mode_of(ts[i]->kind) << 16 | ts[i]->root
 					    : 0;
 	m = 0;
-	for (c = 0; c < added; c++)
-		if (!px->net.chunk_mode[c0 + c])
-			ab[m++] = bytes[c];
+	for (i = 0; i < n; i++)
+		for (k = 0; k < ts[i]->n_chunks; k++)
+			if (by_weight(ts[i]->kind))
+				ab[m++] = bytes[ts[i]->chunk0 - c0 + k];
 	if (lay_assign(w, px->net.n_units, ab, m, ab + added, ab + 2 * added, count)) {
 		rc = -1;
 		goto out;
@@ -382,7 +410,7 @@ static int assign(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint
 	for (i = 0; i < n; i++)
 		for (k = 0; k < ts[i]->n_chunks; k++) {
 			c = ts[i]->chunk0 - c0 + k;
-			if (!ts[i]->kind) {
+			if (by_weight(ts[i]->kind)) {
 				unit_of[c] = ab[added + m];
 				local[c] = ab[2 * added + m++];
 			} else {

@@ -83,7 +83,7 @@ enum wk_kind {
 	WK_REDUCE, /* a reduce-scatter's shard: summed at its root's SS_GPU */
 	WK_GATHER, /* an all-gather's shard: from its root's SS_GPU to the others */
 	WK_BCAST,  /* a broadcast: spread over the other ranks' SS_GPUs */
-	WK_ASYNC,  /* an async store (pbox_push_pull_async()): spread over the SS_GPUs */
+	WK_ASYNC,  /* an async store (pbox_push_pull_async()): laid out as an all-reduce */
 	WK_KIND_COUNT
 };
 

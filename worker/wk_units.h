@@ -24,6 +24,12 @@ int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint
 struct ss_short;
 uint32_t wk_unit_shorts(const struct pbox *px, uint32_t u, uint16_t ep, uint32_t from, uint32_t n,
 			struct ss_short *out, uint32_t max);
+/* The runs of async chunks (stores) among unit @u's [from, from + n), as
+ * endpoint @ep of a box's REGISTER lists them (counted from @from): their
+ * number, or UINT32_MAX when more than @max. */
+struct nic_ctl_async;
+uint32_t wk_unit_asyncs(const struct pbox *px, uint32_t u, uint32_t ep, uint32_t from, uint32_t n,
+			struct nic_ctl_async *out, uint32_t max);
 /* The unit whose address is @ip_be:@port, or UINT32_MAX. */
 uint32_t wk_unit_of(const struct pbox *px, uint32_t ip_be, uint16_t port);
 

@@ -459,6 +459,25 @@ check "k=2, 1% loss: $needless resends the SSs did not need, under twice the $lo
 	test "$lost" -gt 0 -a "$needless" -lt $((2 * lost))
 for h in $lossy; do pbox_net_impair "$tag" "$h" 0 0; done
 
+# ---- asynchronous training's stores (libpbox 3.9) through the box --------------
+# pbox-bench --collective async: each tensor (fp32, bf16, fp16 in turn) a
+# store laid out as the push-pulls are (the box's share on pboxd, the rest
+# on the SS_GPUs), rank 0's start then deltas of 1 with no barrier; then
+# again under 2% loss and 2% duplication on every link, the box's too. At
+# the end every store must be its start plus every rank's deltas, each
+# added exactly once (pbox-bench's last call, after a barrier), and the
+# box must have answered the pushes to its share.
+answers0=$(box_metric pbox_core_answers_total)
+check "k=2: async stores through the box and the SS_GPUs, no barrier: every delta added once" \
+	bench_all async --size "$SIZE" --tensors 6 --iters "$ITERS" --mixed --collective async
+answers=$(($(box_metric pbox_core_answers_total) - answers0))
+check "k=2: the box held its share of the stores ($answers pushes answered there)" \
+	test "$answers" -gt 0
+for h in $lossy; do pbox_net_impair "$tag" "$h" 2 2 || bad "impair $h"; done
+check "k=2, 2% loss and 2% duplication on every link: every delta still added exactly once" \
+	bench_all async-loss --size "$SIZE" --tensors 6 --iters "$ITERS" --mixed --collective async
+for h in $lossy; do pbox_net_impair "$tag" "$h" 0 0; done
+
 # ---- a worker killed mid-run ---------------------------------------------------
 # run_until_killed NAME: pbox-bench on every rank for (nearly) ever, $pids[r]
 # each rank's own process (started here, not in a function's subshell, so

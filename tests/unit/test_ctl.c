@@ -70,6 +70,73 @@ static void test_session(struct nic_ctl_session *s, uint8_t fill)
 static const struct nic_ctl_reg_limits lim = {
 	.max_workers = 1024, .max_frag = 8192, .dflt_frag = 8192, .dflt_chunk = 32768, .n_eps = 3};
 
+/* async= and stale=: asynchronous training's stores (runs of async chunks,
+ * each with the rank whose first push sets it) and their staleness bound,
+ * formatted and parsed back; runs past an endpoint's chunks, out of order
+ * or overlapping, a root past n, an empty run or a malformed entry refused
+ * naming the entry. */
+START_TEST(register_async)
+{
+	static struct nic_ctl_reg r, got;
+	struct nic_ctl_session sess;
+	static char line[4096], bad[4200];
+	char err[256];
+	static const struct {
+		const char *list, *why;
+	} refused[] = {
+		{"0:6+2:0", "endpoint 0 has no chunks [6, 6 + 2)"},
+		{"1:0+1:0", "endpoint 1 has no chunks"},
+		{"0:0+0:0", "has no chunks [0, 0 + 0)"},
+		{"0:0+1:4", "root 4 is not below n = 4"},
+		{"0:2+3:0,0:4+1:1", "entry 1: not in (endpoint, chunk) order, or overlapping"},
+		{"2:0+1:0,0:0+1:0", "entry 1: not in (endpoint, chunk) order"},
+		{"0:2-3:0", "entry 0: '0:2-3:0' is not ENDPOINT:CHUNK+COUNT:ROOT"},
+		{"0:2+3:0,", "missing after the last comma"},
+	};
+
+	test_session(&sess, 1);
+	r = (struct nic_ctl_reg){.grow = true,
+				 .job = 9,
+				 .n = 4,
+				 .dtype = PBOX_DTYPE_FP32,
+				 .frag = 1024,
+				 .chunk = 4096,
+				 .n_eps = 3,
+				 .stale = 3};
+	r.chunks[0] = 7, r.chunks[1] = 0, r.chunks[2] = 5;
+	for (unsigned k = 0; k < 4; k++)
+		r.ranks[k] = (struct nic_addr){.ip_be = htonl(0xc6126401u + k), .port = 9700};
+	r.asyncs[0] = (struct nic_ctl_async){.ep = 0, .chunk = 2, .count = 3, .root = 0};
+	r.asyncs[1] = (struct nic_ctl_async){.ep = 2, .chunk = 0, .count = 5, .root = 1};
+	r.n_asyncs = 2;
+	ck_assert_int_gt(nic_ctl_format_register(line, sizeof(line), &sess, &r), 0);
+	ck_assert_msg(strstr(line, " stale=3 ") && strstr(line, " async=0:2+3:0,2:0+5:1"), "%s",
+		      line);
+	got.grow = true;
+	ck_assert_int_eq(nic_ctl_parse_register(line + 5, &lim, &sess, &got, err, sizeof(err)), 0);
+	ck_assert_uint_eq(got.stale, 3);
+	ck_assert_uint_eq(got.n_asyncs, 2);
+	ck_assert(got.asyncs[1].ep == 2 && got.asyncs[1].chunk == 0 && got.asyncs[1].count == 5 &&
+		  got.asyncs[1].root == 1);
+	/* none given: none, unbounded */
+	r.n_asyncs = 0;
+	r.stale = 0;
+	ck_assert_int_gt(nic_ctl_format_register(line, sizeof(line), &sess, &r), 0);
+	ck_assert_ptr_null(strstr(line, "async="));
+	ck_assert_ptr_null(strstr(line, "stale="));
+	got.grow = true;
+	ck_assert_int_eq(nic_ctl_parse_register(line + 5, &lim, &sess, &got, err, sizeof(err)), 0);
+	ck_assert_uint_eq(got.n_asyncs + got.stale, 0);
+	for (size_t k = 0; k < sizeof(refused) / sizeof(refused[0]); k++) {
+		snprintf(bad, sizeof(bad), "%s async=%s", line + 5, refused[k].list);
+		got.grow = true;
+		ck_assert_int_eq(nic_ctl_parse_register(bad, &lim, &sess, &got, err, sizeof(err)),
+				 -1);
+		ck_assert_msg(strstr(err, refused[k].why), "%s: %s", refused[k].list, err);
+	}
+}
+END_TEST
+
 /* A REGISTER formatted by a client is parsed by the box into the same
  * request, the box's defaults filling what it leaves out. */
 START_TEST(register_round_trip)
@@ -179,7 +246,7 @@ START_TEST(register_strict)
 		const char *args, *err;
 	} bad[] = {
 		{"job=1 key=%s n=2 dtype=fp32 fragment=1024 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
-		 "unknown key 'fragment' (REGISTER takes job, key, mac, n, dtype, frag, chunk, chunks, ranks, short, comp, order)"},
+		 "unknown key 'fragment' (REGISTER takes job, key, mac, n, dtype, frag, chunk, chunks, ranks, short, comp, order, async, stale)"},
 		{"job=1 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 order=ranks",
 		 "order: 'ranks' is not arrival or rank"},
 		{"job=1 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 order=rank order=rank",
@@ -367,6 +434,7 @@ Suite *ctl_suite(void)
 
 	tcase_add_test(tc, ctl_ep_line_round_trip_and_refusals);
 	tcase_add_test(tc, register_round_trip);
+	tcase_add_test(tc, register_async);
 	tcase_add_test(tc, register_strict);
 	tcase_add_test(tc, ok_lines_round_trip);
 	tcase_add_test(tc, handshake_and_proofs);

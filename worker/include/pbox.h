@@ -248,8 +248,9 @@ int pbox_broadcast(struct pbox *px, uint64_t key, void *buf, uint64_t count, enu
 
 /*
  * Asynchronous training (libpbox 3.9; BytePS's asynchronous mode, its
- * Theorem 2). @key names a parameter store of @count elements, spread over
- * the ranks' SS_GPUs, with no round barrier: each call adds this rank's
+ * Theorem 2). @key names a parameter store of @count elements, laid out
+ * over the box and the ranks' SS_GPUs as a push-pull's tensor is, with no
+ * round barrier: each call adds this rank's
  * @in to the store where it lands and returns the parameters right after
  * it in @out (with whatever other ranks' calls came before), as a push-pull
  * does (pbox_wait(), pbox_test()).
