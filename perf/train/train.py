@@ -10,7 +10,7 @@ on Gloo, its buckets summed by pbox.torch.allreduce_hook), sched
 (pbox.torch.ScheduledOptimizer on the pbox group, no DDP), sched-fifo (the
 same, every parameter at one priority), async (pbox.torch.AsyncOptimizer:
 BytePS's asynchronous mode, no DDP), async-slow (the same, the last rank
-at half speed: it sleeps as long as its step computed). MODEL: a
+at half speed: it sleeps as long as its step took). MODEL: a
 torchvision model name (resnet18, resnet50, vgg16, ...), 10 classes.
 STEPS (10) steps, the first WARMUP (2) untimed; BATCH (8) images of IMAGE
 (32) pixels a side per rank; SGD with momentum.
@@ -71,8 +71,8 @@ for step, (x, y) in enumerate(data):
     c = time.monotonic()
     opt.step()
     d = time.monotonic()
-    if slow:
-        time.sleep(c - a)
+    if slow:  # half speed: as long again as its step took
+        time.sleep(d - a)
     for i, t in enumerate((b - a, c - b, d - c)):
         phase[i] += t
 t1 = time.monotonic()
@@ -86,6 +86,8 @@ if rank == 0:
     print("train: %s %s step_ms=%.1f grads_mb=%.1f loss=%.4f fwd_ms=%.1f bwd_ms=%.1f "
           "opt_ms=%.1f tail_ms=%.1f" % (mode, name, ms, grads / 2**20, float(loss), fwd, bwd, stp,
                                         tail), flush=True)
+if slow:
+    print("train: %s %s slow_rank_step_ms=%.1f (rank %d)" % (mode, name, ms, rank), flush=True)
 torch.save([p.detach().float() for p in model.parameters()], "%s-%d.pt" % (out, rank))
 dist.barrier()
 dist.destroy_process_group()
