@@ -32,7 +32,7 @@ B=${B:-500}
 K=2
 ports=2
 MODELS=${MODELS:-resnet18 resnet50}
-MODES=${MODES:-gloo pbox hook sched}
+MODES=${MODES:-gloo pbox hook sched async async-slow}
 . "$(dirname "$0")/../../tests/net/lib.sh"
 py=${PY:-/usr/bin/python3}
 harness train
