@@ -319,11 +319,15 @@ format:
 
 docs: all
 	config/gen-reference.sh $(BUILD) > config/REFERENCE.md
+	worker/gen-capi.py > docs/c-api.md
 
 check-docs: all
 	@config/gen-reference.sh $(BUILD) | diff -u config/REFERENCE.md - >/dev/null || \
 		{ echo "config/REFERENCE.md is out of date: run make docs"; exit 1; }
 	@echo "docs: config/REFERENCE.md matches the schemas"
+	@worker/gen-capi.py | diff -u docs/c-api.md - >/dev/null || \
+		{ echo "docs/c-api.md is out of date: run make docs"; exit 1; }
+	@echo "docs: docs/c-api.md matches worker/include/pbox.h"
 	@tests/check-links.sh
 
 unit: all

@@ -118,6 +118,8 @@ const char *pbox_version(void);
  * pbox_start() meets the other ranks there: rank 0 listens on that port,
  * draws the job id and its secret token, and hands every rank the others'
  * SS_GPU endpoints; no [peers] or [job] needed. Host names are resolved.
+ * PBOX_OK with *@out; PBOX_ECONFIG naming the file, line and key (or the
+ * variable); PBOX_EINVAL (@out NULL); PBOX_ENOMEM.
  */
 int pbox_init(const char *config, struct pbox **out);
 
@@ -126,7 +128,8 @@ int pbox_init(const char *config, struct pbox **out);
  * have (libpbox 3.5): nothing touches the disk, so a job's secret token
  * need not either (PyTorch's backend passes it so). PBOX_SECTION_KEY
  * variables override it as they override a file; PBOX_CONFIG is not read.
- * Errors name "(pbox_init_text)" and the line.
+ * Errors name "(pbox_init_text)" and the line. The codes of pbox_init()
+ * (PBOX_ECONFIG, PBOX_EINVAL, PBOX_ENOMEM).
  */
 int pbox_init_text(const char *config_text, struct pbox **out);
 
@@ -137,6 +140,9 @@ int pbox_init_text(const char *config_text, struct pbox **out);
  * tensor first seen by pbox_push_pull() has priority 0. Before
  * pbox_start(), tensors are agreed by the bootstrap; after it, a
  * declaration is a new tensor, agreed as its first push-pull would be.
+ * PBOX_OK; PBOX_EINVAL (a NULL context, an unknown dtype, a count of 0,
+ * a key from 2^63 up, a key declared with another count or dtype);
+ * PBOX_ESTATE (while finalizing).
  */
 int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype dtype,
 		 int priority);
@@ -238,6 +244,12 @@ int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out
  * every rank's shard into @out, the whole tensor (@in may be @out's own
  * shard). pbox_broadcast(): @root's @buf (@count elements) into every
  * other rank's @buf.
+ *
+ * PBOX_OK with *@op; PBOX_EINVAL (a NULL argument, a key from 2^63 up, an
+ * unknown dtype, @root not below the world size, local aggregation on,
+ * the key first used by another collective, count or dtype); PBOX_ESTATE
+ * (before pbox_start(), or this call's pieces still in flight);
+ * PBOX_ENOMEM; PBOX_EFAILED. What the handle returns: as pbox_wait().
  */
 int pbox_reduce_scatter(struct pbox *px, uint64_t key, const void *in, void *out,
 			const uint64_t *counts, enum pbox_dtype dtype, struct pbox_handle **op);
@@ -265,7 +277,10 @@ int pbox_broadcast(struct pbox *px, uint64_t key, void *buf, uint64_t count, enu
  * ahead of the slowest rank on the key (0: unbounded). Host memory, the
  * network job; not with local aggregation; no compression (the store
  * travels at full width). After pbox_shrink() a key starts over: its next
- * call is a first one.
+ * call is a first one. PBOX_OK with *@op; PBOX_EINVAL (a NULL argument, a
+ * key from 2^63 up, local aggregation on, the key first used otherwise or
+ * with another count or dtype); PBOX_ESTATE (before pbox_start(), or the
+ * key's last call still in flight); PBOX_ENOMEM; PBOX_EFAILED.
  */
 int pbox_push_pull_async(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 			 enum pbox_dtype dtype, struct pbox_handle **op);
@@ -330,14 +345,19 @@ int pbox_rejoin(struct pbox *px);
  * released. */
 int pbox_test(struct pbox_handle *op);
 
-/* Block until @op completes; its result. @op is released. */
+/* Block until @op completes; its result: PBOX_OK, or the code of what
+ * failed it (PBOX_EFAILED, PBOX_EPEER, PBOX_EBOX, PBOX_ETIMEDOUT,
+ * PBOX_EMISMATCH, ...), with pbox_last_error() naming it. @op is
+ * released; PBOX_EINVAL for a NULL handle. */
 int pbox_wait(struct pbox_handle *op);
 
-/* pbox_push_pull() and pbox_wait(). */
+/* pbox_push_pull() and pbox_wait(), and their codes (PBOX_EINVAL,
+ * PBOX_ESTATE, PBOX_EFAILED, ...). */
 int pbox_allreduce(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 		   enum pbox_dtype dtype);
 
-/* The layout this rank computed (after pbox_start()). */
+/* The layout this rank computed: pbox_layout() after pbox_start() (PBOX_ESTATE
+ * before it, PBOX_EINVAL for a NULL argument). */
 struct pbox_layout_info {
 	uint32_t world_size, rank;
 	double k;		/* box bandwidth / worker bandwidth */
@@ -367,6 +387,7 @@ struct pbox_machine_info {
 	uint32_t local_rank, local_size; /* among the machine's ranks */
 	uint32_t leader;		 /* the rank that pushes for the machine */
 };
+/* PBOX_OK, PBOX_ESTATE before pbox_start(), PBOX_EINVAL for NULL. */
 int pbox_machine(const struct pbox *px, struct pbox_machine_info *out);
 /* Payload bytes this rank moved, per summation service. */
 struct pbox_ss_stats {
@@ -401,7 +422,8 @@ struct pbox_stats {
 	uint64_t max_inflight; /* the most bytes in flight at once: at most the credit
 				* ([tuning] credit_bytes) and one partition */
 };
-/* Fill @st and up to @max_ss entries of @ss (may be NULL). */
+/* Fill @st and up to @max_ss entries of @ss (may be NULL): PBOX_OK,
+ * PBOX_ESTATE before pbox_start(), PBOX_EINVAL for a NULL context or @st. */
 int pbox_stats(struct pbox *px, struct pbox_stats *st, struct pbox_ss_stats *ss, uint32_t max_ss);
 
 /*
@@ -416,6 +438,7 @@ struct pbox_tuning {
 	uint32_t windows;			      /* measurement windows so far */
 	double goodput_first_mbps, goodput_best_mbps; /* MB/s: at the start, the best */
 };
+/* PBOX_OK, PBOX_ESTATE before pbox_start(), PBOX_EINVAL for NULL. */
 int pbox_tuning(struct pbox *px, struct pbox_tuning *out);
 
 /*
@@ -424,6 +447,7 @@ int pbox_tuning(struct pbox *px, struct pbox_tuning *out);
  * failure's PBOX_E* code, the same on every rank for one failure, with its
  * message copied into @msg (@cap bytes; @msg may be NULL). A watchdog polls
  * it to learn that a rank or the box went away while the caller computes.
+ * PBOX_EINVAL for a NULL context.
  */
 int pbox_async_error(struct pbox *px, char *msg, size_t cap);
 
