@@ -328,6 +328,8 @@ check-docs: all
 	@worker/gen-capi.py | diff -u docs/c-api.md - >/dev/null || \
 		{ echo "docs/c-api.md is out of date: run make docs"; exit 1; }
 	@echo "docs: docs/c-api.md matches worker/include/pbox.h"
+	@tests/check-figures.py
+	@echo "docs: the README's headline figures are docs/performance.md's"
 	@tests/check-links.sh
 
 unit: all

@@ -285,5 +285,17 @@ if wheel_run; then
 else
 	bad "the wheel in a fresh venv: pip install, import, a 2-rank all_reduce"
 fi
+# PyTorch's own distributed tests (the all_reduce, barrier, broadcast and
+# DDP families of torch's distributed_test.py) on Gloo and on pbox: pbox
+# passes what Gloo passes, but what torch skips for it by name (listed)
+echo "python: torch's distributed_test.py, the all_reduce, barrier, broadcast and DDP families"
+conf() { (cd "$out" && BACKEND=$1 timeout 1200 $py "$OLDPWD/tests/python/conformance.py" run "$out/conf-$1.json") >"$out/conf-$1.log" 2>&1; }
+if conf gloo && conf pbox && $py tests/python/conformance.py compare "$out/conf-gloo.json" "$out/conf-pbox.json" >"$out/conf.log"; then
+	ok "torch's own suite: $(tail -1 "$out/conf.log" | sed 's/^conformance: //')"
+	grep '^conformance: skipped by torch' "$out/conf.log" | sed 's/^conformance: /        /'
+else
+	bad "torch's own distributed tests on pbox as on Gloo"
+	grep -h 'FAIL\|conformance:' "$out"/conf*.log | tail -8 | sed 's/^/        /'
+fi
 echo "python: $passes passed, $fails failed"
 [ $fails = 0 ]

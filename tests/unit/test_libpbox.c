@@ -514,14 +514,20 @@ out:
 	return NULL;
 }
 
-static void run_ranks(struct rank_run *rr, unsigned n)
+/* @n threads of @fn, thread r's argument @arg + r * @size; back once all ended. */
+static void run_threads(void *(*fn)(void *), void *arg, size_t size, unsigned n)
 {
 	pthread_t th[NR];
 
 	for (unsigned r = 0; r < n; r++)
-		ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &rr[r]), 0);
+		ck_assert_int_eq(pthread_create(&th[r], NULL, fn, (char *)arg + r * size), 0);
 	for (unsigned r = 0; r < n; r++)
 		pthread_join(th[r], NULL);
+}
+
+static void run_ranks(struct rank_run *rr, unsigned n)
+{
+	run_threads(rank_main, rr, sizeof(*rr), n);
 }
 
 static void setup_runs(struct rank_run *rr, unsigned n, enum pbox_dtype dt, unsigned iters)
@@ -1672,15 +1678,11 @@ static void *async_main(void *arg)
 START_TEST(test_async_training)
 {
 	struct async_run ar[NR];
-	pthread_t th[NR];
 
 	memset(ar, 0, sizeof(ar));
-	for (unsigned r = 0; r < NR; r++) {
-		ar[r].rank = r;
-		ck_assert_int_eq(pthread_create(&th[r], NULL, async_main, &ar[r]), 0);
-	}
 	for (unsigned r = 0; r < NR; r++)
-		pthread_join(th[r], NULL);
+		ar[r].rank = r;
+	run_threads(async_main, ar, sizeof(ar[0]), NR);
 	for (unsigned r = 0; r < NR; r++) {
 		ck_assert_msg(ar[r].rc == 0, "rank %u: %s", r, ar[r].msg);
 		ck_assert_msg(!ar[r].wrong_init, "rank %u: not rank 0's initial parameters", r);
@@ -1751,15 +1753,11 @@ out:
 START_TEST(test_priority_overtakes)
 {
 	struct prio_run pr[NR];
-	pthread_t th[NR];
 
 	memset(pr, 0, sizeof(pr));
-	for (unsigned r = 0; r < NR; r++) {
-		pr[r].rank = r;
-		ck_assert_int_eq(pthread_create(&th[r], NULL, prio_main, &pr[r]), 0);
-	}
 	for (unsigned r = 0; r < NR; r++)
-		pthread_join(th[r], NULL);
+		pr[r].rank = r;
+	run_threads(prio_main, pr, sizeof(pr[0]), NR);
 	for (unsigned r = 0; r < NR; r++) {
 		ck_assert_msg(pr[r].rc == 0, "rank %u: %s", r, pr[r].msg);
 		ck_assert_msg(!pr[r].wrong, "rank %u: a wrong sum", r);

@@ -869,6 +869,18 @@ static bool next_perm(unsigned *a, unsigned n)
 	return true;
 }
 
+/* A job of desc(3, @dt) whose one async chunk is @root (@mem: as init_job()'s). */
+static struct ss_job *async_job(uint8_t dt, const struct ss_root *root, uint32_t staleness,
+				void **mem)
+{
+	struct ss_job_desc d = desc(3, dt);
+
+	d.roots = root;
+	d.n_roots = 1;
+	d.staleness = staleness;
+	return init_job(&d, mem);
+}
+
 /* @n floats of @f as dtype @dt into @out (narrowed as the SS narrows). */
 static void as_dtype(uint8_t dt, const float *f, void *out, size_t n)
 {
@@ -892,18 +904,14 @@ START_TEST(test_ss_async)
 	const struct ss_root roots[1] = {{.ep = 0, .chunk = 1, .mode = SS_ASYNC, .root = 1}};
 	const unsigned elem = (unsigned)sum_dtype_size(dt), n = FRAG / elem;
 	static const uint16_t order[] = {0, 2, 2, 1, 0, 0, 2, 1, 1, 0, 2, 0};
-	struct ss_job_desc d = desc(3, dt);
 	uint32_t next[3] = {1, 1, 1}; /* each rank's next push (its first is done) */
 	float ref[FRAG / 2], delta[FRAG / 2];
 	uint8_t pay[FRAG], want[FRAG];
 	struct pbox_hdr h;
 	struct ss_out out;
-	struct ss_job *j;
 	void *mem;
+	struct ss_job *j = async_job(dt, roots, 0, &mem);
 
-	d.roots = roots;
-	d.n_roots = 1;
-	j = init_job(&d, &mem);
 	ck_assert_ptr_nonnull(j->applied);
 	for (unsigned i = 0; i < n; i++)
 		ref[i] = (float)(i % 7) - 3.0f;
@@ -990,17 +998,11 @@ END_TEST
 START_TEST(test_ss_async_staleness)
 {
 	const struct ss_root roots[1] = {{.ep = 1, .chunk = 0, .mode = SS_ASYNC, .root = 0}};
-	struct ss_job_desc d = desc(3, SUM_FP32);
 	float v[FRAG / 4], one[FRAG / 4];
 	struct pbox_hdr h;
 	struct ss_out out;
-	struct ss_job *j;
 	void *mem;
-
-	d.roots = roots;
-	d.n_roots = 1;
-	d.staleness = 1;
-	j = init_job(&d, &mem);
+	struct ss_job *j = async_job(SUM_FP32, roots, 1, &mem);
 	for (unsigned i = 0; i < FRAG / 4; i++) {
 		v[i] = 1.0f;
 		one[i] = 1.0f;
@@ -1035,8 +1037,10 @@ START_TEST(test_ss_async_staleness)
 	/* an async root past n is refused at registration */
 	{
 		const struct ss_root bad[1] = {{.ep = 1, .chunk = 0, .mode = SS_ASYNC, .root = 3}};
+		struct ss_job_desc d = desc(3, SUM_FP32);
 
 		d.roots = bad;
+		d.n_roots = 1;
 		ck_assert_ptr_nonnull(ss_job_desc_check(&d));
 	}
 }
