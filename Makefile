@@ -331,6 +331,7 @@ check-docs: all
 	@tests/check-figures.py
 	@echo "docs: the README's headline figures are docs/performance.md's"
 	@tests/check-links.sh
+	@tests/check-docs-selftest.sh
 
 unit: all
 	cd $(BUILD) && TEST_BUILD_DIR=$(CURDIR)/$(BUILD) TEST_SRC_DIR=$(CURDIR) ./tests/unit_tests
