@@ -84,6 +84,10 @@ static void release(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
 	}
 	if (ss_out_to(out, px->net.rank))
 		wk_deliver(px, g, out->buf, out->len, ss_out_round(out, px->net.rank));
+	/* The batch refers to the store's buffer, signed as it is now: out
+	 * before the next push of the fragment (in this same receive burst,
+	 * with no round barrier to stop it) can add a delta into it. */
+	wk_tx_flush(px, e);
 }
 
 static void overdue_fail(struct pbox *px, uint32_t g, uint64_t now)
@@ -147,6 +151,8 @@ void wk_serve_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, con
 			   nic_mac_digest(&px->net.mac, out.buf, ss_out_len(&out, h->rank)));
 		wk_tx_add(px, e, src.ip_be, src.port, &r, out.buf, r.len, true);
 		px->net.es.st.ssgpu_results += r.len;
+		if (out.mode == SS_ASYNC) /* see release() */
+			wk_tx_flush(px, e);
 		break;
 	}
 	case SS_WAITING:
