@@ -26,7 +26,10 @@ run() { # MODE MODEL PORT [NAME]: NAME (MODE-MODEL) its output's prefix
 	timeout 300 $py -m torch.distributed.run --redirects 2 --tee 2 --nproc_per_node 4 \
 		--master_addr 127.0.0.1 --master_port "$3" tests/python/ddp_train.py "$1" \
 		"$out/$name" "$2" >"$out/$name.log" 2>&1 && return 0
-	grep -v '^\[default[0-9]\]:\s*$' "$out/$name.log" | grep -v '^ ' | tail -12 | sed 's/^/        /'
+	# the ranks' own words first (torchrun's summary leaves them out), then its
+	grep -h 'Error\|error:\|libpbox:\|pbox:' "$out/$name.log" | grep -v 'ChildFailedError\|^\s*$' |
+		sort -u | head -12 | sed 's/^/        /'
+	grep -v '^\[default[0-9]\]:\s*$' "$out/$name.log" | grep -v '^ ' | tail -6 | sed 's/^/        /'
 	return 1
 }
 # compare RUN [REF]: RUN's parameters equal on every rank, within 1e-4 of REF's

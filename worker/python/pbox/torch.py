@@ -167,18 +167,38 @@ _OP_NAMES = {_op_code(getattr(dist.ReduceOp, n)): n for n in
              if hasattr(dist.ReduceOp, n)}
 
 
-def _free_port(addr):
-    """A port free for both UDP (data) and TCP (rank 0's bootstrap)."""
-    for _ in range(64):
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
-            u.bind((addr, 0))
-            port = u.getsockname()[1]
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
-                try:
-                    t.bind((addr, port))
-                    return port
-                except OSError:
-                    continue
+def _ephemeral_range():
+    """The kernel's range of ports for sockets that bind none."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _free_port(addr, taken=()):
+    """A port free for both UDP (data) and TCP (rank 0's bootstrap), not in
+    @taken (the ports other ranks on this address chose), and outside the
+    kernel's ephemeral range: the port is free now, but libpbox binds it
+    only later, and meanwhile any connect() on the host (Gloo's, the
+    store's) may be handed an ephemeral port, never one outside the range."""
+    lo, hi = _ephemeral_range()
+    spans = [(p, q) for p, q in ((10000, lo - 1), (hi + 1, 65535)) if q >= p] or [(lo, hi)]
+    rnd = random.SystemRandom()
+    for _ in range(256):
+        a, b = rnd.choice(spans)
+        port = rnd.randint(a, b)
+        if port in taken:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u, \
+                socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
+            try:
+                u.bind((addr, port))
+                t.bind((addr, port))
+                return port
+            except OSError:
+                continue
     raise RuntimeError("pbox: no free port on %s" % addr)
 
 
@@ -195,7 +215,12 @@ class ProcessGroupPbox(ProcessGroup):
         master = os.environ.get("MASTER_ADDR", "127.0.0.1")
         addr = os.environ.get("PBOX_DATA_ADDRESS") or _route_address(
             master, os.environ.get("MASTER_PORT"))
-        port = _free_port(addr)
+        # the lower ranks' ports first: two ranks on one address never
+        # choose the same (each is free when chosen, not yet bound)
+        taken = {int(e.rsplit(":", 1)[1]) for e in
+                 (store.get("pbox/ep/%d" % r).decode() for r in range(rank))
+                 if e.rsplit(":", 1)[0] == addr}
+        port = _free_port(addr, taken)
         store.set("pbox/ep/%d" % rank, "%s:%d" % (addr, port))
         if rank == 0:
             rnd = random.SystemRandom()
