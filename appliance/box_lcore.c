@@ -62,8 +62,6 @@ static void send_result(struct box_lcore *lc, struct box_ep *ep, const struct ss
 			const struct pbox_hdr *push, uint16_t rank, const struct nic_addr *to,
 			const struct ss_out *out, uint64_t digest)
 {
-	const uint32_t round =
-		out->mode == SS_ASYNC && out->to ? ss_out_round(out, rank) : out->round;
 	struct rte_mbuf *h = rte_pktmbuf_alloc(lc->pool), *p;
 	struct pbox_hdr rh = {.op = PBOX_OP_RESULT,
 			      .dtype = out->dtype, /* the job's, and the result's compressor */
@@ -72,7 +70,7 @@ static void send_result(struct box_lcore *lc, struct box_ep *ep, const struct ss
 			      .chunk = push->chunk,
 			      .frag = push->frag,
 			      .len = out->len,
-			      .round = round};
+			      .round = ss_out_round(out, rank)};
 	struct nic_addr dst = *to;
 	uint8_t *hdrs;
 
@@ -175,15 +173,9 @@ static bool handle_push(struct box_lcore *lc, struct box_ep *ep, unsigned slot, 
 		lc->st.summed++;
 		return false;
 	case SS_COMPLETE:
-		lc->st.summed++;
 		lc->st.completed++;
-		digest = nic_mac_digest(&j->mac, out.buf, out.len);
-		for (r = 0; r < j->n; r++)
-			send_result(lc, ep, j, &pkt->hdr, r, ss_peer(j, slot, r), &out, digest);
-		lc->st.results += j->n;
-		j->cnt.results += j->n;
-		return false;
-	case SS_RELEASE: /* an async store: the ranks it answers, each its own round */
+		/* fall through */
+	case SS_RELEASE: /* every rank; an async store's release: those it names */
 		lc->st.summed++;
 		digest = nic_mac_digest(&j->mac, out.buf, out.len);
 		for (r = 0; r < j->n; r++)

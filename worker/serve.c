@@ -32,23 +32,27 @@ static void result_hdr(const struct pbox *px, struct pbox_hdr *h, uint32_t rank,
 			       .chunk = chunk,
 			       .frag = frag,
 			       .len = ss_out_len(out, rank),
-			       .round = out->round};
+			       .round = ss_out_round(out, rank)};
 	h->mac = nic_mac_hdr(&px->net.mac, h, digest);
 }
 
-/* Our SS_GPU completed a round: the sum to every rank, ours by memcpy. */
+/* Our SS_GPU completed a round (the sum to every rank), or an async store
+ * let ranks go on (its parameters to those ss_out_to() names, each with
+ * its own round): ours by memcpy. */
 static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, uint32_t chunk,
 		    uint16_t frag, const struct ss_out *out)
 {
 	uint32_t g = px->net.unit[px->net.self_unit].global[chunk] * px->net.fpc + frag;
 	uint64_t digest = nic_mac_digest(&px->net.mac, out->buf, out->len);
-	uint64_t empty = out->mode ? nic_mac_digest(&px->net.mac, out->buf, 0) : digest;
+	uint64_t empty = out->mode == SS_REDUCE || out->mode == SS_BCAST
+				 ? nic_mac_digest(&px->net.mac, out->buf, 0)
+				 : digest;
 	struct pbox_hdr h;
 
 	for (uint32_t r = 0; r < px->net.n; r++) {
 		uint16_t len = ss_out_len(out, r);
 
-		if (r == px->net.rank)
+		if (r == px->net.rank || !ss_out_to(out, r))
 			continue;
 		result_hdr(px, &h, r, chunk, frag, out, len ? digest : empty);
 		/* a broadcast's fan-out was booked on our link when its root, this
@@ -59,35 +63,14 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
 	}
 	/* ours last: it may complete a sum, and frag_done() sends the batch,
 	 * the peers' results in it, before it says so */
-	wk_deliver(px, g, out->buf, ss_out_len(out, px->net.rank), out->round);
-}
-
-/* Our SS_GPU's async store answered the ranks ss_out_to() names (a push
- * that set the store, or let a held rank go on), each with its own round;
- * ours, when among them, by memcpy. */
-static void release(struct pbox *px, struct eng *e, const struct ss_job *seg, uint32_t chunk,
-		    uint16_t frag, const struct ss_out *out)
-{
-	uint32_t g = px->net.unit[px->net.self_unit].global[chunk] * px->net.fpc + frag;
-	uint64_t digest = nic_mac_digest(&px->net.mac, out->buf, out->len);
-	struct ss_out each = *out;
-	struct pbox_hdr h;
-
-	for (uint32_t r = 0; r < px->net.n; r++) {
-		if (r == px->net.rank || !ss_out_to(out, r))
-			continue;
-		each.round = ss_out_round(out, r);
-		result_hdr(px, &h, r, chunk, frag, &each, digest);
-		wk_tx_send(px, e, ss_peer(seg, 0, r)->ip_be, ss_peer(seg, 0, r)->port, &h, out->buf,
-			   out->len, true, false);
-		px->net.es.st.ssgpu_results += out->len;
-	}
 	if (ss_out_to(out, px->net.rank))
-		wk_deliver(px, g, out->buf, out->len, ss_out_round(out, px->net.rank));
-	/* The batch refers to the store's buffer, signed as it is now: out
+		wk_deliver(px, g, out->buf, ss_out_len(out, px->net.rank),
+			   ss_out_round(out, px->net.rank));
+	/* An async store's batch refers to its buffer, signed as it is now: out
 	 * before the next push of the fragment (in this same receive burst,
 	 * with no round barrier to stop it) can add a delta into it. */
-	wk_tx_flush(px, e);
+	if (out->mode == SS_ASYNC)
+		wk_tx_flush(px, e);
 }
 
 static void overdue_fail(struct pbox *px, uint32_t g, uint64_t now)
@@ -137,12 +120,9 @@ void wk_serve_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, con
 		px->net.es.st.ssgpu_summed += h->len;
 		break;
 	case SS_COMPLETE:
-		px->net.es.st.ssgpu_summed += h->len;
-		fan_out(px, e, seg, h->chunk, h->frag, &out);
-		break;
 	case SS_RELEASE:
 		px->net.es.st.ssgpu_summed += h->len;
-		release(px, e, seg, h->chunk, h->frag, &out);
+		fan_out(px, e, seg, h->chunk, h->frag, &out);
 		break;
 	case SS_ANSWER: {
 		struct pbox_hdr r;
@@ -151,7 +131,7 @@ void wk_serve_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, con
 			   nic_mac_digest(&px->net.mac, out.buf, ss_out_len(&out, h->rank)));
 		wk_tx_add(px, e, src.ip_be, src.port, &r, out.buf, r.len, true);
 		px->net.es.st.ssgpu_results += r.len;
-		if (out.mode == SS_ASYNC) /* see release() */
+		if (out.mode == SS_ASYNC) /* see fan_out() */
 			wk_tx_flush(px, e);
 		break;
 	}
@@ -208,13 +188,11 @@ void wk_serve_own(struct pbox *px, struct eng *e, uint32_t g, const struct pbox_
 				 "out of memory for the send FIFOs");
 		break;
 	case SS_COMPLETE:
+	case SS_RELEASE:
 		fan_out(px, e, seg, h->chunk, h->frag, &out);
 		break;
 	case SS_ANSWER: /* an async store's answer to us alone */
 		wk_deliver(px, g, out.buf, out.len, out.round);
-		break;
-	case SS_RELEASE:
-		release(px, e, seg, h->chunk, h->frag, &out);
 		break;
 	case SS_WAITING: /* an async store holds our answer: another rank's push releases it */
 		break;

@@ -304,22 +304,31 @@ static bool pace(struct ss_job *j, uint32_t f, uint16_t rank, uint32_t round)
 	return true;
 }
 
-/* The result of @round to the sender (@rank) alone, paced; @resent: a
- * resend that asked for it (needless: the sender had pushed its part
- * before). */
-static enum ss_verdict answer(struct ss_job *j, uint32_t f, uint16_t rank, uint32_t round,
-			      uint16_t len, uint8_t comp, bool resent, struct ss_out *out)
+/* @out's result: fragment @f's result buffer @which, @len bytes of
+ * compressor @comp, as round @round's. */
+static void result(const struct ss_job *j, uint32_t f, unsigned which, uint16_t len, uint8_t comp,
+		   uint32_t round, struct ss_out *out)
 {
-	needless(j, out, resent);
-	if (!pace(j, f, rank, round))
-		return drop(j, out, SS_DROP_PACED);
-	out->buf = ss_job_res(j, f, round & 1);
-	out->txref = j->txref_size ? ss_job_txref(j, f, round & 1) : NULL;
+	out->buf = ss_job_res(j, f, which);
+	out->txref = j->txref_size ? ss_job_txref(j, f, which) : NULL;
 	out->len = len;
 	out->dtype = (uint8_t)(j->dtype | comp << PBOX_COMP_SHIFT);
 	out->round = round;
 	out->mode = j->frag[f].mode;
 	out->root = j->frag[f].root;
+}
+
+/* Round @round's result, in buffer @which, to the sender (@rank) alone,
+ * paced; @resent: a resend that asked for it (needless: the sender had
+ * pushed its part before). */
+static enum ss_verdict answer(struct ss_job *j, uint32_t f, uint16_t rank, uint32_t round,
+			      unsigned which, uint16_t len, uint8_t comp, bool resent,
+			      struct ss_out *out)
+{
+	needless(j, out, resent);
+	if (!pace(j, f, rank, round))
+		return drop(j, out, SS_DROP_PACED);
+	result(j, f, which, len, comp, round, out);
 	j->cnt.answers++;
 	return SS_ANSWER;
 }
@@ -377,18 +386,7 @@ static enum ss_verdict async_answer(struct ss_job *j, uint32_t f, uint16_t rank,
 {
 	const struct ss_frag *fr = &j->frag[f];
 
-	needless(j, out, resent);
-	if (!pace(j, f, rank, round))
-		return drop(j, out, SS_DROP_PACED);
-	out->buf = ss_job_res(j, f, fr->round & 1);
-	out->txref = j->txref_size ? ss_job_txref(j, f, fr->round & 1) : NULL;
-	out->len = fr->len;
-	out->dtype = j->dtype;
-	out->round = round;
-	out->mode = SS_ASYNC;
-	out->root = fr->root;
-	j->cnt.answers++;
-	return SS_ANSWER;
+	return answer(j, f, rank, round, fr->round & 1, fr->len, COMP_NONE, resent, out);
 }
 
 /* SS_ASYNC: a probe of rank @h->rank's push @h->round. */
@@ -501,13 +499,7 @@ static enum ss_verdict async_push(struct ss_job *j, uint32_t f, const struct pbo
 	}
 	needless(j, out, resent);
 	j->cnt.completed++;
-	out->buf = ss_job_res(j, f, fr->round & 1);
-	out->txref = j->txref_size ? ss_job_txref(j, f, fr->round & 1) : NULL;
-	out->len = fr->len;
-	out->dtype = j->dtype;
-	out->round = h->round;
-	out->mode = SS_ASYNC;
-	out->root = fr->root;
+	result(j, f, fr->round & 1, fr->len, COMP_NONE, h->round, out);
 	out->to = j->wake;
 	out->applied = ap;
 	return SS_RELEASE;
@@ -528,17 +520,18 @@ static enum ss_verdict probe(struct ss_job *j, uint32_t f, const struct pbox_hdr
 		if (fr->done) {
 			if (!fr->len) /* the initial pseudo-round has no result */
 				return drop(j, out, SS_DROP_STALE);
-			return h->flags & PBOX_F_PULL ? answer(j, f, h->rank, fr->round, fr->len,
-							       fr->comp, false, out)
-						      : SS_DONE;
+			return h->flags & PBOX_F_PULL
+				       ? answer(j, f, h->rank, fr->round, fr->round & 1, fr->len,
+						fr->comp, false, out)
+				       : SS_DONE;
 		}
 		return *bits >> (h->rank % 64) & 1 ? SS_WAITING : SS_NACK;
 	}
 	if (h->round == fr->round + 1 && fr->done)
 		return SS_NACK; /* nobody's part of it is in yet */
 	if (h->round == fr->round - 1 && fr->has_prev)
-		return h->flags & PBOX_F_PULL ? answer(j, f, h->rank, h->round, fr->prev_len,
-						       fr->prev_comp, false, out)
+		return h->flags & PBOX_F_PULL ? answer(j, f, h->rank, h->round, h->round & 1,
+						       fr->prev_len, fr->prev_comp, false, out)
 					      : SS_DONE;
 	return drop(j, out, SS_DROP_STALE);
 }
@@ -643,7 +636,8 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		if (fr->done) {
 			if (!fr->len) /* the initial pseudo-round has no result */
 				return drop(j, out, SS_DROP_STALE);
-			return answer(j, f, h->rank, fr->round, fr->len, fr->comp, resent, out);
+			return answer(j, f, h->rank, fr->round, fr->round & 1, fr->len, fr->comp,
+				      resent, out);
 		}
 		if (*bits & bit) {
 			needless(j, out, resent);
@@ -668,7 +662,8 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		fr->done = 0;
 		memset(&j->bitmap[(size_t)f * j->words], 0, j->words * sizeof(uint64_t));
 	} else if (h->round == fr->round - 1 && fr->has_prev) {
-		return answer(j, f, h->rank, h->round, fr->prev_len, fr->prev_comp, resent, out);
+		return answer(j, f, h->rank, h->round, h->round & 1, fr->prev_len, fr->prev_comp,
+			      resent, out);
 	} else {
 		return drop(j, out, SS_DROP_STALE);
 	}
@@ -695,13 +690,7 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		j->ops->store[j->dtype](ss_job_res(j, f, fr->round & 1), acc_of(j, f, fr->round),
 					elems);
 	j->cnt.completed++;
-	out->buf = ss_job_res(j, f, fr->round & 1);
-	out->txref = j->txref_size ? ss_job_txref(j, f, fr->round & 1) : NULL;
-	out->len = fr->len;
-	out->dtype = (uint8_t)(j->dtype | c.scheme << PBOX_COMP_SHIFT);
-	out->round = fr->round;
-	out->mode = fr->mode;
-	out->root = fr->root;
+	result(j, f, fr->round & 1, fr->len, c.scheme, fr->round, out);
 	return SS_COMPLETE;
 }
 

@@ -297,8 +297,9 @@ struct ss_out {
 	uint32_t round;
 	uint8_t mode; /* SS_COMPLETE, SS_ANSWER: the chunk's (ss_out_len()) */
 	uint16_t root;
-	/* SS_RELEASE: the ranks to answer (ss_out_to()) and each one's round
-	 * (ss_out_round()); valid until the next ss_push() on the job */
+	/* SS_RELEASE: the ranks to answer and each one's round (read them with
+	 * ss_out_to(), ss_out_round()); NULL for every other verdict. Valid
+	 * until the next ss_push() on the job */
 	const uint64_t *to;
 	const uint32_t *applied;
 	void *txref; /* the transport's reference slot for buf */
@@ -319,16 +320,17 @@ static inline uint16_t ss_out_len(const struct ss_out *out, unsigned r)
 	return out->len;
 }
 
-/* SS_RELEASE: does rank @r get @out's result, and of which of its rounds
- * (its pushes applied, less one: the answer to its latest). */
+/* Does rank @r get @out's result (SS_COMPLETE: every rank; SS_RELEASE:
+ * those it names), and of which round: the verdict's, or for an SS_RELEASE
+ * the rank's own (its pushes applied, less one: the answer to its latest). */
 static inline bool ss_out_to(const struct ss_out *out, unsigned r)
 {
-	return out->to[r / 64] >> (r % 64) & 1;
+	return !out->to || out->to[r / 64] >> (r % 64) & 1;
 }
 
 static inline uint32_t ss_out_round(const struct ss_out *out, unsigned r)
 {
-	return out->applied[r] - 1;
+	return out->to ? out->applied[r] - 1 : out->round;
 }
 
 enum ss_verdict {
