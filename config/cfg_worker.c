@@ -35,6 +35,9 @@ static const char *const env_ignore[] = {
 	"PBOX_SIMD",
 	"the widest summation and MAC kernels used: scalar, avx2 or avx512 (tests, and "
 	"measuring one ISA against another); unset: the best the CPU has",
+	"PBOX_FORGET",
+	"0: the PyTorch backend keeps every tensor's state (unset or 1: it lets go of tensors the "
+	"job no longer sums, pbox_forget())",
 	"PBOX_CUDA_STAGE_ONLY",
 	"1: the CUDA module stages each piece there and back and skips the network (make "
 	"perf-gpu's staging figure)",

@@ -719,8 +719,12 @@ static int hello_rank0(struct pbox *px, uint64_t deadline, const char *name, cha
 	uint8_t rank0_nonce[WK_GATHER_NONCE];
 	int fd, rc;
 
-	while ((fd = wk_tcp_to(root->ip_be, root->port)) < 0 && wk_now() < deadline)
-		usleep(20000); /* rank 0 is not listening yet */
+	/* rank 0 is not listening yet: soon, after a pbox_rejoin() or
+	 * pbox_forget() (1 ms, doubling to 20) */
+	for (useconds_t nap = 1000;
+	     (fd = wk_tcp_to(root->ip_be, root->port)) < 0 && wk_now() < deadline;
+	     nap = nap < 20000 ? nap * 2 : 20000)
+		usleep(nap);
 	if (fd < 0) {
 		px->net.gone[0] = true; /* a second pbox_shrink() goes on without it */
 		return wk_err(PBOX_ETIMEDOUT,

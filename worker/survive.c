@@ -39,6 +39,7 @@
 #include "wk_local_renew.h"
 #include "wk_local.h"
 #include "wk_boot.h"
+#include "wk_box.h"
 #include "wk_survive.h"
 
 #include <arpa/inet.h>
@@ -61,17 +62,26 @@ static uint32_t epoch_job(uint32_t job, uint32_t epoch)
 	return (uint32_t)z ? (uint32_t)z : 1;
 }
 
-/* Keep the tensors every rank laid out, as declared ones; drop the rest,
- * and the sharded collectives' pieces (rooted at ranks of the old world:
- * new tensors again on their next use, agreed with their roots anew). */
-static void keep_tensors(struct pbox *px)
+static bool listed(uint64_t key, const uint64_t *keys, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (keys[i] == key)
+			return true;
+	return false;
+}
+
+/* Keep the tensors every rank laid out, as declared ones, but the @n
+ * @drop; drop the rest, and the sharded collectives' pieces (rooted at
+ * ranks of the old world: new tensors again on their next use, agreed with
+ * their roots anew). */
+static void keep_tensors(struct pbox *px, const uint64_t *drop, uint32_t n)
 {
 	uint32_t kept = 0;
 
 	for (uint32_t i = 0; i < px->n_t; i++) {
 		struct wk_tensor *t = px->t[i];
 
-		if (!t->ready || t->kind != WK_ALLREDUCE) {
+		if (!t->ready || t->kind != WK_ALLREDUCE || listed(t->key, drop, n)) {
 			wk_tensor_free(t);
 			continue;
 		}
@@ -697,12 +707,39 @@ static int give_zeros(struct pbox *px, const uint32_t *idx, uint32_t n)
 	return rc;
 }
 
+/* What pbox_rejoin() and pbox_forget() find in flight (@fn names it in
+ * the error): PBOX_OK where nothing is and the context has not failed. */
+static int idle_now(struct pbox *px, const char *fn, bool *stores)
+{
+	uint32_t busy = 0, async = 0;
+	char why[WK_ERR_LEN];
+	int rc;
+
+	pthread_mutex_lock(&px->mu);
+	rc = px->fail;
+	snprintf(why, sizeof(why), "%s", px->fail_msg);
+	for (uint32_t i = 0; i < px->n_t; i++) {
+		busy += px->t[i]->busy != NULL;
+		async += px->t[i]->kind == WK_ASYNC;
+	}
+	pthread_mutex_unlock(&px->mu);
+	if (stores)
+		*stores = async > 0;
+	if (rc)
+		return wk_err(PBOX_ESTATE, "%s: the context failed (%s): pbox_shrink() first", fn,
+			      why);
+	if (busy)
+		return wk_err(PBOX_ESTATE, "%s: push-pulls are in flight", fn);
+	return PBOX_OK;
+}
+
 /* This incarnation ends: its engine stops at once. */
 static void stop_engine(struct pbox *px)
 {
 	pthread_mutex_lock(&px->mu);
 	px->aborting = true;
 	pthread_mutex_unlock(&px->mu);
+	wk_engine_kick(px); /* not at its next timeout */
 	if (px->thr_started)
 		wk_engine_join(px);
 }
@@ -887,7 +924,7 @@ int pbox_shrink(struct pbox *px)
 		return wk_err(PBOX_ENOMEM, "pbox_shrink: out of memory");
 	}
 	wk_free_net(px);
-	keep_tensors(px);
+	keep_tensors(px, NULL, 0);
 	if (px->loc)
 		wk_local_renet(px);
 	if (lost_box)
@@ -938,50 +975,105 @@ static void rejoin_barrier(struct pbox *px)
  * new incarnation with every box of [box] control; one that still does not
  * answer within a heartbeat is left out again (a warning names it).
  */
+/* The same ranks end this incarnation together (pbox_rejoin(),
+ * pbox_forget()): every one there, the engine stopped, the boxes' state
+ * let go (rank 0 unregisters, so that the budget is free for the next
+ * registration), and the tensors kept but the @n @drop. */
+static void end_together(struct pbox *px, const uint64_t *drop, uint32_t n)
+{
+	rejoin_barrier(px);
+	stop_engine(px);
+	wk_resume_free(px);
+	if (px->net.rank == 0)
+		wk_boxes_close(px, true);
+	wk_free_net(px);
+	keep_tensors(px, drop, n);
+}
+
+/* The next incarnation up (renew()ed): bootstrap and engine; a failure
+ * fails the context. */
+static int begin_again(struct pbox *px)
+{
+	int rc = wk_boot(px);
+
+	if (rc == PBOX_OK)
+		rc = wk_engine_start(px);
+	if (rc)
+		failed_with(px, rc);
+	return rc;
+}
+
 int pbox_rejoin(struct pbox *px)
 {
-	uint32_t was, busy = 0;
-	char why[WK_ERR_LEN];
+	uint32_t was;
 	int rc;
 
 	if ((rc = can_renew(px, "pbox_rejoin", true)))
 		return rc;
 	if (wk_local_led(px)) /* the machine's leader renews it */
 		return wk_local_follow_renew(px, "pbox_rejoin", false);
-	pthread_mutex_lock(&px->mu);
-	rc = px->fail;
-	snprintf(why, sizeof(why), "%s", px->fail_msg);
-	for (uint32_t i = 0; i < px->n_t; i++)
-		busy += px->t[i]->busy != NULL;
-	pthread_mutex_unlock(&px->mu);
-	if (rc)
-		return wk_err(PBOX_ESTATE,
-			      "pbox_rejoin: the context failed (%s): pbox_shrink() first", why);
-	if (busy)
-		return wk_err(PBOX_ESTATE, "pbox_rejoin: push-pulls are in flight");
+	if ((rc = idle_now(px, "pbox_rejoin", NULL)))
+		return rc;
 	if (px->loc && (rc = wk_local_rejoin_wait(px))) /* the machine's ranks, all here */
 		return rc;
 	/* every rank alike: rank 0 alone knows which boxes answer */
 	if (!px->boxes_all.n) /* no box was ever left out */
 		return px->loc ? wk_local_renew(px, PBOX_OK, NULL, 0) : PBOX_OK;
 	was = px->cfg.box.control.n;
-	rejoin_barrier(px);
-	stop_engine(px);
-	wk_resume_free(px);
-	wk_free_net(px);
-	keep_tensors(px);
+	end_together(px, NULL, 0);
 	px->cfg.box.control = px->boxes_all;
 	renew(px, px->net.n, px->net.rank);
 	wk_log(px, CFG_LOG_INFO,
 	       "rejoin: incarnation %u of job %u with the %u boxes of [box] "
 	       "control (%u before), job id %u",
 	       px->epoch, px->cfg.job.id, px->cfg.box.control.n, was, px->net.job);
-	rc = wk_boot(px);
-	if (rc == PBOX_OK)
-		rc = wk_engine_start(px);
-	if (rc)
-		failed_with(px, rc);
+	rc = begin_again(px);
 	if (px->loc)
 		wk_local_renew(px, rc, NULL, 0);
 	return rc;
+}
+
+/*
+ * pbox_forget(): tensors a framework is done with (DDP's buckets of its
+ * first iteration, once it has rebuilt them) leave the boxes and the
+ * SS_GPUs. Their state is in the middle of every summation service's
+ * segments, laid out with the others', so the same ranks begin a new
+ * incarnation of the job without them, as pbox_rejoin() does with the same
+ * boxes: every kept tensor laid out anew (rounds from 0), the box's old
+ * registration let go (UNREGISTER, before rank 0 registers the new one) so
+ * that the budget holds what the job uses now.
+ */
+int pbox_forget(struct pbox *px, uint32_t n, const uint64_t *keys)
+{
+	uint32_t had = 0, dropped = 0;
+	bool stores;
+	int rc;
+
+	if (px && n && !keys)
+		return wk_err(PBOX_EINVAL, "pbox_forget: %u keys, but keys is NULL", n);
+	if ((rc = can_renew(px, "pbox_forget", true)))
+		return rc;
+	if (px->loc)
+		return wk_err(PBOX_EINVAL,
+			      "pbox_forget: not with [worker] local_aggregation: its machines' "
+			      "tensors are the leaders'");
+	if ((rc = idle_now(px, "pbox_forget", &stores)))
+		return rc;
+	if (stores)
+		return wk_err(PBOX_ESTATE,
+			      "pbox_forget: this context holds asynchronous stores "
+			      "(pbox_push_pull_async()), which a new incarnation would drop");
+	if (!n)
+		return PBOX_OK;
+	for (uint32_t i = 0; i < px->n_t; i++) {
+		had += px->t[i]->ready;
+		dropped += px->t[i]->ready && listed(px->t[i]->key, keys, n);
+	}
+	end_together(px, keys, n);
+	renew(px, px->net.n, px->net.rank);
+	wk_log(px, CFG_LOG_INFO,
+	       "forget: incarnation %u of job %u without %u of its %u tensors, job id %u at the "
+	       "box",
+	       px->epoch, px->cfg.job.id, dropped, had, px->net.job);
+	return begin_again(px);
 }

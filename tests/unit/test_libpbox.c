@@ -1697,6 +1697,115 @@ START_TEST(test_async_training)
 }
 END_TEST
 
+/* pbox_forget(): two tensors summed, one forgotten (the state laid out
+ * falls to the other's), both summed again exactly (the forgotten one a
+ * new tensor again); the refusals. */
+struct forget_run {
+	unsigned rank;
+	int rc, busy_rc, null_rc;
+	char msg[WK_ERR_LEN];
+	uint64_t before, after, again, mine_before, mine_after;
+	bool wrong;
+};
+
+#define FORGET_A 5000u
+#define FORGET_B 3000u
+
+static int forget_sums(struct pbox *px, struct forget_run *fr, unsigned pass)
+{
+	static const uint64_t count[2] = {FORGET_A, FORGET_B};
+	float *x[2];
+	struct pbox_handle *op[2];
+	int rc = PBOX_OK;
+
+	for (unsigned k = 0; k < 2; k++) {
+		x[k] = malloc(count[k] * sizeof(float));
+		for (uint64_t i = 0; i < count[k]; i++)
+			x[k][i] = (float)(fr->rank + 1 + (i + pass) % 5);
+	}
+	for (unsigned k = 0; k < 2 && !rc; k++)
+		rc = pbox_push_pull(px, 700 + k, x[k], x[k], count[k], PBOX_FP32, &op[k]);
+	if (!rc && pass == 0) /* one in flight: refused */
+		fr->busy_rc = pbox_forget(px, 1, (const uint64_t[]){700});
+	for (unsigned k = 0; k < 2 && !rc; k++)
+		rc = pbox_wait(op[k]);
+	for (unsigned k = 0; k < 2; k++) {
+		for (uint64_t i = 0; !rc && i < count[k]; i++)
+			fr->wrong |= x[k][i] != (float)(NR * (NR + 1) / 2 + NR * ((i + pass) % 5));
+		free(x[k]);
+	}
+	return rc;
+}
+
+static void *forget_main(void *arg)
+{
+	struct forget_run *fr = arg;
+	struct pbox_layout_info li;
+	struct pbox *px = NULL;
+	char path[128];
+	int rc;
+
+	write_cfg(path, sizeof(path), fr->rank, NR, NULL, 0);
+	rc = pbox_init(path, &px);
+	if (!rc)
+		rc = pbox_start(px);
+	if (!rc)
+		rc = forget_sums(px, fr, 0);
+	if (!rc && !(rc = pbox_layout(px, &li))) {
+		fr->before = li.total_bytes;
+		fr->mine_before = li.ssgpu_bytes_mine;
+	}
+	if (!rc) {
+		fr->null_rc = pbox_forget(px, 1, NULL);
+		rc = pbox_forget(px, 2, (const uint64_t[]){700, 999}); /* 999: never used */
+	}
+	if (!rc && !(rc = pbox_layout(px, &li))) {
+		fr->after = li.total_bytes;
+		fr->mine_after = li.ssgpu_bytes_mine;
+	}
+	if (!rc)
+		rc = forget_sums(px, fr, 1);
+	if (!rc && !(rc = pbox_layout(px, &li)))
+		fr->again = li.total_bytes;
+	fr->rc = rc;
+	if (rc)
+		snprintf(fr->msg, sizeof(fr->msg), "%s", pbox_last_error());
+	if (px)
+		pbox_finalize(px);
+	unlink(path);
+	return NULL;
+}
+
+START_TEST(test_forget)
+{
+	struct forget_run fr[NR];
+	uint64_t a = FORGET_A * sizeof(float), b = FORGET_B * sizeof(float);
+
+	memset(fr, 0, sizeof(fr));
+	for (unsigned r = 0; r < NR; r++)
+		fr[r].rank = r;
+	run_threads(forget_main, fr, sizeof(fr[0]), NR);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_msg(fr[r].rc == 0, "rank %u: %s", r, fr[r].msg);
+		ck_assert_msg(!fr[r].wrong, "rank %u: a sum is wrong", r);
+		ck_assert_int_eq(fr[r].busy_rc, PBOX_ESTATE);
+		ck_assert_int_eq(fr[r].null_rc, PBOX_EINVAL);
+		/* laid out in whole fragments: at least each tensor's bytes */
+		ck_assert_msg(fr[r].before >= a + b && fr[r].after >= b && fr[r].after < a,
+			      "rank %u: laid out %" PRIu64 " bytes, then %" PRIu64, r, fr[r].before,
+			      fr[r].after);
+		ck_assert_msg(fr[r].again == fr[r].before, "rank %u: %" PRIu64 " then %" PRIu64, r,
+			      fr[r].again, fr[r].before);
+		ck_assert(fr[r].mine_after < fr[r].mine_before || fr[r].mine_before == 0);
+		printf("forget: rank %u laid out %" PRIu64 " bytes, %" PRIu64
+		       " without key 700, %" PRIu64 " with it again (its SS_GPU %" PRIu64
+		       " then %" PRIu64 ")\n",
+		       r, fr[r].before, fr[r].after, fr[r].again, fr[r].mine_before,
+		       fr[r].mine_after);
+	}
+}
+END_TEST
+
 static void *prio_main(void *arg)
 {
 	struct prio_run *pr = arg;
@@ -2865,6 +2974,7 @@ Suite *libpbox_suite(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_exact_fp32);
+	tcase_add_test(tc, test_forget);
 	tcase_add_test(tc, test_exact_fp16);
 	tcase_add_test(tc, test_exact_bf16);
 	tcase_add_test(tc, test_compressed_fp16);

@@ -68,7 +68,7 @@ extern "C" {
  * calling what 3.5 added.
  */
 #define PBOX_VERSION_MAJOR   3
-#define PBOX_VERSION_MINOR   9
+#define PBOX_VERSION_MINOR   10
 #define PBOX_VERSION(ma, mi) ((ma)*1000 + (mi))
 #define PBOX_VERSION_CODE    PBOX_VERSION(PBOX_VERSION_MAJOR, PBOX_VERSION_MINOR)
 
@@ -340,6 +340,25 @@ int pbox_shrink(struct pbox *px);
  * its leader renews the machine.
  */
 int pbox_rejoin(struct pbox *px);
+
+/*
+ * Let go of tensors the job is done with (libpbox 3.10): the state of the
+ * @n @keys on the boxes and on every rank's SS_GPU is freed, and the box's
+ * memory budget holds what the job still sums. A framework that rebuilds
+ * its buckets (PyTorch's DDP, after its first iteration) leaves the old
+ * ones' state behind otherwise: the job's state would be twice its model.
+ * A collective: every rank calls it with the same keys at the same point
+ * of its work, with nothing in flight. The same ranks begin a new
+ * incarnation of the job with the same boxes (as pbox_rejoin() does), every
+ * other tensor laid out anew and its rounds from 0; a forgotten key used
+ * again is a new tensor. A key this rank does not hold is skipped; @n = 0
+ * does nothing. Returns PBOX_OK; PBOX_EINVAL (keys NULL with n > 0; with
+ * [worker] local_aggregation, whose machines' tensors are the leaders');
+ * PBOX_ESTATE (not started; failed: pbox_shrink() first; a push-pull in
+ * flight, of host or CUDA memory; the context holds asynchronous stores,
+ * which it would drop); or as pbox_start() fails.
+ */
+int pbox_forget(struct pbox *px, uint32_t n, const uint64_t *keys);
 
 /* PBOX_EAGAIN while @op is in flight; otherwise its result, and @op is
  * released. */

@@ -19,7 +19,7 @@ __all__ = ["Context", "Error", "FP32", "FP16", "BF16", "Stats", "library", "__ve
 
 # libpbox's version this package was made with (pbox_version(); the wheel's
 # version): a library of another minor version is said at import
-__version__ = "3.9"
+__version__ = "3.10"
 
 FP32, FP16, BF16 = 0, 1, 2
 # enum pbox_status (pbox.h)
@@ -96,6 +96,10 @@ except AttributeError:
 try:  # libpbox 3.9
     library.pbox_push_pull_async.argtypes = [_P, ctypes.c_uint64, _P, _P, ctypes.c_uint64,
                                              ctypes.c_int, ctypes.POINTER(_P)]
+except AttributeError:
+    pass
+try:  # libpbox 3.10
+    library.pbox_forget.argtypes = [_P, ctypes.c_uint32, _P]
 except AttributeError:
     pass
 library.pbox_layout.argtypes = [_P, _P]
@@ -283,6 +287,14 @@ class Context:
         """Take back the boxes a shrink left out, where they answer again
         (pbox_rejoin()): every rank at the same point, nothing in flight."""
         _check(library.pbox_rejoin(self._px))
+
+    def forget(self, keys):
+        """Let go of the keys' state on the boxes and the SS_GPUs (pbox_forget(),
+        libpbox 3.10): a collective, every rank with the same keys, nothing in
+        flight; the job's other tensors are laid out anew."""
+        keys = list(keys)
+        arr = (ctypes.c_uint64 * max(len(keys), 1))(*keys)
+        _check(library.pbox_forget(self._px, len(keys), ctypes.cast(arr, _P)))
 
     def finalize(self):
         if self._px:
