@@ -21,29 +21,42 @@ set -uo pipefail
 need_root python-cluster
 N=4
 wbw=10000
+export DDP_WIDTH=512 # DDP's buckets rebuilt unlike its first step's
 $py -c 'import torch' 2>/dev/null || { echo "python-cluster: no torch for $py"; exit 1; }
 pbox_net_up "$tag" 2 "$N" || { bad "emulated network"; exit 1; }
 restart_box 10000 || exit 1 # 2 ports of 10G: k = 2 for workers at 10G
 echo "python-cluster: DDP, 4 ranks on 4 emulated hosts, each under torchrun, pboxd with 2 ports"
 
 c0=$(stat completed)
-for m in fp32 mixed; do
-	if torch_ddp pbox "$m" $((29600 + ${#m})); then
-		ok "DDP, $m parameters, through pboxd: trains ($(grep -oh 'pbox: .* per step' "$log/pbox-$m-h0.log"))"
-	else
-		bad "DDP, $m parameters, through pboxd"
-	fi
-done
-# the box's state for the DDP job in proportion to its share: two buffers of
-# what the layout gave the box (rank 0's figure) in whole chunks, not one
-# set per step in flight (it was 4x)
-job=$(grep -o 'job [0-9]* registered' "$log/pboxd.log" | head -1 | cut -d' ' -f2)
-state=$(grep -E "job $job (registered|grew)" "$log/pboxd.log" | grep -o '[0-9]* bytes of state' | tail -1 | cut -d' ' -f1)
-read -r share chunk < <(sed -n 's/.*laid out [0-9]* bytes (box \([0-9]*\)) .* in chunks of \([0-9]*\)$/\1 \2/p' \
+# the box's state for the DDP job in proportion to its model: pbox holds the
+# gradients' size (DDP's parameter broadcast at the start and its buckets of
+# the first step let go: pbox_forget()), and the box two buffers of what the
+# layout gave it (rank 0's figure) in whole chunks, as its last incarnation
+# registered it: not one set per step in flight (it was 4x), nor the first
+# step's buckets and the broadcast beside the rebuilt ones (2x)
+at=$(wc -l <"$log/pboxd.log")
+if torch_ddp pbox fp32 29604; then
+	ok "DDP, fp32 parameters, through pboxd: trains ($(grep -oh 'pbox: .* per step' "$log/pbox-fp32-h0.log"))"
+else
+	bad "DDP, fp32 parameters, through pboxd"
+fi
+state=$(tail -n +"$((at + 1))" "$log/pboxd.log" | grep -E "job [0-9]* (registered|grew)" |
+	grep -o '[0-9]* bytes of state' | tail -1 | cut -d' ' -f1)
+read -r laid share grads chunk < <(sed -n 's/.*laid out \([0-9]*\) bytes (box \([0-9]*\)) for \([0-9]*\) bytes of gradients, in chunks of \([0-9]*\)$/\1 \2 \3 \4/p' \
 	"$log/pbox-fp32-h0.log")
-check "the box's state for the DDP job: ${state:-?} bytes, within 5% of two buffers of its share (${share:-?} bytes, in chunks of ${chunk:-?})" \
-	awk -v s="${state:-0}" -v b="${share:-0}" -v c="${chunk:-0}" \
-	'BEGIN { n = int((b + c - 1) / c); exit !(b > 0 && s <= 1.05 * 2 * n * c) }'
+check "pbox holds the DDP job's model: ${laid:-?} bytes laid out for ${grads:-?} bytes of gradients (within 5%)" \
+	awk -v l="${laid:-0}" -v g="${grads:-0}" 'BEGIN { exit !(g > 0 && l <= 1.05 * g) }'
+# (the box's share of the model: of what pbox laid out, the gradients' part)
+check "the box's state for the DDP job: ${state:-?} bytes, within 5% of two buffers of its share of the model (${share:-?} bytes of ${laid:-?} laid out, in chunks of ${chunk:-?})" \
+	awk -v s="${state:-0}" -v b="${share:-0}" -v c="${chunk:-0}" -v l="${laid:-0}" -v g="${grads:-0}" \
+	'BEGIN { m = l > 0 ? b * g / l : 0; n = int((m + c - 1) / c); exit !(m > 0 && s <= 1.05 * 2 * n * c) }'
+at=$(wc -l <"$log/pboxd.log")
+if torch_ddp pbox mixed 29605; then
+	ok "DDP, mixed parameters, through pboxd: trains ($(grep -oh 'pbox: .* per step' "$log/pbox-mixed-h0.log"))"
+else
+	bad "DDP, mixed parameters, through pboxd"
+fi
+mixed_job=$(tail -n +"$((at + 1))" "$log/pboxd.log" | grep -o 'job [0-9]* registered' | head -1 | cut -d' ' -f2)
 c1=$(stat completed)
 if torch_ddp gloo fp32 29610; then
 	ok "DDP, fp32 parameters, on Gloo over the same links ($(grep -oh 'gloo: .* per step' "$log/gloo-fp32-h0.log"))"
@@ -63,7 +76,6 @@ fi
 c3=$(stat completed)
 # (the mixed job registers with the dtype of its first sum, DDP's broadcast
 # of the bf16 parameters, and grows by the other)
-mixed_job=$(grep -o 'job [0-9]* registered' "$log/pboxd.log" | sed -n 2p | cut -d' ' -f2)
 check "the box summed for them: 3 jobs registered, the mixed one holding a bf16 and an fp32 segment; $((c1 - c0)) fragments completed for the backend, $((c3 - c2)) for the hook" \
 	bash -c "[ \$(grep -c 'registered by' '$log/pboxd.log') -ge 3 ] &&
 		 grep -qE 'job $mixed_job (registered by .* bf16,|grew by [0-9]* bf16 chunks)' '$log/pboxd.log' &&

@@ -254,6 +254,11 @@ class ProcessGroupPbox(ProcessGroup):
         self.resumed = False
         self._failed = []  # allreduces the box's loss interrupted: shrink() resumes them
         self._busy = {}  # key: the future of its latest allreduce
+        # the keys' state freed once their tensors are done with (_retire())
+        self._calls = 0  # allreduces summed by pbox so far
+        self._last = {}  # key: (the call that last summed it, whether one did before)
+        self._forgot = set()
+        self._retiring = self._sharded and os.environ.get("PBOX_FORGET", "1") != "0"
         self._q = queue.Queue()
         self._pool = concurrent.futures.ThreadPoolExecutor(_CALLBACK_THREADS, "pbox-callback")
         self._thr = threading.Thread(target=self._complete, name="pbox-completion", daemon=True)
@@ -451,6 +456,50 @@ class ProcessGroupPbox(ProcessGroup):
 
         return self._launch(key, start, finish, tensors, [flat], resume, deferred)
 
+    def _retire(self, key):
+        """Free the state of the tensors the job is done with, before @key's
+        call. A framework's tensors come back step after step; DDP's first
+        broadcast of the parameters never does, nor the buckets it summed
+        before it rebuilt them, and their state (as much again as the
+        model's, each) would stay on the box and the SS_GPUs. So
+        when a key comes back a second time, every key not summed since its
+        last call has missed a whole period of it: every rank lets go of
+        those at the same call (pbox_forget(), a collective: one for all of
+        them, the once-only calls before the first step among them), once
+        its calls in flight are complete. A forgotten key that comes back is a new tensor again, and
+        says the job's calls are not periodic: nothing is forgotten after
+        it. PBOX_FORGET=0: never."""
+        seen, again = self._last.get(key, (None, False))
+        if key in self._forgot and self._retiring:
+            self._retiring = False
+            if self.rank() == 0:
+                print("pbox: a forgotten tensor came back (%d elements): this group's "
+                      "tensors are kept from now on" % ((key >> 3) & 0xFFFFFFF),
+                      file=sys.stderr, flush=True)
+        done = [k for k, (c, _) in self._last.items() if c < seen] \
+            if again and self._retiring else []
+        if done and self._idle():
+            try:
+                self._ctx.forget(done)
+            except pbox.Error as e:
+                raise PboxError(e.status, str(e)) from e
+            for k in done:
+                del self._last[k]
+                self._busy.pop(k, None)
+            self._forgot.update(done)
+        self._last[key] = (self._calls, seen is not None)
+        self._calls += 1
+
+    def _idle(self):
+        """Once every call in flight is complete: whether none failed."""
+        ok = True
+        for fut in list(self._busy.values()):
+            try:
+                fut.wait()
+            except Exception:  # noqa: BLE001  (the job failed: shrink() first)
+                ok = False
+        return ok
+
     def allreduce_coalesced(self, tensors, opts=None):
         """Each tensor summed across the ranks, as one call: pbox sums SUM
         and AVG of one float dtype on one device; anything else goes to
@@ -512,6 +561,7 @@ class ProcessGroupPbox(ProcessGroup):
         its future then set to @value. @keep: the buffers libpbox reads or
         writes, alive until then. @resume: what shrink() resumes of it
         after the box's loss (an allreduce's)."""
+        self._retire(key)
         fut = _future(value)
 
         def done(err):
@@ -1154,6 +1204,7 @@ class AsyncOptimizer:
             raise RuntimeError("pbox: AsyncOptimizer needs a live pbox group, not %s" %
                                type(g).__name__)
         self._opt, self._ctx, self._group = optimizer, g._ctx, g
+        g._retiring = False  # pbox_forget() would drop the stores
         AsyncOptimizer._made += 1
         owned = {id(p) for grp in optimizer.param_groups for p in grp["params"]}
         self._params = [p for p in model.parameters() if id(p) in owned]
