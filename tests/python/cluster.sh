@@ -114,7 +114,8 @@ check "pboxd killed mid-training: every rank goes on without the box (pbox.torch
 	bash -c "[ $survived = 1 ] && [ \$(grep -l 'went on as rank [0-3] of 4 .*resuming the step' $log/survive-h*.log | wc -l) -eq $N ] &&
 		 [ \$(grep -h 'ok, 10 steps' $log/survive-h*.log | awk '{ print \$NF }' | sort -u | wc -l) -eq 1 ] &&
 		 [ \$(grep -l 'ok, 10 steps' $log/survive-h*.log | wc -l) -eq $N ]"
-check "pboxd started again: pbox.torch.rejoin() at step 8 takes it back on every rank (k = 2)" \
-	bash -c "[ \$(grep -l 'step 8: rejoined, k=2.00' $log/survive-h*.log | wc -l) -eq $N ]"
+check "pboxd started again: pbox.torch.rejoin() at step 8 takes it back on every rank (k = 2); then reduce_scatter_tensor, all_gather_into_tensor and broadcast through it, exact" \
+	bash -c "[ \$(grep -l 'step 8: rejoined, k=2.00' $log/survive-h*.log | wc -l) -eq $N ] &&
+		 [ \$(grep -l 'ok, 10 steps' $log/survive-h*.log | wc -l) -eq $N ]"
 echo "python-cluster: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

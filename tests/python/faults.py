@@ -14,7 +14,9 @@
         step 3: the others catch the error, go on with pbox.torch.shrink()
         as ranks 0..2 of 3, redo the step and finish all STEPS steps, with
         equal parameters (after the box's loss the step resumes instead:
-        the all_reduce that raised is complete, on with the next)
+        the all_reduce that raised is complete, on with the next); then a
+        reduce_scatter_tensor, an all_gather_into_tensor and a broadcast
+        on the group it ends with, each exact
     faults.py survive-ddp PORT     the same loop with DistributedDataParallel:
         the others catch the error from backward(), shrink, build DDP again
         on the new group (its construction allgathers and broadcasts through
@@ -37,6 +39,33 @@ import time
 WORLD = 4
 COUNT = 1 << 18
 STEPS = 10
+
+
+def sharded_wrong(pg):
+    """The sharded collectives and broadcast on the group a failure left
+    (shrunk, or the box taken back), against their closed forms (integers
+    in fp32: exact in any sum order): what is wrong, or None."""
+    import torch
+    import torch.distributed as dist
+
+    r, n, S = pg.rank(), pg.size(), 3000  # S: a shard, not a whole number of fragments
+    i = torch.arange(n * S, dtype=torch.float32)
+    out = torch.zeros(S)
+    pg._reduce_scatter_base(out, r + 1 + i % 7).wait()
+    want = n * (n + 1) / 2 + n * ((r * S + torch.arange(S, dtype=torch.float32)) % 7)
+    if not torch.equal(out, want):
+        return "reduce_scatter_tensor: not the closed form's shard"
+    whole = torch.zeros(n * S)
+    pg._allgather_base(whole, 10 * r + torch.arange(S, dtype=torch.float32) % 5).wait()
+    if not torch.equal(whole, 10 * (i // S) + (i % S) % 5):
+        return "all_gather_into_tensor: not every rank's shard in order"
+    opts = dist.BroadcastOptions()
+    opts.rootRank = n - 1
+    t = i.clone() if r == n - 1 else torch.zeros(n * S)
+    pg.broadcast([t], opts).wait()
+    if not torch.equal(t, i):
+        return "broadcast from rank %d: not its tensor" % (n - 1)
+    return None
 
 
 def survive_main(rank, box, ddp):
@@ -124,6 +153,11 @@ def survive_main(rank, box, ddp):
             if "reduce: a group made by shrink()" not in str(e):
                 print("RANK %d: the shrunk group's reduce(): %s" % (rank, e), flush=True)
                 os._exit(1)
+    wrong = sharded_wrong(pg)
+    if wrong:
+        print("RANK %d: after the %s: %s" % (rank, "box's loss" if box else "lost rank", wrong),
+              flush=True)
+        os._exit(1)
     digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes()
                                      for p in model.parameters())).hexdigest()[:16]
     print("RANK %d ok, %d steps, parameters %s" % (rank, STEPS, digest), flush=True)

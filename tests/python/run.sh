@@ -251,14 +251,14 @@ else
 	grep -v '^\[default[0-9]\]:\s*$' "$out/elastic.log" | grep -v '^ ' | tail -12 | sed 's/^/        /'
 fi
 if timeout 120 $py tests/python/faults.py survive 29581 >"$out/survive.log" 2>&1; then
-	ok "a training loop goes on after rank 2 dies: pbox.torch.shrink(), 3 ranks finish all 10 steps with equal parameters"
+	ok "a training loop goes on after rank 2 dies: pbox.torch.shrink(), 3 ranks finish all 10 steps with equal parameters; then reduce_scatter_tensor, all_gather_into_tensor and broadcast on the 3, exact"
 	grep -m1 -o 'went on as rank .*' "$out/survive.log" | sed 's/^/        /'
 else
 	bad "a training loop goes on after rank 2 dies"
 	grep -v '^\s*$' "$out/survive.log" | tail -8 | sed 's/^/        /'
 fi
 if timeout 120 $py tests/python/faults.py survive-ddp 29582 >"$out/survive-ddp.log" 2>&1; then
-	ok "DDP after rank 2 dies: pbox.torch.shrink(), DDP built again on the new group (its allgather and int64 broadcast through pbox), 3 ranks finish all 10 steps with equal parameters"
+	ok "DDP after rank 2 dies: pbox.torch.shrink(), DDP built again on the new group (its allgather and int64 broadcast through pbox), 3 ranks finish all 10 steps with equal parameters; then the sharded collectives and broadcast on the 3, exact"
 	grep -m1 -o 'went on as rank .*' "$out/survive-ddp.log" | sed 's/^/        /'
 else
 	bad "DDP after rank 2 dies"
