@@ -12,7 +12,9 @@ same, every parameter at one priority), async (pbox.torch.AsyncOptimizer:
 BytePS's asynchronous mode, no DDP), async-slow (the same, the last rank
 at half speed: it sleeps as long as its step took). MODEL: a
 torchvision model name (resnet18, resnet50, vgg16, ...), 10 classes.
-STEPS (10) steps, the first WARMUP (2) untimed; BATCH (8) images of IMAGE
+STEPS (12) steps, the first WARMUP (4) untimed (DDP lays out its buckets,
+then its rebuilt ones, and the pbox backend lets go of the first at step
+3: set-up, once per run); BATCH (8) images of IMAGE
 (32) pixels a side per rank; SGD with momentum.
 
 Prints "train: MODE MODEL step_ms=S grads_mb=G ..." from rank 0: the mean
@@ -33,8 +35,8 @@ import torchvision
 import pbox.torch
 
 mode, name, out = sys.argv[1:4]
-steps = int(os.environ.get("STEPS", "10"))
-warm = int(os.environ.get("WARMUP", "2"))
+steps = int(os.environ.get("STEPS", "12"))
+warm = int(os.environ.get("WARMUP", "4"))
 batch = int(os.environ.get("BATCH", "8"))
 side = int(os.environ.get("IMAGE", "32"))
 torch.set_num_threads(1)  # ranks share the host's cores
@@ -53,7 +55,8 @@ elif mode.startswith("async"):
 else:
     net = torch.nn.parallel.DistributedDataParallel(model)
     if mode == "hook":
-        net.register_comm_hook(pbox.torch.hook_state(), pbox.torch.allreduce_hook)
+        hs = pbox.torch.hook_state()
+        net.register_comm_hook(hs, pbox.torch.allreduce_hook)
 gen = torch.Generator().manual_seed(1000 + rank)
 data = [(torch.randn(batch, 3, side, side, generator=gen),
          torch.randint(0, 10, (batch,), generator=gen)) for _ in range(steps)]
@@ -86,6 +89,14 @@ if rank == 0:
     print("train: %s %s step_ms=%.1f grads_mb=%.1f loss=%.4f fwd_ms=%.1f bwd_ms=%.1f "
           "opt_ms=%.1f tail_ms=%.1f" % (mode, name, ms, grads / 2**20, float(loss), fwd, bwd, stp,
                                         tail), flush=True)
+# what pbox laid out (the keys' state on the SSes; the box's share), against
+# which train.sh holds the box's state
+pg = hs.group if mode == "hook" else None if mode == "gloo" else \
+    dist.distributed_c10d._get_default_group()
+if rank == 0 and isinstance(pg, pbox.torch.ProcessGroupPbox):
+    li = pg._ctx.layout()
+    print("train: %s %s laid_bytes=%d box_bytes=%d grads_bytes=%d chunk=%d" %
+          (mode, name, li.total_bytes, li.box_bytes, grads, li.chunk_size), flush=True)
 if slow:
     print("train: %s %s slow_rank_step_ms=%.1f (rank %d)" % (mode, name, ms, rank), flush=True)
 torch.save([p.detach().float() for p in model.parameters()], "%s-%d.pt" % (out, rank))

@@ -17,13 +17,13 @@
 # 2k) / n^2 for the communication, and for the whole step Gloo's step
 # with t_ring replaced by t_opt (no overlap assumed). Writes
 # $OUT/train.csv and one line per model:
-#   RESULT train model=M ddp_vs_gloo= hook_vs_gloo= sched_vs_gloo= sched_vs_ddp= theory=
+#   RESULT train model=M ddp_vs_gloo= hook_vs_gloo= sched_vs_gloo= sched_vs_ddp= box_state= theory=
 # (speedups: Gloo's step time over the mode's, one run; theory: the step's)
 # Needs root, hugepages, torch and torchvision (deploy/host-setup.sh --perf).
 #
 #   perf/train/train.sh [BUILD_DIR]   MODELS ("resnet18 resnet50"; vgg16 too
 #                                     where memory allows), B (500), MODES,
-#                                     STEPS (10), WARMUP (2), BATCH (8),
+#                                     STEPS (12), WARMUP (4), BATCH (8),
 #                                     IMAGE (32), OUT (BUILD_DIR/perf/train)
 set -uo pipefail
 
@@ -44,6 +44,26 @@ train() {
 	torch_ranks "$1" "$2-$1" "$3" 900 "$src/perf/train/train.py" "$1" "$2" "$log/$2-$1"
 }
 step_ms() { grep -oh "train: $1 $2 step_ms=[0-9.]*" "$log/$2-$1-h0.log" | sed 's/.*=//'; }
+# box_state MODE MODEL LINE: the box's state for the run's job (its last
+# registration or growth after pboxd.log's LINE) against two buffers of
+# the box's share of the model (of what pbox laid out, the gradients'
+# part, in whole chunks); the worst ratio in worst_state
+worst_state=
+box_state() {
+	local st f
+	f=$(grep -oh "train: $1 $2 laid_bytes=.*" "$log/$2-$1-h0.log") || return 0
+	st=$(tail -n +"$(($3 + 1))" "$log/pboxd.log" | grep -E "job [0-9]* (registered|grew)" |
+		grep -o '[0-9]* bytes of state' | tail -1 | cut -d' ' -f1)
+	[ -n "$st" ] || return 0
+	read -r r line < <(echo "$f" | awk -v s="$st" '{
+		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		m = v["box_bytes"] * v["grads_bytes"] / v["laid_bytes"]; c = v["chunk"]
+		two = 2 * int((m + c - 1) / c) * c
+		printf "%.3f the box held %d bytes of state, %.3f of two buffers of its share of the model (%d bytes; pbox laid out %d for %d of gradients)\n",
+			s / two, s, s / two, m, v["laid_bytes"], v["grads_bytes"] }')
+	echo "train: $2 $1: $line"
+	worst_state=$(awk -v a="${worst_state:-0}" -v b="$r" 'BEGIN { printf "%.3f", (b > a ? b : a) }')
+}
 # diff_from MODE MODEL REF: the largest difference of MODE's rank-0
 # parameters from REF's, and whether MODE's ranks all agree
 diff_from() {
@@ -59,7 +79,7 @@ PY
 }
 
 echo "train: n=$N workers at B=$B Mb/s, a box of $ports ports at k=$K; models: $MODELS;" \
-	"modes: $MODES; ${STEPS:-10} steps (${WARMUP:-2} untimed) of ${BATCH:-8} images of" \
+	"modes: $MODES; ${STEPS:-12} steps (${WARMUP:-4} untimed) of ${BATCH:-8} images of" \
 	"${IMAGE:-32} px per rank; logs in $log"
 pbox_net_up "$tag" "$ports" "$N" || exit 1
 shape "$K" || exit 1
@@ -70,9 +90,11 @@ for m in $MODELS; do
 	declare -A t=()
 	for mode in $MODES; do
 		port=$((port + 1))
+		at=$(wc -l <"$log/pboxd.log")
 		if train "$mode" "$m" "$port"; then
 			t[$mode]=$(step_ms "$mode" "$m")
 			echo "train: $m $mode: ${t[$mode]} ms per step"
+			box_state "$mode" "$m" "$at"
 		else
 			bad "$m $mode trains"
 		fi
@@ -104,6 +126,8 @@ for m in $MODELS; do
 		line+=" async_fast_rank=$(awk -v a="${t[async]}" -v b="${t[async-slow]}" 'BEGIN { printf "%.3f", a / b }')"
 	[ -n "${t[sched]:-}" ] && [ -n "${t[pbox]:-}" ] &&
 		line+=" sched_vs_ddp=$(awk -v a="${t[pbox]}" -v b="${t[sched]}" 'BEGIN { printf "%.3f", a / b }')"
+	[ -n "$worst_state" ] && line+=" box_state=$worst_state"
+	worst_state=
 	echo "$line theory=$theory theory_comm=$comm"
 	unset t
 done
