@@ -11,7 +11,8 @@ on Gloo, its buckets summed by pbox.torch.allreduce_hook), sched
 same, every parameter at one priority), async (pbox.torch.AsyncOptimizer:
 BytePS's asynchronous mode, no DDP), async-slow (the same, the last rank
 at half speed: it sleeps as long as its step took). MODEL: a
-torchvision model name (resnet18, resnet50, vgg16, ...), 10 classes.
+torchvision model name (resnet18, resnet50, vgg16, ...), 10 classes, or
+bert_base (a BERT-base-sized encoder from torch.nn, IMAGE tokens a sequence).
 STEPS (12) steps, the first WARMUP (4) untimed (DDP lays out its buckets,
 then its rebuilt ones, and the pbox backend lets go of the first at step
 3: set-up, once per run); BATCH (8) images of IMAGE
@@ -43,7 +44,27 @@ torch.set_num_threads(1)  # ranks share the host's cores
 dist.init_process_group("gloo" if mode in ("gloo", "hook") else "pbox")
 rank = dist.get_rank()
 torch.manual_seed(0)
-model = getattr(torchvision.models, name)(num_classes=10)
+
+
+class BertBase(torch.nn.Module):
+    """A BERT-base-sized encoder from torch.nn (12 layers of 768, 12 heads,
+    3072 wide; BERT's 30522-token vocabulary and 512 positions: 109.5 M
+    parameters) with a 10-class head on the first token."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok = torch.nn.Embedding(30522, 768)
+        self.pos = torch.nn.Embedding(512, 768)
+        layer = torch.nn.TransformerEncoderLayer(768, 12, 3072, batch_first=True)
+        self.enc = torch.nn.TransformerEncoder(layer, 12, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(768, 10)
+
+    def forward(self, x):
+        h = self.tok(x) + self.pos(torch.arange(x.shape[1]))
+        return self.head(self.enc(h)[:, 0])
+
+
+model = BertBase() if name == "bert_base" else getattr(torchvision.models, name)(num_classes=10)
 opt = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9)
 slow = mode == "async-slow" and rank == dist.get_world_size() - 1
 if mode in ("sched", "sched-fifo"):
@@ -58,7 +79,8 @@ else:
         hs = pbox.torch.hook_state()
         net.register_comm_hook(hs, pbox.torch.allreduce_hook)
 gen = torch.Generator().manual_seed(1000 + rank)
-data = [(torch.randn(batch, 3, side, side, generator=gen),
+data = [(torch.randint(0, 30522, (batch, side), generator=gen) if name == "bert_base" else
+         torch.randn(batch, 3, side, side, generator=gen),
          torch.randint(0, 10, (batch,), generator=gen)) for _ in range(steps)]
 dist.barrier()
 phase = [0.0, 0.0, 0.0]  # forward (with the scheduled optimizer's waits), backward, step

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # perf/train: real models trained through pbox against Gloo (issue 36).
 # n = 4 workers (one network namespace and one torchrun each) at B Mb/s,
-# a box of 2 ports at k = 2 on the emulated network; torchvision models on
-# synthetic images (perf/train/train.py), each trained by
+# a box of 2 ports at k = K (2; 0: none) on the emulated network;
+# torchvision models on synthetic images, or a BERT-base-sized encoder on
+# synthetic tokens (perf/train/train.py), each trained by
 #   gloo   DDP on a Gloo group (its ring allreduce over the same links)
 #   pbox   DDP on the pbox backend, through the box
 #   hook   DDP on Gloo with pbox.torch.allreduce_hook, through the box
@@ -16,20 +17,23 @@
 # theory's speedup over Gloo: Theorem 1's t_ring / t_opt = (n^2 + kn -
 # 2k) / n^2 for the communication, and for the whole step Gloo's step
 # with t_ring replaced by t_opt (no overlap assumed). Writes
-# $OUT/train.csv and one line per model:
-#   RESULT train model=M ddp_vs_gloo= hook_vs_gloo= sched_vs_gloo= sched_vs_ddp= box_state= theory=
-# (speedups: Gloo's step time over the mode's, one run; theory: the step's)
+# $OUT/train.csv, a chart ($OUT/train.png: each mode's speedup per model
+# beside the theory's) and one line per model:
+#   RESULT train model=M k=K b=B ddp_vs_gloo= hook_vs_gloo= sched_vs_gloo= sched_vs_ddp= box_state= theory=
+# (speedups: Gloo's step time over the mode's, one run; theory: the step's;
+# box_state: the box's state over two buffers of its share of the model)
 # Needs root, hugepages, torch and torchvision (deploy/host-setup.sh --perf).
 #
-#   perf/train/train.sh [BUILD_DIR]   MODELS ("resnet18 resnet50"; vgg16 too
-#                                     where memory allows), B (500), MODES,
+#   perf/train/train.sh [BUILD_DIR]   MODELS ("resnet18 resnet50"; vgg16 and
+#                                     bert_base too where memory allows), B (500;
+#                                     a compute-bound rate: 5000), K (2; 0, 1), MODES,
 #                                     STEPS (12), WARMUP (4), BATCH (8),
 #                                     IMAGE (32), OUT (BUILD_DIR/perf/train)
 set -uo pipefail
 
 N=4
 B=${B:-500}
-K=2
+K=${K:-2} # the box's bandwidth over a worker's: 0 (no box), 1 or 2 (its 2 ports)
 ports=2
 MODELS=${MODELS:-resnet18 resnet50}
 MODES=${MODES:-gloo pbox hook sched async async-slow}
@@ -83,8 +87,13 @@ echo "train: n=$N workers at B=$B Mb/s, a box of $ports ports at k=$K; models: $
 	"${IMAGE:-32} px per rank; logs in $log"
 pbox_net_up "$tag" "$ports" "$N" || exit 1
 shape "$K" || exit 1
-restart_box $((K * wbw / ports)) || exit 1
-echo "model,mode,step_ms,speedup_vs_gloo,max_param_diff_vs_gloo,ranks_agree,grads_mb,theory_step,theory_comm" >"$csv"
+if [ "$K" -gt 0 ]; then
+	restart_box $((K * wbw / ports)) || exit 1
+else # k = 0: the workers' SS_GPUs alone
+	boxaddr=
+	: >"$log/pboxd.log"
+fi
+echo "model,mode,step_ms,speedup_vs_gloo,max_param_diff_vs_gloo,ranks_agree,grads_mb,theory_step,theory_comm,k,b_mbps" >"$csv"
 port=29700
 for m in $MODELS; do
 	declare -A t=()
@@ -106,12 +115,12 @@ for m in $MODELS; do
 		c = (n * n + k * n - 2 * k) / (n * n)
 		ring = 2 * (n - 1) * mb * 8 * 1048576 / (n * b * 1e6) * 1000
 		printf "%.3f %.3f\n", c, g / (g - ring + ring / c) }')
-	line="RESULT train model=$m"
+	line="RESULT train model=$m k=$K b=$B"
 	for mode in $MODES; do
 		[ -n "${t[$mode]:-}" ] || continue
 		read -r d agree < <(diff_from "$mode" "$m" gloo)
 		sp=$(awk -v g="${t[gloo]}" -v x="${t[$mode]}" 'BEGIN { printf "%.3f", g / x }')
-		echo "$m,$mode,${t[$mode]},$sp,$d,$agree,$mb,$theory,$comm" >>"$csv"
+		echo "$m,$mode,${t[$mode]},$sp,$d,$agree,$mb,$theory,$comm,$K,$B" >>"$csv"
 		echo "train: $m $mode: ${sp}x Gloo, parameters $d from Gloo's, ranks agree: $agree"
 		[ "$agree" = yes ] || bad "$m $mode: every rank's parameters equal"
 		case $mode in
@@ -131,4 +140,29 @@ for m in $MODELS; do
 	echo "$line theory=$theory theory_comm=$comm"
 	unset t
 done
+# the chart: each mode's speedup over Gloo per model, beside the theory's
+if command -v gnuplot >/dev/null && [ "$(wc -l <"$csv")" -gt 1 ]; then
+	awk -F, -v modes="$MODES" 'NR > 1 { sp[$1, $2] = $4; th[$1] = $8; if (!($1 in seen)) { seen[$1]; order[++n] = $1 } }
+		END { m = split(modes, md, " "); printf "model theory"; for (j = 1; j <= m; j++) if (md[j] != "gloo") printf " %s", md[j]; print ""
+		      for (i = 1; i <= n; i++) { printf "%s %s", order[i], th[order[i]]
+			for (j = 1; j <= m; j++) if (md[j] != "gloo") printf " %s", ((order[i], md[j]) in sp) ? sp[order[i], md[j]] : "-"; print "" } }' \
+		"$csv" >"$out/train-speedup.dat"
+	cols=$(head -1 "$out/train-speedup.dat" | wc -w)
+	gnuplot <<-EOF
+		set terminal pngcairo size 900,560 font "sans,11"
+		set output "$out/train.png"
+		set title "Real models through pbox: n = $N workers at B = $B Mb/s, k = $K"
+		set ylabel "speedup over DDP on Gloo (step time)"
+		set style data histograms
+		set style histogram clustered gap 1
+		set style fill solid 0.8 border -1
+		set datafile missing "-"
+		set key top left
+		set grid ytics
+		set yrange [0:*]
+		set termoption noenhanced
+		plot for [i=2:$cols] "$out/train-speedup.dat" using i:xtic(1) title columnheader(i)
+	EOF
+	echo "train: wrote $csv and $out/train.png"
+fi
 [ "$fail" -eq 0 ]

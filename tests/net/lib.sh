@@ -310,7 +310,7 @@ torch_ranks() {
 	local mode=$1 name=$2 port=$3 limit=$4 i rc=0 pids=()
 	local envs=(PYTHONPATH="$build/python" GLOO_SOCKET_IFNAME=eth0 PBOX_DATA_BANDWIDTH="${wbw}M")
 	shift 4
-	[ "$mode" != gloo ] && envs+=(PBOX_BOX="$boxaddr")
+	[ "$mode" != gloo ] && [ -n "$boxaddr" ] && envs+=(PBOX_BOX="$boxaddr")
 	for ((i = 0; i < N; i++)); do
 		# Debian's torch 1.13 under Python 3.11: torchrun's launcher dies
 		# without --redirects and --tee
