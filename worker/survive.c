@@ -970,11 +970,6 @@ static void rejoin_barrier(struct pbox *px)
 	wk_wait_cond(px, rejoin_met, wk_now() + px->net.es.deadline_ns);
 }
 
-/*
- * pbox_rejoin(): the boxes a shrink left out, back. The same ranks begin a
- * new incarnation with every box of [box] control; one that still does not
- * answer within a heartbeat is left out again (a warning names it).
- */
 /* The same ranks end this incarnation together (pbox_rejoin(),
  * pbox_forget()): every one there, the engine stopped, the boxes' state
  * let go (rank 0 unregisters, so that the budget is free for the next
@@ -1003,6 +998,11 @@ static int begin_again(struct pbox *px)
 	return rc;
 }
 
+/*
+ * pbox_rejoin(): the boxes a shrink left out, back. The same ranks begin a
+ * new incarnation with every box of [box] control; one that still does not
+ * answer within a heartbeat is left out again (a warning names it).
+ */
 int pbox_rejoin(struct pbox *px)
 {
 	uint32_t was;

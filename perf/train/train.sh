@@ -54,18 +54,15 @@ step_ms() { grep -oh "train: $1 $2 step_ms=[0-9.]*" "$log/$2-$1-h0.log" | sed 's
 # part, in whole chunks); the worst ratio in worst_state
 worst_state=
 box_state() {
-	local st f
+	local st f r m laid box grads chunk
 	f=$(grep -oh "train: $1 $2 laid_bytes=.*" "$log/$2-$1-h0.log") || return 0
 	st=$(tail -n +"$(($3 + 1))" "$log/pboxd.log" | grep -E "job [0-9]* (registered|grew)" |
 		grep -o '[0-9]* bytes of state' | tail -1 | cut -d' ' -f1)
 	[ -n "$st" ] || return 0
-	read -r r line < <(echo "$f" | awk -v s="$st" '{
-		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-		m = v["box_bytes"] * v["grads_bytes"] / v["laid_bytes"]; c = v["chunk"]
-		two = 2 * int((m + c - 1) / c) * c
-		printf "%.3f the box held %d bytes of state, %.3f of two buffers of its share of the model (%d bytes; pbox laid out %d for %d of gradients)\n",
-			s / two, s, s / two, m, v["laid_bytes"], v["grads_bytes"] }')
-	echo "train: $2 $1: $line"
+	read -r laid box grads chunk < <(echo "$f" | sed 's/.*laid_bytes=\([0-9]*\) box_bytes=\([0-9]*\) grads_bytes=\([0-9]*\) chunk=\([0-9]*\)$/\1 \2 \3 \4/')
+	read -r r m < <(box_state_ratio "$st" "$laid" "$box" "$grads" "$chunk")
+	[ -n "$r" ] || return 0
+	echo "train: $2 $1: the box held $st bytes of state, $r of two buffers of its share of the model ($m bytes; pbox laid out $laid for $grads of gradients)"
 	worst_state=$(awk -v a="${worst_state:-0}" -v b="$r" 'BEGIN { printf "%.3f", (b > a ? b : a) }')
 }
 # diff_from MODE MODEL REF: the largest difference of MODE's rank-0

@@ -328,6 +328,16 @@ torch_ranks() {
 	return 1
 }
 
+# box_state_ratio STATE LAID BOX GRADS CHUNK: the box's STATE bytes over two
+# buffers of its share of the model, in whole CHUNKs: of the LAID bytes pbox
+# laid out (BOX of them on the box), the GRADS bytes of gradients' part;
+# prints the ratio and the share, or nothing without a figure
+box_state_ratio() {
+	awk -v s="${1:-0}" -v l="${2:-0}" -v b="${3:-0}" -v g="${4:-0}" -v c="${5:-0}" 'BEGIN {
+		m = l > 0 ? b * g / l : 0
+		if (m > 0 && c > 0) printf "%.3f %d\n", s / (2 * int((m + c - 1) / c) * c), m }'
+}
+
 # torch_ddp BACKEND MODEL PORT: tests/python/ddp_train.py through
 # torch_ranks; logs in $log/BACKEND-MODEL-hI.log, parameters in
 # $log/BACKEND-MODEL-R.pt.

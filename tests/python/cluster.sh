@@ -47,9 +47,9 @@ read -r laid share grads chunk < <(sed -n 's/.*laid out \([0-9]*\) bytes (box \(
 check "pbox holds the DDP job's model: ${laid:-?} bytes laid out for ${grads:-?} bytes of gradients (within 5%)" \
 	awk -v l="${laid:-0}" -v g="${grads:-0}" 'BEGIN { exit !(g > 0 && l <= 1.05 * g) }'
 # (the box's share of the model: of what pbox laid out, the gradients' part)
-check "the box's state for the DDP job: ${state:-?} bytes, within 5% of two buffers of its share of the model (${share:-?} bytes of ${laid:-?} laid out, in chunks of ${chunk:-?})" \
-	awk -v s="${state:-0}" -v b="${share:-0}" -v c="${chunk:-0}" -v l="${laid:-0}" -v g="${grads:-0}" \
-	'BEGIN { m = l > 0 ? b * g / l : 0; n = int((m + c - 1) / c); exit !(m > 0 && s <= 1.05 * 2 * n * c) }'
+read -r ratio _ < <(box_state_ratio "$state" "$laid" "$share" "$grads" "$chunk")
+check "the box's state for the DDP job: ${state:-?} bytes, ${ratio:-?} of two buffers of its share of the model, within 5% (${share:-?} bytes of ${laid:-?} laid out, in chunks of ${chunk:-?})" \
+	awk -v r="${ratio:-0}" 'BEGIN { exit !(r > 0 && r <= 1.05) }'
 at=$(wc -l <"$log/pboxd.log")
 if torch_ddp pbox mixed 29605; then
 	ok "DDP, mixed parameters, through pboxd: trains ($(grep -oh 'pbox: .* per step' "$log/pbox-mixed-h0.log"))"

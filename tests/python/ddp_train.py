@@ -129,7 +129,7 @@ if rank == 0:
           flush=True)
 if rank == 0 and mode != "gloo":
     # what pbox laid out (keys' state on the SSes) against the gradients' size:
-    # DDP's buckets of the first step, and the rebuilt ones after it
+    # DDP's rebuilt buckets (the first ones and its broadcast let go)
     li = group._ctx.layout()
     grads = sum(p.numel() * p.element_size() for p in model.parameters())
     print("%s: laid out %d bytes (box %d) for %d bytes of gradients, in chunks of %d" %

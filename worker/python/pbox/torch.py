@@ -255,8 +255,10 @@ class ProcessGroupPbox(ProcessGroup):
         self._failed = []  # allreduces the box's loss interrupted: shrink() resumes them
         self._busy = {}  # key: the future of its latest allreduce
         # the keys' state freed once their tensors are done with (_retire())
-        self._calls = 0  # allreduces summed by pbox so far
-        self._last = {}  # key: (the call that last summed it, whether one did before)
+        self._calls = 0  # collectives started through pbox so far
+        # key: (the call that last used it, whether one did before), in the
+        # order of those calls: the least recently used first
+        self._last = {}
         self._forgot = set()
         self._retiring = self._sharded and os.environ.get("PBOX_FORGET", "1") != "0"
         self._q = queue.Queue()
@@ -461,23 +463,28 @@ class ProcessGroupPbox(ProcessGroup):
         call. A framework's tensors come back step after step; DDP's first
         broadcast of the parameters never does, nor the buckets it summed
         before it rebuilt them, and their state (as much again as the
-        model's, each) would stay on the box and the SS_GPUs. So
-        when a key comes back a second time, every key not summed since its
-        last call has missed a whole period of it: every rank lets go of
-        those at the same call (pbox_forget(), a collective: one for all of
-        them, the once-only calls before the first step among them), once
-        its calls in flight are complete. A forgotten key that comes back is a new tensor again, and
-        says the job's calls are not periodic: nothing is forgotten after
-        it. PBOX_FORGET=0: never."""
-        seen, again = self._last.get(key, (None, False))
+        model's, each) would stay on the box and the SS_GPUs. So when a key
+        comes back a second time, every key not used since its last call
+        has missed a whole period of it: every rank lets go of those at the
+        same call (pbox_forget(), a collective: one for all of them, the
+        once-only calls before the first step among them), once its calls in
+        flight are complete. A forgotten key that comes back is a new tensor
+        again, and says the job's calls are not periodic: nothing is
+        forgotten after it. PBOX_FORGET=0: never. The keys are kept least
+        recently used first, so a call looks only at those it lets go of."""
+        seen, again = self._last.pop(key, (None, False))
         if key in self._forgot and self._retiring:
             self._retiring = False
             if self.rank() == 0:
                 print("pbox: a forgotten tensor came back (%d elements): this group's "
                       "tensors are kept from now on" % ((key >> 3) & 0xFFFFFFF),
                       file=sys.stderr, flush=True)
-        done = [k for k, (c, _) in self._last.items() if c < seen] \
-            if again and self._retiring else []
+        done = []
+        if again and self._retiring:
+            for k, (c, _) in self._last.items():
+                if c >= seen:
+                    break
+                done.append(k)
         if done and self._idle():
             try:
                 self._ctx.forget(done)
