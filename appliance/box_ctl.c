@@ -222,16 +222,47 @@ static int say(struct box_ctl *c, int fd, const char *fmt, ...)
 	return 0;
 }
 
-static void say_endpoints(struct box_ctl *c, int fd)
+/*
+ * The bytes of job state endpoint @g would still take for a new job: its
+ * node's free budget, less BOX_ROOM_RESERVE of the budget (the segments'
+ * headers, which a worker cannot cost without knowing the cores), shared
+ * among the node's endpoints by weight, and at most its weight's part of
+ * limits.job_memory. Called with the lock held.
+ */
+#define BOX_ROOM_RESERVE 256 /* 1/256 of the node's budget */
+static uint64_t ep_room(const struct box_ctl *c, unsigned g)
+{
+	const struct box *b = c->b;
+	unsigned node = b->lc[b->ep[g].lcore]->node, e;
+	uint64_t w_node = 0, w_all = 0, budget = b->node_budget[node],
+		 keep = budget / BOX_ROOM_RESERVE, free_b, room, job;
+
+	for (e = 0; e < b->n_eps; e++) {
+		w_all += b->ep[e].weight_kbps;
+		if (b->lc[b->ep[e].lcore]->node == node)
+			w_node += b->ep[e].weight_kbps;
+	}
+	free_b = c->used[node] + keep < budget ? budget - c->used[node] - keep : 0;
+	room = (uint64_t)((unsigned __int128)free_b * b->ep[g].weight_kbps / w_node);
+	job = (uint64_t)((unsigned __int128)b->cfg->limits.job_memory * b->ep[g].weight_kbps /
+			 w_all);
+	return room < job ? room : job;
+}
+
+/* The EP lines; with @rooms (a proved connection's ENDPOINTS), each
+ * endpoint's room. */
+static void say_endpoints(struct box_ctl *c, int fd, bool rooms)
 {
 	struct box *b = c->b;
-	char line[128];
+	char line[160];
 	unsigned g;
 
 	for (g = 0; g < b->n_eps; g++) {
 		const struct box_ep *ep = &b->lc[b->ep[g].lcore]->ep[b->ep[g].slot];
-		const struct nic_ctl_ep e = {
-			.idx = g, .addr = ep->self, .weight_kbps = b->ep[g].weight_kbps};
+		const struct nic_ctl_ep e = {.idx = g,
+					     .addr = ep->self,
+					     .weight_kbps = b->ep[g].weight_kbps,
+					     .room = rooms ? ep_room(c, g) : NIC_CTL_ROOM_UNKNOWN};
 
 		if (nic_ctl_format_ep(line, sizeof(line), &e) > 0)
 			say(c, fd, "%s", line);
@@ -701,7 +732,7 @@ static void reg_reply(struct box_ctl *c, int fd, const struct ctl_job *j)
 					  .chunk = j->desc.chunk_size};
 	char line[CTL_REPLY_MAX];
 
-	say_endpoints(c, fd);
+	say_endpoints(c, fd, false);
 	if (nic_ctl_format_reg_ok(line, sizeof(line), &ok) > 0)
 		say(c, fd, "%s", line);
 }
@@ -1001,10 +1032,13 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 			.n_eps = c->b->n_eps,
 			.frag = (uint32_t)c->b->cfg->data.fragment_size,
 			.chunk = (uint32_t)c->b->cfg->data.chunk_size,
-			.mtu = c->b->cfg->data.mtu};
+			.mtu = c->b->cfg->data.mtu,
+			.txref = c->conn[slot].sess.authed ? (uint32_t)box_txref_size() : 0};
 		char ok[128];
 
-		say_endpoints(c, fd);
+		box_ctl_lock(c);
+		say_endpoints(c, fd, c->conn[slot].sess.authed);
+		box_ctl_unlock(c);
 		if (nic_ctl_format_geometry(ok, sizeof(ok), &geo) > 0)
 			say(c, fd, "%s", ok);
 	} else if (strcmp(verb, "UNREGISTER") == 0) {

@@ -6,6 +6,7 @@
 #include "nic_ctl.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -25,6 +26,20 @@
 
 /* ---- endpoint and OK lines ------------------------------------------------- */
 
+/* @s, the end of a line, is exactly @key then a decimal number up to @max:
+ * 0 and the number in @out, or -1. */
+static int tail_field(const char *s, const char *key, uint64_t max, uint64_t *out)
+{
+	size_t k = strlen(key);
+	char *end;
+
+	if (strncmp(s, key, k) || !isdigit((unsigned char)s[k]))
+		return -1;
+	errno = 0;
+	*out = strtoull(s + k, &end, 10);
+	return errno || *end || *out > max ? -1 : 0;
+}
+
 int nic_ctl_format_ep(char *buf, size_t cap, const struct nic_ctl_ep *e)
 {
 	char ip[INET_ADDRSTRLEN];
@@ -36,6 +51,8 @@ int nic_ctl_format_ep(char *buf, size_t cap, const struct nic_ctl_ep *e)
 	n = snprintf(buf, cap,
 		     "EP %u ip=%s mac=%02x:%02x:%02x:%02x:%02x:%02x port=%u weight=%" PRIu64,
 		     e->idx, ip, m[0], m[1], m[2], m[3], m[4], m[5], e->addr.port, e->weight_kbps);
+	if (n >= 0 && (size_t)n < cap && e->room != NIC_CTL_ROOM_UNKNOWN)
+		n += snprintf(buf + n, cap - (size_t)n, " room=%" PRIu64, e->room);
 	return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 
@@ -43,14 +60,18 @@ int nic_ctl_parse_ep(const char *line, struct nic_ctl_ep *out)
 {
 	unsigned idx, m[6], port;
 	unsigned long long w;
+	uint64_t room = NIC_CTL_ROOM_UNKNOWN;
 	char ip[INET_ADDRSTRLEN + 1];
 	int end = -1, i;
 
 	if (sscanf(line, "EP %u ip=%16s mac=%2x:%2x:%2x:%2x:%2x:%2x port=%u weight=%llu%n", &idx,
 		   ip, &m[0], &m[1], &m[2], &m[3], &m[4], &m[5], &port, &w, &end) != 10 ||
-	    end < 0 || line[end] != '\0' || port == 0 || port > 65535 || w == 0)
+	    end < 0 || port == 0 || port > 65535 || w == 0)
+		return -1;
+	if (line[end] && tail_field(line + end, " room=", NIC_CTL_ROOM_UNKNOWN - 1, &room))
 		return -1;
 	memset(out, 0, sizeof(*out));
+	out->room = room;
 	if (inet_pton(AF_INET, ip, &out->addr.ip_be) != 1)
 		return -1;
 	for (i = 0; i < 6; i++)
@@ -68,19 +89,26 @@ static int fits(int n, size_t cap)
 
 int nic_ctl_format_geometry(char *buf, size_t cap, const struct nic_ctl_geometry *g)
 {
-	return fits(snprintf(buf, cap, "OK endpoints=%u frag=%u chunk=%u mtu=%u", g->n_eps, g->frag,
-			     g->chunk, g->mtu),
-		    cap);
+	int n = snprintf(buf, cap, "OK endpoints=%u frag=%u chunk=%u mtu=%u", g->n_eps, g->frag,
+			 g->chunk, g->mtu);
+
+	if (n >= 0 && (size_t)n < cap && g->txref)
+		n += snprintf(buf + n, cap - (size_t)n, " txref=%u", g->txref);
+	return fits(n, cap);
 }
 
 int nic_ctl_parse_geometry(const char *line, struct nic_ctl_geometry *g)
 {
+	uint64_t txref = 0;
 	int end = -1;
 
 	if (sscanf(line, "OK endpoints=%u frag=%u chunk=%u mtu=%u%n", &g->n_eps, &g->frag,
 		   &g->chunk, &g->mtu, &end) != 4 ||
-	    end < 0 || line[end] || !g->frag || !g->chunk || g->chunk % g->frag)
+	    end < 0 || !g->frag || !g->chunk || g->chunk % g->frag)
 		return -1;
+	if (line[end] && (tail_field(line + end, " txref=", 4096, &txref) || !txref))
+		return -1;
+	g->txref = (uint32_t)txref;
 	return 0;
 }
 

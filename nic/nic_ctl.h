@@ -98,11 +98,20 @@ int nic_ctl_unwrap_key(const struct nic_ctl_session *s, uint32_t job, const char
 void nic_ctl_unreg_proof(const struct nic_ctl_session *s, uint32_t job, const uint8_t *key,
 			 char *hex);
 
-/* One endpoint line. */
+/*
+ * One endpoint line. A connection that has proved the box key also hears
+ * room=B on each: the bytes of job state the box would still take on the
+ * endpoint (its node's free budget, less a reserve, shared among the
+ * node's endpoints by weight; at most its weight's part of limits.
+ * job_memory), so that a job lays out no more on the box than it holds
+ * (worker/units.c). NIC_CTL_ROOM_UNKNOWN where the line has none.
+ */
+#define NIC_CTL_ROOM_UNKNOWN UINT64_MAX
 struct nic_ctl_ep {
 	unsigned idx;
 	struct nic_addr addr;
 	uint64_t weight_kbps; /* this endpoint's share of the box's bandwidth */
+	uint64_t room;	      /* bytes of job state it would still take */
 };
 
 /* The line for @e into @buf (no newline); its length, or -1 if it does not fit. */
@@ -111,10 +120,13 @@ int nic_ctl_format_ep(char *buf, size_t cap, const struct nic_ctl_ep *e);
  * (an address, a MAC, a port of 0 or over 65535, a weight of 0, trailing text). */
 int nic_ctl_parse_ep(const char *line, struct nic_ctl_ep *out);
 
-/* ENDPOINTS' OK line. */
+/* ENDPOINTS' OK line; txref=T (a proved connection's): the box's bytes of
+ * transmit reference per result buffer, which ss_job_bytes() needs to
+ * cost a chunk as the box does. */
 struct nic_ctl_geometry {
 	unsigned n_eps;
 	uint32_t frag, chunk, mtu;
+	uint32_t txref; /* 0: not said */
 };
 int nic_ctl_format_geometry(char *buf, size_t cap, const struct nic_ctl_geometry *g);
 int nic_ctl_parse_geometry(const char *line, struct nic_ctl_geometry *g);

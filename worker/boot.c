@@ -612,10 +612,11 @@ static void send_verdicts(struct pbox *px, int rc, const char *msg, const bool *
 			wk_verdict_send(px->net.peer_fd[r], rc, missing, px->net.n, msg);
 			continue;
 		}
-		RP_SEND(px->net.peer_fd[r], GO, go, .frag = frag, .eps = eps->n, .nonce = nonce);
+		RP_SEND(px->net.peer_fd[r], GO, go, .frag = frag, .eps = eps->n, .nonce = nonce,
+			.txref = eps->txref);
 		for (uint32_t e = 0; e < eps->n; e++)
 			RP_SEND(px->net.peer_fd[r], EP, ep, .ip = eps->ip[e], .port = eps->port[e],
-				.kbps = eps->kbps[e]);
+				.kbps = eps->kbps[e], .room = eps->room[e]);
 		rp_send_verb(px->net.peer_fd[r], RP_END);
 	}
 }
@@ -645,7 +646,7 @@ static int boot_root(struct pbox *px, uint64_t deadline)
 	if (!msg[0]) {
 		nonce = draw_nonce();
 		wk_set_key(px, nonce);
-		rc = wk_layout_init(px, frag, eps->n, eps->ip, eps->port, eps->kbps);
+		rc = wk_layout_init(px, frag, eps);
 		if (rc)
 			snprintf(msg, sizeof(msg), "%s", pbox_last_error());
 		else
@@ -693,6 +694,7 @@ static int read_verdict(struct pbox *px, int fd, char *buf, uint32_t *len, const
 			      err[0] ? err : rp_verb_name(m.verb));
 	*frag = m.go.frag;
 	*nonce = m.go.nonce;
+	eps->txref = m.go.txref;
 	for (uint32_t n = m.go.eps; eps->n < n;) {
 		if (wk_line_wait(fd, buf, len, WK_LINEBUF, line, sizeof(line), deadline) != 1 ||
 		    rp_expect(line, RP_EP, &m, err, sizeof(err)))
@@ -700,6 +702,7 @@ static int read_verdict(struct pbox *px, int fd, char *buf, uint32_t *len, const
 				      name, err[0] ? err : "cut short");
 		eps->ip[eps->n] = m.ep.ip;
 		eps->port[eps->n] = m.ep.port;
+		eps->room[eps->n] = m.ep.room;
 		eps->kbps[eps->n++] = m.ep.kbps;
 	}
 	if (wk_line_wait(fd, buf, len, WK_LINEBUF, line, sizeof(line), deadline) != 1 ||
@@ -779,7 +782,7 @@ static int boot_rank(struct pbox *px, uint64_t deadline)
 	if (rc)
 		goto out;
 	wk_set_key(px, nonce);
-	rc = wk_layout_init(px, frag, eps->n, eps->ip, eps->port, eps->kbps);
+	rc = wk_layout_init(px, frag, eps);
 	if (rc == PBOX_OK) {
 		char msg[WK_ERR_LEN];
 
@@ -832,7 +835,7 @@ int wk_boot(struct pbox *px)
 	if (px->net.n == 1) {
 		char msg[WK_ERR_LEN];
 
-		rc = wk_layout_init(px, (uint32_t)own_frag(px), 0, NULL, NULL, NULL);
+		rc = wk_layout_init(px, (uint32_t)own_frag(px), NULL);
 		if (rc == PBOX_OK &&
 		    (rc = wk_grow(px, px->t, px->n_t, NULL, deadline, msg, sizeof(msg))))
 			rc = wk_err(rc, "pbox_start: %s", msg);

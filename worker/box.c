@@ -97,10 +97,14 @@ static int box_endpoints(struct pbox *px, uint32_t b, struct wk_box_eps *eps, ui
 		if (!eps->n || geo.frag < eps->frag) /* the fragment every box takes */
 			eps->frag = geo.frag;
 		eps->chunk = geo.chunk;
+		if (geo.txref > eps->txref)
+			eps->txref = geo.txref;
 		for (uint32_t e = 0; e < geo.n_eps; e++) {
 			eps->ip[eps->n + e] = got[e].addr.ip_be;
 			eps->port[eps->n + e] = got[e].addr.port;
 			eps->kbps[eps->n + e] = got[e].weight_kbps;
+			/* a box that says no transmit reference size cannot be costed */
+			eps->room[eps->n + e] = geo.txref ? got[e].room : NIC_CTL_ROOM_UNKNOWN;
 		}
 		eps->n += geo.n_eps;
 	}

@@ -3,7 +3,9 @@
 #include "layout.h"
 #include "cfg_worker.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 const char *lay_mode_name(enum lay_mode mode)
 {
@@ -64,8 +66,58 @@ typedef __int128 i128;
  * looks only at the lightest units' passes, lets a heavy unit drift by
  * the ratio of the weights).
  */
-int lay_assign(const uint64_t *w, uint32_t n_units, const uint32_t *chunk_bytes, uint32_t n_chunks,
-	       uint32_t *unit_of, uint32_t *local_of, uint32_t *count)
+/* An uncapped unit's weight when it takes what full ones leave: large, so
+ * that the full units' weights, made from it, keep their precision. */
+#define LAY_SPILL_W (1ull << 24)
+
+int lay_fit(uint64_t *w, const uint32_t *cap, uint32_t n_units, uint32_t n_chunks, int spill)
+{
+	uint8_t *capped = calloc(n_units ? n_units : 1, 1);
+	bool more = true;
+	uint64_t left = n_chunks;
+	i128 free_w = 0;
+	uint32_t u;
+	int rc = -1;
+
+	if (!capped)
+		return -1;
+	for (u = 0; u < n_units; u++)
+		free_w += w[u];
+	/* Cap the units whose share of what the others leave passes their cap,
+	 * until none does: capping one only raises the others' shares. */
+	while (more && free_w > 0) {
+		more = false;
+		for (u = 0; u < n_units; u++)
+			if (!capped[u] && w[u] && cap[u] != UINT32_MAX &&
+			    (i128)cap[u] * free_w < (i128)left * w[u]) {
+				capped[u] = 1;
+				free_w -= w[u];
+				left -= cap[u];
+				more = true;
+			}
+	}
+	if (free_w == 0 && left > 0) { /* the capped units cannot take it all */
+		for (u = 0; spill && u < n_units; u++)
+			if (cap[u] == UINT32_MAX) {
+				w[u] = LAY_SPILL_W;
+				free_w += LAY_SPILL_W;
+			}
+		if (free_w == 0)
+			goto out;
+	}
+	/* share cap/n_chunks: the weight cap·W_free/left against the others' W_free */
+	for (u = 0; u < n_units; u++) /* left > 0: a unit is capped below its share of it */
+		if (capped[u])
+			w[u] = (uint64_t)((i128)cap[u] * free_w / (i128)left);
+	rc = 0;
+out:
+	free(capped);
+	return rc;
+}
+
+int lay_assign(const uint64_t *w, const uint32_t *cap, uint32_t n_units,
+	       const uint32_t *chunk_bytes, uint32_t n_chunks, uint32_t *unit_of,
+	       uint32_t *local_of, uint32_t *count)
 {
 	i128 *cur = calloc(n_units ? n_units : 1, sizeof(i128)), total = 0;
 	uint32_t *live = calloc(n_units ? n_units : 1, sizeof(uint32_t)), n_live = 0, c, u;
@@ -75,17 +127,18 @@ int lay_assign(const uint64_t *w, uint32_t n_units, const uint32_t *chunk_bytes,
 		goto out;
 	for (u = 0; u < n_units; u++) {
 		count[u] = 0;
-		if (w[u]) {
+		if (w[u] && (!cap || cap[u])) {
 			live[n_live++] = u;
 			total += w[u];
 		}
 	}
-	if (!n_live)
-		goto out;
 	for (c = 0; c < n_chunks; c++) {
 		i128 s = chunk_bytes[c];
-		uint32_t best = live[0], i;
+		uint32_t best, i;
 
+		if (!n_live)
+			goto out;
+		best = live[0];
 		for (i = 0; i < n_live; i++) {
 			u = live[i];
 			cur[u] += (i128)w[u] * s;
@@ -95,6 +148,13 @@ int lay_assign(const uint64_t *w, uint32_t n_units, const uint32_t *chunk_bytes,
 		cur[best] -= total * s;
 		unit_of[c] = best;
 		local_of[c] = count[best]++;
+		if (cap && count[best] == cap[best]) { /* full: out of the round robin */
+			for (i = 0; live[i] != best; i++)
+				;
+			memmove(live + i, live + i + 1, (n_live - i - 1) * sizeof(*live));
+			n_live--;
+			total -= w[best];
+		}
 	}
 	rc = 0;
 out:

@@ -48,13 +48,31 @@ double lay_box_share(uint32_t n, double k, enum lay_mode mode);
 double lay_ssgpu_share(uint32_t n, double k, enum lay_mode mode);
 
 /*
+ * Weights @w of @n_units units fitted to @n_chunks new chunks when some
+ * units can take at most @cap[u] of them (a box endpoint's memory; UINT32_MAX:
+ * no cap): a unit whose share of the chunks would pass its cap gets the
+ * weight that makes its share its cap, the others share what is left in
+ * their own proportions (Theorem 1's among themselves), so that every unit's
+ * chunks stay spread over the whole batch. Where the capped units are all
+ * that have weight and cannot take everything, @spill gives the uncapped
+ * units (the SS_GPUs) equal weights for the rest; without it, or with none,
+ * -1 (the units cannot hold the chunks). Integer arithmetic: every rank
+ * fits alike.
+ */
+int lay_fit(uint64_t *w, const uint32_t *cap, uint32_t n_units, uint32_t n_chunks, int spill);
+
+/*
  * Assign @n_chunks chunks (bytes of each in @chunk_bytes, in the order all
  * ranks agree on) to @n_units units of weights @w by smooth weighted round
  * robin over bytes: each unit's bytes stay within a chunk or two of its
- * exact share at every prefix. Fills @unit_of and @local_of (the chunk's index among its unit's
- * chunks) and @count (chunks per unit). 0, or -1 when no unit has weight.
+ * exact share at every prefix. A unit with a @cap (NULL: none) takes no
+ * more than cap[u] chunks: once it has them it leaves the round robin.
+ * Fills @unit_of and @local_of (the chunk's index among its unit's chunks)
+ * and @count (chunks per unit). 0, or -1 when no unit has weight (or room)
+ * for a chunk.
  */
-int lay_assign(const uint64_t *w, uint32_t n_units, const uint32_t *chunk_bytes, uint32_t n_chunks,
-	       uint32_t *unit_of, uint32_t *local_of, uint32_t *count);
+int lay_assign(const uint64_t *w, const uint32_t *cap, uint32_t n_units,
+	       const uint32_t *chunk_bytes, uint32_t n_chunks, uint32_t *unit_of,
+	       uint32_t *local_of, uint32_t *count);
 
 #endif /* PBOX_LAYOUT_H */

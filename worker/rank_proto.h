@@ -107,9 +107,11 @@
 #define RP_F_T(F, s) F(s, key, U) F(s, count, U) F(s, dtype, y) F(s, prio, i)
 /* a refusal: its PBOX_E* code, the ranks it names ("-" or "1,5,7") and why */
 #define RP_F_ERR(F, s) F(s, code, i) F(s, gone, w) F(s, why, t)
-/* the job's fragment size, the box's endpoint count, the incarnation's nonce */
-#define RP_F_GO(F, s) F(s, frag, u) F(s, eps, u) F(s, nonce, x)
-#define RP_F_EP(F, s) F(s, ip, a) F(s, port, p) F(s, kbps, U)
+/* the job's fragment size, the box's endpoint count, the incarnation's nonce; */
+/* txref: the box's transmit reference size (0: none said); an endpoint's
+ * room: the bytes of state it would still take (UINT64_MAX: not said) */
+#define RP_F_GO(F, s) F(s, frag, u) F(s, eps, u) F(s, nonce, x) F(s, txref, u)
+#define RP_F_EP(F, s) F(s, ip, a) F(s, port, p) F(s, kbps, U) F(s, room, U)
 /* pk: the rank's public key (hex) that JOINED's token is sealed to */
 #define RP_F_JOIN(F, s)	  F(s, rank, u) F(s, world_size, u) F(s, ep, e) F(s, pk, w)
 #define RP_F_JOINED(F, s) F(s, job, u) F(s, token, w)

@@ -221,13 +221,13 @@ static uint64_t pace_kbps(const struct pbox *px)
 	return t > t_link && t_link > 0 ? (uint64_t)((double)w * t_link / t) + 1 : w;
 }
 
-int wk_layout_init(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_t *ep_ip,
-		   const uint16_t *ep_port, const uint64_t *ep_kbps)
+int wk_layout_init(struct pbox *px, uint32_t frag_size, const struct wk_box_eps *eps)
 {
+	uint32_t n_eps = eps ? eps->n : 0;
 	struct lay_in in = {.n = px->net.n,
 			    .worker_kbps = px->cfg.data.bandwidth_mbps * 1000,
 			    .n_eps = n_eps,
-			    .ep_kbps = ep_kbps,
+			    .ep_kbps = eps ? eps->kbps : NULL,
 			    .mode = (enum lay_mode)px->cfg.tuning.layout};
 	uint64_t *w, box_kbps = 0;
 	uint32_t u;
@@ -247,21 +247,24 @@ int wk_layout_init(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const ui
 		free(w);
 		return wk_err(PBOX_ENOMEM, "pbox_start: out of memory for the layout");
 	}
+	px->net.box_txref = eps ? eps->txref : 0;
 	for (u = 0; u < n_eps; u++) {
 		char ip[INET_ADDRSTRLEN];
 
-		px->net.unit[u].ip_be = ep_ip[u];
-		px->net.unit[u].port = ep_port[u];
-		px->net.unit[u].kbps = ep_kbps[u];
+		px->net.unit[u].ip_be = eps->ip[u];
+		px->net.unit[u].port = eps->port[u];
+		px->net.unit[u].kbps = eps->kbps[u];
+		px->net.unit[u].room = eps->txref ? eps->room[u] : UINT64_MAX;
 		px->net.unit[u].rank = -1;
-		box_kbps += ep_kbps[u];
-		inet_ntop(AF_INET, &ep_ip[u], ip, sizeof(ip));
+		box_kbps += eps->kbps[u];
+		inet_ntop(AF_INET, &eps->ip[u], ip, sizeof(ip));
 		snprintf(px->net.unit[u].name, sizeof(px->net.unit[u].name),
-			 "box endpoint %u (%s:%u)", u, ip, ep_port[u]);
+			 "box endpoint %u (%s:%u)", u, ip, eps->port[u]);
 	}
 	for (u = 0; u < px->net.n; u++) {
 		struct wk_unit *un = &px->net.unit[n_eps + u];
 
+		un->room = UINT64_MAX;
 		un->ip_be = px->cfg.peers[u].ip_be;
 		un->port = px->cfg.peers[u].port;
 		un->rank = (int32_t)u;
@@ -369,6 +372,112 @@ static uint32_t rooted_unit(const struct pbox *px, const struct wk_tensor *t, ui
 	return px->net.n_eps + r;
 }
 
+/* A chunk laid out by weight (else rooted). */
+static bool by_weight(uint8_t kind)
+{
+	return kind == WK_ALLREDUCE || kind == WK_ASYNC;
+}
+
+/*
+ * What the boxes' state costs for a segment of @dtype (@async: with
+ * stores), as a box counts it (ss_job_bytes() with its transmit
+ * references): each chunk its fragments' buffers and records; each segment
+ * the job's header, peer table and the sections' alignment, on every
+ * endpoint (an upper bound: as if each endpoint had a core of its own).
+ */
+static void box_costs(const struct pbox *px, uint8_t dtype, bool async, uint64_t *per_chunk,
+		      uint64_t *per_segment)
+{
+	enum { K = 1024 };
+	const struct ss_root store = {.mode = SS_ASYNC};
+	struct ss_job_desc d = {.n = (uint16_t)px->net.n,
+				.dtype = dtype,
+				.frag_size = px->net.frag_size,
+				.chunk_size = px->net.chunk_size,
+				.n_eps = 1,
+				.roots = async ? &store : NULL,
+				.n_roots = async,
+				.comp_ppm = wk_comp_ppm(px, dtype),
+				.in_order = px->cfg.job.deterministic};
+	size_t empty = ss_job_bytes(&d, px->net.box_txref);
+
+	d.ep_chunks[0] = K;
+	*per_chunk = (ss_job_bytes(&d, px->net.box_txref) - empty + K - 1) / K;
+	d.ep_chunks[0] = 0;
+	d.n_eps = (uint16_t)(px->net.n_eps < SS_MAX_EPS ? px->net.n_eps : SS_MAX_EPS);
+	*per_segment = ss_job_bytes(&d, px->net.box_txref) + ss_job_align(&d) + 16 * SS_CACHE_LINE;
+}
+
+/*
+ * The most chunks of this batch each unit may take into @cap (UINT32_MAX:
+ * no cap), from each box endpoint's room, and @w fitted to them (lay_fit()):
+ * the box takes what its memory holds, spread over the batch, and the
+ * SS_GPUs the rest. 0; 1 when no box endpoint has a room (no caps); -1
+ * (wk_err() says why) when the box alone must hold them ([tuning] layout =
+ * ps) and cannot.
+ */
+static int box_caps(struct pbox *px, uint8_t dtype, bool async, uint32_t m, uint64_t *w,
+		    uint32_t *cap, uint64_t *per_chunk, uint64_t *per_segment)
+{
+	uint64_t room = 0, need;
+	bool any = false;
+	uint32_t u;
+
+	for (u = 0; u < px->net.n_eps; u++)
+		any |= px->net.unit[u].room != UINT64_MAX && w[u];
+	if (!any || !m)
+		return 1;
+	box_costs(px, dtype, async, per_chunk, per_segment);
+	for (u = 0; u < px->net.n_units; u++) {
+		const struct wk_unit *un = &px->net.unit[u];
+		uint64_t c;
+
+		if (u >= px->net.n_eps || un->room == UINT64_MAX) {
+			cap[u] = UINT32_MAX;
+			continue;
+		}
+		c = un->room > *per_segment ? (un->room - *per_segment) / *per_chunk : 0;
+		cap[u] = c < UINT32_MAX - 1 ? (uint32_t)c : UINT32_MAX - 1;
+		room += cap[u];
+	}
+	if (lay_fit(w, cap, px->net.n_units, m, px->cfg.tuning.layout != LAY_PS) == 0)
+		return 0;
+	need = (uint64_t)m * *per_chunk;
+	return wk_err(PBOX_EBOX,
+		      "the box has room for %" PRIu64
+		      " more chunks of this job (%.1f MiB of state), "
+		      "these tensors need %u (%.1f MiB) and [tuning] layout = ps puts every chunk "
+		      "there: raise the box's [memory] hugepage_budget or use layout = unified",
+		      room, (double)room * (double)*per_chunk / (1 << 20), m,
+		      (double)need / (1 << 20)),
+	       -1;
+}
+
+/* Each box endpoint's room less what this batch took there: its chunks,
+ * and a segment's overhead wherever the boxes took any of it. */
+static void box_charge(struct pbox *px, const uint32_t *count, const uint32_t *cap,
+		       uint64_t per_chunk, uint64_t per_segment)
+{
+	uint32_t u, took = 0, full = 0;
+
+	for (u = 0; u < px->net.n_eps; u++) {
+		took += count[u];
+		full += cap[u] != UINT32_MAX && count[u] == cap[u];
+	}
+	for (u = 0; took && u < px->net.n_eps; u++) {
+		struct wk_unit *un = &px->net.unit[u];
+		uint64_t c = (uint64_t)count[u] * per_chunk + per_segment;
+
+		if (un->room != UINT64_MAX)
+			un->room = un->room > c ? un->room - c : 0;
+	}
+	if (full)
+		wk_log(px, CFG_LOG_INFO,
+		       "layout: %u box endpoint%s full (the box's memory): the SS_GPUs sum what "
+		       "did not fit",
+		       full, full == 1 ? "" : "s");
+}
+
 /*
  * @added new chunks from @c0 on (those of @ts, each of @bytes) onto units:
  * the all-reduce ones and the async stores by lay_assign() over the weights
@@ -376,36 +485,49 @@ static uint32_t rooted_unit(const struct pbox *px, const struct wk_tensor *t, ui
  * its whole tensor, each summation service takes n pushes and sends n
  * answers of its share, so Theorem 1's shares balance it too), the rooted
  * ones by rooted_unit(), after the others of their unit; each chunk's mode
- * into px->net.chunk_mode. 0, -1 when no unit has weight, -2 out of memory.
+ * into px->net.chunk_mode; the box endpoints' rooms capping what they take
+ * (box_caps()). 0, -1 when no unit has weight, -2 out of memory, -3 when
+ * the box alone must take the chunks and has no room (wk_err() says so).
  */
-static bool by_weight(uint8_t kind)
-{
-	return kind == WK_ALLREDUCE || kind == WK_ASYNC;
-}
-
 static int assign(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint32_t c0,
-		  uint32_t added, const uint64_t *w, const uint32_t *bytes, uint32_t *unit_of,
+		  uint32_t added, uint64_t *w, const uint32_t *bytes, uint32_t *unit_of,
 		  uint32_t *local, uint32_t *count)
 {
-	uint32_t *ab = malloc((added ? added : 1) * 3 * sizeof(uint32_t)), m = 0, c, i, k;
-	int rc = 0;
+	uint32_t *ab = malloc((added ? added : 1) * 3 * sizeof(uint32_t)), m = 0, c, i, k,
+		 *cap = malloc(px->net.n_units * sizeof(uint32_t));
+	uint64_t per_chunk = 0, per_segment = 0;
+	bool async = false;
+	int rc = 0, caps;
 
-	if (!ab)
+	if (!ab || !cap) {
+		free(ab);
+		free(cap);
 		return -2;
+	}
 	for (i = 0; i < n; i++) /* the rooted chunks' modes, set below */
 		for (k = 0; k < ts[i]->n_chunks; k++)
 			px->net.chunk_mode[ts[i]->chunk0 + k] =
 				ts[i]->kind ? (uint32_t)ss_mode_of(ts[i]->kind) << 16 | ts[i]->root
 					    : 0;
 	m = 0;
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
+		async |= ts[i]->kind == WK_ASYNC;
 		for (k = 0; k < ts[i]->n_chunks; k++)
 			if (by_weight(ts[i]->kind))
 				ab[m++] = bytes[ts[i]->chunk0 - c0 + k];
-	if (lay_assign(w, px->net.n_units, ab, m, ab + added, ab + 2 * added, count)) {
+	}
+	caps = n ? box_caps(px, ts[0]->dtype, async, m, w, cap, &per_chunk, &per_segment) : 1;
+	if (caps < 0) {
+		rc = -3;
+		goto out;
+	}
+	if (lay_assign(w, caps ? NULL : cap, px->net.n_units, ab, m, ab + added, ab + 2 * added,
+		       count)) {
 		rc = -1;
 		goto out;
 	}
+	if (!caps)
+		box_charge(px, count, cap, per_chunk, per_segment);
 	m = 0;
 	for (i = 0; i < n; i++)
 		for (k = 0; k < ts[i]->n_chunks; k++) {
@@ -420,6 +542,7 @@ static int assign(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint
 		}
 out:
 	free(ab);
+	free(cap);
 	return rc;
 }
 
@@ -463,6 +586,9 @@ int wk_layout_add(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, uint
 		goto out;
 	case -2:
 		wk_err(rc, "out of memory for the layout");
+		goto out;
+	case -3: /* box_caps() said why */
+		rc = PBOX_EBOX;
 		goto out;
 	}
 	for (u = 0; u < px->net.n_units; u++) {

@@ -59,6 +59,7 @@ struct wk_unit {
 	int32_t rank;	   /* SS_GPU of this rank; -1: a box endpoint */
 	uint64_t weight;   /* in the layout */
 	uint64_t kbps;	   /* a box endpoint's bandwidth */
+	uint64_t room;	   /* a box endpoint's state left to lay out (UINT64_MAX: no cap) */
 	uint32_t n_chunks; /* assigned */
 	uint64_t bytes;
 	uint32_t *global; /* local chunk index -> global chunk */
@@ -303,9 +304,11 @@ struct wk_box_batch {
 /* A box's endpoints, as its control plane lists them (box.c). */
 struct wk_box_eps {
 	uint32_t n, frag, chunk;
+	uint32_t txref; /* the boxes' largest transmit reference (0: not said) */
 	uint32_t ip[WK_MAX_EPS];
 	uint16_t port[WK_MAX_EPS];
 	uint64_t kbps[WK_MAX_EPS];
+	uint64_t room[WK_MAX_EPS]; /* bytes of state it would take (UINT64_MAX: not said) */
 };
 
 /*
@@ -355,6 +358,7 @@ struct wk_net {
 
 	/* the layout */
 	uint32_t n_eps, n_units, self_unit;
+	uint32_t box_txref; /* the boxes' transmit reference size, to cost their chunks */
 	struct wk_unit *unit;
 	uint32_t frag_size, chunk_size, fpc, n_chunks, n_frags;
 	uint32_t *chunk_unit, *chunk_local;

@@ -6,9 +6,9 @@
 
 /* ---- units.c: the summation services a rank addresses ---------------------- */
 
-/* The summation services from the box's endpoints (or none), no chunks yet. */
-int wk_layout_init(struct pbox *px, uint32_t frag_size, uint32_t n_eps, const uint32_t *ep_ip,
-		   const uint16_t *ep_port, const uint64_t *ep_kbps);
+/* The summation services from the boxes' endpoints @eps (NULL: none), no
+ * chunks yet; each endpoint's room caps what the layout puts on it. */
+int wk_layout_init(struct pbox *px, uint32_t frag_size, const struct wk_box_eps *eps);
 /*
  * Lay out @n tensors, all of one dtype, after those laid out before: their
  * chunks follow the job's, each unit's new chunks follow its earlier ones

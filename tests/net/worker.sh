@@ -204,6 +204,36 @@ check "[data] bandwidth unset: B from the data interface's link speed (${lb:-non
 unset PBOX_LOG_LEVEL
 worker_cfgs 1
 
+# A job larger than the box's memory: pboxd with hugepage_budget = 96M
+# (what its mbuf pools leave, about 49 MB, is its state budget: its
+# metrics say how much), a job of 64 MiB in 8 tensors whose Theorem 1
+# share on the box (60%, two buffers of each fragment) would need about 77
+# MiB of it. Rank 0 hears each endpoint's room in ENDPOINTS, every rank
+# lays out on the box what that holds and the rest on the SS_GPUs: every
+# sum exact, the box's state within its budget. Under [tuning] layout = ps (the box
+# alone) the same job is refused at pbox_start on every rank, with the
+# figure, before any data moves.
+box_cfg $((wbw))
+sed -i 's/^hugepage_budget = .*/hugepage_budget = 96M/' "$log/box.ini"
+[ -n "$pboxd_pid" ] && kill "$pboxd_pid" 2>/dev/null && wait "$pboxd_pid" 2>/dev/null
+pboxd_pid=
+start_box || exit 1
+sb=$(box_metric pbox_state_bytes_budget)
+export PBOX_LOG_LEVEL=info
+check "k=2, a job over the box's memory (${sb:-?} bytes of state): the box takes what it holds, the SS_GPUs the rest, every sum exact" \
+	bench_all small --size 64M --tensors 8 --iters 2
+sh=$(held small)
+check "k=2, over the box's memory: the box holds ${sh:-?} bytes for the job, 90-100% of its ${sb:-?}, and rank 0 said its endpoints were full" \
+	bash -c "[ ${sh:-0} -ge $((${sb:-0} * 9 / 10)) ] && [ ${sh:-0} -le ${sb:-0} ] &&
+		grep -q 'box endpoints full' '$log/small-w0.log'"
+worker_cfgs 1 "layout = ps"
+bench_all smallps --size 64M --tensors 8 --iters 1 >/dev/null
+check "k=2, layout = ps, over the box's memory: every rank refused at pbox_start with the box's room and the job's need" \
+	bash -c "[ \"\$(grep -l 'has room for [0-9]* more chunks of this job .* these tensors need' '$log'/smallps-w*.log | wc -l)\" = $N ]"
+unset PBOX_LOG_LEVEL
+worker_cfgs 1
+restart_box $((2 * wbw / 2)) || exit 1
+
 # ByteComp's strategy (pbox-bench --compress, perf/compress): each rank
 # measures the link and its compressor, rank 0's decision is every rank's,
 # the chosen layers travel as EFSignSGD; the sums approximate, so checked

@@ -203,7 +203,7 @@ static int layout(void)
 	for (c = 0; c < n_chunks; c++)
 		bytes[c] = c + 1 < n_chunks ? chunk_size
 					    : (uint32_t)(o.bytes - (uint64_t)c * chunk_size);
-	if (lay_assign(w, n_eps + o.n, bytes, n_chunks, chunk_ep, chunk_local, count))
+	if (lay_assign(w, NULL, n_eps + o.n, bytes, n_chunks, chunk_ep, chunk_local, count))
 		return -1;
 	for (e = 0; e < n_eps; e++) {
 		eps[e].n_chunks = count[e];

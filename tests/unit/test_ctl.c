@@ -22,19 +22,26 @@ START_TEST(ctl_ep_line_round_trip_and_refusals)
 				     .addr = {.mac = {0x02, 0x00, 0x5b, 0x0a, 0xff, 0x01},
 					      .ip_be = htonl(0xc6120401u),
 					      .port = 9603},
-				     .weight_kbps = 100000000};
+				     .weight_kbps = 100000000,
+				     .room = NIC_CTL_ROOM_UNKNOWN};
 	static const char *const bad[] = {
-		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603",		 /* no weight */
-		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=0",	 /* no share */
-		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=0 weight=5",	 /* port 0 */
-		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=70000 weight=5",	 /* port */
-		"EP 3 ip=198.18.4.256 mac=02:00:5b:0a:ff:01 port=9603 weight=5", /* address */
-		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff port=9603 weight=5",	 /* short MAC */
-		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:101 port=9603 weight=5",	 /* MAC byte */
-		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5 x", /* trailing */
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603",		     /* no weight */
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=0",	     /* no share */
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=0 weight=5",	     /* port 0 */
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=70000 weight=5",	     /* port */
+		"EP 3 ip=198.18.4.256 mac=02:00:5b:0a:ff:01 port=9603 weight=5",     /* address */
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff port=9603 weight=5",	     /* short MAC */
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:101 port=9603 weight=5",	     /* MAC byte */
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5 x",     /* trailing */
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5 room=", /* empty */
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5 room=-1",
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5 room=1x",
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5 room=18446744073709551615",
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5 room=99999999999999999999",
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5 rooms=1",
 		"OK endpoints=4 frag=8192 chunk=32768 mtu=9000",
 		""};
-	struct nic_ctl_ep got;
+	struct nic_ctl_ep got, e2;
 	char line[128];
 	unsigned i;
 
@@ -47,7 +54,21 @@ START_TEST(ctl_ep_line_round_trip_and_refusals)
 	ck_assert_uint_eq(got.addr.port, 9603);
 	ck_assert_mem_eq(got.addr.mac, e.addr.mac, 6);
 	ck_assert_uint_eq(got.weight_kbps, 100000000);
+	ck_assert(got.room == NIC_CTL_ROOM_UNKNOWN);
 	ck_assert_int_eq(nic_ctl_format_ep(line, 20, &e), -1); /* does not fit */
+	/* a proved connection's line: the endpoint's room */
+	e2 = e;
+	e2.room = 487587840;
+	ck_assert_int_gt(nic_ctl_format_ep(line, sizeof(line), &e2), 0);
+	ck_assert_str_eq(line, "EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 "
+			       "weight=100000000 room=487587840");
+	ck_assert_int_eq(nic_ctl_parse_ep(line, &got), 0);
+	ck_assert(got.room == 487587840 && got.weight_kbps == 100000000 && got.idx == 3);
+	e2.room = 0; /* a full box */
+	ck_assert_int_gt(nic_ctl_format_ep(line, sizeof(line), &e2), 0);
+	ck_assert_int_eq(nic_ctl_parse_ep(line, &got), 0);
+	ck_assert(got.room == 0);
+	ck_assert_int_eq(nic_ctl_format_ep(line, 70, &e2), -1); /* room does not fit */
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(nic_ctl_parse_ep(bad[i], &got) == -1, "taken: '%s'", bad[i]);
 }
@@ -343,8 +364,15 @@ START_TEST(ok_lines_round_trip)
 	const struct nic_ctl_geometry g = {.n_eps = 4, .frag = 8192, .chunk = 32768, .mtu = 9000};
 	const struct nic_ctl_reg_ok ok = {
 		.job = 7, .bytes = 1ull << 40, .frag = 1024, .chunk = 4096};
-	struct nic_ctl_geometry g2;
+	static const char *const bad_geo[] = {
+		"OK endpoints=4 frag=8192 chunk=32768 mtu=9000 txref=0",
+		"OK endpoints=4 frag=8192 chunk=32768 mtu=9000 txref=4097",
+		"OK endpoints=4 frag=8192 chunk=32768 mtu=9000 txref=",
+		"OK endpoints=4 frag=8192 chunk=32768 mtu=9000 txref=48 x",
+		"OK endpoints=4 frag=8192 chunk=32768 mtu=9000 tx=48"};
+	struct nic_ctl_geometry g2, g3;
 	struct nic_ctl_reg_ok ok2;
+	unsigned i;
 	char line[128];
 
 	ck_assert_int_gt(nic_ctl_format_geometry(line, sizeof(line), &g), 0);
@@ -352,9 +380,19 @@ START_TEST(ok_lines_round_trip)
 	ck_assert_int_eq(nic_ctl_parse_geometry(line, &g2), 0);
 	ck_assert(g2.n_eps == g.n_eps && g2.frag == g.frag && g2.chunk == g.chunk &&
 		  g2.mtu == g.mtu);
+	ck_assert_int_eq(g2.txref, 0); /* not said */
 	ck_assert_int_eq(
 		nic_ctl_parse_geometry("OK endpoints=4 frag=8192 chunk=4096 mtu=9000", &g2),
 		-1); /* chunk smaller than the fragment */
+	g3 = g;
+	g3.txref = 48; /* a proved connection's: the transmit reference size */
+	ck_assert_int_gt(nic_ctl_format_geometry(line, sizeof(line), &g3), 0);
+	ck_assert_str_eq(line, "OK endpoints=4 frag=8192 chunk=32768 mtu=9000 txref=48");
+	ck_assert_int_eq(nic_ctl_parse_geometry(line, &g2), 0);
+	ck_assert_uint_eq(g2.txref, 48);
+	for (i = 0; i < sizeof(bad_geo) / sizeof(bad_geo[0]); i++)
+		ck_assert_msg(nic_ctl_parse_geometry(bad_geo[i], &g2) == -1, "taken: '%s'",
+			      bad_geo[i]);
 	ck_assert_int_gt(nic_ctl_format_reg_ok(line, sizeof(line), &ok), 0);
 	ck_assert_str_eq(line, "OK job=7 bytes=1099511627776 frag=1024 chunk=4096");
 	ck_assert_int_eq(nic_ctl_parse_reg_ok(line, &ok2), 0);

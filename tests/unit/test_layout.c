@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "layout.h"
 #include "models.h"
@@ -46,7 +47,7 @@ static void assign_mode(struct run *r, enum lay_mode mode, uint32_t n, double k,
 	r->local_of = malloc(n_chunks * sizeof(uint32_t));
 	ck_assert_ptr_nonnull(r->local_of);
 	lay_weights(&in, r->w);
-	ck_assert_int_eq(lay_assign(r->w, r->n_units, chunk_bytes, n_chunks, r->unit_of,
+	ck_assert_int_eq(lay_assign(r->w, NULL, r->n_units, chunk_bytes, n_chunks, r->unit_of,
 				    r->local_of, r->count),
 			 0);
 	for (uint32_t c = 0; c < n_chunks; c++)
@@ -186,6 +187,91 @@ START_TEST(test_modes)
 }
 END_TEST
 
+/* A box endpoint's memory caps its chunks (lay_fit(), lay_assign()'s cap):
+ * n = 4, k = 2, two endpoints, 4096 chunks, of which Theorem 1 gives the box
+ * 60%. Capped at 500 chunks each, the endpoints take 500 (the weights made
+ * so; the round robin never passes them), spread over the whole batch, and
+ * the SS_GPUs share the rest equally; caps above the shares change
+ * nothing; an endpoint with no room takes nothing. At k >= n (the box takes
+ * everything), a full box spills the rest to the SS_GPUs, or, under
+ * [tuning] layout = ps, fails. */
+START_TEST(test_box_room)
+{
+	enum { CHUNKS = 4096 };
+	static const unsigned rel[2] = {1, 1};
+	uint32_t *cb = malloc(CHUNKS * sizeof(uint32_t)), cap[6], count[6], half[6] = {0};
+	uint32_t *unit_of = malloc(CHUNKS * sizeof(uint32_t)), *local = malloc(CHUNKS * 4);
+	uint64_t kbps[2], w[6], w0[6];
+	struct lay_in in = {.n = 4, .worker_kbps = W_KBPS, .n_eps = 2, .ep_kbps = kbps};
+	struct run r;
+
+	ck_assert_ptr_nonnull(local);
+	for (uint32_t c = 0; c < CHUNKS; c++)
+		cb[c] = c % 7 ? 32768 : 1000; /* some tensors' short last chunks */
+	box_kbps(2, 2, rel, kbps);
+	lay_weights(&in, w0);
+	for (int u = 0; u < 6; u++)
+		cap[u] = u < 2 ? 500 : UINT32_MAX;
+	memcpy(w, w0, sizeof(w));
+	ck_assert_int_eq(lay_fit(w, cap, 6, CHUNKS, 1), 0);
+	ck_assert(w[0] < w0[0] && w[1] < w0[1] && w[2] == w0[2] && w[5] == w0[5]);
+	ck_assert_int_eq(lay_assign(w, cap, 6, cb, CHUNKS, unit_of, local, count), 0);
+	for (uint32_t c = CHUNKS / 2; c < CHUNKS; c++)
+		half[unit_of[c]]++;
+	for (int u = 0; u < 2; u++) {
+		ck_assert_uint_le(count[u], 500);
+		ck_assert_uint_ge(count[u], 498);
+		ck_assert_msg(half[u] >= 240 && half[u] <= 260,
+			      "endpoint %d: %u of its chunks in the "
+			      "second half",
+			      u, half[u]);
+	}
+	for (int u = 2; u < 6; u++)
+		ck_assert_msg(count[u] + 2 >= (CHUNKS - count[0] - count[1]) / 4 &&
+				      count[u] <= (CHUNKS - count[0] - count[1]) / 4 + 2,
+			      "SS_GPU %d: %u chunks", u - 2, count[u]);
+	for (uint32_t c = 0; c < CHUNKS; c++) /* each unit's chunks numbered in order */
+		ck_assert_uint_lt(local[c], count[unit_of[c]]);
+
+	/* caps above the shares: Theorem 1's assignment, chunk for chunk */
+	assign(&r, 4, 2, 2, rel, cb, CHUNKS);
+	cap[0] = cap[1] = 5000;
+	memcpy(w, w0, sizeof(w));
+	ck_assert_int_eq(lay_fit(w, cap, 6, CHUNKS, 1), 0);
+	ck_assert_mem_eq(w, w0, sizeof(w));
+	ck_assert_int_eq(lay_assign(w, cap, 6, cb, CHUNKS, unit_of, local, count), 0);
+	ck_assert_mem_eq(unit_of, r.unit_of, CHUNKS * sizeof(uint32_t));
+	run_free(&r);
+
+	/* no room on endpoint 0 */
+	cap[0] = 0;
+	memcpy(w, w0, sizeof(w));
+	ck_assert_int_eq(lay_fit(w, cap, 6, CHUNKS, 1), 0);
+	ck_assert_int_eq(lay_assign(w, cap, 6, cb, CHUNKS, unit_of, local, count), 0);
+	ck_assert_uint_eq(count[0], 0);
+	ck_assert_uint_eq(count[0] + count[1] + count[2] + count[3] + count[4] + count[5], CHUNKS);
+
+	/* k = 6 >= n: all on the box, which holds 1000 of 4096 */
+	box_kbps(6, 2, rel, kbps);
+	lay_weights(&in, w0);
+	ck_assert(w0[2] == 0 && w0[0] > 0);
+	cap[0] = cap[1] = 500;
+	memcpy(w, w0, sizeof(w));
+	ck_assert_int_eq(lay_fit(w, cap, 6, CHUNKS, 1), 0);
+	ck_assert_int_eq(lay_assign(w, cap, 6, cb, CHUNKS, unit_of, local, count), 0);
+	ck_assert(count[0] >= 498 && count[0] <= 500 && count[1] >= 498 && count[1] <= 500);
+	for (int u = 2; u < 6; u++)
+		ck_assert_uint_ge(count[u], (CHUNKS - 1000) / 4 - 2);
+	memcpy(w, w0, sizeof(w));
+	ck_assert_int_eq(lay_fit(w, cap, 6, CHUNKS, 0), -1); /* layout = ps */
+	/* the round robin itself: no unit with room left */
+	ck_assert_int_eq(lay_assign(w0, cap, 6, cb, CHUNKS, unit_of, local, count), -1);
+	free(cb);
+	free(unit_of);
+	free(local);
+}
+END_TEST
+
 /* BERT-large, fp32, in 32 KiB chunks: units of equal weight get bytes
  * within 1% of each other; box endpoints weighted 1:2:3 within 1% per unit
  * of weight. Only where every unit holds at least 200 chunks ("large"). */
@@ -298,6 +384,7 @@ Suite *layout_suite(void)
 	tcase_add_test(tc, test_shares_match_theorem1);
 	tcase_add_test(tc, test_limits);
 	tcase_add_test(tc, test_modes);
+	tcase_add_test(tc, test_box_room);
 	tcase_add_test(tc, test_balance_large_model);
 	tcase_add_test(tc, test_deterministic);
 	tcase_add_test(tc, test_models);
