@@ -10,6 +10,7 @@ timed) so that every rank starts together; a call's time is the slowest
 rank's. Writes size_bytes,median_ms,p90_ms rows (rank 0), and checks every
 sum."""
 import csv
+import os
 import statistics
 import sys
 import time
@@ -25,7 +26,8 @@ dist.init_process_group(backend)
 rank, n = dist.get_rank(), dist.get_world_size()
 side = dist.new_group(backend="gloo")  # barriers and the times' maximum
 rows = []
-for shift in range(10, 25, 1):  # 1 KiB .. 16 MiB
+# SWEEP_FROM=K: from 2^K bytes (10: 1 KiB) to 16 MiB; a profile of the large sizes
+for shift in range(int(os.environ.get("SWEEP_FROM", "10")), 25, 1):
     size = 1 << shift
     count = size // 4
     t = torch.empty(count, dtype=torch.float32)

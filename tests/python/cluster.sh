@@ -9,8 +9,9 @@
 # buckets summed through pboxd by pbox.torch.allreduce_hook; fp32 and bf16
 # parameters in one group train with every rank equal; the box registered the jobs, grew the mixed one by
 # a segment of its other dtype, summed fragments for them, and freed them when training
-# ended; then a training loop that goes on without the box when pboxd is
-# killed (pbox.torch.shrink()). Needs root and hugepages; everything is torn
+# ended; DDP of a model whose share is more than the box's memory (the box
+# takes what it holds); then a training loop that goes on without the box
+# when pboxd is killed (pbox.torch.shrink()). Needs root and hugepages; everything is torn
 # down on exit.
 #
 #   tests/python/cluster.sh [BUILD_DIR]
@@ -82,6 +83,37 @@ check "the box summed for them: 3 jobs registered, the mixed one holding a bf16 
 		 grep -qE 'job $mixed_job (registered by .* fp32,|grew by [0-9]* fp32 chunks)' '$log/pboxd.log' &&
 		 [ $((c1 - c0)) -gt 0 ] && [ $((c3 - c2)) -gt 0 ]"
 check "the box freed every job when training ended (jobs 0, state 0 bytes)" jobs_gone
+
+# DDP over the box's memory: pboxd with hugepage_budget = 64M (about 18 MB
+# of state after its mbuf pools: its metrics say), a model of 16.8 MB
+# (DDP_WIDTH=2048) whose Theorem 1 share would need 20 MB of it for each
+# call of the model's size (DDP's broadcast of the parameters, each
+# step's buckets). The box takes what its rooms hold (ENDPOINTS), the
+# SS_GPUs the rest, as DDP's buckets grow the job and when the backend
+# lets the first ones go (a new incarnation reads the rooms again): trains,
+# parameters equal on every rank and within 1e-4 of Gloo's, the box never
+# over its budget, and rank 0 said its endpoints were full
+box_cfg 10000
+sed -i 's/^hugepage_budget = .*/hugepage_budget = 64M/' "$log/box.ini"
+[ -n "$pboxd_pid" ] && kill "$pboxd_pid" 2>/dev/null && wait "$pboxd_pid" 2>/dev/null
+pboxd_pid=
+start_box || exit 1
+sb=$(box_metric pbox_state_bytes_budget)
+at=$(wc -l <"$log/pboxd.log")
+if DDP_WIDTH=2048 PBOX_LOG_LEVEL=info torch_ddp pbox wide 29614 &&
+	DDP_WIDTH=2048 torch_ddp gloo wide 29616; then
+	ok "DDP of a 16.8 MB model through a box with ${sb:-?} bytes of state: trains ($(grep -oh 'pbox: .* per step' "$log/pbox-wide-h0.log"))"
+else
+	bad "DDP of a 16.8 MB model through a box with ${sb:-?} bytes of state"
+fi
+check "over the box's memory: final parameters equal on every rank, within 1e-4 of Gloo's" \
+	$py "$src/tests/python/compare.py" "$log" pbox-wide gloo-wide
+most=$(tail -n +"$((at + 1))" "$log/pboxd.log" | grep -E "job [0-9]* (registered|grew)" |
+	grep -o '[0-9]* bytes of state' | cut -d' ' -f1 | sort -n | tail -1)
+check "over the box's memory: the box held at most ${most:-?} bytes for the job, within its ${sb:-?}, and rank 0 said its endpoints were full" \
+	bash -c "[ ${most:-0} -gt 0 ] && [ ${most:-0} -le ${sb:-0} ] &&
+		grep -q 'box endpoints\\? full' '$log/pbox-wide-h0.log'"
+restart_box 10000 || exit 1
 
 # a training loop on the pbox group, through pboxd, and pboxd killed once
 # every rank is at step 3: each rank catches the error, goes on without the

@@ -3,11 +3,16 @@
 torchrun, 4 ranks): six async all_reduces of one (dtype, count) started
 without waiting, another shape's between them, then all waited. Every sum
 exact, in the order started; and one key per shape, so the state laid out
-is each shape's once, however many of its calls were in flight.
+is each shape's once, however many of its calls were in flight. Then two
+calls of one shape and a new shape's after them, rank 1 pausing before the
+third: there the first is complete before the third is made, elsewhere
+not; every rank's calls still reach libpbox in the order made (the third
+waits behind the second), or the ranks would disagree on their order.
 
     torchrun --nproc_per_node 4 same_shape.py
 """
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -29,8 +34,18 @@ for w in works:
 ranks = size * (size + 1) // 2
 bad = [(c, count) for t, c, count in bufs
        if not torch.equal(t, (torch.arange(count, dtype=torch.float32) % 7) * (ranks * (c + 1)))]
+late = 2 * m + 3
+more = [torch.full((count,), float((rank + 1) * (c + 1))) for c, count in
+        enumerate((n, n, late))]
+works = [dist.all_reduce(more[0], async_op=True), dist.all_reduce(more[1], async_op=True)]
+if rank == 1:
+    time.sleep(0.5)  # its first call is complete by its third
+works.append(dist.all_reduce(more[2], async_op=True))
+for w in works:
+    w.wait()
+bad += [("paused", c) for c, t in enumerate(more) if not bool((t == ranks * (c + 1)).all())]
 li = dist.distributed_c10d._get_default_group()._ctx.layout()
-want = 4 * (n + m)
+want = 4 * (n + m + late)
 print("rank %d: %d calls in flight, %d wrong; laid out %d bytes (one key per shape: %d)" %
       (rank, len(works), len(bad), li.total_bytes, want), flush=True)
 dist.barrier()

@@ -33,6 +33,7 @@ gradient is ready, by priority, and updated just before its module's next
 forward).
 """
 import atexit
+import collections
 import concurrent.futures
 import contextlib
 import os
@@ -262,6 +263,13 @@ class ProcessGroupPbox(ProcessGroup):
         self._forgot = set()
         self._retiring = self._sharded and os.environ.get("PBOX_FORGET", "1") != "0"
         self._q = queue.Queue()
+        # Calls reach libpbox in the order they were made, on every rank (its
+        # collectives are numbered so): a call whose key has one in flight
+        # waits in _pending, and every later call behind it, until the
+        # completion thread starts them in order (_drain()).
+        self._lock = threading.Lock()
+        self._pending = collections.deque()  # (key, start, resume, done), in call order
+        self._live = set()  # keys with a call started and not yet complete
         self._pool = concurrent.futures.ThreadPoolExecutor(_CALLBACK_THREADS, "pbox-callback")
         self._thr = threading.Thread(target=self._complete, name="pbox-completion", daemon=True)
         self._thr.start()
@@ -279,23 +287,51 @@ class ProcessGroupPbox(ProcessGroup):
         (torch's PowerSGD hook does), which this thread must then finish."""
         while True:
             item = self._q.get()
-            if item is None:
+            if item is None or isinstance(item, threading.Event):
+                self._flush_pending()  # (a failed job's: each fails, shrink() resumes it)
                 self._pool.shutdown(wait=True)
+                if item is not None:  # _shrink(): all before it reaped
+                    item.set()
                 return
-            if isinstance(item, threading.Event):  # _shrink(): all before it reaped
-                self._pool.shutdown(wait=True)
-                item.set()
-                return
-            handle, done = item
-            if handle is None:  # deferred by allreduce(): every earlier one is done
-                start, resume, done = done
-                try:
-                    handle = self._started(start, resume)
-                except pbox.Error as e:
-                    self._pool.submit(_run, done, e)
-                    continue
+            key, handle, done = item
             try:
                 handle.wait()
+                err = None
+            except pbox.Error as e:
+                err = e
+            with self._lock:
+                self._live.discard(key)
+                self._drain()
+            self._pool.submit(_run, done, err)
+
+    def _drain(self):
+        """The calls waiting in _pending started, in order, up to the first
+        whose key has a call in flight (under _lock)."""
+        while self._pending and self._pending[0][0] not in self._live:
+            key, start, resume, done = self._pending.popleft()
+            self._begin(key, start, resume, done)
+
+    def _begin(self, key, start, resume, done):
+        """start() (under _lock), its handle queued for the completion
+        thread; a call that cannot start completes with the error."""
+        try:
+            handle = self._started(start, resume)
+        except pbox.Error as e:
+            self._pool.submit(_run, done, e)
+            return
+        self._live.add(key)
+        self._q.put((key, handle, done))
+
+    def _flush_pending(self):
+        """Whatever still waits in _pending, once nothing is in flight: each
+        started and waited for in turn."""
+        while True:
+            with self._lock:
+                if not self._pending:
+                    return
+                key, start, resume, done = self._pending.popleft()
+            try:
+                self._started(start, resume).wait()
                 err = None
             except pbox.Error as e:
                 err = e
@@ -562,9 +598,10 @@ class ProcessGroupPbox(ProcessGroup):
 
     def _launch(self, key, start, finish, value, keep, resume=None, deferred=None):
         """A collective started by start() (a pbox Handle) under @key, one
-        call of a key at a time on every rank (a later call is started by
-        the completion thread once the calls queued before it are complete,
-        by deferred()'s start where given); finish() once it is complete,
+        call of a key at a time, and every call reaching libpbox in the order
+        it was made, on every rank (a call whose key has one in flight waits,
+        and every later call behind it, until the completion thread starts
+        them: by deferred()'s start where given); finish() once complete,
         its future then set to @value. @keep: the buffers libpbox reads or
         writes, alive until then. @resume: what shrink() resumes of it
         after the box's loss (an allreduce's)."""
@@ -583,18 +620,20 @@ class ProcessGroupPbox(ProcessGroup):
 
         prev = self._busy.get(key)
         self._busy[key] = fut
-        if prev is not None and not prev.done():
-            self._q.put((None, (deferred() if deferred else start, resume, done)))
-            return _work(fut)
-        try:
-            handle = self._started(start, resume)
-        except pbox.Error as e:
-            if prev is None:
-                del self._busy[key]
-            else:
-                self._busy[key] = prev
-            raise PboxError(e.status, str(e)) from e
-        self._q.put((handle, done))
+        with self._lock:
+            if self._pending or key in self._live:
+                self._pending.append((key, deferred() if deferred else start, resume, done))
+                return _work(fut)
+            try:
+                handle = self._started(start, resume)
+            except pbox.Error as e:
+                if prev is None:
+                    del self._busy[key]
+                else:
+                    self._busy[key] = prev
+                raise PboxError(e.status, str(e)) from e
+            self._live.add(key)
+            self._q.put((key, handle, done))
         return _work(fut)
 
     def _local_agg(self):
