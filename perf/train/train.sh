@@ -21,7 +21,9 @@
 # beside the theory's) and one line per model:
 #   RESULT train model=M k=K b=B ddp_vs_gloo= hook_vs_gloo= sched_vs_gloo= sched_vs_ddp= box_state= theory=
 # (speedups: Gloo's step time over the mode's, one run; theory: the step's;
-# box_state: the box's state over two buffers of its share of the model)
+# box_state: the box's state over two buffers of its share of the model;
+# theory_laid, where the box's memory held less than its Theorem 1 share:
+# the step's speedup for the layout DDP's run had)
 # Needs root, hugepages, torch and torchvision (deploy/host-setup.sh --perf).
 #
 #   perf/train/train.sh [BUILD_DIR]   MODELS ("resnet18 resnet50"; vgg16 and
@@ -63,6 +65,9 @@ box_state() {
 	read -r r m < <(box_state_ratio "$st" "$laid" "$box" "$grads" "$chunk")
 	[ -n "$r" ] || return 0
 	echo "train: $2 $1: the box held $st bytes of state, $r of two buffers of its share of the model ($m bytes; pbox laid out $laid for $grads of gradients)"
+	if [ "$1" = pbox ]; then # the box's part of what DDP's run laid out
+		ddp_box=$(awk -v b="$box" -v l="$laid" 'BEGIN { if (l > 0) printf "%.4f", b / l }')
+	fi
 	worst_state=$(awk -v a="${worst_state:-0}" -v b="$r" 'BEGIN { printf "%.3f", (b > a ? b : a) }')
 }
 # diff_from MODE MODEL REF: the largest difference of MODE's rank-0
@@ -107,11 +112,24 @@ for m in $MODELS; do
 	done
 	[ -n "${t[gloo]:-}" ] || continue
 	mb=$(grep -oh "grads_mb=[0-9.]*" "$log/$m-gloo-h0.log" | sed 's/.*=//')
-	# Theorem 1 at n, k: t_ring = 2(n-1)M/(nB), t_opt = t_ring n^2/(n^2+kn-2k)
-	read -r comm theory < <(awk -v n="$N" -v k="$K" -v mb="$mb" -v b="$B" -v g="${t[gloo]}" 'BEGIN {
+	# Theorem 1 at n, k: t_ring = 2(n-1)M/(nB), t_opt = t_ring n^2/(n^2+kn-2k).
+	# And the layout DDP's run had (theory_laid): where the box's memory held
+	# less than its Theorem 1 share, the box's part f of M, each SS_GPU's
+	# (1-f)/n: a worker's link carries f + 2(n-1)(1-f)/n of M, the box's
+	# n f / k of M at B
+	read -r comm theory laid < <(awk -v n="$N" -v k="$K" -v mb="$mb" -v b="$B" -v g="${t[gloo]}" \
+		-v f="${ddp_box:-}" 'BEGIN {
 		c = (n * n + k * n - 2 * k) / (n * n)
 		ring = 2 * (n - 1) * mb * 8 * 1048576 / (n * b * 1e6) * 1000
-		printf "%.3f %.3f\n", c, g / (g - ring + ring / c) }')
+		printf "%.3f %.3f", c, g / (g - ring + ring / c)
+		share = k >= n ? 1 : 2 * k * (n - 1) / (n * n + k * n - 2 * k)
+		if (f != "" && f < share - 0.005) {
+			w = f + 2 * (n - 1) * (1 - f) / n; x = k > 0 ? n * f / k : 0
+			cl = 2 * (n - 1) / n / (w > x ? w : x)
+			printf " %.3f", g / (g - ring + ring / cl)
+		}
+		printf "\n" }')
+	ddp_box=
 	line="RESULT train model=$m k=$K b=$B"
 	for mode in $MODES; do
 		[ -n "${t[$mode]:-}" ] || continue
@@ -134,7 +152,7 @@ for m in $MODELS; do
 		line+=" sched_vs_ddp=$(awk -v a="${t[pbox]}" -v b="${t[sched]}" 'BEGIN { printf "%.3f", a / b }')"
 	[ -n "$worst_state" ] && line+=" box_state=$worst_state"
 	worst_state=
-	echo "$line theory=$theory theory_comm=$comm"
+	echo "$line theory=$theory theory_comm=$comm${laid:+ theory_laid=$laid}"
 	unset t
 done
 # the chart: each mode's speedup over Gloo per model, beside the theory's
