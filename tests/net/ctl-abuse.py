@@ -74,11 +74,30 @@ def read_key(path):
         return bytes.fromhex(f.read().strip())
 
 
+def endpoints(s):
+    """ENDPOINTS' reply: its EP lines and its OK line."""
+    s.sendall(b"ENDPOINTS\n")
+    eps = []
+    while True:
+        ln = _line(s) or "closed"
+        if not ln.startswith("EP "):
+            return eps, ln
+        eps.append(ln)
+
+
+def rooms(s):
+    """How many EP lines say room=, of how many, and whether OK says txref=."""
+    eps, ok = endpoints(s)
+    return "%d/%d %s" % (sum(" room=" in e for e in eps), len(eps),
+                         "txref" if " txref=" in ok else "no-txref")
+
+
 def auth(host, port, keyfile):
     key = read_key(keyfile)
     s = socket.create_connection((host, port), timeout=5)
     s.sendall(b"STATS\n")
     print("BEFORE " + (_line(s) or "closed"), flush=True)
+    print("ROOMSBEFORE " + rooms(s), flush=True)  # the box's memory: only to key holders
     s.sendall(b"  \t \n")  # one reply per request, an empty one too
     print("BLANK " + (_line(s) or "closed"), flush=True)
     s.sendall(b"STA\0TS\n")
@@ -105,6 +124,9 @@ def auth(host, port, keyfile):
     s.sendall(b"STATS\n")
     first = _line(s) or "closed"
     print("RIGHTKEY " + ("taken" if ok else "refused") + " " + first.split("=")[0], flush=True)
+    while (_line(s) or "OK").startswith("STAT "):  # the rest of STATS' reply
+        pass
+    print("ROOMSAFTER " + rooms(s), flush=True)
 
 
 def noread(host, port, n, hold, keyfile):

@@ -69,6 +69,9 @@ check "control plane: STATS refused before the handshake; a blank line, one hold
 		grep -q '^LONG ERR request longer than 256 bytes before the box key is proved closed' '$log/auth.log' &&
 		grep -q '^WRONGKEY refused' '$log/auth.log' && grep -q '^AFTER closed' '$log/auth.log' &&
 		grep -q '^RIGHTKEY taken STAT ' '$log/auth.log'"
+check "control plane: ENDPOINTS says each endpoint's room (the box's free memory) and its transmit reference size only after the proof" \
+	bash -c "grep -Eq '^ROOMSBEFORE 0/[1-9][0-9]* no-txref' '$log/auth.log' &&
+		grep -Eq '^ROOMSAFTER ([1-9][0-9]*)/\\1 txref' '$log/auth.log'"
 check "pboxd logs the failed proof, and no key or token in its log" \
 	bash -c "grep -q 'failed the box key proof' '$log/pboxd.log' && ! grep -qi 'token=\\|key=' '$log/pboxd.log' &&
 		! grep -qF \"\$(cat '$log/box.key')\" '$log/pboxd.log'"
