@@ -330,11 +330,12 @@ torch_ranks() {
 
 # box_state_ratio STATE LAID BOX GRADS CHUNK: the box's STATE bytes over two
 # buffers of its share of the model, in whole CHUNKs: of the LAID bytes pbox
-# laid out (BOX of them on the box), the GRADS bytes of gradients' part;
-# prints the ratio and the share, or nothing without a figure
+# laid out (BOX of them on the box), the GRADS bytes of gradients' part (all
+# of it where pbox laid out less than the gradients: buckets of one shape
+# share a key); prints the ratio and the share, or nothing without a figure
 box_state_ratio() {
 	awk -v s="${1:-0}" -v l="${2:-0}" -v b="${3:-0}" -v g="${4:-0}" -v c="${5:-0}" 'BEGIN {
-		m = l > 0 ? b * g / l : 0
+		m = l > 0 ? b * (g < l ? g : l) / l : 0
 		if (m > 0 && c > 0) printf "%.3f %d\n", s / (2 * int((m + c - 1) / c) * c), m }'
 }
 
