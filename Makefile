@@ -167,7 +167,7 @@ $(error libdpdk not found by pkg-config: run 'make setup' (as root), or 'make te
 endif
 endif
 
-.PHONY: wheel worker test-gpu perf-gpu setup test-run demo-run all test unit unit-asan unit-tsan integration python-test soak lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-sweep perf-train perf-tune perf-scale perf-compress perf-shard demo install uninstall image boot-test clean
+.PHONY: wheel worker test-gpu perf-gpu setup test-run demo-run all test unit unit-asan unit-tsan integration python-test soak lint docs check-docs fuzz format perf-sum perf-cluster perf-dataplane perf-loss perf-backprop perf-sweep perf-sweep-cluster perf-train perf-tune perf-scale perf-compress perf-shard demo install uninstall image boot-test clean
 all: $(BINS)
 worker: $(WORKER_BINS)
 
@@ -468,6 +468,11 @@ perf-backprop: all
 # loopback: the pbox backend against Gloo's (no root, no box)
 perf-sweep: all
 	perf/sweep/sweep.sh $(BUILD)
+
+# the same sweep on the emulated cluster (root): Gloo, pbox's SS_GPUs
+# alone, and pbox through the box, on the same shaped links (B, K)
+perf-sweep-cluster: all
+	perf/sweep/cluster.sh $(BUILD)
 
 # Real models (torchvision) trained through the box against Gloo: DDP on
 # the pbox backend, the hook, pbox.torch.ScheduledOptimizer (MODELS, B).
