@@ -95,7 +95,9 @@ static int reap_group(struct pbox_handle *op, bool wait)
 
 int pbox_test(struct pbox_handle *op)
 {
+	int (*fin)(void *, int);
 	struct pbox *px;
+	void *arg;
 	int st;
 
 	if (!op)
@@ -108,14 +110,18 @@ int pbox_test(struct pbox_handle *op)
 		return st;
 	}
 	pthread_mutex_lock(&px->mu);
+	fin = op->finish;
+	arg = op->finish_arg;
 	st = op->kids ? reap_group(op, false) : op->done ? reap(op) : PBOX_EAGAIN;
 	pthread_mutex_unlock(&px->mu);
-	return st;
+	return fin && st != PBOX_EAGAIN ? fin(arg, st) : st;
 }
 
 int pbox_wait(struct pbox_handle *op)
 {
+	int (*fin)(void *, int);
 	struct pbox *px;
+	void *arg;
 	int st;
 
 	if (!op)
@@ -127,6 +133,8 @@ int pbox_wait(struct pbox_handle *op)
 		return st;
 	}
 	pthread_mutex_lock(&px->mu);
+	fin = op->finish;
+	arg = op->finish_arg;
 	if (op->kids) {
 		st = reap_group(op, true);
 	} else {
@@ -135,7 +143,7 @@ int pbox_wait(struct pbox_handle *op)
 		st = reap(op);
 	}
 	pthread_mutex_unlock(&px->mu);
-	return st;
+	return fin ? fin(arg, st) : st;
 }
 
 /* The failure's ops failed, and the engine's pointers into them dropped:

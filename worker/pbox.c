@@ -122,10 +122,30 @@ int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype 
 	return rc;
 }
 
+/* @scheme's compressor ("topk"), and whether it is summed by all-gather
+ * ("topk:gather"); -1: neither. */
+static int scheme_parse(const char *scheme, bool *gather)
+{
+	char name[16];
+	const char *colon = scheme ? strchr(scheme, ':') : NULL;
+	size_t len = colon ? (size_t)(colon - scheme) : 0;
+
+	*gather = false;
+	if (!colon)
+		return comp_scheme_parse(scheme);
+	if (strcmp(colon + 1, "gather") || len >= sizeof(name))
+		return -1;
+	memcpy(name, scheme, len);
+	name[len] = '\0';
+	*gather = true;
+	return comp_scheme_parse(name);
+}
+
 int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme)
 {
 	const char *fn = "pbox_set_compression";
-	int c = comp_scheme_parse(scheme), rc = PBOX_OK;
+	bool gather;
+	int c = scheme_parse(scheme, &gather), rc = PBOX_OK;
 	struct wk_tensor *t;
 
 	if (!px)
@@ -133,8 +153,17 @@ int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme)
 	if (c < 0)
 		return wk_err(PBOX_EINVAL,
 			      "%s: key %" PRIu64
-			      ": '%s' is not none, sign, topk, randk, bf16 or fp16",
+			      ": '%s' is not none, sign, topk, randk, bf16 or fp16, nor one of "
+			      "them but none and randk followed by :gather",
 			      fn, key, scheme ? scheme : "(null)");
+	if (gather && (c == COMP_NONE || c == COMP_RANDK))
+		return wk_err(PBOX_EINVAL,
+			      "%s: key %" PRIu64 ": '%s': %s, so the summation services sum it "
+			      "as it is: set '%s'",
+			      fn, key, scheme,
+			      c == COMP_NONE ? "nothing is compressed"
+					     : "a sum of randk pushes is the randk push of the sum",
+			      comp_scheme_name((unsigned)c));
 	if (px->phase != WK_PH_STARTED)
 		return wk_err(PBOX_ESTATE, "%s: key %" PRIu64 ": call it after pbox_start()", fn,
 			      key);
@@ -143,6 +172,11 @@ int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme)
 			      "%s: key %" PRIu64 ": [job] compression is none, so the summation "
 			      "services take no compressed push: set it (any scheme) on every rank",
 			      fn, key);
+	if (px->loc && gather)
+		return wk_err(PBOX_EINVAL,
+			      "%s: key %" PRIu64 ": '%s' not with local aggregation yet: the "
+			      "machine's leader pushes for its ranks",
+			      fn, key, scheme);
 	if (px->loc) /* the machine's leader pushes: its choice is the machine's */
 		return wk_local_set_compression(px, fn, key, c);
 	pthread_mutex_lock(&px->mu);
@@ -153,8 +187,13 @@ int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme)
 	else if (!t->resid)
 		rc = wk_err(PBOX_EINVAL, "%s: key %" PRIu64 " is %s: only fp32 tensors compress",
 			    fn, key, sum_dtype_name((enum sum_dtype)t->dtype));
-	else
-		t->comp = (uint8_t)c; /* its next push-pull takes it (submit.c) */
+	else if (t->gsum_busy)
+		rc = wk_err(PBOX_ESTATE, "%s: key %" PRIu64 ": its push-pull is in flight", fn,
+			    key);
+	else {
+		t->comp = (uint8_t)c; /* its next push-pull takes it (submit.c, gsum.c) */
+		t->gather = gather;
+	}
 	pthread_mutex_unlock(&px->mu);
 	return rc;
 }
@@ -193,22 +232,12 @@ int pbox_start(struct pbox *px)
 	return rc;
 }
 
-static int own_key(const char *fn, uint64_t key)
+int wk_own_key(const char *fn, uint64_t key)
 {
 	return key >= WK_KEY_OWN
 		       ? wk_err(PBOX_EINVAL,
 				"%s: key %" PRIu64 ": keys from 2^63 up are libpbox's own", fn, key)
 		       : PBOX_OK;
-}
-
-int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
-		   enum pbox_dtype dtype, struct pbox_handle **opp)
-{
-	int rc = own_key("pbox_push_pull", key);
-
-	if (opp)
-		*opp = NULL;
-	return rc ? rc : wk_submit(px, key, in, out, count, dtype, opp);
 }
 
 int wk_submit(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
@@ -235,7 +264,7 @@ int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out
 		return wk_err(PBOX_EINVAL, "pbox_push_pull_cuda: key %" PRIu64 ": a NULL argument",
 			      key);
 	*opp = NULL;
-	rc = own_key("pbox_push_pull_cuda", key);
+	rc = wk_own_key("pbox_push_pull_cuda", key);
 	if (rc == PBOX_OK)
 		rc = wk_check_tensor("pbox_push_pull_cuda", key, count, dtype);
 	if (rc == PBOX_OK && px->phase != WK_PH_STARTED)
@@ -266,15 +295,6 @@ int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out
 	pthread_mutex_unlock(&px->mu);
 	*opp = op;
 	return PBOX_OK;
-}
-
-int pbox_allreduce(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
-		   enum pbox_dtype dtype)
-{
-	struct pbox_handle *op;
-	int rc = pbox_push_pull(px, key, in, out, count, dtype, &op);
-
-	return rc ? rc : pbox_wait(op);
 }
 
 int pbox_layout(const struct pbox *px, struct pbox_layout_info *o)

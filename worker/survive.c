@@ -40,6 +40,7 @@
 #include "wk_local.h"
 #include "wk_boot.h"
 #include "wk_box.h"
+#include "wk_pbox.h"
 #include "wk_survive.h"
 
 #include <arpa/inet.h>
@@ -692,8 +693,8 @@ static int give_zeros(struct pbox *px, const uint32_t *idx, uint32_t n)
 		if (!(buf[i] = calloc(1, t->bytes)))
 			rc = wk_err(PBOX_ENOMEM, "pbox_shrink: out of memory");
 		else
-			rc = pbox_push_pull(px, t->key, buf[i], buf[i], t->count,
-					    (enum pbox_dtype)t->dtype, &op[i]);
+			rc = wk_submit(px, t->key, buf[i], buf[i], t->count,
+				       (enum pbox_dtype)t->dtype, &op[i]);
 	}
 	for (uint32_t i = 0; op && i < n; i++) {
 		int st = op[i] ? pbox_wait(op[i]) : PBOX_OK;

@@ -112,6 +112,10 @@ struct wk_tensor {
 	 * compressed push of its round, sent again as it is when resent */
 	uint8_t comp; /* what its next push-pull takes (under mu) */
 	bool held;    /* its residual may hold something: a push-pull as it is sends it */
+	/* "SCHEME:gather" (gsum.c): its push-pulls all-gather every rank's
+	 * compressed tensor and sum them at each rank; gsum_busy: one of them
+	 * in flight (under mu) */
+	bool gather, gsum_busy;
 	float *resid;
 	uint8_t *wire;
 	uint32_t *wire_round; /* the round + 1 each wire slot holds */
@@ -272,6 +276,10 @@ struct pbox_handle {
 	/* a sharded collective (shard.c): its pieces' ops, each NULL once reaped */
 	struct pbox_handle **kids;
 	uint32_t n_kids;
+	/* once reaped, outside mu (gsum.c's sum of the gathered pushes): the
+	 * handle's status becomes finish(finish_arg, status) */
+	int (*finish)(void *arg, int status);
+	void *finish_arg;
 };
 
 enum wk_frag_state { WK_IDLE, WK_INFLIGHT, WK_DONE };

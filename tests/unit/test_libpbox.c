@@ -38,6 +38,7 @@
 #include "wk_rdv.h"
 #include "wk_survive.h"
 #include "sum.h"
+#include "comp.h"
 #include <sys/wait.h>
 
 #include "test.h"
@@ -1806,6 +1807,133 @@ START_TEST(test_forget)
 }
 END_TEST
 
+/* "topk:gather": every rank's top-k pushes all-gathered and summed at
+ * each rank in rank order, with each rank's error feedback, exactly as the
+ * compressors' own encode and decode give it, over two steps (the second
+ * in place); more than one rank's k in a block (no summation service
+ * compressed the sum again); the refusals. */
+#define GSUM_N 5000u
+
+struct gsum_run {
+	unsigned rank;
+	int rc, bad_rc[4];
+	char msg[WK_ERR_LEN];
+	uint32_t frag;
+	float out[2][GSUM_N];
+};
+
+static float gsum_in(unsigned r, uint64_t i, unsigned step)
+{
+	return (float)((int)((i * 37 + r * 11 + step * 5) % 201) - 100) / 8.0f;
+}
+
+static void *gsum_main(void *arg)
+{
+	static const char *bad[4] = {"randk:gather", "none:gather", "topk:scatter", "topk:gather"};
+	struct gsum_run *gr = arg;
+	struct pbox_layout_info li;
+	struct pbox_handle *op;
+	struct pbox *px = NULL;
+	char path[128];
+	float *x = malloc(GSUM_N * sizeof(float));
+	int rc;
+
+	write_cfg(path, sizeof(path), gr->rank, NR, "[job]\ncompression = topk", 0);
+	rc = pbox_init(path, &px);
+	if (!rc)
+		rc = pbox_declare(px, 900, GSUM_N, PBOX_FP32, 0);
+	if (!rc)
+		rc = pbox_start(px);
+	if (!rc && !(rc = pbox_layout(px, &li)))
+		gr->frag = li.fragment_size;
+	for (unsigned b = 0; !rc && b < 3; b++)
+		gr->bad_rc[b] = pbox_set_compression(px, 900, bad[b]);
+	if (!rc)
+		rc = pbox_set_compression(px, 900, "topk:gather");
+	for (unsigned step = 0; !rc && step < 2; step++) {
+		for (uint64_t i = 0; i < GSUM_N; i++)
+			x[i] = gsum_in(gr->rank, i, step);
+		rc = pbox_push_pull(px, 900, x, step ? x : gr->out[0], GSUM_N, PBOX_FP32, &op);
+		if (!rc && step == 0) /* in flight: the next one refused */
+			gr->bad_rc[3] = pbox_push_pull(px, 900, x, x, GSUM_N, PBOX_FP32,
+						       &(struct pbox_handle *){NULL});
+		if (!rc)
+			rc = pbox_wait(op);
+		if (!rc && step)
+			memcpy(gr->out[1], x, sizeof(gr->out[1]));
+	}
+	gr->rc = rc;
+	if (rc)
+		snprintf(gr->msg, sizeof(gr->msg), "%s", pbox_last_error());
+	if (px)
+		pbox_finalize(px);
+	free(x);
+	unlink(path);
+	return NULL;
+}
+
+START_TEST(test_gather_sum)
+{
+	static struct gsum_run gr[NR];
+	static float resid[NR][GSUM_N], want[GSUM_N], tmp[GSUM_N], g[GSUM_N];
+	const struct comp_spec c = {COMP_TOPK, COMP_RATE_DEFAULT_PPM};
+	uint8_t *enc;
+	void *scratch;
+	uint32_t blk;
+	size_t most = 0;
+
+	memset(gr, 0, sizeof(gr));
+	memset(resid, 0, sizeof(resid));
+	for (unsigned r = 0; r < NR; r++)
+		gr[r].rank = r;
+	run_threads(gsum_main, gr, sizeof(gr[0]), NR);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_msg(gr[r].rc == 0, "rank %u: %s", r, gr[r].msg);
+		for (unsigned b = 0; b < 4; b++)
+			ck_assert_int_eq(gr[r].bad_rc[b], b == 3 ? PBOX_ESTATE : PBOX_EINVAL);
+	}
+	blk = gr[0].frag / 4;
+	enc = malloc(comp_bytes(&c, blk));
+	scratch = malloc((comp_scratch_bytes(blk) + 7) & ~(size_t)7);
+	for (unsigned step = 0; step < 2; step++) {
+		/* the reference: each rank's blocks compressed with its residual,
+		 * decompressed, summed in rank order */
+		for (unsigned r = 0; r < NR; r++) {
+			float *dst = r ? tmp : want;
+
+			for (uint64_t i = 0; i < GSUM_N; i++)
+				g[i] = gsum_in(r, i, step);
+			for (uint64_t at = 0; at < GSUM_N; at += blk) {
+				size_t len = GSUM_N - at < blk ? GSUM_N - at : blk;
+
+				comp_encode(&c, g + at, resid[r] + at, len, enc, 0, scratch);
+				comp_decode(&c, dst + at, enc, len, 0, scratch);
+			}
+			for (uint64_t i = 0; r && i < GSUM_N; i++)
+				want[i] += tmp[i];
+		}
+		for (unsigned r = 0; r < NR; r++)
+			ck_assert_msg(memcmp(gr[r].out[step], want, sizeof(want)) == 0,
+				      "rank %u, step %u: not the sum of every rank's top-k", r,
+				      step);
+		for (uint64_t at = 0; at < GSUM_N; at += blk) {
+			size_t nz = 0;
+
+			for (uint64_t i = at; i < at + blk && i < GSUM_N; i++)
+				nz += want[i] != 0;
+			most = nz > most ? nz : most;
+		}
+	}
+	ck_assert_msg(most > comp_k(blk, c.rate_ppm),
+		      "at most %zu elements of a block of %u summed: one rank's k", most, blk);
+	printf("gather sum: topk:gather of %u elements in blocks of %u, up to %zu of a block's "
+	       "elements summed (k = %zu a rank)\n",
+	       GSUM_N, blk, most, comp_k(blk, c.rate_ppm));
+	free(enc);
+	free(scratch);
+}
+END_TEST
+
 static void *prio_main(void *arg)
 {
 	struct prio_run *pr = arg;
@@ -2975,6 +3103,7 @@ Suite *libpbox_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_exact_fp32);
 	tcase_add_test(tc, test_forget);
+	tcase_add_test(tc, test_gather_sum);
 	tcase_add_test(tc, test_exact_fp16);
 	tcase_add_test(tc, test_exact_bf16);
 	tcase_add_test(tc, test_compressed_fp16);
