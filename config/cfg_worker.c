@@ -20,6 +20,7 @@ const char *const cfg_comp_names[] = {"none", "sign", "topk", "randk", "bf16", "
 
 /* enum nic_mac_mode's names, in order. */
 static const char *const mac_names[] = {"off", "header", "payload", NULL};
+static const char *const comp_sum_names[] = {"service", "gather", NULL};
 
 /* PBOX_* variables that are not configuration keys: pairs (name, what it
  * does), NULL-ended; the reference lists them. */
@@ -80,6 +81,13 @@ static const struct cfg_key job_keys[] = {
 	CFG_KEY(W, job.compression_ppm, "compression_rate", CFG_UINT, 0, 1, 500000, "10000",
 		"topk and randk: the share of each fragment's elements sent, in parts per "
 		"million (10000: 1%); the same on every rank"),
+	CFG_KEY_ENUM(W, job.compression_sum, "compression_sum", comp_sum_names, "service",
+		     "how compressed tensors are summed: service (each summation service "
+		     "decompresses the pushes, sums them and compresses the sum again, with its "
+		     "own error feedback) or gather (every rank's compressed tensor goes to "
+		     "every rank, which sums them all in rank order: no sum compressed again, "
+		     "n - 1 compressed tensors in per rank; not randk, whose sums are exact "
+		     "anyway, nor with local aggregation); the same on every rank"),
 	CFG_KEY(W, job.deterministic, "deterministic", CFG_BOOL, 0, 0, 0, "off",
 		"on: every sum is added in rank order, whatever order the pushes arrive in, "
 		"so that it is bitwise the same on every run (each summation service keeps "
@@ -299,6 +307,14 @@ static void validate_common(struct cfg_ctx *ctx, const struct wrk_cfg *c)
 	if (c->transport.kind == WRK_TRANSPORT_DPDK && !c->transport.dpdk_port[0])
 		cfg_error_at(ctx, "transport", 0, "kind",
 			     "[transport] kind = dpdk needs dpdk_port");
+	if (c->job.compression_sum && !strcmp(cfg_comp_names[c->job.compression], "randk"))
+		cfg_error_at(ctx, "job", 0, "compression_sum",
+			     "[job] compression_sum: gather is not for randk, whose sums the "
+			     "summation services take exactly (every rank draws the same indices)");
+	if (c->job.compression_sum && c->worker.local_aggregation == WRK_LOCAL_ON)
+		cfg_error_at(ctx, "job", 0, "compression_sum",
+			     "[job] compression_sum: gather not with local aggregation yet (the "
+			     "machine's leader pushes for its ranks)");
 	for (uint32_t i = 0; i < c->box.control.n; i++)
 		if (c->box.control.hp[i].ip_be == c->data.address.be &&
 		    c->box.control.hp[i].port == c->data.port)

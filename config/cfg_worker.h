@@ -24,6 +24,7 @@ struct wrk_cfg {
 		unsigned mac;		  /* enum nic_mac_mode: cfg_mac_names[mac] */
 		unsigned compression;	  /* enum comp_scheme: cfg_comp_names[compression] */
 		uint32_t compression_ppm; /* topk, randk: the rate */
+		unsigned compression_sum; /* 0: by the summation services; 1: by all-gather */
 		bool deterministic;	  /* sums in rank order (ss_job_desc.in_order) */
 		uint32_t staleness;	  /* async stores: ss_job_desc.staleness */
 	} job;

@@ -83,6 +83,26 @@ static double net_per_byte(const struct pbox *px, const struct pbox_layout_info 
 	return k >= n ? 1 / b : 2 * n * (n - 1) / ((n * n + k * n - 2 * k) * b);
 }
 
+/* Whether the job's compressed tensors are summed by all-gather (gsum.c). */
+static bool gathers(const struct pbox *px)
+{
+	return px->cfg.job.compression_sum == 1 && !px->loc;
+}
+
+/* @m for sums by all-gather: a rank's link carries the n - 1 others'
+ * compressed tensors in (and its own out to them), (n - 1) c / B where a
+ * push-pull carries M in net_b M, and it decodes n of them. */
+static void gather_model(const struct pbox *px, struct dc_model *m)
+{
+	struct pbox_machine_info mi;
+	double b = (double)px->cfg.data.bandwidth_mbps * 1e6 / 8;
+
+	if (pbox_machine(px, &mi) || mi.machines < 2 || m->net_b <= 0 || b <= 0)
+		return;
+	m->wire_ratio *= (double)(mi.machines - 1) / b / m->net_b;
+	m->cost[DC_CPU].dec_b *= mi.machines;
+}
+
 /* Rank 0's @plan (n bytes) on every rank (this one @rank). */
 static int agree(struct pbox *px, uint32_t rank, uint8_t *plan, uint32_t n)
 {
@@ -133,6 +153,8 @@ static int decide(struct pbox *px, const struct pbox_layout_info *li, uint32_t n
 			      .net_b = net_per_byte(px, li),
 			      .wire_ratio = (double)comp_bytes(&c, 2048) / 8192,
 			      .cost = {[DC_CPU] = {true, 0, px->comp_enc_b, 0, px->comp_dec_b}}};
+	if (gathers(px)) /* every rank's compressed tensor in, each decoded */
+		gather_model(px, &m);
 	if (rc == PBOX_OK && dc_decide(&m, w))
 		rc = PBOX_ENOMEM;
 	if (rc == PBOX_OK) {
@@ -160,6 +182,7 @@ int pbox_decide_compression(struct pbox *px, uint32_t n, const uint64_t *keys,
 {
 	const char *fn = "pbox_decide_compression";
 	struct pbox_layout_info li;
+	char scheme[24];
 	uint8_t *plan;
 	int rc, drc;
 
@@ -183,9 +206,10 @@ int pbox_decide_compression(struct pbox *px, uint32_t n, const uint64_t *keys,
 	rc = agree(px, li.rank, plan, n);
 	if (rc == PBOX_OK)
 		rc = drc;
+	snprintf(scheme, sizeof(scheme), "%s%s", comp_scheme_name(px->cfg.job.compression),
+		 gathers(px) ? ":gather" : "");
 	for (uint32_t i = 0; rc == PBOX_OK && i < n; i++) {
-		rc = pbox_set_compression(
-			px, keys[i], plan[i] ? comp_scheme_name(px->cfg.job.compression) : "none");
+		rc = pbox_set_compression(px, keys[i], plan[i] ? scheme : "none");
 		if (chosen)
 			chosen[i] = plan[i];
 	}

@@ -162,6 +162,7 @@ static void own_hello(const struct pbox *px, struct hello *h)
 	/* [job] compression, and the rate where the scheme takes one */
 	h->v[HF_compression] =
 		(uint64_t)px->cfg.job.compression << 32 |
+		(uint64_t)(px->cfg.job.compression && px->cfg.job.compression_sum) << 31 |
 		(px->cfg.job.compression == COMP_TOPK || px->cfg.job.compression == COMP_RANDK
 			 ? px->cfg.job.compression_ppm
 			 : 0);
@@ -293,11 +294,12 @@ static void field_str(int f, uint64_t v, char *buf, size_t cap)
 {
 	if (f == HF_layout)
 		snprintf(buf, cap, "%s", lay_mode_name((enum lay_mode)v));
-	else if (f == HF_compression && (uint32_t)v)
-		snprintf(buf, cap, "%s at %u ppm", comp_scheme_name((enum comp_scheme)(v >> 32)),
-			 (uint32_t)v);
+	else if (f == HF_compression && (v & 0x7fffffffu))
+		snprintf(buf, cap, "%s at %u ppm%s", comp_scheme_name((enum comp_scheme)(v >> 32)),
+			 (uint32_t)v & 0x7fffffffu, v >> 31 & 1 ? ", summed by all-gather" : "");
 	else if (f == HF_compression)
-		snprintf(buf, cap, "%s", comp_scheme_name((enum comp_scheme)(v >> 32)));
+		snprintf(buf, cap, "%s%s", comp_scheme_name((enum comp_scheme)(v >> 32)),
+			 v >> 31 & 1 ? ", summed by all-gather" : "");
 	else if (f == HF_deterministic)
 		snprintf(buf, cap, "%s", v ? "on" : "off");
 	else if (f == HF_token || f == HF_peers)
@@ -310,7 +312,7 @@ static void field_str(int f, uint64_t v, char *buf, size_t cap)
 static int compare(const struct pbox *px, const struct hello *h, char *msg, size_t cap)
 {
 	struct hello me;
-	char a[32], b[32];
+	char a[64], b[64];
 	uint32_t i;
 
 	own_hello(px, &me);

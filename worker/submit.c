@@ -91,6 +91,7 @@ int wk_add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
 				      key);
 		}
 		t->comp = (uint8_t)px->cfg.job.compression;
+		t->gather = px->cfg.job.compression_sum == 1; /* gsum.c */
 	}
 	while (at < px->n_t && px->t[at]->key < key)
 		at++;
@@ -229,8 +230,10 @@ int wk_collective(struct pbox *px, const char *fn, uint64_t key, const void *in,
 			t->kind = kind;
 			t->root = root;
 			t->group = group;
-			if (kind) /* rooted pieces travel at full width */
+			if (kind) { /* rooted pieces travel at full width */
 				t->comp = COMP_NONE;
+				t->gather = false;
+			}
 		}
 	}
 	if (rc) {

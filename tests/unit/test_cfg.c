@@ -520,6 +520,7 @@ START_TEST(worker_env_errors_name_the_variable)
 	char *unknown[] = {"PBOX_DATA_MTUU=1500", NULL};
 	char *cross[] = {"PBOX_TUNING_CREDIT_BYTES=1K", NULL};
 	char *rank[] = {"PBOX_WORKER_RANK=7", NULL};
+	char *gather[] = {"PBOX_JOB_COMPRESSION=randk", "PBOX_JOB_COMPRESSION_SUM=gather", NULL};
 
 	ck_assert_int_eq(wrk_env(bad_value, c, &errs), -EINVAL);
 	ck_assert_str_eq(errs.msg[0], "env PBOX_DATA_MTU: 'abc' is not a number");
@@ -533,6 +534,9 @@ START_TEST(worker_env_errors_name_the_variable)
 	ck_assert_int_eq(wrk_env(rank, c, &errs), -EINVAL);
 	ck_assert_str_eq(errs.msg[0],
 			 "env PBOX_WORKER_RANK: [worker] rank: 7 is not below world_size 2");
+	ck_assert_int_eq(wrk_env(gather, c, &errs), -EINVAL);
+	ck_assert_ptr_nonnull(
+		strstr(errs.msg[0], "[job] compression_sum: gather is not for randk"));
 	free(c);
 }
 END_TEST
