@@ -71,6 +71,19 @@ if DDP_HOOK_COMPRESSION=sign run hook fp32 $((29590 + n)) hook-sign && compare h
 else
 	bad "DDP with the hook and hook_state(compression=\"sign\")"
 fi
+# hook_state(compression="topk:gather"): every rank's top-k all-gathered and
+# summed at each rank ([job] compression_sum = gather), against the top-k
+# the summation services compress again: both train, equal on every rank,
+# and apart
+n=$((n + 2))
+if DDP_HOOK_COMPRESSION=topk run hook fp32 $((29590 + n)) hook-topk && compare hook-topk &&
+	DDP_HOOK_COMPRESSION=topk:gather run hook fp32 $((29590 + n + 1)) hook-topk-gather &&
+	compare hook-topk-gather && ! compare hook-topk hook-topk-gather >/dev/null; then
+	ok "DDP with hook_state(compression=\"topk:gather\"): trains, equal on every rank, not the summation services' top-k"
+else
+	bad "DDP with hook_state(compression=\"topk:gather\")"
+fi
+n=$((n + 1))
 # hook_state(compression="auto"): ByteComp's decision over DDP's buckets,
 # from the backward pass the hook measures and the link's modelled cost:
 # at 10 Mb/s EFSignSGD pays (the parameters then differ from the plain

@@ -68,7 +68,7 @@ extern "C" {
  * calling what 3.5 added.
  */
 #define PBOX_VERSION_MAJOR   3
-#define PBOX_VERSION_MINOR   10
+#define PBOX_VERSION_MINOR   11
 #define PBOX_VERSION(ma, mi) ((ma)*1000 + (mi))
 #define PBOX_VERSION_CODE    PBOX_VERSION(PBOX_VERSION_MAJOR, PBOX_VERSION_MINOR)
 
@@ -160,6 +160,19 @@ int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype 
  * (worker/decide.h) says which tensors to compress: pbox_decide_compression().
  * With local aggregation every rank calls it, and the machine's leader's
  * choice is the machine's.
+ *
+ * "SCHEME:gather" (libpbox 3.11; not "none" or "randk", not with local
+ * aggregation): the tensor is summed by all-gather, never compressed again
+ * ([job] compression_sum = gather makes it every tensor's default). Each
+ * rank compresses it with its error feedback inside pbox_push_pull(), in
+ * blocks of a fragment's elements, every rank's compressed tensor goes to
+ * every rank (pbox_all_gather()'s pieces), and pbox_wait() (or the
+ * pbox_test() that completes the handle) decompresses them and adds them up
+ * in rank order into @out: the same bits on every rank, every rank's k
+ * largest (topk) or signs (sign) in the sum, where a summation service keeps
+ * only the k largest of the sum. Each rank's link carries n - 1 compressed
+ * tensors in. A peer's malformed block fails the handle with PBOX_EPEER
+ * naming the rank, before it is decoded.
  */
 int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme);
 

@@ -232,7 +232,10 @@ class ProcessGroupPbox(ProcessGroup):
                  "[data]", "address = %s" % addr, "port = %d" % port,
                  "[job]", "id = %s" % job, "token = %s" % token]
         if _next_compression[0]:  # hook_state(compression=...): this group's job
-            lines += ["compression = %s" % _next_compression[0]]
+            scheme, _, how = _next_compression[0].partition(":")
+            lines += ["compression = %s" % scheme]
+            if how:  # "SCHEME:gather": summed by all-gather, never compressed again
+                lines += ["compression_sum = %s" % how]
         lines += [
                  "[tuning]",
                  # alive but late (a checkpoint on rank 0): waited for up to the
@@ -975,12 +978,16 @@ def hook_state(group=None, compression=None, redecide_every=100):
     decision algorithm says which buckets, from the backward computation
     the hook measures (see _HookState) and the link's and the compressor's
     costs (pbox_decide_compression()), again every redecide_every steps
-    (None: once); the same on every rank. For a group
-    of your own, give its [job] compression in its configuration
+    (None: once); the same on every rank. "SCHEME:gather" (and
+    "auto:SCHEME:gather"): each compressed bucket is summed by all-gather
+    ([job] compression_sum = gather: every rank's compressed bucket to every
+    rank, summed there in rank order, never compressed again; a bucket's
+    first call, unless declared, goes through the summation services). For
+    a group of your own, give its [job] compression in its configuration
     (PBOX_CONFIG or PBOX_JOB_COMPRESSION) instead."""
     auto = compression is not None and compression.split(":")[0] == "auto"
     if auto:
-        compression = compression.split(":")[1] if ":" in compression else "sign"
+        compression = compression.split(":", 1)[1] if ":" in compression else "sign"
     if group is None:
         _next_compression[0] = compression
         try:
