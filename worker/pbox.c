@@ -229,6 +229,10 @@ int pbox_start(struct pbox *px)
 		rc = wk_local_ready(px, rc);
 	/* a failed start leaves nothing to retry: pbox_finalize() cleans up */
 	px->phase = rc == PBOX_OK ? WK_PH_STARTED : WK_PH_DONE;
+	if (rc == PBOX_OK && px->loc && px->cfg.job.compression_sum)
+		wk_log(px, CFG_LOG_WARNING,
+		       "[job] compression_sum = gather: not with local aggregation yet (the "
+		       "machine's leader pushes for its ranks): the summation services sum them");
 	return rc;
 }
 
