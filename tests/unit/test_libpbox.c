@@ -37,6 +37,7 @@
 #include "wk_tune.h"
 #include "wk_rdv.h"
 #include "wk_survive.h"
+#include "wk_submit.h"
 #include "sum.h"
 #include "comp.h"
 #include <sys/wait.h>
@@ -172,6 +173,7 @@ struct rank_run {
 	uint64_t compute_ns[NT];
 	int decide_rc;
 	uint8_t chosen[NT];
+	bool gathered[NT]; /* after the decision: summed by all-gather (gsum.c) */
 	char decide_msg[WK_ERR_LEN];
 };
 
@@ -381,6 +383,13 @@ static void *rank_main(void *arg)
 		rr->decide_rc =
 			pbox_decide_compression(px, NT, keys, counts, rr->compute_ns, rr->chosen);
 		snprintf(rr->decide_msg, sizeof(rr->decide_msg), "%s", pbox_last_error());
+		pthread_mutex_lock(&px->mu); /* how each key travels now */
+		for (unsigned t = 0; t < NT; t++) {
+			const struct wk_tensor *wt = wk_find_tensor(px, keys[t]);
+
+			rr->gathered[t] = wt && wt->gather && wt->comp;
+		}
+		pthread_mutex_unlock(&px->mu);
 	}
 	pbox_machine(px, &rr->mi);
 	pbox_layout(px, &rr->li);
@@ -3096,6 +3105,28 @@ START_TEST(test_decide_compression)
 	}
 	ck_assert_uint_eq(rr[0].chosen[0], 1); /* key 102, 70001 elements */
 	ck_assert_uint_eq(rr[0].chosen[2], 1); /* key 100, 100003 elements */
+	for (unsigned t = 0; t < NT; t++)
+		ck_assert(!rr[0].gathered[t]);
+	/* [job] compression_sum = gather: the chosen ones set to sign:gather,
+	 * which costs n - 1 compressed tensors on the link (the same choice
+	 * here: a 1 Gb/s link and no computation to hide behind) */
+	setup_runs(rr, NR, PBOX_FP32, 0);
+	for (unsigned r = 0; r < NR; r++) {
+		rr[r].extra = "[job]\ncompression = sign\ncompression_sum = gather";
+		rr[r].decide = true;
+		for (unsigned t = 0; t < NT; t++)
+			rr[r].compute_ns[t] = r ? 1000000000000ull : 0;
+	}
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_msg(rr[r].decide_rc == 0, "rank %u: %s", r, rr[r].decide_msg);
+		ck_assert_mem_eq(rr[r].chosen, rr[0].chosen, NT);
+		for (unsigned t = 0; t < NT; t++)
+			ck_assert_int_eq(rr[r].gathered[t], rr[r].chosen[t]);
+		free(rr[r].layout);
+	}
+	ck_assert_uint_eq(rr[0].chosen[0], 1);
+	ck_assert_uint_eq(rr[0].chosen[2], 1);
 	setup_runs(rr, NR, PBOX_FP32, 0);
 	for (unsigned r = 0; r < NR; r++)
 		rr[r].decide = true;
