@@ -146,9 +146,9 @@ static struct gsum *gsum_new(struct pbox *px, uint64_t key, void *out, uint64_t 
 	return gs;
 }
 
-/* Whether @key's push-pull is summed by all-gather; if so its tensor is
- * marked busy and *@c says how it is compressed, *@resid is its error
- * feedback. PBOX_OK with *@t NULL: a push-pull like any other. */
+/* Whether @key's push-pull is summed by all-gather: if so *@tp is its
+ * tensor, marked busy, and *@c says how it is compressed. PBOX_OK with
+ * *@tp NULL: a push-pull like any other. */
 static int gathered(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype dtype,
 		    struct comp_spec *c, struct wk_tensor **tp)
 {
