@@ -136,6 +136,18 @@ bool wk_on_engine(void)
 	return on_engine;
 }
 
+static _Thread_local bool on_stage;
+
+void wk_mark_stage_thread(void)
+{
+	on_stage = true;
+}
+
+bool wk_on_stage(void)
+{
+	return on_stage;
+}
+
 void wk_tensor_unwire(struct wk_tensor *t)
 {
 	free(t->wire);

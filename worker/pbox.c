@@ -280,7 +280,8 @@ int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out
 	if (rc)
 		return rc;
 	if (px->loc && px->cfg.worker.local_cuda == WRK_LOCAL_CUDA_IPC) { /* summed on the GPU */
-		rc = px->cuda_ops->check(px->cuda, key, in, out, count, dtype);
+		rc = px->cuda_ops->check(px->cuda, "pbox_push_pull_cuda", key, in, out, count,
+					 dtype);
 		return rc ? rc
 			  : wk_local_push_pull(px, key, in, out, count, dtype, true, stream, opp);
 	}
@@ -404,6 +405,8 @@ int pbox_finalize(struct pbox *px)
 		wk_engine_join(px);
 	}
 	/* after the engine: no result lands in the pinned pool any more */
+	if (px->cst_stop)
+		px->cst_stop(px);
 	if (px->cuda_ops)
 		px->cuda_ops->close(px->cuda);
 	rc = px->fail;

@@ -197,6 +197,22 @@ static int usable(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
 	return PBOX_OK;
 }
 
+/* A collective's place in this rank's order of them (grow.c compares the
+ * places where new tensors were first used, and names them). */
+static void note_call(struct pbox *px, const struct wk_tensor *t, uint64_t key, uint64_t count,
+		      enum pbox_dtype dtype, uint8_t kind, uint32_t root)
+{
+	px->net.hist[px->net.calls % WK_HIST] = (struct wk_call){.call = px->net.calls,
+								 .key = key,
+								 .count = count,
+								 .seq = t->seq,
+								 .dtype = (uint8_t)dtype,
+								 .kind = kind,
+								 .root = root,
+								 .fresh = t->late && t->round == 0};
+	px->net.calls++;
+}
+
 int wk_collective(struct pbox *px, const char *fn, uint64_t key, const void *in, void *out,
 		  uint64_t count, enum pbox_dtype dtype, uint8_t kind, uint32_t root,
 		  uint64_t group, struct pbox_handle **opp)
@@ -243,15 +259,8 @@ int wk_collective(struct pbox *px, const char *fn, uint64_t key, const void *in,
 	}
 	op->t = t;
 	t->busy = op;
-	px->net.hist[px->net.calls % WK_HIST] = (struct wk_call){.call = px->net.calls,
-								 .key = key,
-								 .count = count,
-								 .seq = t->seq,
-								 .dtype = (uint8_t)dtype,
-								 .kind = kind,
-								 .root = root,
-								 .fresh = t->late && t->round == 0};
-	px->net.calls++;
+	if (!wk_on_stage() || t->round == 0) /* the stager's known tensors: no place */
+		note_call(px, t, key, count, dtype, kind, root);
 	op->round = t->round++;
 	op->comp = t->comp; /* pbox_set_compression() changes it between push-pulls */
 	op->flush = !t->comp && t->held;

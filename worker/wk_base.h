@@ -20,6 +20,12 @@ void wk_engine_kick(const struct pbox *px);
  * as it starts. */
 bool wk_on_engine(void);
 void wk_mark_engine_thread(void);
+/* Whether the calling thread is libpbox's stager of CUDA memory
+ * (cstage.c): its collectives of tensors already agreed take no place in
+ * the rank's order of collectives, which is then the program's on every
+ * rank whenever the stager submits them. */
+bool wk_on_stage(void);
+void wk_mark_stage_thread(void);
 /* What a segment of @dtype registers as its summation services' compressed
  * pushes ([job] compression: fp32 segments take them, at the job's rate;
  * 0: none). */

@@ -171,10 +171,11 @@ static int enqueue(struct dbl *d, const struct op *o, void **evp)
 
 /* Host memory stands for device memory here: any pointer will do, and
  * pbox_push_pull_cuda() has refused NULL already. */
-static int dbl_check(void *s, uint64_t key, const void *in, void *out, uint64_t count,
-		     enum pbox_dtype dtype)
+static int dbl_check(void *s, const char *fn, uint64_t key, const void *in, void *out,
+		     uint64_t count, enum pbox_dtype dtype)
 {
 	(void)s;
+	(void)fn;
 	(void)key;
 	(void)in;
 	(void)out;

@@ -302,9 +302,10 @@ int answer(struct stager *sg, struct job *j)
 	return st;
 }
 
-/* pbox_push_pull_cuda()'s checks of its memory, whichever path takes it. */
-int st_check(void *stager, uint64_t key, const void *in, void *out, uint64_t count,
-	     enum pbox_dtype dtype)
+/* pbox_push_pull_cuda()'s checks of its memory, whichever path takes it,
+ * and the other _cuda calls' (@fn). */
+int st_check(void *stager, const char *fn, uint64_t key, const void *in, void *out,
+	     uint64_t count, enum pbox_dtype dtype)
 {
 	struct stager *sg = static_cast<struct stager *>(stager);
 	size_t es = dtype_size(dtype);
@@ -316,25 +317,23 @@ int st_check(void *stager, uint64_t key, const void *in, void *out, uint64_t cou
 		e = cudaPointerGetAttributes(&a[k], k ? out : in);
 		if (e != cudaSuccess || a[k].type != cudaMemoryTypeDevice)
 			return sg->host.err(PBOX_EINVAL,
-					    "pbox_push_pull_cuda: key %" PRIu64
-					    ": @%s is not device memory%s%s",
+					    "%s: key %" PRIu64 ": @%s is not device memory%s%s", fn,
 					    key, k ? "out" : "in", e != cudaSuccess ? ": " : "",
 					    e != cudaSuccess ? cudaGetErrorString(e) : "");
 		if (a[k].device != sg->device)
 			return sg->host.err(PBOX_EINVAL,
-					    "pbox_push_pull_cuda: key %" PRIu64
+					    "%s: key %" PRIu64
 					    ": @%s is on GPU %d, this context stages for GPU %d",
-					    key, k ? "out" : "in", a[k].device, sg->device);
+					    fn, key, k ? "out" : "in", a[k].device, sg->device);
 	}
 	if (in != out && (const char *)in < (char *)out + bytes &&
 	    (char *)out < (const char *)in + bytes)
 		return sg->host.err(PBOX_EINVAL,
-				    "pbox_push_pull_cuda: key %" PRIu64
-				    ": @in and @out overlap without being equal",
-				    key);
+				    "%s: key %" PRIu64 ": @in and @out overlap without being equal",
+				    fn, key);
 	if ((count + per - 1) / per > 0xfffffu)
-		return sg->host.err(PBOX_EINVAL,
-				    "pbox_push_pull_cuda: key %" PRIu64 ": more than 2^20 pieces", key);
+		return sg->host.err(PBOX_EINVAL, "%s: key %" PRIu64 ": more than 2^20 pieces", fn,
+				    key);
 	return PBOX_OK;
 }
 
@@ -346,7 +345,7 @@ int st_push_pull(void *stager, uint64_t key, const void *in, void *out, uint64_t
 	uint64_t per = sg->host.piece_bytes / es;
 	struct job *j;
 	cudaError_t e;
-	int rc = st_check(stager, key, in, out, count, dtype);
+	int rc = st_check(stager, "pbox_push_pull_cuda", key, in, out, count, dtype);
 
 	if (rc)
 		return rc;
@@ -511,7 +510,7 @@ template <typename T> __global__ void sum_kernel(struct sum_args a)
 int loc_fail(struct stager *sg, const char *what, cudaError_t e)
 {
 	return sg->host.err(e == cudaErrorMemoryAllocation ? PBOX_ENOMEM : PBOX_ENODEV,
-			    "local aggregation on GPU %d: %s: %s", sg->device, what,
+			    "GPU %d: %s: %s", sg->device, what,
 			    cudaGetErrorString(e));
 }
 

@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define WK_CUDA_ABI   2u /* bump on any change below */
+#define WK_CUDA_ABI   3u /* bump on any change below */
 #define WK_CUDA_ENTRY "pbox_module_cuda_open"
 
 struct wk_cuda_host {
@@ -71,8 +71,9 @@ struct wk_cuda_ops {
 	 * its own, every step answered by an event that the caller polls.
 	 *
 	 * check(): pbox_push_pull_cuda()'s checks of @in and @out, as
-	 * push_pull() makes them. mark(): an event on the caller's @stream,
-	 * where the call was made (no host wait). dev_alloc(): @bytes of device
+	 * push_pull() makes them, its messages naming @fn (the caller's
+	 * call; cstage.c's also check one buffer at a time, @in = @out). mark(): an event on the
+	 * caller's @stream, where the call was made (no host wait). dev_alloc(): @bytes of device
 	 * memory and its IPC handle; dev_open(): another process's allocation
 	 * by its handle; dev_free(): either (@opened: the latter).
 	 * host_pin()/host_unpin(): page-lock host memory for asynchronous copies
@@ -85,8 +86,8 @@ struct wk_cuda_ops {
 	 * (freed, the error set). drop(): wait for @ev's work, then free it.
 	 * Each sets the calling thread's device itself.
 	 */
-	int (*check)(void *stager, uint64_t key, const void *in, void *out, uint64_t count,
-		     enum pbox_dtype dtype);
+	int (*check)(void *stager, const char *fn, uint64_t key, const void *in, void *out,
+		     uint64_t count, enum pbox_dtype dtype);
 	int (*mark)(void *stager, void *stream, void **ev);
 	int (*dev_alloc)(void *stager, uint64_t bytes, void **dptr, struct wk_cuda_ipc *h);
 	int (*dev_open)(void *stager, const struct wk_cuda_ipc *h, void **dptr);
