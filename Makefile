@@ -81,7 +81,7 @@ WORKER_SRCS := worker/pbox_worker.c
 # (tests/lint-layers.sh holds them to this order; worker/README.md says why).
 LIBPBOX_LAYERS := rank_proto layout decide gather base ranks datalink units module handle resume fail link box \
                   sched tune grow udp frag serve flow ctl engine submit local_msg local_tensor local_renew \
-                  local_lead local boot rdv pbox survive shard gsum async autocomp
+                  local_lead local boot rdv pbox survive shard gsum async autocomp cstage
 LIBPBOX_SRCS := $(patsubst %,worker/%.c,$(LIBPBOX_LAYERS))
 LIBPBOX_CORE := config/cfg.c config/cfg_box.c config/cfg_worker.c appliance/ss/ss.c appliance/ss/sum.c \
                 appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c \

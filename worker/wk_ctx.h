@@ -467,6 +467,10 @@ struct pbox {
 	 * aggregation where it is on), set by pbox_init() */
 	int (*cuda_submit)(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 			   enum pbox_dtype dtype, struct pbox_handle **opp);
+	/* cstage.c's stager of the whole-buffer calls in CUDA memory, from the
+	 * first (under cuda_mu); pbox_finalize() stops it through cst_stop */
+	struct wk_cstage *cst;
+	void (*cst_stop)(struct pbox *px);
 	pthread_mutex_t cuda_mu; /* loading the module */
 	bool cuda_failed;	 /* it did not load, or found no GPU: */
 	char cuda_why[WK_ERR_LEN];

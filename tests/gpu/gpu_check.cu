@@ -8,7 +8,10 @@
  *                         not, each rank's own stream: every sum exact;
  *                         pbox_rejoin() refused with a staged push-pull in
  *                         flight, and between steps taken (the machine
- *                         renewed with local aggregation)
+ *                         renewed with local aggregation); without local
+ *                         aggregation, the whole-buffer calls of GPU
+ *                         memory (reduce-scatter, all-gather, broadcast,
+ *                         an asynchronous store), each element exact
  *   gpu_check perf [N]    staging throughput against the pinned-memory copy
  *                         peak measured in the same run, and an allreduce of
  *                         CUDA tensors against the same allreduce of host
@@ -157,6 +160,92 @@ const struct {
 	{524288 + 77, PBOX_FP16, true}, {300001, PBOX_BF16, false}, {4 << 20, PBOX_FP32, true},
 };
 
+/* The sum of every rank's val(r + it, i). */
+float sum_of(unsigned it, uint64_t i)
+{
+	float want = 0;
+
+	for (unsigned r = 0; r < n_ranks; r++)
+		want += val(r + it, i);
+	return want;
+}
+
+/* GPU memory through the whole-buffer calls (libpbox 3.12), twice each
+ * (the first staged on the caller's thread, the second on libpbox's):
+ * reduce-scatter, all-gather and broadcast of uneven shards, each element
+ * exact, and an asynchronous store (rank 0's initial parameters, then each
+ * rank's delta of 1 in its answer). The failures counted. */
+int check_whole(struct pbox *px, unsigned me, cudaStream_t s)
+{
+	const enum pbox_dtype dt = PBOX_FP32;
+	const uint64_t nst = 1000; /* the store's elements */
+	uint64_t counts[64], total = 0, before = 0;
+	int fails = 0;
+
+	for (unsigned r = 0; r < n_ranks; r++) {
+		counts[r] = 1000 + 70001 * r;
+		before += r < me ? counts[r] : 0;
+		total += counts[r];
+	}
+	float *h = static_cast<float *>(malloc((total * 3 + nst) * 4)), *d_all, *d_part, *d_out;
+
+	CK(cudaMalloc(&d_all, total * 4));
+	CK(cudaMalloc(&d_part, total * 4));
+	CK(cudaMalloc(&d_out, (total + nst) * 4));
+	for (unsigned it = 0; it < 2; it++) {
+		struct pbox_handle *op[4];
+		uint64_t bad = 0;
+
+		for (uint64_t i = 0; i < total; i++)
+			h[i] = val(me + it, i);
+		for (uint64_t i = 0; i < nst; i++)
+			h[total + i] = it ? 1 : val(me, i);
+		CK(cudaMemcpyAsync(d_all, h, total * 4, cudaMemcpyHostToDevice, s));
+		CK(cudaMemcpyAsync(d_part, h + before, counts[me] * 4, cudaMemcpyHostToDevice, s));
+		CK(cudaMemcpyAsync(d_out + counts[me], h + total, nst * 4, cudaMemcpyHostToDevice, s));
+		if (pbox_reduce_scatter_cuda(px, 7, d_all, d_out, counts, dt, s, &op[0]) ||
+		    pbox_wait(op[0]) ||
+		    pbox_all_gather_cuda(px, 8, d_part, d_all, counts, dt, s, &op[1]) ||
+		    pbox_wait(op[1]) ||
+		    pbox_broadcast_cuda(px, 9, d_part, counts[0], dt, 0, s, &op[2]) ||
+		    pbox_wait(op[2]) ||
+		    pbox_push_pull_async_cuda(px, 10, d_out + counts[me], d_out + counts[me], nst, dt,
+					      s, &op[3]) ||
+		    pbox_wait(op[3])) {
+			fprintf(stderr, "gpu_check: rank %u: %s\n", me, pbox_last_error());
+			return fails + 1;
+		}
+		CK(cudaMemcpy(h, d_all, total * 4, cudaMemcpyDeviceToHost));
+		CK(cudaMemcpy(h + total, d_part, counts[0] * 4, cudaMemcpyDeviceToHost));
+		CK(cudaMemcpy(h + 2 * total, d_out, (counts[me] + nst) * 4, cudaMemcpyDeviceToHost));
+		for (uint64_t i = 0, r = 0, at = 0; i < total; i++) { /* all-gather */
+			while (i >= at + counts[r])
+				at += counts[r++];
+			bad += h[i] != val((unsigned)r + it, i);
+		}
+		for (uint64_t i = 0; i < counts[0]; i++) /* broadcast */
+			bad += h[total + i] != val(it, i);
+		for (uint64_t i = 0; i < counts[me]; i++) /* reduce-scatter */
+			bad += h[2 * total + i] != sum_of(it, before + i);
+		for (uint64_t i = 0; i < nst; i++) { /* the store: rank 0's, then deltas */
+			float d = h[2 * total + counts[me] + i] - val(0, i);
+
+			bad += it ? d < 1 || d > (float)n_ranks || d != (float)(int)d : d != 0;
+		}
+		if (bad) {
+			fprintf(stderr,
+				"gpu_check: rank %u: whole-buffer calls, round %u: %" PRIu64 " wrong\n",
+				me, it, bad);
+			fails++;
+		}
+	}
+	cudaFree(d_all);
+	cudaFree(d_part);
+	cudaFree(d_out);
+	free(h);
+	return fails;
+}
+
 void *check_rank(void *p)
 {
 	struct rank_arg *a = static_cast<struct rank_arg *>(p);
@@ -230,6 +319,8 @@ void *check_rank(void *p)
 			free(h);
 		}
 	}
+	if (!local) /* the whole-buffer calls: the network job only */
+		a->fails += check_whole(px, a->r, s);
 	cudaStreamDestroy(s);
 	if (pbox_finalize(px)) {
 		fprintf(stderr, "gpu_check: rank %u: finalize: %s\n", a->r, pbox_last_error());

@@ -257,80 +257,110 @@ static uint64_t shard_count(unsigned s, unsigned v)
 	return v && s == 1 ? 0 : 3001 + 4099 * (uint64_t)s + 17 * v;
 }
 
+/* The sharded collectives of host memory, or of "GPU memory" (rr->cuda:
+ * the _cuda calls through the CUDA test double, each shape twice: its
+ * first call staged on the caller's thread, the second on libpbox's, a
+ * new host tensor pushed while it is on its way). */
+static int shard_calls(struct pbox *px, const struct rank_run *rr, uint8_t *const *bufs,
+		       const uint64_t *counts, uint64_t bc, unsigned root, enum pbox_dtype dt,
+		       struct pbox_handle **op)
+{
+	int rc;
+
+	if (!rr->cuda) {
+		rc = pbox_reduce_scatter(px, 7, bufs[0], bufs[1], counts, dt, &op[0]);
+		if (rc == PBOX_OK)
+			rc = pbox_all_gather(px, 8, bufs[2], bufs[3], counts, dt, &op[1]);
+		return rc ? rc : pbox_broadcast(px, 9, bufs[4], bc, dt, root, &op[2]);
+	}
+	rc = pbox_reduce_scatter_cuda(px, 7, bufs[0], bufs[1], counts, dt, NULL, &op[0]);
+	if (rc == PBOX_OK)
+		rc = pbox_all_gather_cuda(px, 8, bufs[2], bufs[3], counts, dt, NULL, &op[1]);
+	return rc ? rc : pbox_broadcast_cuda(px, 9, bufs[4], bc, dt, root, NULL, &op[2]);
+}
+
 /* The sharded collectives, three iterations of each in every dtype, all
  * three in flight at once beside the push-pulls' tensors: a reduce-scatter
  * (this rank's shard of the sum), an all-gather (every rank's shard) and a
  * broadcast (its root moving from rank to rank), each element exact; in
  * the job's world as it is now (after a shrink: the survivors'). */
-static void shard_run(struct pbox *px, struct rank_run *rr)
+static void shard_once(struct pbox *px, struct rank_run *rr, unsigned v, unsigned d, unsigned rep)
 {
 	static const enum pbox_dtype dts[3] = {PBOX_FP32, PBOX_FP16, PBOX_BF16};
+	const enum pbox_dtype dt = dts[d];
 	struct pbox_layout_info li;
-	unsigned n, me;
+	unsigned n, me, root;
+	uint64_t bc = 50001 + v, counts[NR] = {0}, total = 0, mine = 0;
+	struct pbox_handle *op[4] = {0};
+	uint8_t *in, *out, *shard, *all, *b;
+	float one = 1;
+	int rc;
 
 	pbox_layout(px, &li);
 	n = li.world_size;
 	me = li.rank;
+	root = (v + d) % n;
+	for (unsigned s = 0; s < n; s++) {
+		counts[s] = shard_count(s, v);
+		mine += s < me ? counts[s] : 0;
+		total += counts[s];
+	}
+	in = malloc(total * 4);
+	out = malloc(counts[me] * 4 + 4);
+	shard = malloc(counts[me] * 4 + 4);
+	all = malloc(total * 4);
+	b = malloc(bc * 4);
+	ck_assert(in && out && shard && all && b);
+	for (uint64_t i = 0; i < total; i++)
+		put(in, i, dt, val(me, i, v));
+	for (uint64_t i = 0; i < counts[me]; i++)
+		put(shard, i, dt, val(me, mine + i, v + 1));
+	for (uint64_t i = 0; i < bc; i++)
+		put(b, i, dt, me == root ? val(me, i, v) : -1);
+	rc = shard_calls(px, rr, (uint8_t *const[]){in, out, shard, all, b}, counts, bc, root, dt,
+			 op);
+	if (rc == PBOX_OK && rep) /* a new tensor while the stager's calls are on their way */
+		rc = pbox_push_pull(px, 500 + v * 3 + d, &one, &one, 1, PBOX_FP32, &op[3]);
+	for (unsigned k = 0; k < 4; k++) /* every handle, failed or not */
+		if (op[k]) {
+			int w = pbox_wait(op[k]);
 
-	for (unsigned v = 0; v < 3 && !rr->run_rc; v++)
-		for (unsigned d = 0; d < 3 && !rr->run_rc; d++) {
-			const enum pbox_dtype dt = dts[d];
-			const uint64_t bc = 50001 + v, root = (v + d) % n;
-			uint64_t counts[NR] = {0}, total = 0, mine = 0;
-			struct pbox_handle *op[3];
-			uint8_t *in, *out, *shard, *all, *b;
-			int rc;
-
-			for (unsigned s = 0; s < n; s++) {
-				counts[s] = shard_count(s, v);
-				mine += s < me ? counts[s] : 0;
-				total += counts[s];
-			}
-			in = malloc(total * 4);
-			out = malloc(counts[me] * 4 + 4);
-			shard = malloc(counts[me] * 4 + 4);
-			all = malloc(total * 4);
-			b = malloc(bc * 4);
-			ck_assert(in && out && shard && all && b);
-			for (uint64_t i = 0; i < total; i++)
-				put(in, i, dt, val(me, i, v));
-			for (uint64_t i = 0; i < counts[me]; i++)
-				put(shard, i, dt, val(me, mine + i, v + 1));
-			for (uint64_t i = 0; i < bc; i++)
-				put(b, i, dt, me == root ? val(me, i, v) : -1);
-			rc = pbox_reduce_scatter(px, 7, in, out, counts, dt, &op[0]);
-			if (rc == PBOX_OK)
-				rc = pbox_all_gather(px, 8, shard, all, counts, dt, &op[1]);
-			if (rc == PBOX_OK)
-				rc = pbox_broadcast(px, 9, b, bc, dt, (uint32_t)root, &op[2]);
-			for (unsigned k = 0; rc == PBOX_OK && k < 3; k++)
-				rc = pbox_wait(op[k]);
-			if (rc) {
-				rr->run_rc = rc;
-				snprintf(rr->msg, sizeof(rr->msg), "sharded, iteration %u, %s: %s",
-					 v, sum_dtype_name((enum sum_dtype)dt), pbox_last_error());
-			}
-			for (uint64_t i = 0; !rc && i < counts[me]; i++) {
-				float want = 0;
-
-				for (unsigned r = 0; r < n; r++)
-					want += val(r, mine + i, v);
-				rr->wrong |= get(out, i, dt) != get_as(want, dt);
-			}
-			for (uint64_t i = 0, s = 0, at = 0; !rc && i < total; i++) {
-				while (i >= at + counts[s])
-					at += counts[s++];
-				rr->wrong |=
-					get(all, i, dt) != get_as(val((unsigned)s, i, v + 1), dt);
-			}
-			for (uint64_t i = 0; !rc && i < bc; i++)
-				rr->wrong |= get(b, i, dt) != get_as(val((unsigned)root, i, v), dt);
-			free(in);
-			free(out);
-			free(shard);
-			free(all);
-			free(b);
+			rc = rc ? rc : w;
 		}
+	if (rc) {
+		rr->run_rc = rc;
+		snprintf(rr->msg, sizeof(rr->msg), "sharded, iteration %u, %s%s: %s", v,
+			 sum_dtype_name((enum sum_dtype)dt), rep ? " again" : "",
+			 pbox_last_error());
+	}
+	rr->wrong |= rep && !rc && one != (float)n;
+	for (uint64_t i = 0; !rc && i < counts[me]; i++) {
+		float want = 0;
+
+		for (unsigned r = 0; r < n; r++)
+			want += val(r, mine + i, v);
+		rr->wrong |= get(out, i, dt) != get_as(want, dt);
+	}
+	for (uint64_t i = 0, s = 0, at = 0; !rc && i < total; i++) {
+		while (i >= at + counts[s])
+			at += counts[s++];
+		rr->wrong |= get(all, i, dt) != get_as(val((unsigned)s, i, v + 1), dt);
+	}
+	for (uint64_t i = 0; !rc && i < bc; i++)
+		rr->wrong |= get(b, i, dt) != get_as(val(root, i, v), dt);
+	free(in);
+	free(out);
+	free(shard);
+	free(all);
+	free(b);
+}
+
+static void shard_run(struct pbox *px, struct rank_run *rr)
+{
+	for (unsigned v = 0; v < 3 && !rr->run_rc; v++)
+		for (unsigned d = 0; d < 3 && !rr->run_rc; d++)
+			for (unsigned rep = 0; rep < (rr->cuda ? 2u : 1u) && !rr->run_rc; rep++)
+				shard_once(px, rr, v, d, rep);
 }
 
 static void *rank_main(void *arg)
@@ -1186,6 +1216,27 @@ START_TEST(test_cuda_staged)
 }
 END_TEST
 
+/* The sharded collectives of GPU memory (pbox_reduce_scatter_cuda(),
+ * pbox_all_gather_cuda(), pbox_broadcast_cuda()) through the CUDA test
+ * double, beside CUDA push-pulls: every element exact, each shape's first
+ * call staged on the caller's thread and its second on libpbox's, a host
+ * tensor first used while the second is on its way agreed by every rank
+ * (the stager's calls take no place in the ranks' order of collectives). */
+START_TEST(test_cuda_sharded)
+{
+	struct rank_run rr[NR];
+
+	use_cuda_double();
+	setup_runs(rr, NR, PBOX_FP32, 2);
+	for (unsigned r = 0; r < NR; r++) {
+		rr[r].shard = rr[r].cuda = true;
+		rr[r].extra = "partition_size = 64K";
+	}
+	run_ranks(rr, NR);
+	check_exact(rr);
+}
+END_TEST
+
 /* One rank of a machine sums a key in host memory, the others as CUDA
  * memory: every rank of the job fails, and the machine's ranks are told
  * why. */
@@ -1585,6 +1636,7 @@ END_TEST
 
 struct async_run {
 	unsigned rank;
+	bool cuda; /* pbox_push_pull_async_cuda(), through the CUDA test double */
 	int rc;
 	char msg[WK_ERR_LEN];
 	bool wrong_init, wrong_own, too_stale, wrong_final;
@@ -1627,7 +1679,9 @@ static void *async_main(void *arg)
 			nanosleep(&nap, NULL);
 		for (uint32_t i = 0; i < ASYNC_COUNT; i++)
 			in[i] = k ? async_weight(ar->rank) : ar->rank ? 1e9f : async_init(i);
-		rc = pbox_push_pull_async(px, 300, in, out, ASYNC_COUNT, PBOX_FP32, &op);
+		rc = ar->cuda ? pbox_push_pull_async_cuda(px, 300, in, out, ASYNC_COUNT, PBOX_FP32,
+							  NULL, &op)
+			      : pbox_push_pull_async(px, 300, in, out, ASYNC_COUNT, PBOX_FP32, &op);
 		if (!rc)
 			rc = pbox_wait(op);
 		for (uint32_t i = 0; !rc && i < ASYNC_COUNT; i += k ? 61 : 1) {
@@ -1685,13 +1739,15 @@ static void *async_main(void *arg)
  * [job] staleness = 2 calls ahead of the slowest rank, and the initial
  * parameters rank 0's.
  */
-START_TEST(test_async_training)
+static void async_runs(bool cuda)
 {
 	struct async_run ar[NR];
 
 	memset(ar, 0, sizeof(ar));
-	for (unsigned r = 0; r < NR; r++)
+	for (unsigned r = 0; r < NR; r++) {
 		ar[r].rank = r;
+		ar[r].cuda = cuda;
+	}
 	run_threads(async_main, ar, sizeof(ar[0]), NR);
 	for (unsigned r = 0; r < NR; r++) {
 		ck_assert_msg(ar[r].rc == 0, "rank %u: %s", r, ar[r].msg);
@@ -1701,9 +1757,24 @@ START_TEST(test_async_training)
 		ck_assert_msg(!ar[r].too_stale, "rank %u: answered more than %u calls ahead", r,
 			      ASYNC_STALE);
 		ck_assert_msg(!ar[r].wrong_final, "rank %u: the store is not every delta once", r);
-		printf("async: rank %u ran at most %u calls ahead of the slowest\n", r,
-		       ar[r].max_ahead);
+		printf("async%s: rank %u ran at most %u calls ahead of the slowest\n",
+		       cuda ? " (GPU memory)" : "", r, ar[r].max_ahead);
 	}
+}
+
+START_TEST(test_async_training)
+{
+	async_runs(false);
+}
+END_TEST
+
+/* The same with the deltas and answers in GPU memory
+ * (pbox_push_pull_async_cuda(), through the CUDA test double): the first
+ * call staged on the caller's thread, the others on libpbox's. */
+START_TEST(test_async_cuda)
+{
+	use_cuda_double();
+	async_runs(true);
 }
 END_TEST
 
@@ -3163,11 +3234,13 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_priority_mismatch_named);
 	tcase_add_test(tc, test_priority_overtakes);
 	tcase_add_test(tc, test_async_training);
+	tcase_add_test(tc, test_async_cuda);
 	tcase_add_test(tc, test_api_refusals);
 	tcase_add_test(tc, test_init_text);
 	tcase_add_test(tc, test_module_missing);
 	tcase_add_test(tc, test_cuda_refusals);
 	tcase_add_test(tc, test_cuda_staged);
+	tcase_add_test(tc, test_cuda_sharded);
 	tcase_add_test(tc, test_world_of_one_grows);
 	tcase_add_test(tc, test_engine_priority);
 	tcase_add_test(tc, test_rendezvous);

@@ -68,7 +68,7 @@ extern "C" {
  * calling what 3.5 added.
  */
 #define PBOX_VERSION_MAJOR   3
-#define PBOX_VERSION_MINOR   11
+#define PBOX_VERSION_MINOR   12
 #define PBOX_VERSION(ma, mi) ((ma)*1000 + (mi))
 #define PBOX_VERSION_CODE    PBOX_VERSION(PBOX_VERSION_MAJOR, PBOX_VERSION_MINOR)
 
@@ -245,7 +245,8 @@ int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out
  * a handle for pbox_wait() or pbox_test() as a push-pull's. @counts has
  * one entry per rank of the job (pbox_layout()'s world size): shard r is
  * counts[r] elements (0 allowed) at offset counts[0] + ... + counts[r-1]
- * of the whole tensor. Host memory; not with [worker] local_aggregation.
+ * of the whole tensor. Host memory (GPU memory: the _cuda calls below);
+ * not with [worker] local_aggregation.
  * Each shard is summed (or starts) at its owner's SS_GPU, so each rank's
  * link carries the (n-1)/n of the tensor that is every placement's bound
  * (docs/workers.md). @key names the collective, as a push-pull's key
@@ -287,16 +288,45 @@ int pbox_broadcast(struct pbox *px, uint64_t key, void *buf, uint64_t count, enu
  * local update: new parameters less the ones the last call returned). Each
  * delta is added exactly once, whatever the network loses or repeats.
  * [job] staleness = S holds a rank's call while it is more than S calls
- * ahead of the slowest rank on the key (0: unbounded). Host memory, the
- * network job; not with local aggregation; no compression (the store
- * travels at full width). After pbox_shrink() a key starts over: its next
- * call is a first one. PBOX_OK with *@op; PBOX_EINVAL (a NULL argument, a
- * key from 2^63 up, local aggregation on, the key first used otherwise or
- * with another count or dtype); PBOX_ESTATE (before pbox_start(), or the
- * key's last call still in flight); PBOX_ENOMEM; PBOX_EFAILED.
+ * ahead of the slowest rank on the key (0: unbounded). Host memory (GPU
+ * memory: pbox_push_pull_async_cuda()), the network job; not with local aggregation; no compression
+ * (the store travels at full width). After pbox_shrink() a key starts over: its next call is a
+ * first one. PBOX_OK with *@op; PBOX_EINVAL (a NULL argument, a key from 2^63 up, local aggregation
+ * on, the key first used otherwise or with another count or dtype); PBOX_ESTATE (before
+ * pbox_start(), or the key's last call still in flight); PBOX_ENOMEM; PBOX_EFAILED.
  */
 int pbox_push_pull_async(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 			 enum pbox_dtype dtype, struct pbox_handle **op);
+
+/*
+ * The same calls for tensors in GPU memory (libpbox 3.12): @in, @out and
+ * @buf on one CUDA device, @stream a cudaStream_t (NULL: the legacy default
+ * stream), every other argument and rule as the host call's. The call
+ * starts after the work queued on @stream so far: the input is copied to a
+ * pinned host buffer of the key's (kept from one call to the next, freed
+ * at pbox_finalize()), the host call runs on it, and its result is copied
+ * back; a thread of libpbox's moves each call from step to step, and the
+ * handle completes (pbox_test(), pbox_wait()) once the result is in GPU
+ * memory. A key's first call, and its first after pbox_shrink(),
+ * pbox_rejoin() or pbox_forget() or with other counts, dtype or root, waits
+ * on the host for @stream's work and the copy before it returns: the ranks
+ * agree on new tensors in the order each rank calls, which is then the
+ * program's. An error the host call finds later (the job failed, a key
+ * used by another collective) fails the handle, naming the call. One call
+ * per key at a time (PBOX_ESTATE). PBOX_ENODEV as pbox_push_pull_cuda().
+ */
+int pbox_reduce_scatter_cuda(struct pbox *px, uint64_t key, const void *in, void *out,
+			     const uint64_t *counts, enum pbox_dtype dtype, void *stream,
+			     struct pbox_handle **op);
+int pbox_all_gather_cuda(struct pbox *px, uint64_t key, const void *in, void *out,
+			 const uint64_t *counts, enum pbox_dtype dtype, void *stream,
+			 struct pbox_handle **op);
+int pbox_broadcast_cuda(struct pbox *px, uint64_t key, void *buf, uint64_t count,
+			enum pbox_dtype dtype, uint32_t root, void *stream,
+			struct pbox_handle **op);
+int pbox_push_pull_async_cuda(struct pbox *px, uint64_t key, const void *in, void *out,
+			      uint64_t count, enum pbox_dtype dtype, void *stream,
+			      struct pbox_handle **op);
 
 /*
  * Go on after losing ranks or the box (libpbox 3.2), without restarting:
