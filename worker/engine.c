@@ -162,7 +162,7 @@ static void *engine(void *arg)
 			pthread_mutex_unlock(&px->mu);
 			px->net.es.heap_n = px->net.es.turns_n = px->net.es.turns_out = 0;
 			px->net.es.over = NULL;
-			px->net.es.active = NULL;
+			px->net.es.active = px->net.es.tactive = NULL;
 		}
 		if (!px->fail) {
 			wk_flow_take_new(px);

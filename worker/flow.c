@@ -168,10 +168,13 @@ static void start_frag(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
 	if (px->net.es.credit_used > px->net.es.st.max_inflight)
 		px->net.es.st.max_inflight = px->net.es.credit_used;
 	if (charge && !f->op->inflight)
-		wk_active_add(px, f->op);
+		wk_active_add(&px->net.es.active, f->op);
 	f->op->inflight += charge;
-	if (!charge)
+	if (!charge) {
 		px->net.es.turns_out++;
+		if (!f->op->turns_out++)
+			wk_active_add(&px->net.es.tactive, f->op);
+	}
 	push_frag(px, e, g, false); /* may free f->op: the last use */
 }
 
@@ -207,7 +210,8 @@ static uint32_t next_frag(struct pbox *px, struct wk_part *p, void (*pop)(struct
  * full of its own pushes waits for our turns past our window, while our
  * window is full of turns waiting for other roots held up the same way;
  * with every root's credit covered, the root furthest behind always has
- * every turn it waits for, and moves.
+ * every turn it waits for, and moves. And a more urgent collective's turns
+ * go past a window full of less urgent ones (wk_beyond_window()).
  */
 static int send_turns(struct pbox *px, struct eng *e, uint64_t now)
 {
@@ -215,11 +219,14 @@ static int send_turns(struct pbox *px, struct eng *e, uint64_t now)
 		(uint64_t)(px->net.n - 1) * (px->net.es.credit / px->net.frag_size + 16);
 	int sent = 0;
 
-	while (px->net.es.turns_n && !px->fail && px->net.es.turns_out < window) {
-		uint32_t g = next_frag(px, px->net.es.turns[0], wk_turns_pop);
+	while (px->net.es.turns_n && !px->fail &&
+	       (px->net.es.turns_out < window || wk_beyond_window(px, px->net.es.turns[0]))) {
+		struct wk_part *p = px->net.es.turns[0];
+		uint32_t g = next_frag(px, p, wk_turns_pop);
 
 		if (g == UINT32_MAX)
 			continue;
+		p->op->tlast = p;
 		start_frag(px, e, g, now);
 		sent++;
 	}

@@ -161,23 +161,46 @@ uint64_t wk_departure(const struct pbox *px)
 
 /* ---- fragments ---------------------------------------------------------- */
 
-void wk_active_add(struct pbox *px, struct pbox_handle *op)
+/* @op into the list at @head (px->net.es.active: ops with bytes in flight;
+ * tactive: ops with turns in flight; an op holds one or the other). */
+void wk_active_add(struct pbox_handle **head, struct pbox_handle *op)
 {
 	op->aprev = NULL;
-	op->anext = px->net.es.active;
-	if (px->net.es.active)
-		px->net.es.active->aprev = op;
-	px->net.es.active = op;
+	op->anext = *head;
+	if (*head)
+		(*head)->aprev = op;
+	*head = op;
 }
 
-static void active_del(struct pbox *px, struct pbox_handle *op)
+static void active_del(struct pbox_handle **head, struct pbox_handle *op)
 {
 	if (op->aprev)
 		op->aprev->anext = op->anext;
 	else
-		px->net.es.active = op->anext;
+		*head = op->anext;
 	if (op->anext)
 		op->anext->aprev = op->aprev;
+}
+
+/*
+ * The turns' window bounds the turns in flight, with one exception, the
+ * credit's for turns: the turns' top partition @p goes out beyond the
+ * window when it comes before the last partition started of some op whose
+ * turns are in flight. Turns go out in the order every rank shares, but
+ * only as their collectives come: a window full of turns of collectives
+ * that came first, waiting for roots whose credit holds the pushes of more
+ * urgent ones, would hold back those more urgent collectives' turns, and
+ * the roots would wait for them (every rank stopped, each waiting for
+ * another). With the exception, the most urgent fragment not yet summed
+ * everywhere always has every rank's turn: any turn in flight is less
+ * urgent, and so is the last partition started of its op.
+ */
+bool wk_beyond_window(const struct pbox *px, const struct wk_part *p)
+{
+	for (const struct pbox_handle *op = px->net.es.tactive; op; op = op->anext)
+		if (op->tlast && wk_part_before(p, op->tlast))
+			return true;
+	return false;
 }
 
 /*
@@ -228,8 +251,10 @@ static void frag_done(struct pbox *px, uint32_t g)
 	op->inflight -= charge;
 	if (!charge && px->net.es.turns_out) /* a turn (flow.c) */
 		px->net.es.turns_out--;
+	if (!charge && op->turns_out && !--op->turns_out)
+		active_del(&px->net.es.tactive, op);
 	if (charge && !op->inflight)
-		active_del(px, op);
+		active_del(&px->net.es.active, op);
 	if (--op->left)
 		return;
 	/* What we have queued (peers' results, answers) leaves before the sum's

@@ -157,6 +157,6 @@ void wk_fail_ops(struct pbox *px)
 	px->net.es.heap_n = px->net.es.turns_n = px->net.es.turns_out = 0;
 	px->net.es.over = NULL;
 	px->net.es.credit_used = 0;
-	px->net.es.active = NULL;
+	px->net.es.active = px->net.es.tactive = NULL;
 	px->net.es.eng_failed = true;
 }

@@ -33,7 +33,7 @@ uint64_t wk_order_key(const struct wk_tensor *t)
  * rank's pushes spread over all owners, and the order is still one on
  * every rank (what keeps the credit from deadlocking).
  */
-static bool part_before(const struct wk_part *a, const struct wk_part *b)
+bool wk_part_before(const struct wk_part *a, const struct wk_part *b)
 {
 	const struct wk_tensor *ta = a->op->t, *tb = b->op->t;
 	uint64_t ka = wk_order_key(ta), kb = wk_order_key(tb);
@@ -67,7 +67,7 @@ static int heap_in(struct wk_part ***h, uint32_t *n, uint32_t *cap, struct wk_pa
 		*cap = c;
 	}
 	i = (*n)++;
-	while (i && part_before(p, (*h)[(i - 1) / 2])) {
+	while (i && wk_part_before(p, (*h)[(i - 1) / 2])) {
 		(*h)[i] = (*h)[(i - 1) / 2];
 		i = (i - 1) / 2;
 	}
@@ -86,9 +86,9 @@ static void heap_out(struct wk_part **h, uint32_t *n)
 
 		if (l >= *n)
 			break;
-		if (l + 1 < *n && part_before(h[l + 1], h[l]))
+		if (l + 1 < *n && wk_part_before(h[l + 1], h[l]))
 			m = l + 1;
-		if (!part_before(h[m], last))
+		if (!wk_part_before(h[m], last))
 			break;
 		h[i] = h[m];
 		i = m;

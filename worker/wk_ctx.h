@@ -263,7 +263,9 @@ struct pbox_handle {
 	uint32_t n_parts;
 	struct wk_part *parts;
 	struct pbox_handle *next;	   /* submission queue */
-	struct pbox_handle *anext, *aprev; /* engine: ops with bytes in flight */
+	struct pbox_handle *anext, *aprev; /* engine: ops with bytes (or turns) in flight */
+	uint32_t turns_out;		   /* engine: its turns in flight */
+	const struct wk_part *tlast;	   /* engine: its partition of turns started last */
 	uint64_t inflight;		   /* engine: their bytes */
 	bool done;			   /* under mu */
 	int status;
@@ -402,6 +404,7 @@ struct wk_net {
 		 * and no credit, only for a window of their own (sched.c) */
 		struct wk_part **turns;
 		uint32_t turns_n, turns_cap, turns_out;
+		struct pbox_handle *tactive; /* ops with turns in flight (their anext, aprev) */
 		uint64_t seq;
 		struct wk_ring ring[WK_LEVELS], local;
 		uint64_t credit, credit_used;

@@ -31,8 +31,10 @@ bool wk_pace_short(const struct pbox *px);
 uint64_t wk_departure(const struct pbox *px);
 /* Credit and window: @op has bytes in flight now; partition @p may go
  * beyond the credit; a timeout halves the window. */
-void wk_active_add(struct pbox *px, struct pbox_handle *op);
+void wk_active_add(struct pbox_handle **head, struct pbox_handle *op);
 bool wk_beyond_credit(struct pbox *px, struct wk_part *p);
+/* Whether the turns' top partition @p goes out beyond their window. */
+bool wk_beyond_window(const struct pbox *px, const struct wk_part *p);
 void wk_cwnd_cut(struct pbox *px, uint64_t now);
 /* The counters for pbox_stats(); px->mu held. */
 void wk_stats_locked(struct pbox *px);

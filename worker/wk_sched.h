@@ -9,6 +9,10 @@
 /* What orders tensor @t among the others (after its priority): its key, or
  * its sharded collective's. */
 uint64_t wk_order_key(const struct wk_tensor *t);
+/* Whether partition @a goes before @b in the order every rank shares:
+ * (priority, key or collective, then seq; a collective's pieces row by
+ * row). */
+bool wk_part_before(const struct wk_part *a, const struct wk_part *b);
 /* A push-pull of a laid-out tensor into the scheduler: its partitions. */
 void wk_sched_take(struct pbox *px, struct pbox_handle *op);
 /* The heap of partitions: a partition in (0, or -1 out of memory), the top out. */

@@ -644,6 +644,87 @@ START_TEST(test_sharded)
 }
 END_TEST
 
+/* Two all-gathers started in opposite orders, a pause between them: the
+ * ranks that start the less urgent one first fill their credit and their
+ * turns' window with it before the other comes, the others the other way
+ * round. Each rank must still send the more urgent one's turns past its
+ * window (wk_beyond_window()): without that every rank waited for another
+ * until the deadline. */
+#define TW_SHARD 65536 /* fp32 per shard: far more than the credit and the window */
+
+struct tw_run {
+	unsigned rank;
+	int rc;
+	char msg[WK_ERR_LEN];
+	bool wrong;
+};
+
+static void *turns_main(void *arg)
+{
+	struct tw_run *tr = arg;
+	const uint64_t counts[NR] = {TW_SHARD, TW_SHARD, TW_SHARD, TW_SHARD};
+	float *in = malloc(TW_SHARD * 4),
+	      *out[2] = {malloc(NR * TW_SHARD * 4), malloc(NR * TW_SHARD * 4)};
+	const struct timespec pause = {0, 40000000};
+	struct pbox_handle *op[2] = {0};
+	struct pbox *px = NULL;
+	char path[128];
+	int rc;
+
+	write_cfg(path, sizeof(path), tr->rank, NR, "credit_bytes = 32K", 0);
+	rc = pbox_init(path, &px);
+	if (!rc)
+		rc = pbox_start(px);
+	for (unsigned it = 0; it < 4 && !rc; it++) {
+		for (uint32_t i = 0; i < TW_SHARD; i++)
+			in[i] = (float)(tr->rank * 1000 + it + i % 97);
+		for (unsigned c = 0; c < 2 && !rc; c++) {
+			/* first, in one order (new tensors); then ranks 1 and 3 the
+			 * other first */
+			unsigned k = it ? (c + tr->rank) % 2 : c;
+
+			rc = pbox_all_gather(px, 40 + k, in, out[k], counts, PBOX_FP32, &op[k]);
+			if (!rc && c == 0 && it)
+				nanosleep(&pause, NULL);
+		}
+		for (unsigned k = 0; k < 2; k++) {
+			int w = op[k] ? pbox_wait(op[k]) : PBOX_OK;
+
+			op[k] = NULL;
+			rc = rc ? rc : w;
+		}
+		for (unsigned k = 0; k < 2 && !rc; k++)
+			for (uint32_t i = 0; i < NR * TW_SHARD; i++)
+				tr->wrong |= out[k][i] !=
+					     (float)(i / TW_SHARD * 1000 + it + i % TW_SHARD % 97);
+	}
+	tr->rc = rc;
+	if (rc)
+		snprintf(tr->msg, sizeof(tr->msg), "%s", pbox_last_error());
+	if (px)
+		pbox_finalize(px);
+	free(in);
+	free(out[0]);
+	free(out[1]);
+	unlink(path);
+	return NULL;
+}
+
+START_TEST(test_turns_preempted)
+{
+	struct tw_run tr[NR];
+
+	memset(tr, 0, sizeof(tr));
+	for (unsigned r = 0; r < NR; r++)
+		tr[r].rank = r;
+	run_threads(turns_main, tr, sizeof(tr[0]), NR);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_msg(tr[r].rc == 0, "rank %u: %s", r, tr[r].msg);
+		ck_assert_msg(!tr[r].wrong, "rank %u: a gathered element is wrong", r);
+	}
+}
+END_TEST
+
 /* [job] deterministic = on: every sum added in rank order by whichever
  * SS_GPU holds its chunk, whatever order the four ranks' pushes arrive
  * in: each element bitwise the rank-order sum of values whose sum depends
@@ -3223,6 +3304,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_compression_per_tensor);
 	tcase_add_test(tc, test_deterministic);
 	tcase_add_test(tc, test_sharded);
+	tcase_add_test(tc, test_turns_preempted);
 	tcase_add_test(tc, test_deterministic_mismatch);
 	tcase_add_test(tc, test_data_link);
 	tcase_add_test(tc, test_decide_compression);
