@@ -153,8 +153,8 @@ int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme)
 	if (c < 0)
 		return wk_err(PBOX_EINVAL,
 			      "%s: key %" PRIu64
-			      ": '%s' is not none, sign, topk, randk, bf16 or fp16, nor one of "
-			      "them but none and randk followed by :gather",
+			      ": '%s' is not none, sign, topk, randk, bf16 or fp16, nor sign, "
+			      "topk, bf16 or fp16 followed by :gather",
 			      fn, key, scheme ? scheme : "(null)");
 	if (gather && (c == COMP_NONE || c == COMP_RANDK))
 		return wk_err(PBOX_EINVAL,
