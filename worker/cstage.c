@@ -547,32 +547,28 @@ static int staged(struct pbox *px, const struct cs_call *a, void *stream, struct
 	return PBOX_OK;
 }
 
+static int sharded_cuda(struct pbox *px, enum cs_kind kind, uint64_t key, const void *in, void *out,
+			const uint64_t *counts, enum pbox_dtype dtype, void *stream,
+			struct pbox_handle **opp)
+{
+	const struct cs_call a = {
+		.kind = kind, .key = key, .dtype = dtype, .counts = counts, .din = in, .dout = out};
+
+	return staged(px, &a, stream, opp);
+}
+
 int pbox_reduce_scatter_cuda(struct pbox *px, uint64_t key, const void *in, void *out,
 			     const uint64_t *counts, enum pbox_dtype dtype, void *stream,
 			     struct pbox_handle **opp)
 {
-	const struct cs_call a = {.kind = CS_REDUCE,
-				  .key = key,
-				  .dtype = dtype,
-				  .counts = counts,
-				  .din = in,
-				  .dout = out};
-
-	return staged(px, &a, stream, opp);
+	return sharded_cuda(px, CS_REDUCE, key, in, out, counts, dtype, stream, opp);
 }
 
 int pbox_all_gather_cuda(struct pbox *px, uint64_t key, const void *in, void *out,
 			 const uint64_t *counts, enum pbox_dtype dtype, void *stream,
 			 struct pbox_handle **opp)
 {
-	const struct cs_call a = {.kind = CS_GATHER,
-				  .key = key,
-				  .dtype = dtype,
-				  .counts = counts,
-				  .din = in,
-				  .dout = out};
-
-	return staged(px, &a, stream, opp);
+	return sharded_cuda(px, CS_GATHER, key, in, out, counts, dtype, stream, opp);
 }
 
 int pbox_broadcast_cuda(struct pbox *px, uint64_t key, void *buf, uint64_t count,
