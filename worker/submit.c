@@ -134,7 +134,8 @@ static int cuda_ops(struct pbox *px, const char *fn)
 				     .err = wk_err,
 				     .push_pull = px->cuda_submit,
 				     .test = pbox_test,
-				     .last_error = pbox_last_error};
+				     .last_error = pbox_last_error,
+				     .mark_stage = wk_mark_stage_thread};
 	rc = open_cuda ? open_cuda(&host, &px->cuda, &px->cuda_ops) : PBOX_ENODEV;
 	if (rc) {
 		px->cuda_failed = true;

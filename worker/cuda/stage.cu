@@ -251,6 +251,7 @@ void *stager_main(void *arg)
 	const struct timespec nap = {0, 20000};
 
 	cudaSetDevice(sg->device);
+	sg->host.mark_stage();
 	for (;;) {
 		pthread_mutex_lock(&sg->mu);
 		while (!sg->stop && !open_jobs(sg))

@@ -37,6 +37,11 @@ struct wk_cuda_host {
 			 enum pbox_dtype dtype, struct pbox_handle **op);
 	int (*test)(struct pbox_handle *op); /* pbox_test() */
 	const char *(*last_error)(void);     /* pbox_last_error() */
+	/* called by the stager's thread as it starts: its push-pulls of
+	 * tensors every rank knows take no place in the rank's order of
+	 * collectives (wk_on_stage()), which is then the program's whatever
+	 * the host pushes meanwhile */
+	void (*mark_stage)(void);
 };
 
 /* A device allocation as another rank of the machine opens it: its CUDA IPC
