@@ -274,8 +274,11 @@ static int step_in(struct pbox *px, struct cs_call *c)
 		if (r == 0)
 			return PBOX_EAGAIN;
 		c->ev = NULL;
-		if (r < 0)
+		if (r < 0) { /* the copy failed: the mark is of no more use */
+			o->drop(px->cuda, c->mark);
+			c->mark = NULL;
 			return r;
+		}
 	}
 	r = o->done(px->cuda, c->mark); /* reached already where a copy came after it */
 	if (r == 0)
