@@ -88,14 +88,6 @@ static void nap(void)
 	nanosleep(&ts, NULL);
 }
 
-static uint64_t mix(uint64_t x, uint64_t w)
-{
-	x ^= w + 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 static uint64_t up64(uint64_t v)
 {
 	return (v + 63) & ~63ull;
@@ -113,7 +105,7 @@ static int shape_sharded(struct pbox *px, struct cs_call *c, size_t esz)
 				      cs_fn[c->kind], c->key);
 		before += s < me ? c->counts[s] : 0;
 		total += c->counts[s];
-		c->sig = mix(c->sig, c->counts[s]);
+		c->sig = wk_mix_in(c->sig, c->counts[s]);
 	}
 	if (c->kind == CS_REDUCE) { /* the whole in, this rank's shard of the sum after it */
 		c->in_bytes = total * esz;
@@ -154,7 +146,7 @@ static int shape(struct pbox *px, struct cs_call *c)
 			      "local_aggregation = off)",
 			      fn, c->key);
 	esz = sum_dtype_size((enum sum_dtype)c->dtype);
-	c->sig = mix(mix(mix(c->kind, c->dtype), c->root), c->count);
+	c->sig = wk_mix_in(wk_mix_in(wk_mix_in(c->kind, c->dtype), c->root), c->count);
 	if (c->kind == CS_REDUCE || c->kind == CS_GATHER)
 		return shape_sharded(px, c, esz);
 	if (c->count > (1ull << 48))

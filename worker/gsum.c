@@ -184,11 +184,7 @@ static int gathered(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dty
 /* The all-gather's key: derived from the tensor's, below 2^63. */
 static uint64_t gather_key(uint64_t key)
 {
-	uint64_t x = key ^ 0x6761746865722121ull; /* "gather!!" */
-
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return (x ^ (x >> 31)) >> 1;
+	return wk_mix64(key ^ 0x6761746865722121ull /* "gather!!" */) >> 1;
 }
 
 /* A gathered push-pull of tensor @t (marked busy): compressed here, the

@@ -37,12 +37,8 @@ static uint64_t piece_key(uint64_t key, uint8_t kind, enum pbox_dtype dtype, uin
 	const uint64_t w[4] = {key, (uint64_t)kind << 40 | (uint64_t)dtype << 32 | n, s, count};
 	uint64_t x = 0x7368617264656421ull; /* "sharded!" */
 
-	for (unsigned i = 0; i < 4; i++) {
-		x ^= w[i] + 0x9e3779b97f4a7c15ull;
-		x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-		x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-		x ^= x >> 31;
-	}
+	for (unsigned i = 0; i < 4; i++)
+		x = wk_mix_in(x, w[i]);
 	return WK_KEY_OWN | (x >> 1);
 }
 

@@ -55,11 +55,8 @@
 /* Incarnation @epoch's job id at the box: never 0, never the first's. */
 static uint32_t epoch_job(uint32_t job, uint32_t epoch)
 {
-	uint64_t z = ((uint64_t)job << 32 | epoch) + 0x9e3779b97f4a7c15ull;
+	uint64_t z = wk_mix64(((uint64_t)job << 32 | epoch) + 0x9e3779b97f4a7c15ull);
 
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	z ^= z >> 31;
 	return (uint32_t)z ? (uint32_t)z : 1;
 }
 

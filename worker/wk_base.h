@@ -26,6 +26,21 @@ void wk_mark_engine_thread(void);
  * rank whenever the stager submits them. */
 bool wk_on_stage(void);
 void wk_mark_stage_thread(void);
+/* SplitMix64's finaliser (Steele, Lea and Flood): libpbox's own keys and
+ * job ids derived from what names them (shard.c, gsum.c, survive.c,
+ * cstage.c); the SS core's comp.c and the CUDA module's stage.h keep their
+ * own, apart from libpbox. */
+static inline uint64_t wk_mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+/* @x with word @w mixed in. */
+static inline uint64_t wk_mix_in(uint64_t x, uint64_t w)
+{
+	return wk_mix64(x ^ (w + 0x9e3779b97f4a7c15ull));
+}
 /* What a segment of @dtype registers as its summation services' compressed
  * pushes ([job] compression: fp32 segments take them, at the job's rate;
  * 0: none). */
