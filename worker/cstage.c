@@ -254,6 +254,17 @@ static int take_buf(struct pbox *px, struct cs_call *c, bool *fresh)
 	return PBOX_OK;
 }
 
+/* @c's copy's event and the caller's mark, where it still holds them:
+ * waited for and freed. */
+static void drop_events(struct pbox *px, struct cs_call *c)
+{
+	if (c->ev)
+		px->cuda_ops->drop(px->cuda, c->ev);
+	if (c->mark)
+		px->cuda_ops->drop(px->cuda, c->mark);
+	c->ev = c->mark = NULL;
+}
+
 /* The input on its way to the host: PBOX_EAGAIN while it is; PBOX_OK once
  * it landed and the host call is submitted; or the error. */
 static int step_in(struct pbox *px, struct cs_call *c)
@@ -267,8 +278,7 @@ static int step_in(struct pbox *px, struct cs_call *c)
 			return PBOX_EAGAIN;
 		c->ev = NULL;
 		if (r < 0) { /* the copy failed: the mark is of no more use */
-			o->drop(px->cuda, c->mark);
-			c->mark = NULL;
+			drop_events(px, c);
 			return r;
 		}
 	}
@@ -359,10 +369,7 @@ static void drain(struct wk_cstage *cs)
 		struct cs_call *c = cs->mine;
 
 		cs->mine = c->next;
-		if (c->ev)
-			px->cuda_ops->drop(px->cuda, c->ev);
-		if (c->mark)
-			px->cuda_ops->drop(px->cuda, c->mark);
+		drop_events(px, c);
 		/* c->host: its engine is gone, nothing writes to the buffer */
 		finish(px, c, PBOX_EFAILED, "pbox_finalize() while it was in flight");
 	}
@@ -480,10 +487,7 @@ static int begin(struct pbox *px, struct cs_call *c, void *stream, bool fresh)
 			nap();
 		}
 	if (rc) {
-		if (c->ev)
-			o->drop(px->cuda, c->ev);
-		if (c->mark)
-			o->drop(px->cuda, c->mark);
+		drop_events(px, c);
 		return rc;
 	}
 	if (fresh) {
