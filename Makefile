@@ -314,8 +314,8 @@ lint: $(call obj,$(LIBPBOX_SRCS))
 	@echo "lint: clang-format"
 	@clang-format --dry-run --Werror $(C_SOURCES)
 	@echo "lint: the Python package's version is libpbox's (pbox.h)"
-	@v=$$(sed -n 's/^#define PBOX_VERSION_MA[JO]*R *\([0-9]*\)$$/\1/p; s/^#define PBOX_VERSION_MINOR *\([0-9]*\)$$/\1/p' \
-		worker/include/pbox.h | paste -sd.); grep -q "^__version__ = \"$$v\"$$" worker/python/pbox/__init__.py || \
+	@v=$$(sed -n 's/^#define PBOX_VERSION_\(MAJOR\|MINOR\) *\([0-9]*\)$$/\2/p' worker/include/pbox.h | \
+		paste -sd.); grep -q "^__version__ = \"$$v\"$$" worker/python/pbox/__init__.py || \
 		{ echo "lint: worker/python/pbox/__init__.py: __version__ is not $$v, pbox.h's"; exit 1; }
 
 format:
