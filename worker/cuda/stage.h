@@ -77,9 +77,10 @@ struct wk_cuda_ops {
 	 *
 	 * check(): pbox_push_pull_cuda()'s checks of @in and @out, as
 	 * push_pull() makes them, its messages naming @fn (the caller's
-	 * call; cstage.c's also check one buffer at a time, @in = @out). mark(): an event on the
-	 * caller's @stream, where the call was made (no host wait). dev_alloc(): @bytes of device
-	 * memory and its IPC handle; dev_open(): another process's allocation
+	 * call; cstage.c's also check one buffer at a time, @in = @out).
+	 * mark(): an event on the caller's @stream, where the call was made
+	 * (no host wait). dev_alloc(): @bytes of device memory and its IPC
+	 * handle; dev_open(): another process's allocation
 	 * by its handle; dev_free(): either (@opened: the latter).
 	 * host_pin()/host_unpin(): page-lock host memory for asynchronous copies
 	 * (a failure is not fatal: copies of pageable memory still land).

@@ -289,11 +289,13 @@ int pbox_broadcast(struct pbox *px, uint64_t key, void *buf, uint64_t count, enu
  * delta is added exactly once, whatever the network loses or repeats.
  * [job] staleness = S holds a rank's call while it is more than S calls
  * ahead of the slowest rank on the key (0: unbounded). Host memory (GPU
- * memory: pbox_push_pull_async_cuda()), the network job; not with local aggregation; no compression
- * (the store travels at full width). After pbox_shrink() a key starts over: its next call is a
- * first one. PBOX_OK with *@op; PBOX_EINVAL (a NULL argument, a key from 2^63 up, local aggregation
- * on, the key first used otherwise or with another count or dtype); PBOX_ESTATE (before
- * pbox_start(), or the key's last call still in flight); PBOX_ENOMEM; PBOX_EFAILED.
+ * memory: pbox_push_pull_async_cuda()), the network job; not with local
+ * aggregation; no compression (the store travels at full width). After
+ * pbox_shrink() a key starts over: its next call is a first one. PBOX_OK
+ * with *@op; PBOX_EINVAL (a NULL argument, a key from 2^63 up, local
+ * aggregation on, the key first used otherwise or with another count or
+ * dtype); PBOX_ESTATE (before pbox_start(), or the key's last call still
+ * in flight); PBOX_ENOMEM; PBOX_EFAILED.
  */
 int pbox_push_pull_async(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 			 enum pbox_dtype dtype, struct pbox_handle **op);
