@@ -336,6 +336,7 @@ static void *box_client(void *arg)
 	struct pbox *px = arg;
 	struct wk_boxc *bc = px->net.boxc;
 
+	pthread_setname_np(pthread_self(), "pbox-box");
 	pthread_mutex_lock(&bc->mu);
 	for (;;) {
 		struct wk_box_batch bb;

@@ -389,6 +389,7 @@ static void *cs_main(void *arg)
 	struct wk_cstage *cs = arg;
 	bool stop = false;
 
+	pthread_setname_np(pthread_self(), "pbox-cstage");
 	wk_mark_stage_thread();
 	while (!stop) {
 		bool moved = false, gone;

@@ -139,6 +139,7 @@ static void *engine(void *arg)
 	struct pbox *px = arg;
 	struct eng *e = px->net.es.eng;
 
+	pthread_setname_np(pthread_self(), "pbox-engine");
 	wk_mark_engine_thread();
 
 	for (;;) {

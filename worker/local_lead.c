@@ -783,6 +783,7 @@ void *wk_lc_thread(void *arg)
 	struct pollfd *p = calloc(nfd, sizeof(*p));
 	uint64_t stop_by = 0;
 
+	pthread_setname_np(pthread_self(), "pbox-local");
 	if (!p) {
 		wk_lc_raise(px, PBOX_ENOMEM, "the local aggregation thread: out of memory");
 		wk_lc_fail_ops(px, PBOX_ENOMEM, "the local aggregation thread: out of memory");

@@ -23,7 +23,10 @@ time from one timed step's start to the next's (a long run's rate; the
 scheduled optimizer's updates of a step land in the next step's forward,
 and its last step's, applied once at the end, are tail_ms), where the
 time went (fwd_ms, with the scheduled optimizer's waits for sums; bwd_ms,
-with DDP's; opt_ms), and saves OUT_PREFIX-RANK.pt.
+with DDP's; opt_ms), then "train: MODE MODEL cpu_ms_per_step=C THREAD:MS ...":
+rank 0's CPU time per timed step by thread (the main thread's is the
+model's compute; the rest is communication), and saves OUT_PREFIX-RANK.pt.
+With TRAIN_STATS=1, rank 0 also prints its pbox_stats() at the end.
 """
 import os
 import sys
@@ -78,6 +81,25 @@ else:
     if mode == "hook":
         hs = pbox.torch.hook_state()
         net.register_comm_hook(hs, pbox.torch.allreduce_hook)
+
+
+def thread_cpu():
+    """This process's CPU time so far per thread name (ns, from schedstat;
+    the main thread as "main"): where a step's CPU goes on a shared host."""
+    cpu = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open("/proc/self/task/%s/stat" % tid) as f:
+                st = f.read()
+            with open("/proc/self/task/%s/schedstat" % tid) as f:
+                ns = int(f.read().split()[0])
+        except OSError:  # the thread ended meanwhile
+            continue
+        name = "main" if int(tid) == os.getpid() else st[st.index("(") + 1:st.rindex(")")]
+        cpu[name] = cpu.get(name, 0) + ns
+    return cpu
+
+
 gen = torch.Generator().manual_seed(1000 + rank)
 data = [(torch.randint(0, 30522, (batch, side), generator=gen) if name == "bert_base" else
          torch.randn(batch, 3, side, side, generator=gen),
@@ -88,6 +110,7 @@ for step, (x, y) in enumerate(data):
     if step == warm:
         t0 = time.monotonic()
         phase = [0.0, 0.0, 0.0]
+        cpu0 = thread_cpu()
     a = time.monotonic()
     opt.zero_grad()
     loss = torch.nn.functional.cross_entropy(net(x), y)
@@ -101,6 +124,7 @@ for step, (x, y) in enumerate(data):
     for i, t in enumerate((b - a, c - b, d - c)):
         phase[i] += t
 t1 = time.monotonic()
+cpu1 = thread_cpu()
 if mode.startswith("sched") or mode.startswith("async"):  # once per run, not per step
     opt.synchronize()
 tail = (time.monotonic() - t1) * 1000
@@ -111,6 +135,11 @@ if rank == 0:
     print("train: %s %s step_ms=%.1f grads_mb=%.1f loss=%.4f fwd_ms=%.1f bwd_ms=%.1f "
           "opt_ms=%.1f tail_ms=%.1f" % (mode, name, ms, grads / 2**20, float(loss), fwd, bwd, stp,
                                         tail), flush=True)
+    cpu = {k: (v - cpu0.get(k, 0)) / 1e6 / (steps - warm) for k, v in cpu1.items()}
+    print("train: %s %s cpu_ms_per_step=%.1f %s" % (
+        mode, name, sum(cpu.values()), " ".join("%s:%.1f" % kv for kv in
+                                                sorted(cpu.items(), key=lambda kv: -kv[1]) if kv[1] >= 0.1)),
+          flush=True)
 # what pbox laid out (the keys' state on the SSes; the box's share), against
 # which train.sh holds the box's state
 pg = hs.group if mode == "hook" else None if mode == "gloo" else \
@@ -119,6 +148,8 @@ if rank == 0 and isinstance(pg, pbox.torch.ProcessGroupPbox):
     li = pg._ctx.layout()
     print("train: %s %s laid_bytes=%d box_bytes=%d grads_bytes=%d chunk=%d" %
           (mode, name, li.total_bytes, li.box_bytes, grads, li.chunk_size), flush=True)
+if rank == 0 and isinstance(pg, pbox.torch.ProcessGroupPbox) and os.environ.get("TRAIN_STATS"):
+    print("train: %s %s stats %s" % (mode, name, pg._ctx.stats()), flush=True)
 if slow:
     print("train: %s %s slow_rank_step_ms=%.1f (rank %d)" % (mode, name, ms, rank), flush=True)
 torch.save([p.detach().float() for p in model.parameters()], "%s-%d.pt" % (out, rank))

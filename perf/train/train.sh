@@ -104,7 +104,8 @@ for m in $MODELS; do
 		at=$(wc -l <"$log/pboxd.log")
 		if train "$mode" "$m" "$port"; then
 			t[$mode]=$(step_ms "$mode" "$m")
-			echo "train: $m $mode: ${t[$mode]} ms per step"
+			echo "train: $m $mode: ${t[$mode]} ms per step;" \
+				"$(grep -oh "cpu_ms_per_step=.*" "$log/$m-$mode-h0.log" | sed 's/cpu_ms_per_step=/rank 0 CPU ms per step /')"
 			box_state "$mode" "$m" "$at"
 		else
 			bad "$m $mode trains"
