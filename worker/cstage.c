@@ -31,6 +31,7 @@
 #include "wk_ctx.h"
 #include "wk_base.h"
 #include "wk_submit.h"
+#include "wk_ranks.h"
 #include "wk_cstage.h"
 
 enum cs_kind { CS_REDUCE, CS_GATHER, CS_BCAST, CS_ASYNC };
@@ -96,7 +97,7 @@ static uint64_t up64(uint64_t v)
 /* Where a sharded call's input and result lie in the host buffer. */
 static int shape_sharded(struct pbox *px, struct cs_call *c, size_t esz)
 {
-	const uint32_t me = px->net.rank;
+	const uint32_t me = wk_world_rank(px);
 	uint64_t total = 0, before = 0;
 
 	for (uint32_t s = 0; s < c->n; s++) {
@@ -140,7 +141,7 @@ static int shape(struct pbox *px, struct cs_call *c)
 			      (int)c->dtype);
 	if (px->phase != WK_PH_STARTED)
 		return wk_err(PBOX_ESTATE, "%s: key %" PRIu64 ": before pbox_start()", fn, c->key);
-	if (px->loc)
+	if (px->loc && c->kind == CS_ASYNC)
 		return wk_err(PBOX_EINVAL,
 			      "%s: key %" PRIu64 ": not with local aggregation ([worker] "
 			      "local_aggregation = off)",
@@ -152,11 +153,11 @@ static int shape(struct pbox *px, struct cs_call *c)
 	if (c->count > (1ull << 48))
 		return wk_err(PBOX_EINVAL, "%s: key %" PRIu64 ": count too large", fn, c->key);
 	if (c->kind == CS_BCAST) { /* in place: the root's goes out, the others' comes in */
-		if (c->root >= px->net.n)
+		if (c->root >= wk_world_n(px))
 			return wk_err(PBOX_EINVAL, "%s: key %" PRIu64 ": root %u, in a world of %u",
-				      fn, c->key, c->root, px->net.n);
+				      fn, c->key, c->root, wk_world_n(px));
 		c->need = c->count * esz;
-		c->in_bytes = c->root == px->net.rank ? c->need : 0;
+		c->in_bytes = c->root == wk_world_rank(px) ? c->need : 0;
 		c->out_bytes = c->need - c->in_bytes;
 	} else {
 		c->in_bytes = c->out_bytes = c->count * esz;
@@ -521,11 +522,11 @@ static int staged(struct pbox *px, const struct cs_call *a, void *stream, struct
 		return wk_err(PBOX_EINVAL, "%s: key %" PRIu64 ": a NULL argument", cs_fn[a->kind],
 			      a->key);
 	*opp = NULL;
-	c = calloc(1, sizeof(*c) + (sh ? px->net.n * sizeof(uint64_t) : 0));
+	c = calloc(1, sizeof(*c) + (sh ? wk_world_n(px) * sizeof(uint64_t) : 0));
 	if (!c)
 		return wk_err(PBOX_ENOMEM, "%s: out of memory", cs_fn[a->kind]);
 	*c = *a;
-	c->n = px->net.n;
+	c->n = wk_world_n(px);
 	if (sh && px->phase == WK_PH_STARTED)
 		c->counts = memcpy(c + 1, a->counts, c->n * sizeof(uint64_t));
 	rc = shape(px, c);

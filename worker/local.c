@@ -137,7 +137,34 @@ int wk_local_adopt(struct pbox *px)
 int wk_local_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 		       enum pbox_dtype dtype, bool dev, void *stream, struct pbox_handle **opp)
 {
-	const char *fn = dev ? "pbox_push_pull_cuda" : "pbox_push_pull";
+	const struct wk_lcoll c = {.fn = dev ? "pbox_push_pull_cuda" : "pbox_push_pull"};
+
+	return wk_local_collective(px, &c, key, in, out, count, dtype, dev, stream, opp);
+}
+
+/* @t's shard kind and root, set by this rank's first call of it: PBOX_OK,
+ * or the error (under mu). */
+static int same_collective(struct wk_ltensor *t, const struct wk_lcoll *c, uint64_t key)
+{
+	if (!t->cset) {
+		t->ckind = c->kind;
+		t->croot = c->root;
+		t->grp = c->grp;
+		t->cset = true;
+		return PBOX_OK;
+	}
+	if (t->ckind != c->kind || (c->kind && t->croot != c->root))
+		return wk_err(PBOX_EINVAL,
+			      "%s: key %" PRIu64 ": first used by another collective (or root)",
+			      c->fn, key);
+	return PBOX_OK;
+}
+
+int wk_local_collective(struct pbox *px, const struct wk_lcoll *c, uint64_t key, const void *in,
+			void *out, uint64_t count, enum pbox_dtype dtype, bool dev, void *stream,
+			struct pbox_handle **opp)
+{
+	const char *fn = c->fn;
 	struct wk_local *lc = px->loc;
 	struct pbox_handle *op = calloc(1, sizeof(*op));
 	struct wk_ltensor *t;
@@ -178,6 +205,8 @@ int wk_local_push_pull(struct pbox *px, uint64_t key, const void *in, void *out,
 	} else if (!t && !(t = wk_lc_lt_add(lc, key, count, (uint8_t)dtype, 0))) {
 		rc = wk_err(PBOX_ENOMEM, "%s: key %" PRIu64 ": out of memory", fn, key);
 	}
+	if (rc == PBOX_OK)
+		rc = same_collective(t, c, key);
 	/* the leader's first use puts the pieces into the order of new tensors */
 	if (rc == PBOX_OK && leader(lc) && !t->net)
 		rc = wk_lc_lt_net(px, t, fn);

@@ -73,6 +73,15 @@ struct wk_local {
 	char renew_msg[WK_ERR_LEN];
 };
 
+/* Whether world rank @r is on this machine: its local rank, or -1. */
+static inline int local_of(const struct wk_local *lc, uint32_t r)
+{
+	for (uint32_t j = 0; j < lc->local_size; j++)
+		if (lc->ranks[j] == r)
+			return (int)j;
+	return -1;
+}
+
 /* Whether this rank leads its machine (its lowest rank). */
 static inline bool leader(const struct wk_local *lc)
 {
@@ -159,6 +168,14 @@ struct wk_ltensor {
 	bool asked;		  /* the others: the memfd asked for */
 	struct pbox_handle *busy; /* this rank's push-pull of it (under mu) */
 	uint32_t round;		  /* this rank's next */
+	/* a sharded collective's shard (shard.c): its kind (WK_REDUCE, WK_GATHER,
+	 * WK_BCAST; WK_ALLREDUCE for push-pulls), the world rank at its root
+	 * (reduce: the one rank that takes the sum; gather and broadcast: the one
+	 * that gives the data) and its pieces' group on the network */
+	uint8_t ckind;
+	bool cset; /* ckind, croot, grp set by this rank's first call */
+	uint32_t croot;
+	uint64_t grp;
 	/* leader, local thread only */
 	uint32_t *in;		  /* [j * n_pieces + i]: rank j's round in piece i, + 1 */
 	uint32_t *taken;	  /* [i]: ranks that took the last result of piece i */
@@ -174,5 +191,17 @@ struct wk_ltensor {
 	void **ev;	       /* [i]: piece i's copy or sum in flight */
 	void *ev_in;	       /* the others: the copy of the input into dbuf */
 };
+
+/* Whether this rank's data goes into @t's sums (a rooted shard's: only its
+ * root's) and whether it takes @t's result (a reduce's: only its root). */
+static inline bool lt_gives(const struct wk_ltensor *t, uint32_t world_rank)
+{
+	return t->ckind == WK_ALLREDUCE || t->ckind == WK_REDUCE || t->croot == world_rank;
+}
+
+static inline bool lt_takes(const struct wk_ltensor *t, uint32_t world_rank)
+{
+	return t->ckind == WK_ALLREDUCE || (t->ckind == WK_REDUCE) == (t->croot == world_rank);
+}
 
 #endif

@@ -57,6 +57,49 @@ static void sum_piece(struct wk_local *lc, const struct wk_ltensor *t, uint32_t 
 	lc->ops->store[t->dtype](dst, lc->acc, n);
 }
 
+/* Leader, piece @i of a shard: a reduce's summed as a push-pull's; a
+ * gather's or a broadcast's root's data into region 0 where the root is
+ * on this machine (from @own, the leader's, or from the root's region),
+ * for the network and for the machine's ranks. */
+static void give_piece(struct wk_local *lc, const struct wk_ltensor *t, uint32_t i,
+		       const uint8_t *own)
+{
+	size_t esz = sum_dtype_size((enum sum_dtype)t->dtype);
+	uint64_t first = (uint64_t)i * t->piece_elems, n = t->count - first;
+	int j = local_of(lc, t->croot);
+
+	if (t->ckind == WK_REDUCE) {
+		sum_piece(lc, t, i, own);
+		return;
+	}
+	if (n > t->piece_elems)
+		n = t->piece_elems;
+	if (j >= 0)
+		memcpy(t->map + first * esz,
+		       j ? t->map + (uint64_t)j * t->stride + first * esz : own + first * esz,
+		       n * esz);
+}
+
+/* Leader: piece @i (@n elements at @host, region 0) to the network job: a
+ * push-pull, or a shard's piece rooted at its root's machine, which gives
+ * region 0 where this machine gives and takes into it where it takes. */
+static int push_piece(struct pbox *px, struct wk_ltensor *t, uint32_t i, uint8_t *host, uint64_t n)
+{
+	const struct wk_local *lc = px->loc;
+	uint32_t m = lc->mach_of[t->croot];
+	bool root = m == lc->machine;
+	/* a reduce: every machine gives, the root's takes; a gather or a
+	 * broadcast: the root's gives, the others take */
+	bool gives = t->ckind == WK_REDUCE || root, takes = (t->ckind == WK_REDUCE) == root;
+
+	if (!t->ckind)
+		return wk_push_pull(px, wk_lc_piece_key(t->key, i), host, host, n,
+				    (enum pbox_dtype)t->dtype, &t->sub[i]);
+	return wk_collective(px, "pbox_local_shard", wk_lc_piece_key(t->key, i),
+			     gives ? host : NULL, takes ? host : NULL, n, (enum pbox_dtype)t->dtype,
+			     t->ckind, m, t->grp, &t->sub[i]);
+}
+
 /* Leader: @op ends with @rc (and the message it set), its work in flight
  * waited for first; true. */
 static bool lead_over(struct pbox *px, struct pbox_handle *op, int rc)
@@ -146,7 +189,9 @@ static int lead_piece(struct pbox *px, struct pbox_handle *op, uint32_t i)
 	if (t->st[i] == PC_WAIT) {
 		if (!piece_ready(px->loc, op, i))
 			return LEAD_NEXT;
-		if (!op->dev)
+		if (t->ckind)
+			give_piece(px->loc, t, i, op->in);
+		else if (!op->dev)
 			sum_piece(px->loc, t, i, op->in);
 		else if (wk_lc_gpu_sum(px, op, i, first, n))
 			return gpu_fail(px);
@@ -156,8 +201,7 @@ static int lead_piece(struct pbox *px, struct pbox_handle *op, uint32_t i)
 		rc = landed(px, t, i);
 		if (rc <= 0)
 			return rc < 0 ? false : LEAD_NEXT;
-		rc = wk_push_pull(px, wk_lc_piece_key(t->key, i), host, host, n,
-				  (enum pbox_dtype)t->dtype, &t->sub[i]);
+		rc = push_piece(px, t, i, host, n);
 		if (rc)
 			return lead_over(px, op, rc);
 		t->st[i] = PC_NET;
@@ -175,7 +219,8 @@ static int lead_piece(struct pbox *px, struct pbox_handle *op, uint32_t i)
 			t->st[i] = PC_BACK;
 			return LEAD_NEXT;
 		}
-		memcpy(op->out + first * esz, host, n * esz);
+		if (lt_takes(t, px->loc->world_rank))
+			memcpy(op->out + first * esz, host, n * esz);
 		return piece_out(px, op, i) ? true : LEAD_NEXT;
 	}
 	if (t->st[i] == PC_BACK && landed(px, t, i) > 0 && piece_out(px, op, i))
@@ -264,7 +309,7 @@ static bool follow(struct pbox *px, struct pbox_handle *op)
 
 		if (n > t->piece_elems)
 			n = t->piece_elems;
-		if (!t->dev)
+		if (!t->dev && lt_gives(t, lc->world_rank))
 			memcpy(t->map + lc->local_rank * t->stride + first * esz,
 			       op->in + first * esz, n * esz);
 		wk_lc_say(lc, lc->fd[0], LM_IN, t->key, op->round, i);
@@ -534,7 +579,8 @@ static void leader_out(struct pbox *px, const struct lmsg *m, struct wk_ltensor 
 				    t->ev[m->piece] ? "its result came twice" : pbox_last_error());
 		return;
 	}
-	memcpy(op->out + first * esz, t->map + first * esz, n * esz);
+	if (lt_takes(t, lc->world_rank))
+		memcpy(op->out + first * esz, t->map + first * esz, n * esz);
 	wk_lc_say(lc, lc->fd[0], LM_TAKEN, t->key, m->round, m->piece);
 	if (--op->left == 0) {
 		for (uint32_t a = 0; a < lc->n_act; a++)

@@ -119,7 +119,9 @@ int wk_lc_lt_net(struct pbox *px, struct wk_ltensor *t, const char *fn)
 
 		if (rc)
 			return rc;
-		if (t->comp >= 0 && nt->resid) /* chosen before its pieces existed */
+		if (t->ckind) /* a shard's pieces: rooted at its root's machine */
+			wk_tensor_rooted(nt, t->ckind, px->loc->mach_of[t->croot], t->grp);
+		else if (t->comp >= 0 && nt->resid) /* chosen before its pieces existed */
 			nt->comp = (uint8_t)t->comp;
 	}
 	t->net = true;

@@ -132,6 +132,16 @@ uint32_t wk_local_world_rank(const struct pbox *px, uint32_t rank)
 	return lc && leader(lc) && rank < lc->machines ? lc->leader_of[rank] : rank;
 }
 
+uint32_t wk_world_n(const struct pbox *px)
+{
+	return px->loc ? px->loc->world_n : px->net.n;
+}
+
+uint32_t wk_world_rank(const struct pbox *px)
+{
+	return px->loc ? px->loc->world_rank : px->net.rank;
+}
+
 void wk_local_kick(const struct pbox *px)
 {
 	if (px->loc)

@@ -31,7 +31,11 @@ uint64_t wk_order_key(const struct wk_tensor *t)
  * Sent piece after piece, every rank would push to one owner at a time,
  * n - 1 streams into its one link while the others idle; interleaved, each
  * rank's pushes spread over all owners, and the order is still one on
- * every rank (what keeps the credit from deadlocking).
+ * every rank (what keeps the credit from deadlocking). With local
+ * aggregation a shard is several tensors (its pieces of partition_size,
+ * one root): their keys order them, else two would tie and each rank's
+ * heap would put them in its own order, the ranks' credit deadlocking
+ * one run in ten.
  */
 bool wk_part_before(const struct wk_part *a, const struct wk_part *b)
 {
@@ -47,7 +51,9 @@ bool wk_part_before(const struct wk_part *a, const struct wk_part *b)
 			return a->op->round < b->op->round;
 		if (a->row != b->row)
 			return a->row < b->row;
-		return ta->root < tb->root;
+		if (ta->root != tb->root)
+			return ta->root < tb->root;
+		return ta->key < tb->key; /* one root's pieces (local aggregation's) */
 	}
 	return a->seq < b->seq;
 }

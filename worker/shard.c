@@ -17,8 +17,14 @@
  * caller's key, the collective, the dtype, the world size, the shard and
  * its count,
  * so a job that shrank or re-sharded uses new pieces. One handle covers
- * the pieces (pbox_wait(), pbox_test()). Host memory, the network job
- * (not with local aggregation).
+ * the pieces (pbox_wait(), pbox_test()). Host memory.
+ *
+ * With local aggregation each shard is a tensor of the machine's: its
+ * ranks meet in shared memory (a reduce's parts summed there, a gather's
+ * root's data put there) and the leader pushes the shard's pieces rooted at
+ * the root rank's machine, so the network carries each shard once per
+ * machine, as the bound with n = machines wants; the machine's ranks that
+ * take the result copy it out of the leader's region.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -28,6 +34,8 @@
 #include "wk_ctx.h"
 #include "wk_base.h"
 #include "wk_submit.h"
+#include "wk_ranks.h"
+#include "wk_local.h"
 #include "wk_shard.h"
 
 /* A piece's key: a mix of what names it (splitmix64's finalizer per word). */
@@ -57,11 +65,6 @@ static int check(struct pbox *px, const char *fn, uint64_t key, enum pbox_dtype 
 			      (int)dtype);
 	if (px->phase != WK_PH_STARTED)
 		return wk_err(PBOX_ESTATE, "%s: key %" PRIu64 ": before pbox_start()", fn, key);
-	if (px->loc)
-		return wk_err(PBOX_EINVAL,
-			      "%s: key %" PRIu64 ": not with local aggregation yet ([worker] "
-			      "local_aggregation = off for sharded collectives)",
-			      fn, key);
 	return PBOX_OK;
 }
 
@@ -96,6 +99,22 @@ static int end_group(struct pbox_handle *g, int rc, struct pbox_handle **opp)
 	return wk_err(rc, "%s", msg);
 }
 
+/* Shard @s (@c elements of @kind, rooted at world rank @s, or the root of
+ * a broadcast) submitted: to the network job, or with local aggregation
+ * as a tensor of the machine's, whose leader pushes it rooted at @s's
+ * machine (local_lead.c). */
+static int piece(struct pbox *px, const char *fn, uint64_t key, const void *in, void *out,
+		 uint64_t c, enum pbox_dtype dtype, uint8_t kind, uint32_t s, uint64_t grp,
+		 struct pbox_handle **opp)
+{
+	const struct wk_lcoll lc = {.fn = fn, .kind = kind, .root = s, .grp = grp};
+	const uint64_t k = piece_key(key, kind, dtype, wk_world_n(px), s, c);
+
+	if (px->loc)
+		return wk_local_collective(px, &lc, k, in, out, c, dtype, false, NULL, opp);
+	return wk_collective(px, fn, k, in, out, c, dtype, kind, s, grp, opp);
+}
+
 /* A reduce-scatter's or an all-gather's pieces: shard s (counts[s]
  * elements at offset sum(counts[0..s-1]) of the whole) rooted at rank s. */
 static int sharded(struct pbox *px, const char *fn, uint64_t key, const uint8_t *in, uint8_t *out,
@@ -103,7 +122,7 @@ static int sharded(struct pbox *px, const char *fn, uint64_t key, const uint8_t 
 		   struct pbox_handle **opp)
 {
 	const size_t esz = sum_dtype_size((enum sum_dtype)dtype);
-	const uint32_t n = px->net.n, me = px->net.rank;
+	const uint32_t n = wk_world_n(px), me = wk_world_rank(px);
 	/* the pieces' collective: they go out interleaved, chunk by chunk */
 	const uint64_t grp = piece_key(key, kind, dtype, n, UINT32_MAX, 0);
 	struct pbox_handle *g;
@@ -126,8 +145,7 @@ static int sharded(struct pbox *px, const char *fn, uint64_t key, const uint8_t 
 			continue;
 		if (kind == WK_GATHER && s == me) /* its own shard: it has it */
 			memmove(pout, in, c * esz);
-		rc = wk_collective(px, fn, piece_key(key, kind, dtype, n, s, c), pin, pout, c,
-				   dtype, kind, s, grp, &g->kids[g->n_kids]);
+		rc = piece(px, fn, key, pin, pout, c, dtype, kind, s, grp, &g->kids[g->n_kids]);
 		g->n_kids += rc == PBOX_OK;
 	}
 	return end_group(g, rc, opp);
@@ -161,16 +179,15 @@ int pbox_broadcast(struct pbox *px, uint64_t key, void *buf, uint64_t count, enu
 		return rc;
 	if (!buf)
 		return wk_err(PBOX_EINVAL, "pbox_broadcast: key %" PRIu64 ": buf is NULL", key);
-	if (root >= px->net.n)
+	if (root >= wk_world_n(px))
 		return wk_err(PBOX_EINVAL,
 			      "pbox_broadcast: key %" PRIu64 ": root %u, in a world of %u", key,
-			      root, px->net.n);
+			      root, wk_world_n(px));
 	if (!(g = group(px, "pbox_broadcast", 1)))
 		return PBOX_ENOMEM;
-	rc = wk_collective(px, "pbox_broadcast",
-			   piece_key(key, WK_BCAST, dtype, px->net.n, root, count),
-			   root == px->net.rank ? buf : NULL, root == px->net.rank ? NULL : buf,
-			   count, dtype, WK_BCAST, root, 0, &g->kids[0]);
+	rc = piece(px, "pbox_broadcast", key, root == wk_world_rank(px) ? buf : NULL,
+		   root == wk_world_rank(px) ? NULL : buf, count, dtype, WK_BCAST, root, 0,
+		   &g->kids[0]);
 	g->n_kids = rc == PBOX_OK;
 	return end_group(g, rc, opp);
 }

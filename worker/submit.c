@@ -155,6 +155,17 @@ int wk_cuda_load(struct pbox *px, const char *fn)
 	return rc;
 }
 
+void wk_tensor_rooted(struct wk_tensor *t, uint8_t kind, uint32_t root, uint64_t group)
+{
+	t->kind = kind;
+	t->root = root;
+	t->group = group;
+	if (kind) { /* rooted pieces travel at full width */
+		t->comp = COMP_NONE;
+		t->gather = false;
+	}
+}
+
 int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 		 enum pbox_dtype dtype, struct pbox_handle **opp)
 {
@@ -244,13 +255,7 @@ int wk_collective(struct pbox *px, const char *fn, uint64_t key, const void *in,
 		rc = wk_add_tensor(px, fn, key, count, dtype, 0, &t);
 		if (rc == PBOX_OK) {
 			t->call = px->net.calls;
-			t->kind = kind;
-			t->root = root;
-			t->group = group;
-			if (kind) { /* rooted pieces travel at full width */
-				t->comp = COMP_NONE;
-				t->gather = false;
-			}
+			wk_tensor_rooted(t, kind, root, group);
 		}
 	}
 	if (rc) {

@@ -20,6 +20,19 @@ int wk_local_declare(struct pbox *px, const char *fn, uint64_t key, uint64_t cou
  * the work on @stream so far */
 int wk_local_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 		       enum pbox_dtype dtype, bool dev, void *stream, struct pbox_handle **op);
+/* A sharded collective's shard (shard.c) as a machine's tensor: each rank
+ * calls it; the leader's pieces go to the network job rooted at @root's
+ * machine. @in: this rank's data where it gives some (NULL where not),
+ * @out: where it takes the result (NULL where not). */
+struct wk_lcoll {
+	const char *fn;
+	uint8_t kind;  /* WK_ALLREDUCE (a push-pull), WK_REDUCE, WK_GATHER, WK_BCAST */
+	uint32_t root; /* a world rank */
+	uint64_t grp;  /* the network pieces' group (wk_collective()) */
+};
+int wk_local_collective(struct pbox *px, const struct wk_lcoll *c, uint64_t key, const void *in,
+			void *out, uint64_t count, enum pbox_dtype dtype, bool dev, void *stream,
+			struct pbox_handle **opp);
 void wk_local_stop(struct pbox *px);
 void wk_local_free(struct pbox *px);
 

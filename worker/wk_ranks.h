@@ -12,6 +12,10 @@ void wk_log(const struct pbox *px, unsigned level, const char *fmt, ...)
 const char *wk_peer_name(const struct pbox *px, uint32_t rank, char *buf, size_t cap);
 /* The world rank of network rank @rank. */
 uint32_t wk_local_world_rank(const struct pbox *px, uint32_t rank);
+/* The world's size and this rank's place in it (with local aggregation
+ * the network job's are the machines'). */
+uint32_t wk_world_n(const struct pbox *px);
+uint32_t wk_world_rank(const struct pbox *px);
 /*
  * Local aggregation's plan: after the rendezvous, the ranks grouped by
  * machine (a leader then takes the network job's rank and world of

@@ -26,6 +26,10 @@ int wk_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint6
 int wk_collective(struct pbox *px, const char *fn, uint64_t key, const void *in, void *out,
 		  uint64_t count, enum pbox_dtype dtype, uint8_t kind, uint32_t root,
 		  uint64_t group, struct pbox_handle **op);
+/* A new tensor made a piece of collective @kind of root @root in @group
+ * (what wk_collective() does at first use; local aggregation's leader at
+ * a shard's first call), under mu. */
+void wk_tensor_rooted(struct wk_tensor *t, uint8_t kind, uint32_t root, uint64_t group);
 /* The CUDA module loaded (px->cuda_ops), or a PBOX_E* saying why not. */
 int wk_cuda_load(struct pbox *px, const char *fn);
 /* The network job's layout into @o (its world, not the machines'). */

@@ -1064,6 +1064,7 @@ struct prio_run {
  * its ranks choose each tensor's compression (rank_run's per_tensor) */
 static const char *local_extra;
 static bool local_per_tensor;
+static bool local_shard; /* the sharded collectives too (shard_run()) */
 
 static void local_runs(struct rank_run *rr, unsigned per, bool late, bool cuda, unsigned rejoin_at)
 {
@@ -1077,6 +1078,7 @@ static void local_runs(struct rank_run *rr, unsigned per, bool late, bool cuda, 
 		rr[r].per = per;
 		rr[r].extra = local_extra ? local_extra : "partition_size = 64K";
 		rr[r].per_tensor = local_per_tensor;
+		rr[r].shard = local_shard;
 		rr[r].late = rr[r].rebuild = late;
 		rr[r].cuda = cuda;
 		rr[r].rejoin_at = rejoin_at;
@@ -1251,6 +1253,27 @@ static void use_cuda_double(void)
 	snprintf(dir, sizeof(dir), "%s/tests/double", b);
 	ck_assert_int_eq(setenv("PBOX_MODULE_DIR", dir, 1), 0);
 }
+
+/* The sharded collectives with local aggregation: each shard a tensor of
+ * the machine's, its pieces pushed by the leader rooted at the root rank's
+ * machine; every element exact (shard_run(): a reduce-scatter, an
+ * all-gather and a broadcast in flight at once, in fp32, fp16 and bf16,
+ * uneven shards, one empty), with 2 ranks to a machine and with the 4 on
+ * one, and through the _cuda calls (the CUDA test double). Only the
+ * leaders send. */
+START_TEST(test_local_sharded)
+{
+	struct rank_run rr[NR];
+
+	local_shard = true;
+	local_runs(rr, 2, false, false, 0);
+	local_runs(rr, 2, true, false, 0);
+	local_runs(rr, 4, false, false, 0);
+	use_cuda_double(); /* the _cuda calls: staged, then the host calls above */
+	local_runs(rr, 2, true, true, 0);
+	local_shard = false;
+}
+END_TEST
 
 /* Local aggregation's GPU path ([worker] local_cuda = ipc): 2 and 4 ranks
  * per machine, fp32, bf16 and fp16 tensors first used after the start,
@@ -3352,6 +3375,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_local_two_per_machine);
 	tcase_add_test(tc, test_local_compressed);
 	tcase_add_test(tc, test_local_four_per_machine);
+	tcase_add_test(tc, test_local_sharded);
 	tcase_add_test(tc, test_local_rejoin);
 	tcase_add_test(tc, test_local_rejoin_missing);
 	tcase_add_test(tc, test_local_rank_finalizes_early);

@@ -68,7 +68,7 @@ extern "C" {
  * calling what 3.5 added.
  */
 #define PBOX_VERSION_MAJOR   3
-#define PBOX_VERSION_MINOR   12
+#define PBOX_VERSION_MINOR   13
 #define PBOX_VERSION(ma, mi) ((ma)*1000 + (mi))
 #define PBOX_VERSION_CODE    PBOX_VERSION(PBOX_VERSION_MAJOR, PBOX_VERSION_MINOR)
 
@@ -245,8 +245,10 @@ int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out
  * a handle for pbox_wait() or pbox_test() as a push-pull's. @counts has
  * one entry per rank of the job (pbox_layout()'s world size): shard r is
  * counts[r] elements (0 allowed) at offset counts[0] + ... + counts[r-1]
- * of the whole tensor. Host memory (GPU memory: the _cuda calls below);
- * not with [worker] local_aggregation.
+ * of the whole tensor. Host memory (GPU memory: the _cuda calls below).
+ * With [worker] local_aggregation (libpbox 3.13) each shard meets the
+ * machine's ranks in shared memory and the leaders carry it, rooted at its
+ * owner's machine.
  * Each shard is summed (or starts) at its owner's SS_GPU, so each rank's
  * link carries the (n-1)/n of the tensor that is every placement's bound
  * (docs/workers.md). @key names the collective, as a push-pull's key

@@ -19,7 +19,7 @@ __all__ = ["Context", "Error", "FP32", "FP16", "BF16", "Stats", "library", "__ve
 
 # libpbox's version this package was made with (pbox_version(); the wheel's
 # version): a library of another minor version is said at import
-__version__ = "3.12"
+__version__ = "3.13"
 
 FP32, FP16, BF16 = 0, 1, 2
 # enum pbox_status (pbox.h)

@@ -252,9 +252,9 @@ class ProcessGroupPbox(ProcessGroup):
         self._serve()
 
     def _serve(self):
-        # the sharded collectives are the network job's: not with local
-        # aggregation (a machine's ranks summed first) yet
-        self._sharded = self._ctx.machine().machines == self._ctx.layout().world_size
+        # local aggregation (a machine's ranks summed first): pbox_forget()
+        # is the network job's, not the machines'
+        self._local = self._ctx.machine().machines != self._ctx.layout().world_size
         self.resumed = False
         self._failed = []  # allreduces the box's loss interrupted: shrink() resumes them
         self._busy = {}  # key: the future of its latest allreduce
@@ -264,7 +264,7 @@ class ProcessGroupPbox(ProcessGroup):
         # order of those calls: the least recently used first
         self._last = {}
         self._forgot = set()
-        self._retiring = self._sharded and os.environ.get("PBOX_FORGET", "1") != "0"
+        self._retiring = not self._local and os.environ.get("PBOX_FORGET", "1") != "0"
         self._q = queue.Queue()
         # Calls reach libpbox in the order they were made, on every rank (its
         # collectives are numbered so): a call whose key has one in flight
@@ -639,10 +639,6 @@ class ProcessGroupPbox(ProcessGroup):
             self._q.put((key, handle, done))
         return _work(fut)
 
-    def _local_agg(self):
-        """Why this group's sharded collectives cannot go through pbox, or None."""
-        return None if self._sharded else "not with [worker] local_aggregation yet"
-
     @staticmethod
     def _wire_dtype(t):
         """The pbox dtype @t travels as: a float dtype as it is; any other
@@ -687,7 +683,6 @@ class ProcessGroupPbox(ProcessGroup):
             self._why_not(list(inputs[0]) + [outputs[0]], op, outputs[0].device)
         if not why and len(inputs[0]) != self.size():
             why = "%d inputs for %d ranks" % (len(inputs[0]), self.size())
-        why = why or self._local_agg()
         if why:
             return self._gloo_for("reduce_scatter", why).reduce_scatter(outputs, inputs, opts)
         flat = torch.cat([t.reshape(-1) for t in inputs[0]])
@@ -701,7 +696,6 @@ class ProcessGroupPbox(ProcessGroup):
         if not why and input.numel() != output.numel() * self.size():
             why = "input of %d elements for %d shards of %d" % (input.numel(), self.size(),
                                                                 output.numel())
-        why = why or self._local_agg()
         if why:
             g = self._gloo_for("_reduce_scatter_base", why)
             return g._reduce_scatter_base(output, input, opts) if opts is not None else \
@@ -712,8 +706,6 @@ class ProcessGroupPbox(ProcessGroup):
         """Every rank's @shard (this rank's) into @outs (one tensor per rank,
         or one whole tensor: a list of one), any dtype whose shards are
         whole words (False where they are not)."""
-        if not self._sharded:
-            return False
         mine = self._as_wire(shard)
         # the outputs' dtypes only: nothing of them is copied before the sum
         if mine is None or (len(outs) > 1 and any(self._wire_dtype(o) is None for o in outs)):
@@ -758,8 +750,7 @@ class ProcessGroupPbox(ProcessGroup):
                 for o, got in zip(outs, self._exact([n] * self.size(), self._bytes(t))):
                     o.copy_(got.view(t.dtype).view(o.shape))
             return self._done(outputs)
-        g = self._gloo_for("allgather", self._local_agg() or
-                           "shards of a size that is no whole number of words")
+        g = self._gloo_for("allgather", "shards of a size that is no whole number of words")
         return g.allgather(outputs, inputs) if opts is None else g.allgather(outputs, inputs, opts)
 
     def _allgather_base(self, output, input, opts=None):
@@ -770,14 +761,13 @@ class ProcessGroupPbox(ProcessGroup):
             w = self._ag(input, [output])
         if w:
             return w
-        return self._gloo_for("_allgather_base", self._local_agg() or
-                              "shards of no whole words")._allgather_base(
+        return self._gloo_for("_allgather_base", "shards of no whole words")._allgather_base(
             output, input)
 
     def broadcast(self, tensors, opts):
         root = opts.rootRank
         wire = [self._as_wire(t) for t in tensors]
-        if self._sharded and tensors and all(w is not None for w in wire) and \
+        if tensors and all(w is not None for w in wire) and \
                 len({w[0] for w in wire}) == 1:
             dt = wire[0][0]
             flat = wire[0][1] if len(wire) == 1 else torch.cat([w[1].reshape(-1) for w in wire])
@@ -814,8 +804,7 @@ class ProcessGroupPbox(ProcessGroup):
                 for t in tensors:
                     t.zero_()
             return self.allreduce(tensors)
-        return self._gloo_for("broadcast", self._local_agg() or
-                              "tensors of no whole words, or several dtypes")\
+        return self._gloo_for("broadcast", "tensors of no whole words, or several dtypes")\
             .broadcast(tensors, opts)
 
     def barrier(self, opts=None):
