@@ -87,7 +87,8 @@ static const struct cfg_key job_keys[] = {
 		     "own error feedback) or gather (every rank's compressed tensor goes to "
 		     "every rank, which sums them all in rank order: no sum compressed again, "
 		     "n - 1 compressed tensors in per rank; not randk, whose sums are exact "
-		     "anyway, nor with local aggregation); the same on every rank"),
+		     "anyway; with local aggregation the machines' leaders gather their "
+		     "machines' sums); the same on every rank"),
 	CFG_KEY(W, job.deterministic, "deterministic", CFG_BOOL, 0, 0, 0, "off",
 		"on: every sum is added in rank order, whatever order the pushes arrive in, "
 		"so that it is bitwise the same on every run (each summation service keeps "
@@ -311,10 +312,6 @@ static void validate_common(struct cfg_ctx *ctx, const struct wrk_cfg *c)
 		cfg_error_at(ctx, "job", 0, "compression_sum",
 			     "[job] compression_sum: gather is not for randk, whose sums the "
 			     "summation services take exactly (every rank draws the same indices)");
-	if (c->job.compression_sum && c->worker.local_aggregation == WRK_LOCAL_ON)
-		cfg_error_at(ctx, "job", 0, "compression_sum",
-			     "[job] compression_sum: gather not with local aggregation yet (the "
-			     "machine's leader pushes for its ranks)");
 	for (uint32_t i = 0; i < c->box.control.n; i++)
 		if (c->box.control.hp[i].ip_be == c->data.address.be &&
 		    c->box.control.hp[i].port == c->data.port)

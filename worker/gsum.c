@@ -29,6 +29,7 @@
 #include "wk_base.h"
 #include "wk_submit.h"
 #include "wk_pbox.h"
+#include "wk_shard.h"
 
 /* A push-pull of a gathered tensor, from its start to its sum. */
 struct gsum {
@@ -215,7 +216,11 @@ static int gsum_start(struct pbox *px, struct wk_tensor *t, const float *in, voi
 	}
 	for (uint32_t r = 0; r < gs->n; r++)
 		counts[r] = gs->stride / 4;
-	rc = pbox_all_gather(px, gather_key(t->key), gs->mine, gs->all, counts, PBOX_FP32, opp);
+	/* with local aggregation, a leader's piece: among the machines' leaders */
+	rc = px->loc ? wk_all_gather_net(px, "pbox_push_pull", gather_key(t->key), gs->mine,
+					 gs->all, counts, PBOX_FP32, opp)
+		     : pbox_all_gather(px, gather_key(t->key), gs->mine, gs->all, counts, PBOX_FP32,
+				       opp);
 	free(counts);
 	if (rc != PBOX_OK) {
 		gs->n = 0;
@@ -227,6 +232,28 @@ static int gsum_start(struct pbox *px, struct wk_tensor *t, const float *in, voi
 	return PBOX_OK;
 }
 
+/* Local aggregation's leader (local_lead.c, through px->gsum_net): piece
+ * @t of a machine's tensor, gathered among the machines' leaders, its
+ * machine's sum in @in compressed with the piece's error feedback; the
+ * sum of every machine's into @out when the handle completes. PBOX_OK,
+ * PBOX_EAGAIN (not gathered: push-pull it), or the error. */
+static int gsum_net(struct pbox *px, struct wk_tensor *t, const void *in, void *out,
+		    struct pbox_handle **opp)
+{
+	struct comp_spec c;
+
+	pthread_mutex_lock(&px->mu);
+	if (!t->gather || !t->resid || !t->comp || t->gsum_busy || t->busy) {
+		pthread_mutex_unlock(&px->mu);
+		return PBOX_EAGAIN;
+	}
+	c = (struct comp_spec){t->comp, px->cfg.job.compression_ppm};
+	t->gsum_busy = true;
+	t->held = true;
+	pthread_mutex_unlock(&px->mu);
+	return gsum_start(px, t, in, out, &c, opp);
+}
+
 int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 		   enum pbox_dtype dtype, struct pbox_handle **opp)
 {
@@ -236,6 +263,11 @@ int pbox_push_pull(struct pbox *px, uint64_t key, const void *in, void *out, uin
 
 	if (opp)
 		*opp = NULL;
+	if (px && px->loc && !px->gsum_net) { /* before the leader's thread takes any */
+		pthread_mutex_lock(&px->mu);
+		px->gsum_net = gsum_net;
+		pthread_mutex_unlock(&px->mu);
+	}
 	if (rc == PBOX_OK && in && out && opp)
 		rc = gathered(px, key, count, dtype, &c, &t);
 	if (rc)

@@ -92,9 +92,25 @@ static int push_piece(struct pbox *px, struct wk_ltensor *t, uint32_t i, uint8_t
 	 * broadcast: the root's gives, the others take */
 	bool gives = t->ckind == WK_REDUCE || root, takes = (t->ckind == WK_REDUCE) == root;
 
-	if (!t->ckind)
+	if (!t->ckind) {
+		/* a compressed piece summed by all-gather (gsum.c): among the
+		 * machines' leaders, the machine's sum compressed */
+		int (*gsum)(struct pbox *, struct wk_tensor *, const void *, void *,
+			    struct pbox_handle **);
+		struct wk_tensor *nt;
+		int rc = PBOX_EAGAIN;
+
+		pthread_mutex_lock(&px->mu);
+		gsum = px->gsum_net;
+		nt = gsum ? wk_find_tensor(px, wk_lc_piece_key(t->key, i)) : NULL;
+		pthread_mutex_unlock(&px->mu);
+		if (nt)
+			rc = gsum(px, nt, host, host, &t->sub[i]);
+		if (rc != PBOX_EAGAIN)
+			return rc;
 		return wk_push_pull(px, wk_lc_piece_key(t->key, i), host, host, n,
 				    (enum pbox_dtype)t->dtype, &t->sub[i]);
+	}
 	return wk_collective(px, "pbox_local_shard", wk_lc_piece_key(t->key, i),
 			     gives ? host : NULL, takes ? host : NULL, n, (enum pbox_dtype)t->dtype,
 			     t->ckind, m, t->grp, &t->sub[i]);

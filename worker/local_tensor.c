@@ -121,8 +121,10 @@ int wk_lc_lt_net(struct pbox *px, struct wk_ltensor *t, const char *fn)
 			return rc;
 		if (t->ckind) /* a shard's pieces: rooted at its root's machine */
 			wk_tensor_rooted(nt, t->ckind, px->loc->mach_of[t->croot], t->grp);
-		else if (t->comp >= 0 && nt->resid) /* chosen before its pieces existed */
+		else if (t->comp >= 0 && nt->resid) { /* chosen before its pieces existed */
 			nt->comp = (uint8_t)t->comp;
+			nt->gather = t->gather;
+		}
 	}
 	t->net = true;
 	return PBOX_OK;
@@ -133,7 +135,7 @@ int wk_lc_lt_net(struct pbox *px, struct wk_ltensor *t, const char *fn)
  * its tensors' pieces, so its choice is the machine's (each rank calls it,
  * as it calls every collective); the others check it the same way.
  */
-int wk_local_set_compression(struct pbox *px, const char *fn, uint64_t key, int comp)
+int wk_local_set_compression(struct pbox *px, const char *fn, uint64_t key, int comp, bool gather)
 {
 	struct wk_ltensor *t;
 	int rc = PBOX_OK;
@@ -148,11 +150,14 @@ int wk_local_set_compression(struct pbox *px, const char *fn, uint64_t key, int 
 			    fn, key, sum_dtype_name((enum sum_dtype)t->dtype));
 	} else {
 		t->comp = comp;
+		t->gather = gather;
 		for (uint32_t i = 0; t->net && i < t->n_pieces; i++) {
 			struct wk_tensor *nt = wk_find_tensor(px, wk_lc_piece_key(key, i));
 
-			if (nt && nt->resid)
+			if (nt && nt->resid) {
 				nt->comp = (uint8_t)comp;
+				nt->gather = gather;
+			}
 		}
 	}
 	pthread_mutex_unlock(&px->mu);

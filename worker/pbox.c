@@ -172,13 +172,8 @@ int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme)
 			      "%s: key %" PRIu64 ": [job] compression is none, so the summation "
 			      "services take no compressed push: set it (any scheme) on every rank",
 			      fn, key);
-	if (px->loc && gather)
-		return wk_err(PBOX_EINVAL,
-			      "%s: key %" PRIu64 ": '%s' not with local aggregation yet: the "
-			      "machine's leader pushes for its ranks",
-			      fn, key, scheme);
 	if (px->loc) /* the machine's leader pushes: its choice is the machine's */
-		return wk_local_set_compression(px, fn, key, c);
+		return wk_local_set_compression(px, fn, key, c, gather);
 	pthread_mutex_lock(&px->mu);
 	t = wk_find_tensor(px, key);
 	if (!t)
@@ -229,10 +224,6 @@ int pbox_start(struct pbox *px)
 		rc = wk_local_ready(px, rc);
 	/* a failed start leaves nothing to retry: pbox_finalize() cleans up */
 	px->phase = rc == PBOX_OK ? WK_PH_STARTED : WK_PH_DONE;
-	if (rc == PBOX_OK && px->loc && px->cfg.job.compression_sum)
-		wk_log(px, CFG_LOG_WARNING,
-		       "[job] compression_sum = gather: not with local aggregation yet (the "
-		       "machine's leader pushes for its ranks): the summation services sum them");
 	return rc;
 }
 

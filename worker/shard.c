@@ -100,17 +100,17 @@ static int end_group(struct pbox_handle *g, int rc, struct pbox_handle **opp)
 }
 
 /* Shard @s (@c elements of @kind, rooted at world rank @s, or the root of
- * a broadcast) submitted: to the network job, or with local aggregation
- * as a tensor of the machine's, whose leader pushes it rooted at @s's
- * machine (local_lead.c). */
+ * a broadcast) submitted: to the network job (@net: its ranks, a leader's
+ * machines), or with local aggregation as a tensor of the machine's, whose
+ * leader pushes it rooted at @s's machine (local_lead.c). */
 static int piece(struct pbox *px, const char *fn, uint64_t key, const void *in, void *out,
 		 uint64_t c, enum pbox_dtype dtype, uint8_t kind, uint32_t s, uint64_t grp,
-		 struct pbox_handle **opp)
+		 bool net, struct pbox_handle **opp)
 {
 	const struct wk_lcoll lc = {.fn = fn, .kind = kind, .root = s, .grp = grp};
-	const uint64_t k = piece_key(key, kind, dtype, wk_world_n(px), s, c);
+	const uint64_t k = piece_key(key, kind, dtype, net ? px->net.n : wk_world_n(px), s, c);
 
-	if (px->loc)
+	if (px->loc && !net)
 		return wk_local_collective(px, &lc, k, in, out, c, dtype, false, NULL, opp);
 	return wk_collective(px, fn, k, in, out, c, dtype, kind, s, grp, opp);
 }
@@ -118,11 +118,12 @@ static int piece(struct pbox *px, const char *fn, uint64_t key, const void *in, 
 /* A reduce-scatter's or an all-gather's pieces: shard s (counts[s]
  * elements at offset sum(counts[0..s-1]) of the whole) rooted at rank s. */
 static int sharded(struct pbox *px, const char *fn, uint64_t key, const uint8_t *in, uint8_t *out,
-		   const uint64_t *counts, enum pbox_dtype dtype, uint8_t kind,
+		   const uint64_t *counts, enum pbox_dtype dtype, uint8_t kind, bool net,
 		   struct pbox_handle **opp)
 {
 	const size_t esz = sum_dtype_size((enum sum_dtype)dtype);
-	const uint32_t n = wk_world_n(px), me = wk_world_rank(px);
+	const uint32_t n = net ? px->net.n : wk_world_n(px),
+		       me = net ? px->net.rank : wk_world_rank(px);
 	/* the pieces' collective: they go out interleaved, chunk by chunk */
 	const uint64_t grp = piece_key(key, kind, dtype, n, UINT32_MAX, 0);
 	struct pbox_handle *g;
@@ -145,7 +146,8 @@ static int sharded(struct pbox *px, const char *fn, uint64_t key, const uint8_t 
 			continue;
 		if (kind == WK_GATHER && s == me) /* its own shard: it has it */
 			memmove(pout, in, c * esz);
-		rc = piece(px, fn, key, pin, pout, c, dtype, kind, s, grp, &g->kids[g->n_kids]);
+		rc = piece(px, fn, key, pin, pout, c, dtype, kind, s, grp, net,
+			   &g->kids[g->n_kids]);
 		g->n_kids += rc == PBOX_OK;
 	}
 	return end_group(g, rc, opp);
@@ -157,7 +159,8 @@ int pbox_reduce_scatter(struct pbox *px, uint64_t key, const void *in, void *out
 	int rc = check(px, "pbox_reduce_scatter", key, dtype, opp);
 
 	return rc ? rc
-		  : sharded(px, "pbox_reduce_scatter", key, in, out, counts, dtype, WK_REDUCE, opp);
+		  : sharded(px, "pbox_reduce_scatter", key, in, out, counts, dtype, WK_REDUCE,
+			    false, opp);
 }
 
 int pbox_all_gather(struct pbox *px, uint64_t key, const void *in, void *out,
@@ -166,7 +169,8 @@ int pbox_all_gather(struct pbox *px, uint64_t key, const void *in, void *out,
 	int rc = check(px, "pbox_all_gather", key, dtype, opp);
 
 	return rc ? rc
-		  : sharded(px, "pbox_all_gather", key, in, out, counts, dtype, WK_GATHER, opp);
+		  : sharded(px, "pbox_all_gather", key, in, out, counts, dtype, WK_GATHER, false,
+			    opp);
 }
 
 int pbox_broadcast(struct pbox *px, uint64_t key, void *buf, uint64_t count, enum pbox_dtype dtype,
@@ -186,8 +190,15 @@ int pbox_broadcast(struct pbox *px, uint64_t key, void *buf, uint64_t count, enu
 	if (!(g = group(px, "pbox_broadcast", 1)))
 		return PBOX_ENOMEM;
 	rc = piece(px, "pbox_broadcast", key, root == wk_world_rank(px) ? buf : NULL,
-		   root == wk_world_rank(px) ? NULL : buf, count, dtype, WK_BCAST, root, 0,
+		   root == wk_world_rank(px) ? NULL : buf, count, dtype, WK_BCAST, root, 0, false,
 		   &g->kids[0]);
 	g->n_kids = rc == PBOX_OK;
 	return end_group(g, rc, opp);
+}
+
+int wk_all_gather_net(struct pbox *px, const char *fn, uint64_t key, const void *in, void *out,
+		      const uint64_t *counts, enum pbox_dtype dtype, struct pbox_handle **opp)
+{
+	*opp = NULL;
+	return sharded(px, fn, key, in, out, counts, dtype, WK_GATHER, true, opp);
 }

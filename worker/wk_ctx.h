@@ -470,6 +470,11 @@ struct pbox {
 	 * aggregation where it is on), set by pbox_init() */
 	int (*cuda_submit)(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 			   enum pbox_dtype dtype, struct pbox_handle **opp);
+	/* gsum.c's gathered sum of a local aggregation leader's piece (its
+	 * tensor's comp and gather say whether), set (under mu) by the first
+	 * pbox_push_pull(); PBOX_EAGAIN: push-pull it */
+	int (*gsum_net)(struct pbox *px, struct wk_tensor *t, const void *in, void *out,
+			struct pbox_handle **opp);
 	/* cstage.c's stager of the whole-buffer calls in CUDA memory, from the
 	 * first (under cuda_mu); pbox_finalize() stops it through cst_stop */
 	struct wk_cstage *cst;

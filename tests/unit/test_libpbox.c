@@ -162,6 +162,7 @@ struct rank_run {
 	/* pbox_set_compression() per tensor: even keys as they are, odd bf16,
 	 * then from iteration 2 the other way round (fp16); what it refused */
 	bool per_tensor;
+	unsigned gather_pieces; /* the network job's all-gather pieces at the end */
 	int set_rc[4];
 	char set_msg[4][WK_ERR_LEN];
 	/* values whose fp32 sum depends on the order of the additions (test_wide()):
@@ -545,6 +546,8 @@ static void *rank_main(void *arg)
 	rr->layout = malloc((px->net.n_chunks + 1) * sizeof(uint32_t));
 	if (px->net.n_chunks)
 		memcpy(rr->layout, px->net.chunk_unit, px->net.n_chunks * sizeof(uint32_t));
+	for (uint32_t i = 0; i < px->n_t; i++) /* the gathered sums' pieces (gsum.c) */
+		rr->gather_pieces += px->t[i]->kind == WK_GATHER;
 	pthread_mutex_unlock(&px->mu);
 out:
 	rr->fin_rc = pbox_finalize(px);
@@ -1140,6 +1143,13 @@ START_TEST(test_local_compressed)
 		for (unsigned i = 0; i < 4; i++)
 			ck_assert_int_eq(rr[r].set_rc[i], PBOX_EINVAL);
 	local_per_tensor = false;
+	/* summed by all-gather (gsum.c): each leader gathers its machine's
+	 * compressed sum from the others', as exact; the services sum none */
+	local_extra = "partition_size = 64K\n[job]\ncompression = bf16\ncompression_sum = gather";
+	local_runs(rr, 2, false, false, 0);
+	for (unsigned r = 0; r < NR; r++)
+		ck_assert_msg((rr[r].gather_pieces > 0) == (r % 2 == 0),
+			      "rank %u: %u all-gather pieces", r, rr[r].gather_pieces);
 	local_extra = NULL;
 }
 END_TEST
