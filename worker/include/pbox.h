@@ -161,9 +161,11 @@ int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype 
  * With local aggregation every rank calls it, and the machine's leader's
  * choice is the machine's.
  *
- * "SCHEME:gather" (libpbox 3.11; not "none" or "randk", not with local
- * aggregation): the tensor is summed by all-gather, never compressed again
- * ([job] compression_sum = gather makes it every tensor's default). Each
+ * "SCHEME:gather" (libpbox 3.11; not "none" or "randk"; with local
+ * aggregation, libpbox 3.13, each machine's leader compresses the
+ * machine's sum and the leaders gather): the tensor is summed by
+ * all-gather, never compressed again ([job] compression_sum = gather
+ * makes it every tensor's default). Each
  * rank compresses it with its error feedback inside pbox_push_pull(), in
  * blocks of a fragment's elements, every rank's compressed tensor goes to
  * every rank (pbox_all_gather()'s pieces), and pbox_wait() (or the
@@ -262,8 +264,8 @@ int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out
  * other rank's @buf.
  *
  * PBOX_OK with *@op; PBOX_EINVAL (a NULL argument, a key from 2^63 up, an
- * unknown dtype, @root not below the world size, local aggregation on,
- * the key first used by another collective, count or dtype); PBOX_ESTATE
+ * unknown dtype, @root not below the world size, the key first used by
+ * another collective, count or dtype); PBOX_ESTATE
  * (before pbox_start(), or this call's pieces still in flight);
  * PBOX_ENOMEM; PBOX_EFAILED. What the handle returns: as pbox_wait().
  */
