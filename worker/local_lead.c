@@ -57,27 +57,17 @@ static void sum_piece(struct wk_local *lc, const struct wk_ltensor *t, uint32_t 
 	lc->ops->store[t->dtype](dst, lc->acc, n);
 }
 
-/* Leader, piece @i of a shard: a reduce's summed as a push-pull's; a
- * gather's or a broadcast's root's data into region 0 where the root is
- * on this machine (from @own, the leader's, or from the root's region),
- * for the network and for the machine's ranks. */
-static void give_piece(struct wk_local *lc, const struct wk_ltensor *t, uint32_t i,
-		       const uint8_t *own)
+/* Leader, the @len bytes at @off of a gather's or a broadcast's shard:
+ * its root's data into region 0 where the root is on this machine (from
+ * @own, the leader's, or from the root's region), for the network and for
+ * the machine's ranks. */
+static void give_piece(struct wk_local *lc, const struct wk_ltensor *t, const uint8_t *own,
+		       uint64_t off, uint64_t len)
 {
-	size_t esz = sum_dtype_size((enum sum_dtype)t->dtype);
-	uint64_t first = (uint64_t)i * t->piece_elems, n = t->count - first;
 	int j = local_of(lc, t->croot);
 
-	if (t->ckind == WK_REDUCE) {
-		sum_piece(lc, t, i, own);
-		return;
-	}
-	if (n > t->piece_elems)
-		n = t->piece_elems;
 	if (j >= 0)
-		memcpy(t->map + first * esz,
-		       j ? t->map + (uint64_t)j * t->stride + first * esz : own + first * esz,
-		       n * esz);
+		memcpy(t->map + off, j ? t->map + (uint64_t)j * t->stride + off : own + off, len);
 }
 
 /* Leader: piece @i (@n elements at @host, region 0) to the network job: a
@@ -86,34 +76,39 @@ static void give_piece(struct wk_local *lc, const struct wk_ltensor *t, uint32_t
 static int push_piece(struct pbox *px, struct wk_ltensor *t, uint32_t i, uint8_t *host, uint64_t n)
 {
 	const struct wk_local *lc = px->loc;
-	uint32_t m = lc->mach_of[t->croot];
-	bool root = m == lc->machine;
-	/* a reduce: every machine gives, the root's takes; a gather or a
-	 * broadcast: the root's gives, the others take */
-	bool gives = t->ckind == WK_REDUCE || root, takes = (t->ckind == WK_REDUCE) == root;
+	const uint64_t key = wk_lc_piece_key(t->key, i);
+	uint32_t m;
+	bool root, gives, takes;
 
 	if (!t->ckind) {
 		/* a compressed piece summed by all-gather (gsum.c): among the
-		 * machines' leaders, the machine's sum compressed */
+		 * machines' leaders, the machine's sum compressed (only a job
+		 * that compresses has such pieces) */
 		int (*gsum)(struct pbox *, struct wk_tensor *, const void *, void *,
-			    struct pbox_handle **);
-		struct wk_tensor *nt;
+			    struct pbox_handle **) = NULL;
+		struct wk_tensor *nt = NULL;
 		int rc = PBOX_EAGAIN;
 
-		pthread_mutex_lock(&px->mu);
-		gsum = px->gsum_net;
-		nt = gsum ? wk_find_tensor(px, wk_lc_piece_key(t->key, i)) : NULL;
-		pthread_mutex_unlock(&px->mu);
+		if (px->cfg.job.compression != COMP_NONE) {
+			pthread_mutex_lock(&px->mu);
+			gsum = px->gsum_net;
+			nt = gsum ? wk_find_tensor(px, key) : NULL;
+			pthread_mutex_unlock(&px->mu);
+		}
 		if (nt)
 			rc = gsum(px, nt, host, host, &t->sub[i]);
 		if (rc != PBOX_EAGAIN)
 			return rc;
-		return wk_push_pull(px, wk_lc_piece_key(t->key, i), host, host, n,
-				    (enum pbox_dtype)t->dtype, &t->sub[i]);
+		return wk_push_pull(px, key, host, host, n, (enum pbox_dtype)t->dtype, &t->sub[i]);
 	}
-	return wk_collective(px, "pbox_local_shard", wk_lc_piece_key(t->key, i),
-			     gives ? host : NULL, takes ? host : NULL, n, (enum pbox_dtype)t->dtype,
-			     t->ckind, m, t->grp, &t->sub[i]);
+	/* a reduce: every machine gives, the root's takes; a gather or a
+	 * broadcast: the root's gives, the others take */
+	m = lc->mach_of[t->croot];
+	root = m == lc->machine;
+	gives = t->ckind == WK_REDUCE || root;
+	takes = (t->ckind == WK_REDUCE) == root;
+	return wk_collective(px, "pbox_local_shard", key, gives ? host : NULL, takes ? host : NULL,
+			     n, (enum pbox_dtype)t->dtype, t->ckind, m, t->grp, &t->sub[i]);
 }
 
 /* Leader: @op ends with @rc (and the message it set), its work in flight
@@ -205,9 +200,9 @@ static int lead_piece(struct pbox *px, struct pbox_handle *op, uint32_t i)
 	if (t->st[i] == PC_WAIT) {
 		if (!piece_ready(px->loc, op, i))
 			return LEAD_NEXT;
-		if (t->ckind)
-			give_piece(px->loc, t, i, op->in);
-		else if (!op->dev)
+		if (t->ckind == WK_GATHER || t->ckind == WK_BCAST)
+			give_piece(px->loc, t, op->in, first * esz, n * esz);
+		else if (!op->dev) /* a push-pull's or a reduce's */
 			sum_piece(px->loc, t, i, op->in);
 		else if (wk_lc_gpu_sum(px, op, i, first, n))
 			return gpu_fail(px);
