@@ -397,9 +397,11 @@ static struct wk_ltensor *rank_tensor_agrees(struct pbox *px, uint32_t j, const 
 			    r, m->key, m->count, m->dtype);
 		return NULL;
 	}
-	if (!t) {
+	if (!t) { /* found again under mu: this rank's own first call may have added it since */
 		pthread_mutex_lock(&px->mu);
-		t = wk_lc_lt_add(lc, m->key, m->count, m->dtype, 0);
+		t = wk_lc_lt_find(lc, m->key);
+		if (!t)
+			t = wk_lc_lt_add(lc, m->key, m->count, m->dtype, 0);
 		pthread_mutex_unlock(&px->mu);
 		if (!t) {
 			wk_lc_raise(px, PBOX_ENOMEM, "key %" PRIu64 ": out of memory", m->key);
