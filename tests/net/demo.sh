@@ -9,7 +9,7 @@
 # host) through pboxd and on Gloo: the losses per step and the time per step.
 # Needs root, hugepages and Debian's python3-torch.
 #
-#   tests/net/demo.sh [BUILD_DIR]      ITERS (default 10)
+#   tests/net/demo.sh [BUILD_DIR]      ITERS (default 10), DDP_STEPS (the DDP job's steps, 8)
 set -uo pipefail
 
 ITERS=${ITERS:-10}

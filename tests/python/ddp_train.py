@@ -24,6 +24,9 @@ DDP_HOOK_COMPRESSION: the hook's hook_state(compression=...) ("sign",
 "auto", ...); DDP_HOOK_REDECIDE: with "auto", decide again every so many
 steps (100).
 
+DDP_STEPS=S: S steps rather than 8 (the time per step is over those after
+the first 3).
+
 DDP_ACCUM=A: each step is A micro-batches, all but the last under
 no_sync(); DDP_CLIP=C: the gradients' norm clipped to C before each step
 (torch.nn.utils.clip_grad_norm_ under DDP, the optimizer's own under sched).
@@ -41,7 +44,7 @@ import pbox.torch  # noqa: F401  (registers the "pbox" backend)
 mode, out = sys.argv[1], sys.argv[2]
 backend = {"hook": "gloo", "powersgd": "pbox", "sched": "pbox"}.get(mode, mode)
 mixed = sys.argv[3] == "mixed"
-steps = 8
+steps = int(os.environ.get("DDP_STEPS", "8"))  # more: a steadier time per step
 # DDP_WIDTH: the hidden layers' width (256); at 512 DDP's rebuilt buckets
 # differ from its first step's
 W = int(os.environ.get("DDP_WIDTH", "256"))
