@@ -20,7 +20,8 @@
 #
 # Examples:
 #   tests/repeat.sh -n 20 -- make --no-print-directory unit
-#   tests/repeat.sh -n 50 -x -- env CK_RUN_CASE=local build/tests/unit_tests
+#   tests/repeat.sh -n 50 -x -- env CK_RUN_CASE=local TEST_BUILD_DIR=build \
+#       TEST_SRC_DIR=. build/tests/unit_tests   (the tests find the CUDA double so)
 set -uo pipefail
 
 runs=20 hogs=1 dir=build/repeat stop=0
