@@ -12,15 +12,17 @@
 #   box    the pbox backend through pboxd (k = K)
 # and one round trip to the box: ICMP echo from worker 0 to the box's port 0
 # (pboxd answers it from its polling core), the median of RTT_PINGS.
-# Writes OUT/sweep-cluster.csv (size, each run's median and p90, pbox's
-# medians over Gloo's) and ends with
+# Writes OUT/sweep-cluster.csv (size, each run's median and p90 after a
+# barrier and back to back, pbox's medians over Gloo's) and ends with
 #   RESULT sweep-cluster n=N b=B k=K worst_box_vs_gloo=X worst_box_at=SIZE
-#     worst_nobox_vs_gloo=Y worst_nobox_at=SIZE box_1k_vs_rtt=Z
-#     box_1k_min_vs_rtt=W rtt_ms=R
+#     worst_nobox_vs_gloo=Y worst_nobox_at=SIZE worst_b2b_box_vs_gloo=X'
+#     worst_b2b_box_at=SIZE worst_b2b_nobox_vs_gloo=Y' worst_b2b_nobox_at=SIZE
+#     box_1k_vs_rtt=Z box_1k_min_vs_rtt=W box_1k_b2b_vs_rtt=V rtt_ms=R
 # (ratios of median times, pbox over Gloo: below 1, pbox is faster;
 # box_1k_vs_rtt: the 1 KiB all_reduce through the box, its median over one
 # round trip to the box; box_1k_min_vs_rtt, its fastest call's: the
-# median holds the ranks' skew leaving sweep.py's barrier). Needs root and hugepages (the box), torch.
+# median holds the ranks' skew leaving sweep.py's barrier;
+# box_1k_b2b_vs_rtt, the median of calls back to back, which has none). Needs root and hugepages (the box), torch.
 #
 #   perf/sweep/cluster.sh [BUILD_DIR]   B (1000), K (2), ITERS (30),
 #                                       RTT_PINGS (50), OUT (BUILD_DIR/perf/sweep)
@@ -73,18 +75,20 @@ boxaddr=$saved
 sweep box 29752 || exit 1
 jobs_gone || bad "the box still holds a job after the sweep"
 
-# one row per size: size, then gloo's, nobox's and box's median, p90 and
-# minimum, then pbox's medians over Gloo's
+# one row per size: size, then gloo's, nobox's and box's median, p90,
+# minimum, and back-to-back median and p90, then pbox's medians over Gloo's
+# (each way)
 join -t, <(tail -n +2 "$log/gloo.csv" | sort -t, -k1,1) <(tail -n +2 "$log/nobox.csv" | sort -t, -k1,1) |
 	join -t, - <(tail -n +2 "$log/box.csv" | sort -t, -k1,1) | sort -t, -k1,1n |
 	awk -F, -v n="$N" -v b="$B" -v k="$K" -v rtt="$rtt" -v csv="$csv" '
-	BEGIN { print "size_bytes,gloo_median_ms,gloo_p90_ms,gloo_min_ms,nobox_median_ms,nobox_p90_ms,nobox_min_ms,box_median_ms,box_p90_ms,box_min_ms,nobox_vs_gloo,box_vs_gloo" >csv }
-	{ rn = $5 / $2; rb = $8 / $2
-	  printf "%s,%.3f,%.3f\n", $0, rn, rb >csv
-	  printf "sweep-cluster: %9d bytes: Gloo %8.3f ms, pbox alone %8.3f ms (%.3f), through the box %8.3f ms (%.3f)\n", $1, $2, $5, rn, $8, rb
+	BEGIN { print "size_bytes,gloo_median_ms,gloo_p90_ms,gloo_min_ms,gloo_b2b_median_ms,gloo_b2b_p90_ms,nobox_median_ms,nobox_p90_ms,nobox_min_ms,nobox_b2b_median_ms,nobox_b2b_p90_ms,box_median_ms,box_p90_ms,box_min_ms,box_b2b_median_ms,box_b2b_p90_ms,nobox_vs_gloo,box_vs_gloo,nobox_vs_gloo_b2b,box_vs_gloo_b2b" >csv }
+	{ rn = $7 / $2; rb = $12 / $2; rnb = $10 / $5; rbb = $15 / $5
+	  printf "%s,%.3f,%.3f,%.3f,%.3f\n", $0, rn, rb, rnb, rbb >csv
+	  printf "sweep-cluster: %9d bytes: Gloo %8.3f ms, pbox alone %8.3f ms (%.3f), through the box %8.3f ms (%.3f); back to back: Gloo %8.3f ms, pbox alone %.3f, through the box %.3f\n", $1, $2, $7, rn, $12, rb, $5, rnb, rbb
 	  if (rb > wb) { wb = rb; wba = $1 } if (rn > wn) { wn = rn; wna = $1 }
-	  if ($1 == 1024) { k1 = $8; k1min = $10 } }
-	END { printf "RESULT sweep-cluster n=%d b=%d k=%d worst_box_vs_gloo=%.3f worst_box_at=%d worst_nobox_vs_gloo=%.3f worst_nobox_at=%d box_1k_vs_rtt=%.3f box_1k_min_vs_rtt=%.3f rtt_ms=%.3f\n",
-		n, b, k, wb, wba, wn, wna, (rtt > 0 ? k1 / rtt : 0), (rtt > 0 ? k1min / rtt : 0), rtt }'
+	  if (rbb > wbb) { wbb = rbb; wbba = $1 } if (rnb > wnb) { wnb = rnb; wnba = $1 }
+	  if ($1 == 1024) { k1 = $12; k1min = $14; k1b = $15 } }
+	END { printf "RESULT sweep-cluster n=%d b=%d k=%d worst_box_vs_gloo=%.3f worst_box_at=%d worst_nobox_vs_gloo=%.3f worst_nobox_at=%d worst_b2b_box_vs_gloo=%.3f worst_b2b_box_at=%d worst_b2b_nobox_vs_gloo=%.3f worst_b2b_nobox_at=%d box_1k_vs_rtt=%.3f box_1k_min_vs_rtt=%.3f box_1k_b2b_vs_rtt=%.3f rtt_ms=%.3f\n",
+		n, b, k, wb, wba, wn, wna, wbb, wbba, wnb, wnba, (rtt > 0 ? k1 / rtt : 0), (rtt > 0 ? k1min / rtt : 0), (rtt > 0 ? k1b / rtt : 0), rtt }'
 echo "sweep-cluster: wrote $csv"
 [ "$fail" -eq 0 ]

@@ -7,10 +7,15 @@ one backend per run (sweep.sh runs it for pbox and for Gloo):
 For each size from 1 KiB to 16 MiB (fp32, SUM, in place), 5 warm-up calls,
 then ITERS timed ones, each after a barrier on a side Gloo group (not
 timed) so that every rank starts together; a call's time is the slowest
-rank's. Writes size_bytes,median_ms,p90_ms,min_ms rows (rank 0), and
-checks every sum. The ranks leave each barrier a little apart (on a loaded
-host, up to milliseconds), and a call's time is counted from each rank's
-own start: the minimum is what is left of that skew."""
+rank's. The ranks leave each barrier a little apart (on a loaded host, up
+to milliseconds), and a call's time is counted from each rank's own
+start: the minimum is what is left of that skew. Then ITERS calls back to
+back, as nccl-tests times them (a training step's calls come so): each
+call's time is from the previous call's end to its own on each rank, the
+slowest rank's, free of the barrier's skew (the ranks leave a call
+together, as its sum reaches them). Writes
+size_bytes,median_ms,p90_ms,min_ms,b2b_median_ms,b2b_p90_ms rows (rank 0),
+and checks every sum."""
 import csv
 import os
 import statistics
@@ -28,8 +33,15 @@ dist.init_process_group(backend)
 rank, n = dist.get_rank(), dist.get_world_size()
 side = dist.new_group(backend="gloo")  # barriers and the times' maximum
 rows = []
-# SWEEP_FROM=K: from 2^K bytes (10: 1 KiB) to 16 MiB; a profile of the large sizes
-for shift in range(int(os.environ.get("SWEEP_FROM", "10")), 25, 1):
+
+
+def pct90(v):
+    """The 90th percentile of sorted @v."""
+    return v[min(len(v) - 1, int(0.9 * len(v)))]
+
+
+# SWEEP_FROM=K, SWEEP_TO=L: from 2^K bytes (10: 1 KiB) to 2^L (24: 16 MiB)
+for shift in range(int(os.environ.get("SWEEP_FROM", "10")), int(os.environ.get("SWEEP_TO", "24")) + 1):
     size = 1 << shift
     count = size // 4
     t = torch.empty(count, dtype=torch.float32)
@@ -46,15 +58,32 @@ for shift in range(int(os.environ.get("SWEEP_FROM", "10")), 25, 1):
         dist.all_reduce(dt, op=dist.ReduceOp.MAX, group=side)
         if i >= 5:
             times.append(float(dt) * 1e3)
+    # back to back: one call untimed (it leaves the barrier), then ITERS;
+    # each multiplies the tensor by n, so it starts small (n^-ITERS/2) to
+    # end in fp32's range: every sum is checked by the last
+    scale = float(n) ** (-iters / 2)
+    t.fill_((rank + 1) * scale)
+    dist.barrier(group=side)
+    dist.all_reduce(t)
+    ends = [time.perf_counter()]
+    for i in range(iters):
+        dist.all_reduce(t)
+        ends.append(time.perf_counter())
+    if not torch.allclose(t, torch.full_like(t, want * scale * float(n) ** iters), rtol=1e-5):
+        sys.exit("sweep: rank %d: %s, %d bytes: a wrong sum back to back" % (rank, backend, size))
+    mine = torch.tensor([b - a for a, b in zip(ends, ends[1:])], dtype=torch.float64)
+    every = [torch.empty_like(mine) for _ in range(n)]
+    dist.all_gather(every, mine, group=side)
+    b2b = sorted(float(x) * 1e3 for x in torch.stack(every).max(dim=0).values)
     times.sort()
-    rows.append((size, statistics.median(times), times[min(len(times) - 1,
-                                                           int(0.9 * len(times)))], times[0]))
+    rows.append((size, statistics.median(times), pct90(times), times[0],
+                 statistics.median(b2b), pct90(b2b)))
     if rank == 0:
-        print("sweep: %s %9d bytes: median %8.3f ms, p90 %8.3f ms, min %8.3f ms"
-              % ((backend,) + rows[-1]), flush=True)
+        print("sweep: %s %9d bytes: median %8.3f ms, p90 %8.3f ms, min %8.3f ms; "
+              "back to back median %8.3f ms, p90 %8.3f ms" % ((backend,) + rows[-1]), flush=True)
 if rank == 0:
     with open(out, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["size_bytes", "median_ms", "p90_ms", "min_ms"])
+        w.writerow(["size_bytes", "median_ms", "p90_ms", "min_ms", "b2b_median_ms", "b2b_p90_ms"])
         w.writerows(rows)
 dist.destroy_process_group()

@@ -5,8 +5,10 @@
 # torch.distributed (perf/sweep/sweep.py), N ranks under torchrun on
 # loopback, no box: the pbox backend (every rank's SS_GPU) against Gloo's,
 # one after the other in the same run. Writes sweep.csv (size, each
-# backend's median and p90, the ratio of the medians) into OUT and ends with
-#   RESULT sweep n=N worst_pbox_vs_gloo=X worst_at=SIZE pbox_vs_gloo_1k=Y pbox_vs_gloo_16m=Z
+# backend's median and p90, the ratio of the medians, and the same for calls
+# back to back) into OUT and ends with
+#   RESULT sweep n=N worst_pbox_vs_gloo=X worst_at=SIZE pbox_vs_gloo_1k=Y
+#     pbox_vs_gloo_16m=Z worst_b2b_pbox_vs_gloo=W worst_b2b_at=SIZE
 # (ratios of median times, pbox over Gloo: below 1, pbox is faster).
 #
 #   perf/sweep/sweep.sh [BUILD_DIR]     N (4), ITERS (30), OUT (BUILD_DIR/perf/sweep)
@@ -33,9 +35,11 @@ run gloo 29640
 run pbox 29641
 join -t, <(tail -n +2 "$out/pbox.csv" | sort -t, -k1,1) <(tail -n +2 "$out/gloo.csv" | sort -t, -k1,1) |
 	sort -t, -k1,1n |
-	awk -F, -v n="$N" 'BEGIN { print "size_bytes,pbox_median_ms,pbox_p90_ms,gloo_median_ms,gloo_p90_ms,pbox_vs_gloo" >"/dev/stderr" }
-		{ r = $2 / $5; printf "%s,%s,%s,%s,%s,%.3f\n", $1, $2, $3, $5, $6, r > "/dev/stderr"
-		  printf "sweep: %9d bytes: pbox %8.3f ms (p90 %8.3f), Gloo %8.3f ms (p90 %8.3f): %.3f\n", $1, $2, $3, $5, $6, r
-		  if (r > worst) { worst = r; at = $1 } if ($1 == 1024) k1 = r; if ($1 == 16777216) m16 = r }
-		END { printf "RESULT sweep n=%d worst_pbox_vs_gloo=%.3f worst_at=%d pbox_vs_gloo_1k=%.3f pbox_vs_gloo_16m=%.3f\n", n, worst, at, k1, m16 }' \
+	awk -F, -v n="$N" 'BEGIN { print "size_bytes,pbox_median_ms,pbox_p90_ms,gloo_median_ms,gloo_p90_ms,pbox_vs_gloo,pbox_b2b_median_ms,gloo_b2b_median_ms,pbox_vs_gloo_b2b" >"/dev/stderr" }
+		{ r = $2 / $7; rb = $5 / $10
+		  printf "%s,%s,%s,%s,%s,%.3f,%s,%s,%.3f\n", $1, $2, $3, $7, $8, r, $5, $10, rb > "/dev/stderr"
+		  printf "sweep: %9d bytes: pbox %8.3f ms (p90 %8.3f), Gloo %8.3f ms (p90 %8.3f): %.3f; back to back %.3f against %.3f ms: %.3f\n", $1, $2, $3, $7, $8, r, $5, $10, rb
+		  if (r > worst) { worst = r; at = $1 } if (rb > worstb) { worstb = rb; atb = $1 }
+		  if ($1 == 1024) k1 = r; if ($1 == 16777216) m16 = r }
+		END { printf "RESULT sweep n=%d worst_pbox_vs_gloo=%.3f worst_at=%d pbox_vs_gloo_1k=%.3f pbox_vs_gloo_16m=%.3f worst_b2b_pbox_vs_gloo=%.3f worst_b2b_at=%d\n", n, worst, at, k1, m16, worstb, atb }' \
 	2>"$out/sweep.csv"
