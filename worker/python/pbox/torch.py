@@ -34,7 +34,6 @@ forward).
 """
 import atexit
 import collections
-import concurrent.futures
 import contextlib
 import os
 import queue
@@ -70,15 +69,68 @@ class PboxError(getattr(dist, "DistBackendError", RuntimeError)):
 _CALLBACK_THREADS = 4  # futures' callbacks that may block at once (nested collectives)
 
 
+class _Shown:
+    """Whether a collective's future has been handed to Python code outside
+    this module (get_future() called from Python, or torch 1.13's own Work
+    for torch's Python modules). Until it has, the only callbacks on it are
+    this module's and those of torch's C++ (DDP's reducer, its built-in
+    hooks), none of which waits for anything, and the completion thread
+    completes it itself: the caller waiting for it is woken straight from
+    there. Once it has, a callback thread completes it, for a Python
+    callback may wait for a later collective (torch's PowerSGD hook does),
+    which the completion thread must then finish. @lock (the group's)
+    orders the two: get_future() waits for a completion under way."""
+
+    __slots__ = ("lock", "out")
+
+    def __init__(self, lock, out):
+        self.lock = lock
+        self.out = out
+
+
+class _Callbacks:
+    """The threads that complete the futures which left this module, in
+    the order they are handed in: one whose callback blocks (waiting for a
+    later collective) leaves the next to another, up to _CALLBACK_THREADS
+    at once. (A thread pool of the standard library's costs a future and a
+    lock of its own per call, and the caller waits behind them.)"""
+
+    def __init__(self, n):
+        self._q = queue.SimpleQueue()
+        self._thr = [threading.Thread(target=self._serve, name="pbox-callback-%d" % i,
+                                      daemon=True) for i in range(n)]
+        for t in self._thr:
+            t.start()
+
+    def submit(self, done, err):
+        self._q.put((done, err))
+
+    def _serve(self):
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            _run(*item)
+
+    def shutdown(self):
+        """Once every completion handed in has run."""
+        for _ in self._thr:
+            self._q.put(None)
+        for t in self._thr:
+            t.join()
+
+
 class _Work(Work):
     """A collective in flight: wait() and get_future() are its future's, and
     wait() raises the collective's failure. (torch's _create_work_from_future
     does not: in torch 1.13 its wait() returns True on a failed future, so a
-    rank that lost a peer would go on with a half-summed tensor.)"""
+    rank that lost a peer would go on with a half-summed tensor.) @shown:
+    the _Shown of a collective in flight."""
 
-    def __init__(self, fut):
+    def __init__(self, fut, shown=None):
         super().__init__()
         self._fut = fut
+        self._shown = shown
 
     def wait(self, timeout=None):
         """Until the collective completes (raising its failure), or at most
@@ -99,6 +151,10 @@ class _Work(Work):
         return self._fut.done()
 
     def get_future(self):
+        s = self._shown
+        if s is not None and not s.out and _outside() is not None:  # to Python code
+            with s.lock:  # after its completion, if the completion thread's is under way
+                s.out = True
         return self._fut
 
 
@@ -108,25 +164,47 @@ _C10D_PY = os.path.join("torch", "distributed", "distributed_c10d.py")
 _TORCH_MAJOR = int(torch.__version__.split(".")[0])
 
 
-def _work(fut):
-    """The Work for a collective: a _Work, whose wait() raises the failure.
-    torch 2.x's Work trampoline hands C++ callers (DDP's reducer) a Python
-    Work's get_future(); torch 1.13's does not, so there, and there only,
-    callers in C++ get torch's own future-wrapping Work instead (DDP reads
-    the future's value, which raises the failure), told apart by the first
-    Python frame outside this module: torch.distributed's own functions and
-    user code get a _Work."""
-    if _TORCH_MAJOR >= 2:
-        return _Work(fut)
+def _outside():
+    """The first Python frame outside this module below the caller, or None
+    where the call came from C++ (DDP's reducer)."""
     f = sys._getframe(1)
     while f is not None and f.f_code.co_filename == __file__:
-        f = f.f_back  # the first caller outside this module
-    if f is None:  # no Python frame below: called from C++
-        return _create_work_from_future(fut)
+        f = f.f_back
+    return f
+
+
+# who a call's Work goes to (_caller()): C++, torch 1.13's own Python
+# outside distributed_c10d.py, or anyone else's Python
+_CPP, _TORCH, _PY = range(3)
+
+
+def _caller():
+    """Who this call's Work goes to, by the first Python frame outside this
+    module. torch 2.x's Work trampoline hands C++ callers (DDP's reducer) a
+    Python Work's get_future(); torch 1.13's does not, so there, and there
+    only, callers in C++ (_CPP) get torch's own future-wrapping Work (DDP
+    reads the future's value, which raises the failure), and so do torch's
+    own modules outside distributed_c10d.py (_TORCH); torch.distributed's
+    functions and user code (_PY) get a _Work."""
+    f = _outside()
+    if f is None:
+        return _CPP
     caller = f.f_code.co_filename
     if caller.endswith(_C10D_PY) or not caller.startswith(os.path.dirname(torch.__file__)):
-        return _Work(fut)
-    return _create_work_from_future(fut)
+        return _PY
+    return _TORCH
+
+
+def _work(fut, shown=None, to=None):
+    """The Work for a collective going to @to (_caller(), where None): a
+    _Work, whose wait() raises the failure, or torch's own for torch 1.13's
+    callers other than _PY; @shown: the collective's _Shown, while it is in
+    flight."""
+    if to is None:
+        to = _caller()
+    if _TORCH_MAJOR < 2 and to != _PY:
+        return _create_work_from_future(fut)
+    return _Work(fut, shown)
 
 
 def _route_address(host, port):
@@ -148,10 +226,9 @@ def _future(value):
 def _run(done, err):
     try:
         done(err)
-    except BaseException:  # a pool thread's exception is otherwise silent
+    except Exception:  # noqa: BLE001  (a completing thread's: said, and it goes on)
         import traceback
         traceback.print_exc()
-        raise
 
 
 def _op_code(op):
@@ -265,7 +342,7 @@ class ProcessGroupPbox(ProcessGroup):
         self._last = {}
         self._forgot = set()
         self._retiring = not self._local and os.environ.get("PBOX_FORGET", "1") != "0"
-        self._q = queue.Queue()
+        self._q = queue.SimpleQueue()
         # Calls reach libpbox in the order they were made, on every rank (its
         # collectives are numbered so): a call whose key has one in flight
         # waits in _pending, and every later call behind it, until the
@@ -273,7 +350,10 @@ class ProcessGroupPbox(ProcessGroup):
         self._lock = threading.Lock()
         self._pending = collections.deque()  # (key, start, resume, done), in call order
         self._live = set()  # keys with a call started and not yet complete
-        self._pool = concurrent.futures.ThreadPoolExecutor(_CALLBACK_THREADS, "pbox-callback")
+        self._pool = _Callbacks(_CALLBACK_THREADS)
+        # every _Shown's (reentrant: a callback completed under it may ask
+        # for another collective's future)
+        self._shown_lock = threading.RLock()
         self._thr = threading.Thread(target=self._complete, name="pbox-completion", daemon=True)
         self._thr.start()
         atexit.register(self._finalize)
@@ -284,19 +364,21 @@ class ProcessGroupPbox(ProcessGroup):
     # ---- completion ---------------------------------------------------------
 
     def _complete(self):
-        """Waits for the push-pulls in the order they were started, and hands
-        each future's completion to a pool thread: a future's callbacks run
-        where it is completed, and one may itself wait for a later collective
-        (torch's PowerSGD hook does), which this thread must then finish."""
+        """Waits for the push-pulls in the order they were started, and
+        completes each future: here while it has not left this module
+        (_Shown), the caller's wait() woken straight from here; otherwise on
+        a callback thread, for a future's callbacks run where it is
+        completed, and one may itself wait for a later collective (torch's
+        PowerSGD hook does), which this thread must then finish."""
         while True:
             item = self._q.get()
             if item is None or isinstance(item, threading.Event):
                 self._flush_pending()  # (a failed job's: each fails, shrink() resumes it)
-                self._pool.shutdown(wait=True)
+                self._pool.shutdown()
                 if item is not None:  # _shrink(): all before it reaped
                     item.set()
                 return
-            key, handle, done = item
+            key, handle, done, shown = item
             try:
                 handle.wait()
                 err = None
@@ -305,25 +387,29 @@ class ProcessGroupPbox(ProcessGroup):
             with self._lock:
                 self._live.discard(key)
                 self._drain()
-            self._pool.submit(_run, done, err)
+            with shown.lock:
+                if not shown.out:
+                    _run(done, err)
+                    continue
+            self._pool.submit(done, err)
 
     def _drain(self):
         """The calls waiting in _pending started, in order, up to the first
         whose key has a call in flight (under _lock)."""
         while self._pending and self._pending[0][0] not in self._live:
-            key, start, resume, done = self._pending.popleft()
-            self._begin(key, start, resume, done)
+            key, start, resume, done, shown = self._pending.popleft()
+            self._begin(key, start, resume, done, shown)
 
-    def _begin(self, key, start, resume, done):
+    def _begin(self, key, start, resume, done, shown):
         """start() (under _lock), its handle queued for the completion
         thread; a call that cannot start completes with the error."""
         try:
             handle = self._started(start, resume)
         except pbox.Error as e:
-            self._pool.submit(_run, done, e)
+            self._pool.submit(done, e)
             return
         self._live.add(key)
-        self._q.put((key, handle, done))
+        self._q.put((key, handle, done, shown))
 
     def _flush_pending(self):
         """Whatever still waits in _pending, once nothing is in flight: each
@@ -332,13 +418,13 @@ class ProcessGroupPbox(ProcessGroup):
             with self._lock:
                 if not self._pending:
                     return
-                key, start, resume, done = self._pending.popleft()
+                key, start, resume, done, _ = self._pending.popleft()
             try:
                 self._started(start, resume).wait()
                 err = None
             except pbox.Error as e:
                 err = e
-            self._pool.submit(_run, done, err)
+            self._pool.submit(done, err)
 
     def _started(self, start, resume):
         """start()'s push-pull; one the job's failure kept from starting is
@@ -610,6 +696,8 @@ class ProcessGroupPbox(ProcessGroup):
         after the box's loss (an allreduce's)."""
         self._retire(key)
         fut = _future(value)
+        to = _caller()
+        shown = _Shown(self._shown_lock, to == _TORCH and _TORCH_MAJOR < 2)
 
         def done(err):
             del keep[:]  # libpbox is done with them
@@ -618,15 +706,20 @@ class ProcessGroupPbox(ProcessGroup):
                     self._failed.append(resume)
                 fut.set_exception(PboxError(err.status, str(err)))
                 return
-            finish()
+            try:
+                finish()
+            except Exception as e:  # noqa: BLE001  (the caller's to see, not this thread's)
+                fut.set_exception(e)
+                return
             fut.set_result(value)
 
         prev = self._busy.get(key)
         self._busy[key] = fut
         with self._lock:
             if self._pending or key in self._live:
-                self._pending.append((key, deferred() if deferred else start, resume, done))
-                return _work(fut)
+                self._pending.append((key, deferred() if deferred else start, resume, done,
+                                      shown))
+                return _work(fut, shown, to)
             try:
                 handle = self._started(start, resume)
             except pbox.Error as e:
@@ -636,8 +729,8 @@ class ProcessGroupPbox(ProcessGroup):
                     self._busy[key] = prev
                 raise PboxError(e.status, str(e)) from e
             self._live.add(key)
-            self._q.put((key, handle, done))
-        return _work(fut)
+            self._q.put((key, handle, done, shown))
+        return _work(fut, shown, to)
 
     @staticmethod
     def _wire_dtype(t):
