@@ -83,7 +83,7 @@ for shift in range(int(os.environ.get("SWEEP_FROM", "10")), int(os.environ.get("
               "back to back median %8.3f ms, p90 %8.3f ms" % ((backend,) + rows[-1]), flush=True)
 if rank == 0:
     with open(out, "w", newline="") as f:
-        w = csv.writer(f)
+        w = csv.writer(f, lineterminator="\n")  # join and awk read these: no CR
         w.writerow(["size_bytes", "median_ms", "p90_ms", "min_ms", "b2b_median_ms", "b2b_p90_ms"])
         w.writerows(rows)
 dist.destroy_process_group()
