@@ -348,7 +348,7 @@ class ProcessGroupPbox(ProcessGroup):
         # waits in _pending, and every later call behind it, until the
         # completion thread starts them in order (_drain()).
         self._lock = threading.Lock()
-        self._pending = collections.deque()  # (key, start, resume, done), in call order
+        self._pending = collections.deque()  # (key, start, resume, done, shown), in call order
         self._live = set()  # keys with a call started and not yet complete
         self._pool = _Callbacks(_CALLBACK_THREADS)
         # every _Shown's (reentrant: a callback completed under it may ask
