@@ -264,18 +264,20 @@ $(BUILD)/tests/unit_tests: $(call obj,$(TEST_SRCS) $(LIBPBOX_SRCS) worker/models
 	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -o $@ $(filter %.o,$^) $(CORE_LIBS) $(CHECK_LIBS) $(DPDK_LIBS) \
 		-lrte_net_ring
 
+COMP_OBJS := $(call obj,appliance/ss/comp.c appliance/ss/comp_avx2.c appliance/ss/comp_avx512.c \
+              appliance/ss/sum.c appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c)
 # The compressors alone, for tests/python/comp_check.py and comp_train.py
 # (ctypes): the same objects libpbox and pboxd link.
-$(COMP_SO): $(call obj,appliance/ss/comp.c appliance/ss/comp_avx2.c appliance/ss/comp_avx512.c \
-              appliance/ss/sum.c appliance/ss/sum_scalar.c appliance/ss/sum_avx2.c appliance/ss/sum_avx512.c)
+$(COMP_SO): $(COMP_OBJS)
 	@mkdir -p $(@D)
 	$(Q)$(call say,LD,$@)$(CC) $(OPT_FLAGS) -shared -Wl,-z,defs -o $@ $^ -lm -pthread
 
 # The unit tests' stand-in for the CUDA module (host memory, no GPU): local
 # aggregation's GPU path driven where there is no GPU; never installed.
-$(CUDA_DOUBLE): tests/double/cuda.c worker/cuda/stage.h worker/include/pbox.h
+$(CUDA_DOUBLE): tests/double/cuda.c worker/cuda/stage.h worker/include/pbox.h $(COMP_OBJS)
 	@mkdir -p $(@D)
-	$(Q)$(call say,CC,$@)$(CC) $(CFLAGS_ALL) $(INCLUDES) -shared -Wl,-z,defs -o $@ $< -lpthread
+	$(Q)$(call say,CC,$@)$(CC) $(CFLAGS_ALL) $(INCLUDES) -shared -Wl,-z,defs -o $@ $< \
+		$(COMP_OBJS) -lm -lpthread
 
 $(BUILD)/perf/perf_sum: $(call obj,$(PERF_SUM_SRCS)) $(BUILD)/lib/libpboxcore.a
 	@mkdir -p $(@D)

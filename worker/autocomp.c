@@ -9,7 +9,10 @@
  * [data] bandwidth B and the boxes' k (t = 2n(n-1)M / ((n^2 + kn - 2k) B),
  * M / B from k >= n; n the machines); the compressor's cost on this CPU,
  * profiled once per context (the least of 20 runs over 1 MiB each way, as
- * ByteComp profiles). Rank 0 decides, and its choice is every rank's
+ * ByteComp profiles); for CUDA tensors of the staged path, the GPU's too
+ * (the CUDA module's profile), so that each compressed tensor is placed
+ * on the GPU or the CPU (ByteComp's Algorithm 2). Rank 0 decides, and its
+ * choice is every rank's
  * (summed with the others' zeros on a key of libpbox's own, sent as it
  * is), so the ranks' own measurements may differ. Above the API: it calls
  * only what a program could.
@@ -24,6 +27,7 @@
 #include "wk_base.h"
 #include "wk_ranks.h"
 #include "wk_pbox.h"
+#include "wk_submit.h"
 
 /* The agreement's key: libpbox's own, apart from the CUDA pieces' hashes */
 #define AUTO_KEY (WK_KEY_OWN | 0x3c0decde00000000ull)
@@ -103,6 +107,41 @@ static void gather_model(const struct pbox *px, struct dc_model *m)
 	m->cost[DC_CPU].dec_b *= mi.machines;
 }
 
+/*
+ * Whether the GPU is a resource of this decision: every tensor a CUDA
+ * tensor of the staged path (fp32), the scheme one comp.cu runs (randk's
+ * indices come from the layout), summed by the services; its cost then
+ * in px->gpu_enc_b and gpu_dec_b, profiled by the module once.
+ */
+static bool gpu_resource(struct pbox *px, const struct comp_spec *c, uint32_t n,
+			 const uint64_t *keys)
+{
+	struct wk_cuda_comp cc = {.scheme = c->scheme,
+				  .gpu = 1,
+				  .ppm = c->rate_ppm,
+				  .frag_elems = px->net.frag_size / 4u};
+	bool all = !px->loc && !gathers(px) && c->scheme != COMP_RANDK && px->cuda_ops &&
+		   px->cuda_ops->profile && px->gpu_enc_b >= 0;
+
+	pthread_mutex_lock(&px->mu);
+	for (uint32_t i = 0; all && i < n; i++) {
+		const struct wk_ckey *k =
+			wk_find_tensor(px, keys[i]) ? NULL : wk_ckey_find(px, keys[i]);
+
+		all = k && k->dtype == PBOX_FP32;
+	}
+	pthread_mutex_unlock(&px->mu);
+	if (all && !px->gpu_enc_b &&
+	    px->cuda_ops->profile(px->cuda, &cc, &px->gpu_enc_b, &px->gpu_dec_b)) {
+		wk_log(px, CFG_LOG_WARNING,
+		       "pbox_decide_compression: the GPU's compressor was not profiled (%s): "
+		       "CUDA tensors compress on the CPU",
+		       pbox_last_error());
+		px->gpu_enc_b = -1;
+	}
+	return all && px->gpu_enc_b > 0;
+}
+
 /* Rank 0's @plan (n bytes) on every rank (this one @rank). */
 static int agree(struct pbox *px, uint32_t rank, uint8_t *plan, uint32_t n)
 {
@@ -125,14 +164,16 @@ static int agree(struct pbox *px, uint32_t rank, uint8_t *plan, uint32_t n)
 	if (rc == PBOX_OK)
 		rc = pbox_wait(op);
 	for (uint32_t i = 0; rc == PBOX_OK && i < n; i++)
-		plan[i] = x[i] > 0.5f;
+		plan[i] = (uint8_t)(x[i] + 0.5f); /* 0, 1 or 2: exact in fp32 */
 	free(x);
 	return rc;
 }
 
-/* Rank 0's choice over the model (backward order, as given), on layout @li. */
+/* Rank 0's choice over the model (backward order, as given), on layout @li:
+ * in @plan 0 for a tensor sent as it is, PBOX_COMP_CPU or PBOX_COMP_GPU. */
 static int decide(struct pbox *px, const struct pbox_layout_info *li, uint32_t n,
-		  const uint64_t *count, const uint64_t *compute_ns, uint8_t *plan)
+		  const uint64_t *keys, const uint64_t *count, const uint64_t *compute_ns,
+		  uint8_t *plan)
 {
 	const struct comp_spec c = {(uint8_t)px->cfg.job.compression, px->cfg.job.compression_ppm};
 	uint64_t *bytes = calloc(n, sizeof(*bytes));
@@ -155,20 +196,28 @@ static int decide(struct pbox *px, const struct pbox_layout_info *li, uint32_t n
 			      .cost = {[DC_CPU] = {true, 0, px->comp_enc_b, 0, px->comp_dec_b}}};
 	if (gathers(px)) /* every rank's compressed tensor in, each decoded */
 		gather_model(px, &m);
+	if (rc == PBOX_OK && gpu_resource(px, &c, n, keys))
+		m.cost[DC_DEVICE] = (struct dc_cost){true, 0, px->gpu_enc_b, 0, px->gpu_dec_b};
 	if (rc == PBOX_OK && dc_decide(&m, w))
 		rc = PBOX_ENOMEM;
 	if (rc == PBOX_OK) {
 		double chosen = dc_time(&m, w), plain;
-		uint32_t k = 0;
+		uint32_t k = 0, on_gpu = 0;
 
-		for (uint32_t i = 0; i < n; i++)
-			k += plan[i] = w[i] != DC_SEND;
+		for (uint32_t i = 0; i < n; i++) {
+			plan[i] = w[i] == DC_SEND  ? 0
+				  : w[i] == DC_CPU ? PBOX_COMP_CPU
+						   : PBOX_COMP_GPU;
+			k += plan[i] != 0;
+			on_gpu += plan[i] == PBOX_COMP_GPU;
+		}
 		plain = dc_time(&m, memset(w, DC_SEND, n));
 		wk_log(px, CFG_LOG_INFO,
-		       "pbox_decide_compression: %s on %u of %u tensors: the link %.3g ns a byte, "
-		       "the compressor %.3g ns a byte here; a step of %.3f ms in the model, %.3f ms "
-		       "with none compressed",
-		       comp_scheme_name(c.scheme), k, n, m.net_b * 1e9, px->comp_enc_b * 1e9,
+		       "pbox_decide_compression: %s on %u of %u tensors (%u on the GPU): the link "
+		       "%.3g ns a byte, the compressor %.3g ns a byte on the CPU, %.3g on the GPU; "
+		       "a step of %.3f ms in the model, %.3f ms with none compressed",
+		       comp_scheme_name(c.scheme), k, n, on_gpu, m.net_b * 1e9,
+		       px->comp_enc_b * 1e9, m.cost[DC_DEVICE].can ? px->gpu_enc_b * 1e9 : 0.0,
 		       chosen * 1e3, plain * 1e3);
 	}
 	free(bytes);
@@ -200,16 +249,18 @@ int pbox_decide_compression(struct pbox *px, uint32_t n, const uint64_t *keys,
 	plan = calloc(n, 1);
 	if (!plan)
 		return wk_err(PBOX_ENOMEM, "%s: out of memory", fn);
-	drc = li.rank == 0 ? decide(px, &li, n, counts, compute_ns, plan) : PBOX_OK;
+	drc = li.rank == 0 ? decide(px, &li, n, keys, counts, compute_ns, plan) : PBOX_OK;
 	if (drc) /* rank 0 agrees all the same (on none): no rank waits alone */
 		memset(plan, 0, n);
 	rc = agree(px, li.rank, plan, n);
 	if (rc == PBOX_OK)
 		rc = drc;
-	snprintf(scheme, sizeof(scheme), "%s%s", comp_scheme_name(px->cfg.job.compression),
-		 gathers(px) ? ":gather" : "");
 	for (uint32_t i = 0; rc == PBOX_OK && i < n; i++) {
-		rc = pbox_set_compression(px, keys[i], plan[i] ? scheme : "none");
+		snprintf(scheme, sizeof(scheme), "%s%s%s",
+			 plan[i] ? comp_scheme_name(px->cfg.job.compression) : "none",
+			 plan[i] && gathers(px) ? ":gather" : "",
+			 plan[i] == PBOX_COMP_GPU ? "@gpu" : "");
+		rc = pbox_set_compression(px, keys[i], scheme);
 		if (chosen)
 			chosen[i] = plan[i];
 	}

@@ -393,11 +393,23 @@ static uint64_t frag_seed(const struct pbox *px, uint32_t g, uint32_t round)
 	return comp_seed(px->net.job, px->net.chunk_local[g / px->net.fpc], g % px->net.fpc, round);
 }
 
+/* Where fragment @g's compressed bytes are in a push-pull that came
+ * compressed (op->pre: the CUDA module's comp_cuda_encode() layout, each
+ * fragment at its index times a whole fragment's compressed bytes). */
+static uint64_t pre_off(const struct pbox *px, uint32_t g)
+{
+	const struct wk_frag *f = &px->net.es.frag[g];
+	const struct comp_spec c = comp_of(px, f->op);
+	const uint64_t slot = wk_frag_off(px, g, f->op->t) / px->net.frag_size;
+
+	return slot * comp_bytes(&c, px->net.frag_size / 4u);
+}
+
 /*
  * Fragment @g's compressed push of its round: compressed at its first
  * send, with the tensor's error feedback; a resend sends the same bytes.
  * The slots are laid out once per tensor and incarnation. NULL: out of
- * memory (raised).
+ * memory (raised). One that came compressed is its own.
  */
 const uint8_t *wk_comp_payload(struct pbox *px, uint32_t g)
 {
@@ -409,6 +421,8 @@ const uint8_t *wk_comp_payload(struct pbox *px, uint32_t g)
 	const uint32_t slot = (uint32_t)(off / px->net.frag_size);
 	uint8_t *w;
 
+	if (f->op->pre)
+		return f->op->in + pre_off(px, g);
 	if (!px->net.es.comp_scratch)
 		px->net.es.comp_scratch = malloc(comp_scratch_bytes(px->net.frag_size / 4u));
 	if (!t->wire) {
@@ -447,7 +461,9 @@ int wk_deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, uint3
 		cwnd_grow(px, len);
 	}
 	t = f->op->t;
-	if (f->op->comp) { /* the sum, decompressed: its scratch is the push's, made first */
+	if (f->op->pre) { /* the sum as it came: the CUDA module decompresses it */
+		memcpy(f->op->out + pre_off(px, g), buf, len);
+	} else if (f->op->comp) { /* the sum, decompressed: its scratch is the push's, made first */
 		const struct comp_spec c = comp_of(px, f->op);
 
 		comp_decode(&c, (float *)(void *)(f->op->out + wk_frag_off(px, g, t)), buf,

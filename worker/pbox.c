@@ -122,31 +122,79 @@ int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype 
 	return rc;
 }
 
-/* @scheme's compressor ("topk"), and whether it is summed by all-gather
- * ("topk:gather"); -1: neither. */
-static int scheme_parse(const char *scheme, bool *gather)
+/* @scheme's compressor ("topk"), whether it is summed by all-gather
+ * ("topk:gather") and where it compresses ("topk@gpu": 1, "@cpu": 0, no
+ * '@': -1); -1: none of these. */
+static int scheme_parse(const char *scheme, bool *gather, int *where)
 {
-	char name[16];
-	const char *colon = scheme ? strchr(scheme, ':') : NULL;
-	size_t len = colon ? (size_t)(colon - scheme) : 0;
+	char name[24];
+	const char *at = scheme ? strchr(scheme, '@') : NULL, *colon;
+	size_t len = scheme ? (at ? (size_t)(at - scheme) : strlen(scheme)) : 0;
 
 	*gather = false;
-	if (!colon)
-		return comp_scheme_parse(scheme);
-	if (strcmp(colon + 1, "gather") || len >= sizeof(name))
+	*where = !at ? -1 : !strcmp(at, "@gpu") ? 1 : !strcmp(at, "@cpu") ? 0 : -2;
+	if (!scheme || *where == -2 || len >= sizeof(name))
 		return -1;
 	memcpy(name, scheme, len);
 	name[len] = '\0';
-	*gather = true;
+	colon = strchr(name, ':');
+	if (colon && strcmp(colon + 1, "gather"))
+		return -1;
+	if (colon) {
+		name[colon - name] = '\0';
+		*gather = true;
+	}
 	return comp_scheme_parse(name);
+}
+
+/* pbox_set_compression() of a CUDA tensor of the staged path (@k, under
+ * mu): the module compresses its pieces on the GPU (@where 1) or libpbox
+ * on the CPU. */
+static int set_cuda(const char *fn, struct wk_ckey *k, int c, bool gather, int where)
+{
+	const char *why = k->dtype != PBOX_FP32 ? "only fp32 tensors compress"
+			  : gather ? "a CUDA tensor's pieces are summed by the services"
+			  : where == 1 && c == COMP_RANDK
+				  ? "randk's indices come from the layout: it compresses on the CPU"
+				  : NULL;
+
+	if (why)
+		return wk_err(PBOX_EINVAL, "%s: key %" PRIu64 ": %s", fn, k->key, why);
+	k->set = true;
+	k->comp = (uint8_t)c;
+	k->gpu = where == 1 && c != COMP_NONE;
+	return PBOX_OK;
+}
+
+/* pbox_set_compression() of a host tensor (@t, under mu). */
+static int set_host(const char *fn, uint64_t key, struct wk_tensor *t, int c, bool gather,
+		    int where)
+{
+	if (!t)
+		return wk_err(PBOX_EINVAL, "%s: key %" PRIu64 " is not declared or used yet", fn,
+			      key);
+	if (!t->resid)
+		return wk_err(PBOX_EINVAL, "%s: key %" PRIu64 " is %s: only fp32 tensors compress",
+			      fn, key, sum_dtype_name((enum sum_dtype)t->dtype));
+	if (where == 1)
+		return wk_err(PBOX_EINVAL,
+			      "%s: key %" PRIu64 ": '@gpu': it is in host memory, not a CUDA "
+			      "tensor of pbox_push_pull_cuda()",
+			      fn, key);
+	if (t->gsum_busy)
+		return wk_err(PBOX_ESTATE, "%s: key %" PRIu64 ": its push-pull is in flight", fn,
+			      key);
+	t->comp = (uint8_t)c; /* its next push-pull takes it (submit.c, gsum.c) */
+	t->gather = gather;
+	return PBOX_OK;
 }
 
 int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme)
 {
 	const char *fn = "pbox_set_compression";
 	bool gather;
-	int c = scheme_parse(scheme, &gather), rc = PBOX_OK;
-	struct wk_tensor *t;
+	int where, c = scheme_parse(scheme, &gather, &where), rc;
+	struct wk_ckey *k;
 
 	if (!px)
 		return wk_err(PBOX_EINVAL, "%s: context is NULL", fn);
@@ -154,7 +202,8 @@ int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme)
 		return wk_err(PBOX_EINVAL,
 			      "%s: key %" PRIu64
 			      ": '%s' is not none, sign, topk, randk, bf16 or fp16, nor sign, "
-			      "topk, bf16 or fp16 followed by :gather",
+			      "topk, bf16 or fp16 followed by :gather, each maybe followed by "
+			      "@gpu or @cpu",
 			      fn, key, scheme ? scheme : "(null)");
 	if (gather && (c == COMP_NONE || c == COMP_RANDK))
 		return wk_err(PBOX_EINVAL,
@@ -172,23 +221,17 @@ int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme)
 			      "%s: key %" PRIu64 ": [job] compression is none, so the summation "
 			      "services take no compressed push: set it (any scheme) on every rank",
 			      fn, key);
+	if (px->loc && where == 1)
+		return wk_err(PBOX_EINVAL,
+			      "%s: key %" PRIu64 ": '@gpu' with local aggregation: the machine's "
+			      "leader compresses its sum on the CPU",
+			      fn, key);
 	if (px->loc) /* the machine's leader pushes: its choice is the machine's */
 		return wk_local_set_compression(px, fn, key, c, gather);
 	pthread_mutex_lock(&px->mu);
-	t = wk_find_tensor(px, key);
-	if (!t)
-		rc = wk_err(PBOX_EINVAL, "%s: key %" PRIu64 " is not declared or used yet", fn,
-			    key);
-	else if (!t->resid)
-		rc = wk_err(PBOX_EINVAL, "%s: key %" PRIu64 " is %s: only fp32 tensors compress",
-			    fn, key, sum_dtype_name((enum sum_dtype)t->dtype));
-	else if (t->gsum_busy)
-		rc = wk_err(PBOX_ESTATE, "%s: key %" PRIu64 ": its push-pull is in flight", fn,
-			    key);
-	else {
-		t->comp = (uint8_t)c; /* its next push-pull takes it (submit.c, gsum.c) */
-		t->gather = gather;
-	}
+	k = wk_find_tensor(px, key) ? NULL : wk_ckey_find(px, key);
+	rc = k ? set_cuda(fn, k, c, gather, where)
+	       : set_host(fn, key, wk_find_tensor(px, key), c, gather, where);
 	pthread_mutex_unlock(&px->mu);
 	return rc;
 }
@@ -252,6 +295,7 @@ int wk_submit(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t
 int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 			enum pbox_dtype dtype, void *stream, struct pbox_handle **opp)
 {
+	struct wk_cuda_comp comp;
 	struct pbox_handle *op;
 	int rc;
 
@@ -281,7 +325,10 @@ int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out
 		return wk_err(PBOX_ENOMEM, "pbox_push_pull_cuda: key %" PRIu64 ": out of memory",
 			      key);
 	op->px = px;
-	rc = px->cuda_ops->push_pull(px->cuda, key, in, out, count, dtype, stream, &op->cuda);
+	rc = wk_ckey_note(px, key, dtype, &comp);
+	if (rc >= 0)
+		rc = px->cuda_ops->push_pull(px->cuda, key, in, out, count, dtype, stream,
+					     rc ? &comp : NULL, &op->cuda);
 	if (rc) {
 		free(op);
 		return rc;
@@ -331,6 +378,7 @@ static void free_all(struct pbox *px)
 	for (uint32_t i = 0; i < px->n_t; i++)
 		wk_tensor_free(px->t[i]);
 	free(px->t);
+	free(px->ckey);
 	wk_local_free(px);
 	pthread_cond_destroy(&px->cv);
 	pthread_mutex_destroy(&px->mu);

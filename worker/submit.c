@@ -133,6 +133,7 @@ static int cuda_ops(struct pbox *px, const char *fn)
 				     .pool_bytes = WK_CUDA_POOL,
 				     .err = wk_err,
 				     .push_pull = px->cuda_submit,
+				     .push_pull_as = wk_push_pull_as,
 				     .test = pbox_test,
 				     .last_error = pbox_last_error,
 				     .mark_stage = wk_mark_stage_thread};
@@ -153,6 +154,61 @@ int wk_cuda_load(struct pbox *px, const char *fn)
 	rc = cuda_ops(px, fn);
 	pthread_mutex_unlock(&px->cuda_mu);
 	return rc;
+}
+
+struct wk_ckey *wk_ckey_find(const struct pbox *px, uint64_t key)
+{
+	uint32_t lo = 0, hi = px->n_ckey;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (px->ckey[mid].key == key)
+			return &px->ckey[mid];
+		if (px->ckey[mid].key < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+int wk_ckey_note(struct pbox *px, uint64_t key, enum pbox_dtype dtype, struct wk_cuda_comp *c)
+{
+	struct wk_ckey *k;
+	int rc = PBOX_OK;
+
+	pthread_mutex_lock(&px->mu);
+	k = wk_find_tensor(px, key) ? NULL : wk_ckey_find(px, key);
+	if (!k && px->n_ckey == px->cap_ckey) {
+		uint32_t cap = px->cap_ckey ? px->cap_ckey * 2 : 64;
+		struct wk_ckey *v = realloc(px->ckey, cap * sizeof(*v));
+
+		if (v) {
+			px->ckey = v;
+			px->cap_ckey = cap;
+		} else {
+			rc = wk_err(PBOX_ENOMEM,
+				    "pbox_push_pull_cuda: key %" PRIu64 ": out of memory", key);
+		}
+	}
+	if (!k && rc == PBOX_OK) {
+		uint32_t at = 0;
+
+		while (at < px->n_ckey && px->ckey[at].key < key)
+			at++;
+		memmove(&px->ckey[at + 1], &px->ckey[at], (px->n_ckey - at) * sizeof(*px->ckey));
+		k = &px->ckey[at];
+		*k = (struct wk_ckey){.key = key, .dtype = (uint8_t)dtype};
+		px->n_ckey++;
+	}
+	if (k && k->set) /* the pieces as pbox_set_compression() said */
+		*c = (struct wk_cuda_comp){.scheme = k->comp,
+					   .gpu = k->gpu,
+					   .ppm = px->cfg.job.compression_ppm,
+					   .frag_elems = px->net.frag_size / 4u};
+	pthread_mutex_unlock(&px->mu);
+	return rc == PBOX_OK && k && k->set ? 1 : rc;
 }
 
 void wk_tensor_rooted(struct wk_tensor *t, uint8_t kind, uint32_t root, uint64_t group)
@@ -225,9 +281,16 @@ static void note_call(struct pbox *px, const struct wk_tensor *t, uint64_t key, 
 	px->net.calls++;
 }
 
-int wk_collective(struct pbox *px, const char *fn, uint64_t key, const void *in, void *out,
-		  uint64_t count, enum pbox_dtype dtype, uint8_t kind, uint32_t root,
-		  uint64_t group, struct pbox_handle **opp)
+/* How the CUDA module's piece goes (wk_push_pull_as()): its compression,
+ * and whether it comes compressed. */
+struct coll_as {
+	int scheme; /* enum comp_scheme; -1: the tensor's */
+	bool pre;
+};
+
+static int collective(struct pbox *px, const char *fn, uint64_t key, const void *in, void *out,
+		      uint64_t count, enum pbox_dtype dtype, uint8_t kind, uint32_t root,
+		      uint64_t group, const struct coll_as *as, struct pbox_handle **opp)
 {
 	struct wk_tensor *t;
 	struct pbox_handle *op;
@@ -238,8 +301,9 @@ int wk_collective(struct pbox *px, const char *fn, uint64_t key, const void *in,
 	if (px->phase != WK_PH_STARTED)
 		return wk_err(PBOX_ESTATE, "%s: key %" PRIu64 ": before pbox_start()", fn, key);
 	rc = wk_check_tensor(fn, key, count, dtype);
-	if (rc == PBOX_OK && kind == WK_ALLREDUCE) /* after pbox_shrink(): what the box's
-						    * loss interrupted goes on */
+	/* after pbox_shrink(): what the box's loss interrupted goes on (a
+	 * compressed piece is pushed again whole: its bytes are not sums) */
+	if (rc == PBOX_OK && kind == WK_ALLREDUCE && !(as && as->pre))
 		rc = wk_resume_apply(px, key, count, dtype, &in, out);
 	if (rc)
 		return rc;
@@ -268,7 +332,10 @@ int wk_collective(struct pbox *px, const char *fn, uint64_t key, const void *in,
 	if (!wk_on_stage() || t->round == 0) /* the stager's known tensors: no place */
 		note_call(px, t, key, count, dtype, kind, root);
 	op->round = t->round++;
+	if (as && as->scheme >= 0 && t->resid) /* the CUDA tensor's, set by its key */
+		t->comp = (uint8_t)as->scheme;
 	op->comp = t->comp; /* pbox_set_compression() changes it between push-pulls */
+	op->pre = as && as->pre && op->comp != COMP_NONE;
 	op->flush = !t->comp && t->held;
 	t->held = t->comp != COMP_NONE;
 	if (px->subq_tail)
@@ -282,6 +349,33 @@ int wk_collective(struct pbox *px, const char *fn, uint64_t key, const void *in,
 	}
 	*opp = op;
 	return PBOX_OK;
+}
+
+int wk_collective(struct pbox *px, const char *fn, uint64_t key, const void *in, void *out,
+		  uint64_t count, enum pbox_dtype dtype, uint8_t kind, uint32_t root,
+		  uint64_t group, struct pbox_handle **opp)
+{
+	return collective(px, fn, key, in, out, count, dtype, kind, root, group, NULL, opp);
+}
+
+int wk_push_pull_as(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
+		    int scheme, int pre, struct pbox_handle **opp)
+{
+	const struct coll_as as = {scheme, pre != 0};
+
+	if (!px || !in || !out || !opp)
+		return wk_err(PBOX_EINVAL, "pbox_push_pull: key %" PRIu64 ": a NULL argument", key);
+	if (scheme >= COMP_SCHEME_COUNT || (pre && scheme <= COMP_NONE))
+		return wk_err(PBOX_EINVAL,
+			      "pbox_push_pull: key %" PRIu64 ": compressed as scheme %d", key,
+			      scheme);
+	if (scheme >= 0 && !wk_comp_ppm(px, PBOX_FP32))
+		return wk_err(PBOX_EINVAL,
+			      "pbox_push_pull: key %" PRIu64 ": compressed, but [job] "
+			      "compression is none",
+			      key);
+	return collective(px, "pbox_push_pull", key, in, out, count, PBOX_FP32, WK_ALLREDUCE, 0, 0,
+			  &as, opp);
 }
 
 /* The network job's layout, as this rank laid it out (pbox_layout()). */

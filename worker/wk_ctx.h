@@ -259,6 +259,7 @@ struct pbox_handle {
 	uint32_t round;
 	uint8_t comp;  /* its tensor's compressor for this push-pull (enum comp_scheme) */
 	bool flush;    /* none, but its tensor's residual is sent with it */
+	bool pre;      /* comp: in and out hold the fragments compressed (the CUDA module's) */
 	uint32_t left; /* fragments without their sum yet */
 	uint32_t n_parts;
 	struct wk_part *parts;
@@ -446,6 +447,17 @@ struct wk_net {
  * aggregation, what a lost box interrupted); the incarnation in @net; and
  * the few places the threads meet, under mu.
  */
+/* A CUDA tensor of the staged path (pbox_push_pull_cuda() without local
+ * aggregation): the module pushes its pieces; libpbox keeps its
+ * compression (pbox_set_compression()). */
+struct wk_ckey {
+	uint64_t key;
+	uint8_t dtype;
+	bool set;     /* pbox_set_compression() named it: comp and gpu say how */
+	uint8_t comp; /* enum comp_scheme */
+	bool gpu;     /* compressed on the GPU, before the copy to the host */
+};
+
 struct pbox {
 	struct wrk_cfg cfg;
 	enum { WK_PH_NEW, WK_PH_STARTED, WK_PH_DONE } phase;
@@ -466,6 +478,10 @@ struct pbox {
 	void *cuda;
 	uint32_t cuda_jobs; /* under mu: its push-pulls not yet answered (pbox_test/wait) */
 	const struct wk_cuda_ops *cuda_ops; /* worker/cuda/stage.h */
+	/* the CUDA tensors of the staged path, sorted by key (under mu): each
+	 * one's compression, as pbox_set_compression() set it */
+	struct wk_ckey *ckey;
+	uint32_t n_ckey, cap_ckey;
 	/* the stager's push-pulls: pbox.c's wk_submit() (through local
 	 * aggregation where it is on), set by pbox_init() */
 	int (*cuda_submit)(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
@@ -485,8 +501,9 @@ struct pbox {
 
 	struct wk_local *loc; /* local aggregation (local.c): NULL with a machine per rank */
 	/* pbox_decide_compression() (autocomp.c): [job] compression's cost per
-	 * fp32 byte on this CPU, encoding and decoding (0: not profiled yet) */
-	double comp_enc_b, comp_dec_b;
+	 * fp32 byte on this CPU, encoding and decoding (0: not profiled yet),
+	 * and on the GPU (the CUDA module's profile; gpu_enc_b < 0: none) */
+	double comp_enc_b, comp_dec_b, gpu_enc_b, gpu_dec_b;
 
 	/* between threads, under mu */
 	pthread_t thr;

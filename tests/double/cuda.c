@@ -20,6 +20,13 @@
  * keys (wk_cuda_piece_key()), each a host push-pull of a staging copy of
  * @in, @out written only once every piece has its sum and never after the
  * job is answered; a job answers "not yet" the first time it is tested.
+ * A tensor compressed "on the GPU" (struct wk_cuda_comp's gpu) is
+ * compressed here as comp.cu compresses it, with the C compressors (which
+ * comp.cu matches bit for bit: make test-gpu), each piece's error feedback
+ * kept here, pushed compressed (push_pull_as(), pre) and decompressed into
+ * @out; a tensor moved off it sends its residual with its next push.
+ * pbox_double_gpu_pieces and pbox_double_host_bytes count what was
+ * compressed here and what crossed to "the host", for the tests.
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -30,8 +37,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "comp.h"
 #include "cuda/stage.h"
 
 #define HDR 64 /* a mapping's header: its name and length, then the memory */
@@ -52,9 +61,18 @@ struct op {
 	enum pbox_dtype dtype;
 };
 
+/* A piece's error feedback, compressed "on the GPU" */
+struct dresid {
+	uint64_t key, count;
+	float *r;
+	bool held;
+};
+
 struct dbl {
 	struct wk_cuda_host host;
 	pthread_mutex_t mu;
+	struct dresid *res; /* under mu, sorted by key */
+	uint32_t n_res, cap_res;
 	struct op *q; /* the stream: queued, not yet run */
 	uint64_t q_head, q_tail, q_cap;
 };
@@ -328,15 +346,22 @@ static void dbl_drop(void *s, void *evp)
 	free(e);
 }
 
+/* What the tests read of the stand-in (dlsym()). */
+extern _Atomic uint64_t pbox_double_gpu_pieces, pbox_double_host_bytes;
+_Atomic uint64_t pbox_double_gpu_pieces, pbox_double_host_bytes;
+
 /* A staged push-pull: the staging copy ("the pinned pool") and its
  * pieces' host push-pulls. */
 struct sjob {
 	char *stage, *out;
-	uint64_t bytes;
+	uint64_t bytes, count, per;
 	uint32_t n, asked;
 	struct pbox_handle **h; /* NULL once answered */
 	int rc;			/* the first failure */
 	char msg[256];
+	bool has_comp; /* its compression set (pbox_set_compression()) */
+	bool gpu;      /* compressed "on the GPU": stage holds each piece's compressed bytes */
+	struct wk_cuda_comp comp;
 };
 
 static size_t dt_size(enum pbox_dtype dt)
@@ -352,10 +377,114 @@ static void sjob_fail(struct sjob *j, int rc, const char *msg)
 	snprintf(j->msg, sizeof(j->msg), "%s", msg);
 }
 
-static int dbl_push_pull(void *s, uint64_t key, const void *in, void *out, uint64_t count,
-			 enum pbox_dtype dtype, void *stream, void **job)
+/* Piece @key's error feedback (under mu; @make: zero at first), or NULL. */
+static struct dresid *dresid_of(struct dbl *d, uint64_t key, uint64_t count, bool make)
 {
-	const struct dbl *d = s;
+	uint32_t at = 0;
+	struct dresid *r;
+
+	while (at < d->n_res && d->res[at].key < key)
+		at++;
+	if (at < d->n_res && d->res[at].key == key)
+		return d->res[at].count == count ? &d->res[at] : NULL;
+	if (!make)
+		return NULL;
+	if (d->n_res == d->cap_res) {
+		uint32_t cap = d->cap_res ? d->cap_res * 2 : 64;
+		struct dresid *v = realloc(d->res, cap * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		d->res = v;
+		d->cap_res = cap;
+	}
+	r = &d->res[at];
+	memmove(r + 1, r, (d->n_res - at) * sizeof(*r));
+	*r = (struct dresid){key, count, calloc(count, sizeof(float)), false};
+	if (!r->r) {
+		memmove(r, r + 1, (d->n_res - at) * sizeof(*r));
+		return NULL;
+	}
+	d->n_res++;
+	return r;
+}
+
+/* A piece "on the GPU" (@in, @c elements) compressed into @w, comp.cu's
+ * layout: each fragment of frag_elems at its index times a whole one's
+ * bytes. Its compressed bytes, or 0: out of memory. */
+static uint64_t encode_piece(struct dbl *d, const struct sjob *j, uint64_t key, const float *in,
+			     uint64_t c, uint8_t *w)
+{
+	const struct comp_spec cs = {j->comp.scheme, j->comp.ppm};
+	const uint64_t fe = j->comp.frag_elems, stride = comp_bytes(&cs, fe);
+	void *scratch = malloc(comp_scratch_bytes(fe));
+	struct dresid *r;
+	uint64_t at = 0;
+
+	pthread_mutex_lock(&d->mu);
+	r = scratch ? dresid_of(d, key, c, true) : NULL;
+	for (uint64_t f = 0; r && f * fe < c; f++) {
+		uint64_t len = c - f * fe < fe ? c - f * fe : fe;
+
+		comp_encode(&cs, in + f * fe, r->r + f * fe, len, w + f * stride, 0, scratch);
+		at = f * stride + comp_bytes(&cs, len);
+	}
+	if (r)
+		r->held = true;
+	pthread_mutex_unlock(&d->mu);
+	free(scratch);
+	return r ? at : 0;
+}
+
+/* A piece not compressed here whose residual is: added to its staged
+ * copy @p (fp32), the residual zero again. */
+static void flush_piece(struct dbl *d, uint64_t key, float *p, uint64_t c)
+{
+	struct dresid *r;
+
+	pthread_mutex_lock(&d->mu);
+	r = d->n_res ? dresid_of(d, key, c, false) : NULL;
+	for (uint64_t k = 0; r && r->held && k < c; k++) {
+		p[k] += r->r[k];
+		r->r[k] = 0;
+	}
+	if (r)
+		r->held = false;
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* Piece @i of job @j to the host: its push-pull submitted. */
+static int push_piece(struct dbl *d, struct sjob *j, uint64_t key, const char *in,
+		      enum pbox_dtype dtype, uint32_t i)
+{
+	const uint64_t c = i + 1 < j->n ? j->per : j->count - i * j->per;
+	char *p = j->stage + i * j->per * dt_size(dtype);
+	const uint64_t pk = wk_cuda_piece_key(key, i);
+	uint64_t wb = c * dt_size(dtype);
+
+	if (j->gpu) {
+		wb = encode_piece(d, j, pk, (const float *)(const void *)(in + (p - j->stage)), c,
+				  (uint8_t *)p);
+		if (!wb)
+			return d->host.err(PBOX_ENOMEM, "cuda double: out of memory");
+		pbox_double_gpu_pieces++;
+	} else {
+		memcpy(p, in + (p - j->stage), wb);
+		if (dtype == PBOX_FP32)
+			flush_piece(d, pk, (float *)(void *)p, c);
+	}
+	pbox_double_host_bytes += wb;
+	if (j->has_comp)
+		return d->host.push_pull_as(d->host.px, pk, p, p, c, j->comp.scheme, j->gpu,
+					    &j->h[i]);
+	return d->host.push_pull(d->host.px, pk, p, p, c, dtype, &j->h[i]);
+}
+
+static int dbl_push_pull(void *s, uint64_t key, const void *in, void *out, uint64_t count,
+			 enum pbox_dtype dtype, void *stream, const struct wk_cuda_comp *comp,
+			 void **job)
+{
+	struct dbl *d = s;
 	uint64_t per = d->host.piece_bytes / dt_size(dtype), n = (count + per - 1) / per;
 	struct sjob *j = calloc(1, sizeof(*j));
 
@@ -374,18 +503,46 @@ static int dbl_push_pull(void *s, uint64_t key, const void *in, void *out, uint6
 	}
 	j->out = out;
 	j->n = (uint32_t)n;
-	memcpy(j->stage, in, j->bytes);
+	j->count = count;
+	j->per = per;
+	if (comp && dtype == PBOX_FP32) { /* as stage.cu takes it */
+		j->has_comp = true;
+		j->comp = *comp;
+		j->gpu = comp->gpu && comp->scheme != COMP_NONE && comp->scheme != COMP_RANDK &&
+			 comp->frag_elems;
+	}
 	for (uint32_t i = 0; i < j->n && !j->rc; i++) {
-		uint64_t c = i + 1 < j->n ? per : count - i * per;
-		char *p = j->stage + i * per * dt_size(dtype);
-		int rc = d->host.push_pull(d->host.px, wk_cuda_piece_key(key, i), p, p, c, dtype,
-					   &j->h[i]);
+		int rc = push_piece(d, j, key, in, dtype, i);
 
 		if (rc)
 			sjob_fail(j, rc, d->host.last_error());
 	}
 	*job = j;
 	return PBOX_OK;
+}
+
+/* Every piece's compressed sum decompressed into @out, as comp.cu's
+ * comp_cuda_add() onto zeros. */
+static void decode_job(const struct sjob *j)
+{
+	const struct comp_spec cs = {j->comp.scheme, j->comp.ppm};
+	const uint64_t fe = j->comp.frag_elems, stride = comp_bytes(&cs, fe);
+	void *scratch = malloc(comp_scratch_bytes(fe));
+	float *o = (float *)(void *)j->out;
+
+	for (uint32_t i = 0; scratch && i < j->n; i++) {
+		const uint64_t c = i + 1 < j->n ? j->per : j->count - i * j->per;
+		const uint8_t *w = (const uint8_t *)j->stage + i * j->per * 4;
+
+		for (uint64_t f = 0; f * fe < c; f++) {
+			uint64_t len = c - f * fe < fe ? c - f * fe : fe;
+			float *at = o + i * j->per + f * fe;
+
+			memset(at, 0, len * 4);
+			comp_add(&cs, at, w + f * stride, len, 0, scratch);
+		}
+	}
+	free(scratch);
 }
 
 /* PBOX_EAGAIN, or the job's status with the job freed (the error set). */
@@ -407,7 +564,9 @@ static int dbl_test(void *s, void *job)
 		if (rc)
 			sjob_fail(j, rc, d->host.last_error());
 	}
-	if (!j->rc) /* every piece summed: the result to "device memory" */
+	if (!j->rc && j->gpu) /* every piece summed: decompressed "on the GPU" */
+		decode_job(j);
+	else if (!j->rc) /* the result to "device memory" */
 		memcpy(j->out, j->stage, j->bytes);
 	rc = j->rc ? d->host.err(j->rc, "%s", j->msg) : PBOX_OK;
 	free(j->stage);
@@ -433,8 +592,59 @@ static void dbl_close(void *s)
 	run_to(d, d->q_tail);
 	pthread_mutex_unlock(&d->mu);
 	pthread_mutex_destroy(&d->mu);
+	for (uint32_t i = 0; i < d->n_res; i++)
+		free(d->res[i].r);
+	free(d->res);
 	free(d->q);
 	free(d);
+}
+
+/* The compressor's cost "on the GPU": the C compressor's on this CPU over
+ * 1 MiB in the layout's fragments, the least of 20 runs, as stage.cu times
+ * comp.cu's. */
+static int dbl_profile(void *s, const struct wk_cuda_comp *comp, double *enc_b, double *dec_b)
+{
+	const struct dbl *d = s;
+	const struct comp_spec cs = {comp->scheme, comp->ppm};
+	const uint64_t n = 1u << 18, fe = comp->frag_elems, stride = comp_bytes(&cs, fe);
+	float *g = calloc(3 * n, sizeof(float));
+	uint8_t *w = malloc(n * 4);
+	void *scratch = fe ? malloc(comp_scratch_bytes(fe)) : NULL;
+	double best[2] = {1e30, 1e30};
+
+	if (!g || !w || !scratch || cs.scheme == COMP_NONE || cs.scheme == COMP_RANDK) {
+		free(g);
+		free(w);
+		free(scratch);
+		return d->host.err(PBOX_EINVAL, "cuda double: no profile of scheme %u", cs.scheme);
+	}
+	for (uint64_t k = 0; k < n; k++)
+		g[k] = (float)((int)(k * 7 % 61) - 30) / 64;
+	for (int r = 0; r < 20; r++) {
+		struct timespec t[3];
+
+		clock_gettime(CLOCK_MONOTONIC, &t[0]);
+		for (uint64_t f = 0; f * fe < n; f++)
+			comp_encode(&cs, g + f * fe, g + n + f * fe,
+				    n - f * fe < fe ? n - f * fe : fe, w + f * stride, 0, scratch);
+		clock_gettime(CLOCK_MONOTONIC, &t[1]);
+		for (uint64_t f = 0; f * fe < n; f++)
+			comp_decode(&cs, g + 2 * n + f * fe, w + f * stride,
+				    n - f * fe < fe ? n - f * fe : fe, 0, scratch);
+		clock_gettime(CLOCK_MONOTONIC, &t[2]);
+		for (int k = 0; k < 2; k++) {
+			double x = (double)(t[k + 1].tv_sec - t[k].tv_sec) +
+				   (double)(t[k + 1].tv_nsec - t[k].tv_nsec) * 1e-9;
+
+			best[k] = x < best[k] ? x : best[k];
+		}
+	}
+	*enc_b = best[0] / (4.0 * (double)n);
+	*dec_b = best[1] / (4.0 * (double)n);
+	free(g);
+	free(w);
+	free(scratch);
+	return PBOX_OK;
 }
 
 static const struct wk_cuda_ops ops = {
@@ -453,6 +663,7 @@ static const struct wk_cuda_ops ops = {
 	.sum = dbl_sum,
 	.done = dbl_done,
 	.drop = dbl_drop,
+	.profile = dbl_profile,
 };
 
 int pbox_module_cuda_open(const struct wk_cuda_host *host, void **out,

@@ -11,7 +11,11 @@
  *                         renewed with local aggregation); without local
  *                         aggregation, the whole-buffer calls of GPU
  *                         memory (reduce-scatter, all-gather, broadcast,
- *                         an asynchronous store), each element exact
+ *                         an asynchronous store), each element exact;
+ *                         and without local aggregation, sign and top-k
+ *                         compressed on the GPU ("SCHEME@gpu"): every sum
+ *                         bitwise that of the same values compressed on
+ *                         the CPU
  *   gpu_check perf [N]    staging throughput against the pinned-memory copy
  *                         peak measured in the same run, and an allreduce of
  *                         CUDA tensors against the same allreduce of host
@@ -329,6 +333,65 @@ void *check_rank(void *p)
 	return NULL;
 }
 
+/* CUDA tensors compressed on the GPU (libpbox 3.14, "SCHEME@gpu"): the
+ * same values as a host tensor compressed on the CPU, sign then top-k,
+ * every sum bitwise the host tensor's through the error feedback of four
+ * steps (zeros first: every residual zero; [job] deterministic: each sum
+ * in rank order). The failures counted. Without local aggregation. */
+void *comp_rank(void *p)
+{
+	struct rank_arg *a = static_cast<struct rank_arg *>(p);
+	struct pbox *px = open_rank(
+		a->r, "partition_size = 256K\n[job]\ncompression = sign\ndeterministic = on");
+	const uint64_t n = 1000003;
+	float *h = static_cast<float *>(malloc(n * 4)), *g = static_cast<float *>(malloc(n * 4)),
+	      *d;
+	static const char *const plan[5][2] = {{NULL, NULL},
+					       {"sign@gpu", "sign"},
+					       {NULL, NULL},
+					       {"topk@gpu", "topk"},
+					       {NULL, NULL}};
+
+	CK(cudaMalloc(&d, n * 4));
+	for (unsigned it = 0; it < 5; it++) {
+		struct pbox_handle *op[2];
+		uint64_t bad = 0;
+
+		if (plan[it][0] && (pbox_set_compression(px, 300, plan[it][0]) ||
+				    pbox_set_compression(px, 301, plan[it][1]))) {
+			fprintf(stderr, "gpu_check: rank %u: %s\n", a->r, pbox_last_error());
+			exit(1);
+		}
+		for (uint64_t i = 0; i < n; i++)
+			h[i] = it ? (float)((int)val(a->r + it, i) - 8) / (float)(1 + i % 5) : 0;
+		CK(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
+		if (pbox_push_pull_cuda(px, 300, d, d, n, PBOX_FP32, NULL, &op[0]) ||
+		    pbox_push_pull(px, 301, h, h, n, PBOX_FP32, &op[1]) || pbox_wait(op[0]) ||
+		    pbox_wait(op[1])) {
+			fprintf(stderr, "gpu_check: rank %u: %s\n", a->r, pbox_last_error());
+			exit(1);
+		}
+		CK(cudaMemcpy(g, d, n * 4, cudaMemcpyDeviceToHost));
+		for (uint64_t i = 0; i < n; i++)
+			bad += memcmp(&g[i], &h[i], 4) != 0;
+		if (bad) {
+			fprintf(stderr,
+				"gpu_check: rank %u: step %u: %" PRIu64 " of %" PRIu64 " sums "
+				"compressed on the GPU differ from the CPU's\n",
+				a->r, it, bad, n);
+			a->fails++;
+		}
+	}
+	cudaFree(d);
+	free(h);
+	free(g);
+	if (pbox_finalize(px)) {
+		fprintf(stderr, "gpu_check: rank %u: finalize: %s\n", a->r, pbox_last_error());
+		a->fails++;
+	}
+	return NULL;
+}
+
 /* perf: PERF_MB of fp32, the best of 5 timed iterations after 2 warm ones,
  * from CUDA memory and from host memory, alternating. */
 const uint64_t PERF_COUNT = 64ull << 20 >> 2;
@@ -470,10 +533,18 @@ int main(int argc, char **argv)
 	signal(SIGBUS, on_fault);
 	memset(ra, 0, sizeof(ra));
 	if (!strcmp(mode, "check")) {
-		int fails = run(check_rank, ra);
+		const char *loc = getenv("PBOX_WORKER_LOCAL_AGGREGATION");
+		int fails = run(check_rank, ra), cfails = 0;
 
 		printf("gpu_check: %u ranks on one GPU, %zu tensors x 3 rounds: %s\n", n_ranks,
 		       sizeof(cases) / sizeof(cases[0]), fails ? "WRONG SUMS" : "every sum exact");
+		if (!loc || strcmp(loc, "on")) { /* compressed on the GPU: no local aggregation */
+			memset(ra, 0, sizeof(ra));
+			cfails = run(comp_rank, ra);
+			printf("gpu_check: %u ranks, sign and top-k compressed on the GPU: %s\n",
+			       n_ranks, cfails ? "NOT THE CPU'S SUMS" : "bitwise the CPU's sums");
+			fails += cfails;
+		}
 		return fails ? 1 : 0;
 	}
 	/* perf: the staging alone (a rank alone, PBOX_CUDA_STAGE_ONLY: no

@@ -9,12 +9,14 @@
  * and the API's refusals.
  */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/capability.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1331,6 +1333,227 @@ START_TEST(test_cuda_staged)
 		      rr[0].busy_msg);
 	for (unsigned r = 0; r < NR; r++)
 		ck_assert_msg(rr[r].rejoined, "rank %u did not rejoin", r);
+}
+END_TEST
+
+/* ---- CUDA tensors compressed on the GPU (libpbox 3.14) ---------------------- */
+
+#define GC_COUNT 40001u /* 3 pieces of 64 KiB, the last fragment short */
+#define GC_ITERS 8u
+
+struct gc_run {
+	unsigned rank, n;
+	int rc;
+	char msg[WK_ERR_LEN];
+	float *out[3][GC_ITERS]; /* each key's sum at each iteration */
+	int refuse_rc[4];
+	char refuse_msg[4][WK_ERR_LEN];
+	int decide_rc;
+	uint8_t chosen[2];
+};
+
+/* The stand-in's count of pieces it compressed "on the GPU", and of the
+ * bytes that crossed to the host (tests/double/cuda.c). */
+static uint64_t double_count(const char *name)
+{
+	char path[PATH_MAX];
+	void *h, *sym;
+	uint64_t v = 0;
+
+	snprintf(path, sizeof(path), "%s/tests/double/cuda.so", getenv("TEST_BUILD_DIR"));
+	h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+	sym = h ? dlsym(h, name) : NULL;
+	if (sym)
+		v = atomic_load((_Atomic uint64_t *)sym);
+	if (h)
+		dlclose(h);
+	return v;
+}
+
+/* Each iteration's compression of key 1 (a CUDA tensor), key 2 (a host
+ * tensor) and key 3 (a CUDA tensor): zeros at first (every residual zero),
+ * then sign on the GPU, on the host, on the CPU after staging; then each
+ * sent as it is (what each held back sent with it); then the decision. */
+static const char *const gc_plan[GC_ITERS][3] = {
+	{NULL, NULL, NULL}, {"sign@gpu", "sign", "sign@cpu"},
+	{NULL, NULL, NULL}, {"topk@gpu", "topk", "topk"},
+	{NULL, NULL, NULL}, {"none", "none", "none"},
+	{NULL, NULL, NULL}, {NULL, NULL, NULL},
+};
+
+static int gc_step(struct pbox *px, struct gc_run *g, unsigned v)
+{
+	struct pbox_handle *op[3] = {0};
+	int rc = PBOX_OK;
+
+	for (unsigned t = 0; t < 3 && !rc && gc_plan[v][0]; t++)
+		rc = pbox_set_compression(px, 1 + t, gc_plan[v][t]);
+	for (unsigned t = 0; t < 3; t++) {
+		float *x = g->out[t][v] = malloc(GC_COUNT * 4);
+
+		ck_assert_ptr_nonnull(x);
+		for (uint64_t i = 0; i < GC_COUNT; i++)
+			x[i] = v ? val(g->rank, i, v) / (float)(1 + i % 7) : 0;
+	}
+	for (unsigned t = 0; t < 3 && !rc; t++)
+		rc = t == 1 ? pbox_push_pull(px, 2, g->out[1][v], g->out[1][v], GC_COUNT, PBOX_FP32,
+					     &op[1])
+			    : pbox_push_pull_cuda(px, 1 + t, g->out[t][v], g->out[t][v], GC_COUNT,
+						  PBOX_FP32, NULL, &op[t]);
+	for (unsigned t = 0; t < 3; t++) {
+		int w = op[t] ? pbox_wait(op[t]) : PBOX_OK;
+
+		rc = rc ? rc : w;
+	}
+	return rc;
+}
+
+/* What pbox_set_compression() refuses of a placement. */
+static void gc_refusals(struct pbox *px, struct gc_run *g)
+{
+	static const char *const bad[4] = {"sign@gpu", "randk@gpu", "sign:gather@gpu", "sign@tpu"};
+	static const uint64_t key[4] = {2, 1, 1, 1};
+
+	for (unsigned i = 0; i < 4; i++) {
+		g->refuse_rc[i] = pbox_set_compression(px, key[i], bad[i]);
+		snprintf(g->refuse_msg[i], sizeof(g->refuse_msg[i]), "%s", pbox_last_error());
+	}
+}
+
+static void *gc_main(void *arg)
+{
+	struct gc_run *g = arg;
+	const uint64_t keys[2] = {3, 1}, counts[2] = {GC_COUNT, GC_COUNT}, ns[2] = {0, 0};
+	char path[128];
+	struct pbox *px;
+
+	write_cfg(path, sizeof(path), g->rank, g->n,
+		  "partition_size = 64K\n[job]\ncompression = sign\ndeterministic = on", 0);
+	if (pbox_init(path, &px)) {
+		g->rc = -100;
+		snprintf(g->msg, sizeof(g->msg), "%s", pbox_last_error());
+		return NULL;
+	}
+	unlink(path);
+	g->rc = pbox_start(px);
+	for (unsigned v = 0; v < GC_ITERS && !g->rc; v++) {
+		if (v == 1)
+			gc_refusals(px, g);
+		if (v == 6) { /* where ByteComp's model places keys 1 and 3 */
+			g->decide_rc = pbox_decide_compression(px, 2, keys, counts, ns, g->chosen);
+			pbox_set_compression(px, 2, "none");
+		}
+		g->rc = gc_step(px, g, v);
+	}
+	if (g->rc)
+		snprintf(g->msg, sizeof(g->msg), "%s", pbox_last_error());
+	pbox_finalize(px);
+	return NULL;
+}
+
+/* CUDA tensors compressed on the GPU (pbox_set_compression(px, key,
+ * "SCHEME@gpu")), through the CUDA test double, which compresses as
+ * comp.cu does with the C compressors: a CUDA tensor's sums bitwise those
+ * of the same values in host memory and of a CUDA tensor compressed on the
+ * CPU after staging, step after step of error feedback, with sign and
+ * top-k ([job] deterministic: every sum in rank order); only the
+ * compressed bytes cross to the host; moved off the GPU, what it held back
+ * sent with its next push (bitwise the host tensor's flush again); the
+ * placements pbox_set_compression() refuses; and pbox_decide_compression()
+ * over CUDA tensors placing each on the GPU or the CPU, every rank alike.
+ * (The CUDA code itself: make test-gpu.) */
+START_TEST(test_cuda_compressed_gpu)
+{
+	struct gc_run g[NR];
+	pthread_t th[NR];
+	uint64_t pieces0, bytes0, gpu_pieces, host_bytes;
+	unsigned on_gpu = 0;
+
+	use_cuda_double();
+	memset(g, 0, sizeof(g));
+	pieces0 = double_count("pbox_double_gpu_pieces");
+	bytes0 = double_count("pbox_double_host_bytes");
+	for (unsigned r = 0; r < NR; r++) {
+		g[r].rank = r;
+		g[r].n = NR;
+		ck_assert_int_eq(pthread_create(&th[r], NULL, gc_main, &g[r]), 0);
+	}
+	for (unsigned r = 0; r < NR; r++)
+		pthread_join(th[r], NULL);
+	gpu_pieces = double_count("pbox_double_gpu_pieces") - pieces0;
+	host_bytes = double_count("pbox_double_host_bytes") - bytes0;
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_msg(g[r].rc == PBOX_OK, "rank %u: %d %s", r, g[r].rc, g[r].msg);
+		ck_assert_msg(g[r].refuse_rc[0] == PBOX_EINVAL &&
+				      strstr(g[r].refuse_msg[0], "host memory"),
+			      "@gpu of a host tensor: %d %s", g[r].refuse_rc[0],
+			      g[r].refuse_msg[0]);
+		ck_assert_msg(g[r].refuse_rc[1] == PBOX_EINVAL &&
+				      strstr(g[r].refuse_msg[1], "randk"),
+			      "randk@gpu: %d %s", g[r].refuse_rc[1], g[r].refuse_msg[1]);
+		ck_assert_msg(g[r].refuse_rc[2] == PBOX_EINVAL &&
+				      strstr(g[r].refuse_msg[2], "summed by the services"),
+			      "gather on a CUDA tensor: %d %s", g[r].refuse_rc[2],
+			      g[r].refuse_msg[2]);
+		ck_assert_msg(g[r].refuse_rc[3] == PBOX_EINVAL &&
+				      strstr(g[r].refuse_msg[3], "@gpu"),
+			      "@tpu: %d %s", g[r].refuse_rc[3], g[r].refuse_msg[3]);
+		ck_assert_msg(g[r].decide_rc == PBOX_OK, "rank %u: decide: %d", r, g[r].decide_rc);
+		for (unsigned t = 0; t < 2; t++) {
+			ck_assert_msg(g[r].chosen[t] == PBOX_COMP_CPU ||
+					      g[r].chosen[t] == PBOX_COMP_GPU,
+				      "rank %u: tensor %u: chosen %u (1 GB/s, no computation to "
+				      "hide it: compressed)",
+				      r, t, g[r].chosen[t]);
+			ck_assert_int_eq(g[r].chosen[t], g[0].chosen[t]);
+		}
+		for (unsigned v = 1; v < GC_ITERS; v++)
+			for (uint64_t i = 0; i < GC_COUNT; i++) {
+				/* after the decision keys 1 and 3 alone compress alike */
+				const float *a = g[r].out[v >= 6 ? 2 : 1][v], *b = g[r].out[0][v];
+
+				ck_assert_msg(!memcmp(&a[i], &b[i], 4),
+					      "rank %u, iteration %u, element %" PRIu64
+					      ": on the GPU %a, on the CPU %a",
+					      r, v, i, (double)b[i], (double)a[i]);
+				ck_assert_msg(
+					!memcmp(&g[r].out[2][v][i], &b[i], 4),
+					"rank %u, iteration %u, element %" PRIu64
+					": staged and compressed on the CPU %a, on the GPU %a",
+					r, v, i, (double)g[r].out[2][v][i], (double)b[i]);
+				ck_assert_msg(!memcmp(&g[r].out[0][v][i], &g[0].out[0][v][i], 4),
+					      "rank %u and rank 0 differ", r);
+			}
+	}
+	/* compressed: not the plain sum; sent as it is at 7: the plain sum */
+	for (uint64_t i = 0, differs = 0; i < GC_COUNT; i++) {
+		float want1 = 0;
+
+		for (unsigned r = 0; r < NR; r++)
+			want1 += val(r, i, 1) / (float)(1 + i % 7);
+		differs += g[0].out[0][1][i] != want1;
+		if (i + 1 == GC_COUNT)
+			ck_assert_msg(differs > GC_COUNT / 2, "sign's sums are the plain sums");
+	}
+	on_gpu = (g[0].chosen[0] == PBOX_COMP_GPU) + (g[0].chosen[1] == PBOX_COMP_GPU);
+	printf("compressed on the GPU: %" PRIu64 " pieces, %" PRIu64 " bytes to the host "
+	       "(%.3f of fp32's); the decision placed key 3 %s, key 1 %s\n",
+	       gpu_pieces, host_bytes,
+	       (double)host_bytes / ((double)NR * 2 * GC_ITERS * GC_COUNT * 4),
+	       g[0].chosen[0] == PBOX_COMP_GPU ? "on the GPU" : "on the CPU",
+	       g[0].chosen[1] == PBOX_COMP_GPU ? "on the GPU" : "on the CPU");
+	/* iterations 1-4 (sign, sign, topk, topk), 6 and 7 by the decision:
+	 * 3 pieces of key 1 each, on every rank */
+	ck_assert_uint_eq(gpu_pieces, (uint64_t)NR * 3 * (4 + 2 * on_gpu));
+	/* what crossed: less than the 3 tensors' fp32 bytes of 2 CUDA keys at
+	 * every iteration, by at least what 4 compressed iterations of key 1 saved */
+	ck_assert_msg(host_bytes < (uint64_t)NR * 2 * GC_ITERS * GC_COUNT * 4 -
+					   (uint64_t)NR * 4 * GC_COUNT * 4 * 3 / 4,
+		      "%" PRIu64 " bytes to the host", host_bytes);
+	for (unsigned r = 0; r < NR; r++)
+		for (unsigned t = 0; t < 3; t++)
+			for (unsigned v = 0; v < GC_ITERS; v++)
+				free(g[r].out[t][v]);
 }
 END_TEST
 
@@ -3359,6 +3582,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_module_missing);
 	tcase_add_test(tc, test_cuda_refusals);
 	tcase_add_test(tc, test_cuda_staged);
+	tcase_add_test(tc, test_cuda_compressed_gpu);
 	tcase_add_test(tc, test_cuda_sharded);
 	tcase_add_test(tc, test_world_of_one_grows);
 	tcase_add_test(tc, test_engine_priority);

@@ -24,6 +24,14 @@
  * The thread polls (a piece's copy takes microseconds, its network
  * milliseconds) and sleeps on a condition variable when no job is open.
  *
+ * A tensor compressed on the GPU (pbox_set_compression(px, key,
+ * "sign@gpu"), struct wk_cuda_comp) is compressed in IN, each piece with
+ * its error feedback in device memory (comp_cuda_encode(), into the slot's
+ * twin in device memory), and only the compressed bytes cross to the host;
+ * NET pushes them as they are (host->push_pull_as(), pre); BACK copies the
+ * compressed sums back and decompresses them into the output. A tensor
+ * moved off the GPU sends its residual with its next push (IN adds it).
+ *
  * PBOX_CUDA_STAGE_ONLY=1 (perf/gpu) skips the network: each piece's "sum"
  * is its own copy, so that a push-pull measures the staging alone against
  * the copy engines' peak.
@@ -39,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comp_cuda.h"
 #include "stage.h"
 
 namespace {
@@ -49,6 +58,7 @@ enum piece_state { P_SLOT, P_IN, P_NET, P_BACK, P_DONE };
 
 struct piece {
 	uint64_t key, off, count, bytes;
+	uint64_t wbytes; /* what crosses to the host: bytes, or compressed on the GPU */
 	int slot;
 	enum piece_state st;
 	cudaEvent_t ev; /* the copy in, then the copy back */
@@ -59,6 +69,8 @@ struct job {
 	const char *in;
 	char *out;
 	enum pbox_dtype dtype;
+	bool has_comp;		  /* comp set by pbox_set_compression() */
+	struct wk_cuda_comp comp; /* comp.gpu: compressed here */
 	uint32_t n, next_slot, next_net, done; /* pieces: all, slotted, pushed, back */
 	struct piece *pc;
 	cudaEvent_t start; /* on the caller's stream at the call */
@@ -74,6 +86,11 @@ struct stager {
 	cudaStream_t s_in, s_out;
 	cudaStream_t s_loc; /* local aggregation on the GPU: its copies and sums */
 	char *pool;
+	char *dwire; /* the slots' twins in device memory (compressed on the GPU) */
+	/* each piece's error feedback in device memory, sorted by key: the
+	 * stager thread's alone */
+	struct resid *resid;
+	uint32_t n_resid, cap_resid;
 	uint32_t n_slots, n_free;
 	int *free_slots;
 	pthread_t thr;
@@ -85,6 +102,12 @@ struct stager {
 	/* dev_open() of a rank in this process: its pointer, nothing opened */
 	void *alias[STAGE_ALIASES];
 	uint32_t n_alias;
+};
+
+struct resid {
+	uint64_t key, count;
+	float *d;
+	bool held; /* it holds what a compressed push left out */
 };
 
 size_t dtype_size(enum pbox_dtype d)
@@ -119,6 +142,204 @@ void piece_end(struct stager *sg, struct job *j, struct piece *p)
 	j->done++;
 }
 
+/* The buffers of one sum, passed by value (a kernel parameter). */
+struct sum_args {
+	const void *src[WK_CUDA_SUM_MAX];
+	void *dst;
+	uint32_t n;
+	uint64_t count;
+};
+
+__device__ float to_f(float v)
+{
+	return v;
+}
+__device__ float to_f(__half v)
+{
+	return __half2float(v);
+}
+__device__ float to_f(__nv_bfloat16 v)
+{
+	return __bfloat162float(v);
+}
+__device__ void from_f(float *d, float v)
+{
+	*d = v;
+}
+__device__ void from_f(__half *d, float v)
+{
+	*d = __float2half_rn(v);
+}
+__device__ void from_f(__nv_bfloat16 *d, float v)
+{
+	*d = __float2bfloat16_rn(v);
+}
+
+/* dst = src[0] + src[1] + ... in that order, in fp32: what the CPU path
+ * (the AVX kernels' load, add, store) computes, bit for bit. */
+template <typename T> __global__ void sum_kernel(struct sum_args a)
+{
+	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+
+	for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; k < a.count;
+	     k += stride) {
+		float acc = to_f(static_cast<const T *>(a.src[0])[k]);
+
+		for (uint32_t j = 1; j < a.n; j++)
+			acc += to_f(static_cast<const T *>(a.src[j])[k]);
+		from_f(static_cast<T *>(a.dst) + k, acc);
+	}
+}
+
+/* The blocks of 256 threads for @count elements (a grid-stride loop past
+ * 4096 of them). */
+unsigned sum_grid(uint64_t count)
+{
+	uint64_t blocks = (count + 255) / 256;
+
+	return blocks > 4096 ? 4096u : (unsigned)blocks;
+}
+
+/* The error feedback of piece @key (@count elements) in device memory,
+ * zero at first; NULL: out of memory. */
+struct resid *resid_of(struct stager *sg, uint64_t key, uint64_t count, bool make)
+{
+	uint32_t at = 0;
+	struct resid *r;
+
+	while (at < sg->n_resid && sg->resid[at].key < key)
+		at++;
+	if (at < sg->n_resid && sg->resid[at].key == key)
+		return sg->resid[at].count == count ? &sg->resid[at] : NULL;
+	if (!make)
+		return NULL;
+	if (sg->n_resid == sg->cap_resid) {
+		uint32_t cap = sg->cap_resid ? sg->cap_resid * 2 : 64;
+		struct resid *v = static_cast<struct resid *>(
+			realloc(sg->resid, cap * sizeof(*v)));
+
+		if (!v)
+			return NULL;
+		sg->resid = v;
+		sg->cap_resid = cap;
+	}
+	r = &sg->resid[at];
+	memmove(r + 1, r, (sg->n_resid - at) * sizeof(*r));
+	*r = (struct resid){key, count, NULL, false};
+	if (cudaMalloc(reinterpret_cast<void **>(&r->d), count * 4) != cudaSuccess ||
+	    cudaMemset(r->d, 0, count * 4) != cudaSuccess) {
+		if (r->d)
+			cudaFree(r->d);
+		memmove(r, r + 1, (sg->n_resid - at) * sizeof(*r));
+		return NULL;
+	}
+	sg->n_resid++;
+	return r;
+}
+
+/* Slot @p's twin in device memory (allocated at the first compressed job). */
+char *dwire_of(struct stager *sg, const struct piece *p)
+{
+	if (!sg->dwire && cudaMalloc(reinterpret_cast<void **>(&sg->dwire),
+				     (size_t)sg->n_slots * sg->host.piece_bytes) != cudaSuccess) {
+		sg->dwire = NULL;
+		return NULL;
+	}
+	return sg->dwire + (size_t)p->slot * sg->host.piece_bytes;
+}
+
+struct comp_spec spec_of(const struct job *j)
+{
+	return (struct comp_spec){j->comp.scheme, j->comp.ppm};
+}
+
+/* IN for a piece compressed on the GPU: input plus its residual
+ * compressed into the slot's twin, then those bytes to the host. */
+cudaError_t in_compressed(struct stager *sg, struct job *j, struct piece *p)
+{
+	const struct comp_spec c = spec_of(j);
+	struct resid *r = resid_of(sg, p->key, p->count, true);
+	char *w = dwire_of(sg, p);
+
+	if (!r || !w)
+		return cudaErrorMemoryAllocation;
+	if (comp_cuda_encode(&c, reinterpret_cast<const float *>(j->in + p->off), r->d, p->count,
+			     j->comp.frag_elems, w, NULL, sg->s_in))
+		return cudaErrorLaunchFailure;
+	r->held = true;
+	p->wbytes = comp_cuda_bytes(&c, p->count, j->comp.frag_elems);
+	return cudaMemcpyAsync(slot_of(sg, p), w, p->wbytes, cudaMemcpyDeviceToHost, sg->s_in);
+}
+
+/* IN for a piece whose residual the GPU holds but which is no longer
+ * compressed there: input plus residual (sum_kernel, in fp32 as the CPU
+ * would add them) to the host, the residual zero again. */
+cudaError_t in_flushed(struct stager *sg, struct job *j, struct piece *p, struct resid *r)
+{
+	struct sum_args a = {};
+	char *w = dwire_of(sg, p);
+	cudaError_t e;
+
+	if (!w)
+		return cudaErrorMemoryAllocation;
+	a.src[0] = j->in + p->off;
+	a.src[1] = r->d;
+	a.dst = w;
+	a.n = 2;
+	a.count = p->count;
+	sum_kernel<float><<<sum_grid(p->count), 256, 0, sg->s_in>>>(a);
+	e = cudaGetLastError();
+	if (e == cudaSuccess)
+		e = cudaMemsetAsync(r->d, 0, p->count * 4, sg->s_in);
+	r->held = false;
+	return e == cudaSuccess ? cudaMemcpyAsync(slot_of(sg, p), w, p->bytes,
+						  cudaMemcpyDeviceToHost, sg->s_in)
+				: e;
+}
+
+/* A piece to its slot on the host (IN), its event after the copy. */
+void piece_in(struct stager *sg, struct job *j, struct piece *p)
+{
+	struct resid *r = j->dtype == PBOX_FP32 && sg->n_resid
+				  ? resid_of(sg, p->key, p->count, false)
+				  : NULL;
+	cudaError_t e;
+
+	p->wbytes = p->bytes;
+	if (j->has_comp && j->comp.gpu && j->dtype == PBOX_FP32)
+		e = in_compressed(sg, j, p);
+	else if (r && r->held)
+		e = in_flushed(sg, j, p, r);
+	else
+		e = cudaMemcpyAsync(slot_of(sg, p), j->in + p->off, p->bytes,
+				    cudaMemcpyDeviceToHost, sg->s_in);
+	if (e == cudaSuccess)
+		e = cudaEventRecord(p->ev, sg->s_in);
+	if (e != cudaSuccess)
+		job_fail(j, PBOX_ENET, "the copy to the host", e);
+}
+
+/* A piece's sum back to the output (BACK): copied, or copied compressed
+ * and decompressed there. */
+cudaError_t piece_back(struct stager *sg, struct job *j, struct piece *p)
+{
+	const struct comp_spec c = spec_of(j);
+	char *w;
+	cudaError_t e;
+
+	if (!(j->has_comp && j->comp.gpu && j->dtype == PBOX_FP32))
+		return cudaMemcpyAsync(j->out + p->off, slot_of(sg, p), p->bytes,
+				       cudaMemcpyHostToDevice, sg->s_out);
+	w = dwire_of(sg, p);
+	e = cudaMemcpyAsync(w, slot_of(sg, p), p->wbytes, cudaMemcpyHostToDevice, sg->s_out);
+	if (e == cudaSuccess)
+		e = cudaMemsetAsync(j->out + p->off, 0, p->bytes, sg->s_out);
+	if (e == cudaSuccess && comp_cuda_add(&c, reinterpret_cast<float *>(j->out + p->off), w,
+					      p->count, j->comp.frag_elems, NULL, sg->s_out))
+		e = cudaErrorLaunchFailure;
+	return e;
+}
+
 /* One pass over the open jobs; whether anything moved. Jobs are taken in
  * call order for the slots and the push-pulls (the order every rank keeps). */
 #define STEP_JOBS 64
@@ -141,15 +362,9 @@ bool step(struct stager *sg)
 		/* the copies in, while slots last (in order: a later job waits) */
 		while (!slot_blocked && j->next_slot < j->n && sg->n_free) {
 			struct piece *p = &j->pc[j->next_slot++];
-			cudaError_t e;
 
 			p->slot = sg->free_slots[--sg->n_free];
-			e = cudaMemcpyAsync(slot_of(sg, p), j->in + p->off, p->bytes,
-					    cudaMemcpyDeviceToHost, sg->s_in);
-			if (e == cudaSuccess)
-				e = cudaEventRecord(p->ev, sg->s_in);
-			if (e != cudaSuccess)
-				job_fail(j, PBOX_ENET, "the copy to the host", e);
+			piece_in(sg, j, p);
 			p->st = P_IN;
 			moved = true;
 		}
@@ -176,8 +391,12 @@ bool step(struct stager *sg)
 			}
 			p->h = NULL;
 			rc = sg->stage_only ? PBOX_OK
-					    : sg->host.push_pull(sg->host.px, p->key, slot, slot,
-								 p->count, j->dtype, &p->h);
+			     : j->has_comp && j->dtype == PBOX_FP32
+				     ? sg->host.push_pull_as(sg->host.px, p->key, slot, slot,
+							     p->count, j->comp.scheme, j->comp.gpu,
+							     &p->h)
+				     : sg->host.push_pull(sg->host.px, p->key, slot, slot,
+							  p->count, j->dtype, &p->h);
 			if (rc != PBOX_OK) {
 				job_fail(j, rc, sg->host.last_error(), cudaSuccess);
 				piece_end(sg, j, p);
@@ -204,8 +423,7 @@ bool step(struct stager *sg)
 					piece_end(sg, j, p);
 					continue;
 				}
-				e = cudaMemcpyAsync(j->out + p->off, slot_of(sg, p), p->bytes,
-						    cudaMemcpyHostToDevice, sg->s_out);
+				e = piece_back(sg, j, p);
 				if (e == cudaSuccess)
 					e = cudaEventRecord(p->ev, sg->s_out);
 				if (e != cudaSuccess) {
@@ -339,7 +557,8 @@ int st_check(void *stager, const char *fn, uint64_t key, const void *in, void *o
 }
 
 int st_push_pull(void *stager, uint64_t key, const void *in, void *out, uint64_t count,
-		 enum pbox_dtype dtype, void *stream, void **jobp)
+		 enum pbox_dtype dtype, void *stream, const struct wk_cuda_comp *comp,
+		 void **jobp)
 {
 	struct stager *sg = static_cast<struct stager *>(stager);
 	size_t es = dtype_size(dtype);
@@ -356,6 +575,12 @@ int st_push_pull(void *stager, uint64_t key, const void *in, void *out, uint64_t
 	j->in = static_cast<const char *>(in);
 	j->out = static_cast<char *>(out);
 	j->dtype = dtype;
+	if (comp) {
+		j->has_comp = true;
+		j->comp = *comp;
+		j->comp.gpu = comp->gpu && comp->scheme != COMP_NONE && comp->scheme != COMP_RANDK &&
+			      comp->frag_elems && dtype == PBOX_FP32;
+	}
 	j->n = (uint32_t)((count + per - 1) / per);
 	j->pc = static_cast<struct piece *>(calloc(j->n, sizeof(*j->pc)));
 	e = j->pc ? cudaEventCreateWithFlags(&j->start, cudaEventDisableTiming) : cudaErrorMemoryAllocation;
@@ -422,6 +647,11 @@ int st_wait(void *stager, void *job)
  * stager itself. */
 void stager_free(struct stager *sg)
 {
+	for (uint32_t i = 0; i < sg->n_resid; i++)
+		cudaFree(sg->resid[i].d);
+	free(sg->resid);
+	if (sg->dwire)
+		cudaFree(sg->dwire);
 	if (sg->pool)
 		cudaFreeHost(sg->pool);
 	if (sg->s_loc)
@@ -458,55 +688,6 @@ void st_close(void *stager)
 }
 
 /* ---- local aggregation on the GPU (local.c) ------------------------------ */
-
-/* The buffers of one sum, passed by value (a kernel parameter). */
-struct sum_args {
-	const void *src[WK_CUDA_SUM_MAX];
-	void *dst;
-	uint32_t n;
-	uint64_t count;
-};
-
-__device__ float to_f(float v)
-{
-	return v;
-}
-__device__ float to_f(__half v)
-{
-	return __half2float(v);
-}
-__device__ float to_f(__nv_bfloat16 v)
-{
-	return __bfloat162float(v);
-}
-__device__ void from_f(float *d, float v)
-{
-	*d = v;
-}
-__device__ void from_f(__half *d, float v)
-{
-	*d = __float2half_rn(v);
-}
-__device__ void from_f(__nv_bfloat16 *d, float v)
-{
-	*d = __float2bfloat16_rn(v);
-}
-
-/* dst = src[0] + src[1] + ... in that order, in fp32: what the CPU path
- * (the AVX kernels' load, add, store) computes, bit for bit. */
-template <typename T> __global__ void sum_kernel(struct sum_args a)
-{
-	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-
-	for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; k < a.count;
-	     k += stride) {
-		float acc = to_f(static_cast<const T *>(a.src[0])[k]);
-
-		for (uint32_t j = 1; j < a.n; j++)
-			acc += to_f(static_cast<const T *>(a.src[j])[k]);
-		from_f(static_cast<T *>(a.dst) + k, acc);
-	}
-}
 
 int loc_fail(struct stager *sg, const char *what, cudaError_t e)
 {
@@ -753,10 +934,66 @@ void st_drop(void *stager, void *ev)
 	cudaEventDestroy(x);
 }
 
+/* The compressor's cost on this GPU: 1 MiB of fp32 in the layout's
+ * fragments, each way, the least of 20 runs timed by events. */
+int st_profile(void *stager, const struct wk_cuda_comp *comp, double *enc_b, double *dec_b)
+{
+	struct stager *sg = static_cast<struct stager *>(stager);
+	const struct comp_spec c = {comp->scheme, comp->ppm};
+	const size_t n = 1u << 18;
+	float *g = NULL, *r = NULL, *o = NULL, best[2] = {1e30f, 1e30f};
+	void *w = NULL;
+	cudaEvent_t ev[3] = {};
+	cudaError_t e;
+
+	if (c.scheme == COMP_NONE || c.scheme == COMP_RANDK || !comp->frag_elems)
+		return sg->host.err(PBOX_EINVAL,
+				    "pbox_decide_compression: scheme %u does not compress on the GPU",
+				    c.scheme);
+	cudaSetDevice(sg->device);
+	e = cudaMalloc(reinterpret_cast<void **>(&g), 3 * n * 4);
+	if (e == cudaSuccess)
+		e = cudaMalloc(&w, n * 4);
+	for (int k = 0; e == cudaSuccess && k < 3; k++)
+		e = cudaEventCreate(&ev[k]);
+	if (e == cudaSuccess) {
+		r = g + n;
+		o = g + 2 * n;
+		e = cudaMemsetAsync(g, 0x3c, 3 * n * 4, sg->s_loc); /* 0.0115 each */
+	}
+	for (int i = 0; e == cudaSuccess && i < 20; i++) {
+		float t[2];
+
+		cudaEventRecord(ev[0], sg->s_loc);
+		comp_cuda_encode(&c, g, r, n, comp->frag_elems, w, NULL, sg->s_loc);
+		cudaEventRecord(ev[1], sg->s_loc);
+		cudaMemsetAsync(o, 0, n * 4, sg->s_loc);
+		comp_cuda_add(&c, o, w, n, comp->frag_elems, NULL, sg->s_loc);
+		cudaEventRecord(ev[2], sg->s_loc);
+		e = cudaEventSynchronize(ev[2]);
+		if (e == cudaSuccess)
+			e = cudaEventElapsedTime(&t[0], ev[0], ev[1]);
+		if (e == cudaSuccess)
+			e = cudaEventElapsedTime(&t[1], ev[1], ev[2]);
+		for (int k = 0; e == cudaSuccess && k < 2; k++)
+			best[k] = t[k] < best[k] ? t[k] : best[k];
+	}
+	for (int k = 0; k < 3; k++)
+		if (ev[k])
+			cudaEventDestroy(ev[k]);
+	cudaFree(w);
+	cudaFree(g);
+	if (e != cudaSuccess)
+		return loc_fail(sg, "profiling the compressor", e);
+	*enc_b = best[0] * 1e-3 / (4.0 * n);
+	*dec_b = best[1] * 1e-3 / (4.0 * n);
+	return PBOX_OK;
+}
+
 const struct wk_cuda_ops ops = {st_push_pull, st_test,	    st_wait,	 st_close,
 				st_check,     st_mark,	    st_dev_alloc, st_dev_open,
 				st_dev_free,  st_host_pin,  st_host_unpin, st_copy,
-				st_sum,	      st_done,	    st_drop};
+				st_sum,	      st_done,	    st_drop,	  st_profile};
 
 } // namespace
 

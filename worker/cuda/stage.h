@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define WK_CUDA_ABI   3u /* bump on any change below */
+#define WK_CUDA_ABI   4u /* bump on any change below */
 #define WK_CUDA_ENTRY "pbox_module_cuda_open"
 
 struct wk_cuda_host {
@@ -35,6 +35,14 @@ struct wk_cuda_host {
 	/* pbox_push_pull() that also takes libpbox's own keys (2^63 up) */
 	int (*push_pull)(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,
 			 enum pbox_dtype dtype, struct pbox_handle **op);
+	/* push_pull() of a piece of an fp32 tensor whose compression the
+	 * caller set (struct wk_cuda_comp): compressed with @scheme (enum
+	 * comp_scheme) from this push-pull on; @pre: @in already holds its
+	 * fragments compressed (comp_cuda_encode()'s layout, the error
+	 * feedback the module's), and @out takes the compressed sums in the
+	 * same layout, for the module to decompress */
+	int (*push_pull_as)(struct pbox *px, uint64_t key, const void *in, void *out,
+			    uint64_t count, int scheme, int pre, struct pbox_handle **op);
 	int (*test)(struct pbox_handle *op); /* pbox_test() */
 	const char *(*last_error)(void);     /* pbox_last_error() */
 	/* called by the stager's thread as it starts: its push-pulls of
@@ -56,8 +64,25 @@ struct wk_cuda_ipc {
 };
 
 /*
- * push_pull(): a checked pbox_push_pull_cuda(); *job is the module's
- * record of it. test() answers PBOX_EAGAIN or the job's status, wait()
+ * A CUDA tensor's compression, as pbox_set_compression() set it: its
+ * pieces take @scheme (enum comp_scheme; rate @ppm), compressed on the GPU
+ * before the copy to the host where @gpu (comp_cuda_encode() in fragments
+ * of @frag_elems, each piece's error feedback kept in device memory; the
+ * sums copied back compressed and decompressed there), else on the CPU by
+ * libpbox, from the staged fp32 bytes. NULL: the job's [job] compression,
+ * on the CPU.
+ */
+struct wk_cuda_comp {
+	uint8_t scheme;
+	uint8_t gpu;
+	uint16_t pad;
+	uint32_t ppm;
+	uint64_t frag_elems;
+};
+
+/*
+ * push_pull(): a checked pbox_push_pull_cuda(), compressed as @comp says;
+ * *job is the module's record of it. test() answers PBOX_EAGAIN or the job's status, wait()
  * blocks for it; either frees the job once it has answered with a status
  * (the error message set). close() ends the stager's thread and frees its
  * pinned pool and streams; libpbox calls it at finalize, after its engine
@@ -65,7 +90,8 @@ struct wk_cuda_ipc {
  */
 struct wk_cuda_ops {
 	int (*push_pull)(void *stager, uint64_t key, const void *in, void *out, uint64_t count,
-			 enum pbox_dtype dtype, void *stream, void **job);
+			 enum pbox_dtype dtype, void *stream, const struct wk_cuda_comp *comp,
+			 void **job);
 	int (*test)(void *stager, void *job);
 	int (*wait)(void *stager, void *job);
 	void (*close)(void *stager);
@@ -106,6 +132,10 @@ struct wk_cuda_ops {
 		   enum pbox_dtype dtype, void *after, void **ev);
 	int (*done)(void *stager, void *ev);
 	void (*drop)(void *stager, void *ev);
+	/* The GPU's cost of @comp's compressor (pbox_decide_compression()):
+	 * seconds per fp32 byte encoding and decoding, the least of several
+	 * runs over 1 MiB, as autocomp.c profiles the CPU's. */
+	int (*profile)(void *stager, const struct wk_cuda_comp *comp, double *enc_b, double *dec_b);
 };
 
 /* The most buffers one sum() takes: a machine's ranks. */

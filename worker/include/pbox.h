@@ -68,7 +68,7 @@ extern "C" {
  * calling what 3.5 added.
  */
 #define PBOX_VERSION_MAJOR   3
-#define PBOX_VERSION_MINOR   13
+#define PBOX_VERSION_MINOR   14
 #define PBOX_VERSION(ma, mi) ((ma)*1000 + (mi))
 #define PBOX_VERSION_CODE    PBOX_VERSION(PBOX_VERSION_MAJOR, PBOX_VERSION_MINOR)
 
@@ -175,8 +175,25 @@ int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype 
  * only the k largest of the sum. Each rank's link carries n - 1 compressed
  * tensors in. A peer's malformed block fails the handle with PBOX_EPEER
  * naming the rank, before it is decoded.
+ *
+ * A CUDA tensor of pbox_push_pull_cuda() (libpbox 3.14; without local
+ * aggregation, used once before) takes its own compression too, where it
+ * took the job's alone before: "SCHEME" or "SCHEME@cpu" compresses its
+ * pieces on the CPU once staged in host memory, "SCHEME@gpu" (not randk)
+ * on the GPU before the copy (the CUDA module's kernels, bit-exact with
+ * the CPU's; the error feedback in device memory), so that only the
+ * compressed bytes cross to the host and back, and the sums are
+ * decompressed on the GPU. A tensor moved off the GPU sends the residual
+ * the GPU held with its next push; one moved onto it leaves the CPU's to
+ * the next push that compresses on the CPU or sends it as it is. Not
+ * ":gather" (its pieces are summed by the services). "@gpu" for a host
+ * tensor, or with local aggregation: PBOX_EINVAL.
  */
 int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme);
+
+/* pbox_decide_compression()'s @chosen: where a tensor compresses. */
+#define PBOX_COMP_CPU 1
+#define PBOX_COMP_GPU 2
 
 /*
  * ByteComp's choice of which tensors to compress (libpbox 3.7): every rank
@@ -189,7 +206,14 @@ int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme);
  * (ByteComp's Algorithm 1: tensors whose communication hides behind the
  * computation stay as they are), every rank takes rank 0's choice, and
  * each tensor's compression is set (pbox_set_compression(): the job's
- * scheme, or "none"). @chosen (n bytes, may be NULL): 1 where compressed.
+ * scheme, or "none"). @chosen (n bytes, may be NULL): 0 where sent as it
+ * is, PBOX_COMP_CPU where compressed on the CPU, PBOX_COMP_GPU on the GPU.
+ * When every tensor is a CUDA tensor of pbox_push_pull_cuda() (libpbox
+ * 3.14; not with randk, [job] compression_sum = gather or local
+ * aggregation), the GPU is a resource of the model too, its compressor
+ * profiled once by the CUDA module: ByteComp's Algorithm 1 compresses on
+ * the GPU (its time taken from the backward pass), and Algorithm 2 moves
+ * groups of those tensors to the CPU where that shortens the step.
  * A collective: nothing of these tensors in flight. PBOX_OK; PBOX_EINVAL
  * ([job] compression none, a key not declared or used yet); PBOX_ESTATE
  * (before pbox_start()); a failure of the job's.

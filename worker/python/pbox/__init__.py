@@ -15,13 +15,15 @@ install).
 import ctypes
 import os
 
-__all__ = ["Context", "Error", "FP32", "FP16", "BF16", "Stats", "library", "__version__"]
+__all__ = ["Context", "Error", "FP32", "FP16", "BF16", "COMP_CPU", "COMP_GPU", "Stats", "library", "__version__"]
 
 # libpbox's version this package was made with (pbox_version(); the wheel's
 # version): a library of another minor version is said at import
-__version__ = "3.13"
+__version__ = "3.14"
 
 FP32, FP16, BF16 = 0, 1, 2
+# Context.decide_compression(): where a tensor compresses (pbox.h PBOX_COMP_*)
+COMP_CPU, COMP_GPU = 1, 2
 # enum pbox_status (pbox.h)
 OK, EAGAIN, EINVAL, ECONFIG, ENOMEM, ESTATE, EMISMATCH = 0, -1, -2, -3, -4, -5, -6
 EBOX, ETIMEDOUT, EPEER, ENET, EFAILED, ENODEV, REDO = -7, -8, -9, -10, -11, -12, 1
@@ -185,7 +187,10 @@ class Context:
     def set_compression(self, key, scheme):
         """How fp32 tensor key travels from its next push-pull: "none", "sign",
         "topk", "randk", "bf16" or "fp16" (libpbox 3.6; the job's [job]
-        compression must not be none, and every rank must choose alike)."""
+        compression must not be none, and every rank must choose alike);
+        "SCHEME:gather" summed by all-gather (3.11); for a CUDA tensor,
+        "SCHEME@gpu" compresses it on the GPU before the copy to the host
+        and "SCHEME" or "SCHEME@cpu" on the CPU after it (3.14)."""
         _check(library.pbox_set_compression(self._px, key, scheme.encode()))
 
     def decide_compression(self, keys, counts, compute_ns):
@@ -193,14 +198,15 @@ class Context:
         rank calls it with the same fp32 tensors (keys, element counts) in
         the order the backward pass makes them ready, and the backward
         computation before each (ns, as this rank measured it); rank 0's
-        choice is set on every rank. Returns a list of bools, one per
-        tensor: compressed with the job's scheme."""
+        choice is set on every rank. Returns a list, one per tensor: 0 sent
+        as it is, COMP_CPU compressed with the job's scheme on the CPU,
+        COMP_GPU on the GPU (CUDA tensors alone, libpbox 3.14)."""
         n = len(keys)
         arr = ctypes.c_uint64 * n
         chosen = (ctypes.c_uint8 * n)()
         _check(library.pbox_decide_compression(self._px, n, arr(*keys), arr(*counts),
                                                arr(*compute_ns), chosen))
-        return [bool(c) for c in chosen]
+        return [int(c) for c in chosen]
 
     def push_pull(self, key, in_ptr, out_ptr, count, dtype):
         """Start summing count elements of dtype at address in_ptr into out_ptr."""

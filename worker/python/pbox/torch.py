@@ -1004,7 +1004,7 @@ class _HookState:
         self.seen = []  # this step's buckets: (key, count, time)
         self.gaps = []  # the last measured steps' gaps, per bucket
         self.shape = None  # the measured steps' (key, count) per bucket
-        self.chosen = None  # the last decision: each bucket compressed or not
+        self.chosen = None  # the last decision: per bucket 0, COMP_CPU or COMP_GPU
         self.decisions = 0
         self.known = set()  # keys declared as they are (until a decision says)
 
@@ -1041,9 +1041,10 @@ class _HookState:
             [k for k, _ in self.shape], [c for _, c in self.shape], med)
         self.decisions += 1
         if self.group.rank() == 0:
-            print("pbox: hook_state(compression=\"auto\"): %d of %d fp32 buckets compressed "
-                  "(ByteComp's decision %d, at step %d, over %d measured steps)" %
-                  (sum(self.chosen), n, self.decisions, self.step, len(self.gaps)),
+            print("pbox: hook_state(compression=\"auto\"): %d of %d fp32 buckets compressed, "
+                  "%d on the GPU (ByteComp's decision %d, at step %d, over %d measured steps)" %
+                  (sum(1 for c in self.chosen if c), n, self.chosen.count(2), self.decisions,
+                   self.step, len(self.gaps)),
                   file=sys.stderr, flush=True)
 
 
