@@ -20,6 +20,10 @@ pbox.torch.ScheduledOptimizer on the pbox group, each parameter's sum
 started as its gradient is ready, applied before its module's next
 forward).
 
+pboxhook: DDP on the pbox backend, the hook on its default group
+(compression="auto" choosing which buckets take the group's [job]
+compression).
+
 DDP_HOOK_COMPRESSION: the hook's hook_state(compression=...) ("sign",
 "auto", ...); DDP_HOOK_REDECIDE: with "auto", decide again every so many
 steps (100).
@@ -42,7 +46,7 @@ import torch.distributed as dist
 import pbox.torch  # noqa: F401  (registers the "pbox" backend)
 
 mode, out = sys.argv[1], sys.argv[2]
-backend = {"hook": "gloo", "powersgd": "pbox", "sched": "pbox"}.get(mode, mode)
+backend = {"hook": "gloo", "pboxhook": "pbox", "powersgd": "pbox", "sched": "pbox"}.get(mode, mode)
 mixed = sys.argv[3] == "mixed"
 steps = int(os.environ.get("DDP_STEPS", "8"))  # more: a steadier time per step
 # DDP_WIDTH: the hidden layers' width (256); at 512 DDP's rebuilt buckets
@@ -80,8 +84,9 @@ clip = float(os.environ["DDP_CLIP"]) if os.environ.get("DDP_CLIP") else None
 sched = mode == "sched"
 ddp = model if sched else torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.1)
 group = dist.distributed_c10d._get_default_group()
-if mode == "hook":
-    hs = pbox.torch.hook_state(compression=os.environ.get("DDP_HOOK_COMPRESSION") or None,
+if mode in ("hook", "pboxhook"):  # pboxhook: the hook on the default pbox group
+    hs = pbox.torch.hook_state(group=group if mode == "pboxhook" else None,
+                               compression=os.environ.get("DDP_HOOK_COMPRESSION") or None,
                                redecide_every=int(os.environ.get("DDP_HOOK_REDECIDE", "100")))
     group = hs.group
     ddp.register_comm_hook(hs, pbox.torch.allreduce_hook)

@@ -99,6 +99,21 @@ else
 	bad "DDP with hook_state(compression=\"auto\")"
 fi
 n=$((n + 1))
+# DDP on the pbox backend, the hook on its default group: compression="auto"
+# chooses which buckets take the group's own [job] compression
+if PBOX_JOB_COMPRESSION=sign DDP_HOOK_COMPRESSION=auto DDP_HOOK_REDECIDE=1 PBOX_DATA_BANDWIDTH=10M \
+	run pboxhook fp32 29567 pboxhook-auto-slow &&
+	compare pboxhook-auto-slow && ! compare pboxhook-auto-slow pbox-fp32 >/dev/null &&
+	[ "$(grep -c 'compression="auto"): 1 of 1 fp32 buckets compressed' "$out/pboxhook-auto-slow.log")" = 3 ] &&
+	PBOX_JOB_COMPRESSION=sign DDP_HOOK_COMPRESSION=auto PBOX_DATA_BANDWIDTH=10T \
+		run pboxhook fp32 29568 pboxhook-auto-fast &&
+	compare pboxhook-auto-fast pbox-fp32 >/dev/null &&
+	grep -q 'compression="auto"): 0 of 1 fp32 buckets compressed' "$out/pboxhook-auto-fast.log"; then
+	ok "DDP on the pbox backend with hook_state(dist.group.WORLD, compression=\"auto\"): the group's [job] compression on a 10 Mb/s link, none on a 10 Tb/s one"
+else
+	bad "DDP on the pbox backend with hook_state(dist.group.WORLD, compression=\"auto\")"
+fi
+n=$((n + 1))
 # [job] compression (PBOX_JOB_COMPRESSION): DDP's buckets travel compressed
 # with error feedback, each SS_GPU decompresses, sums and compresses the sum:
 # every rank ends with the same parameters, not those of the full-width run

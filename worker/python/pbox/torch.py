@@ -1066,20 +1066,29 @@ def hook_state(group=None, compression=None, redecide_every=100):
     ([job] compression_sum = gather: every rank's compressed bucket to every
     rank, summed there in rank order, never compressed again; a bucket's
     first call, unless declared, goes through the summation services). For
-    a group of your own, give its [job] compression in its configuration
-    (PBOX_CONFIG or PBOX_JOB_COMPRESSION) instead."""
+    a pbox group of your own (DDP on the pbox backend: group=
+    dist.group.WORLD), give its [job] compression in its configuration
+    (PBOX_CONFIG or PBOX_JOB_COMPRESSION): compression=None then sends every
+    fp32 bucket with it, and compression="auto" lets ByteComp's decision
+    choose which buckets do. CUDA buckets may be placed on the GPU or the
+    CPU (pbox_decide_compression(), libpbox 3.14)."""
     auto = compression is not None and compression.split(":")[0] == "auto"
     if auto:
-        compression = compression.split(":", 1)[1] if ":" in compression else "sign"
+        compression = compression.split(":", 1)[1] if ":" in compression else None
     if group is None:
-        _next_compression[0] = compression
+        _next_compression[0] = compression or ("sign" if auto else None)
         try:
             group = dist.new_group(backend="pbox")
         finally:
             _next_compression[0] = None
+    elif not isinstance(group, ProcessGroupPbox):
+        raise ValueError("pbox: hook_state(group=...): %s is not a pbox group" %
+                         type(group).__name__)
     elif compression is not None:
-        raise ValueError("pbox: hook_state(compression=...) makes its own group: give an "
-                         "existing group's [job] compression in its configuration")
+        raise ValueError("pbox: hook_state(group, compression=%r): an existing group "
+                         "compresses with its own [job] compression (its configuration, or "
+                         "PBOX_JOB_COMPRESSION); compression=\"auto\" lets ByteComp's "
+                         "decision choose which buckets take it" % compression)
     return _HookState(group, auto, redecide_every)
 
 
