@@ -226,8 +226,10 @@ struct resid *resid_of(struct stager *sg, uint64_t key, uint64_t count, bool mak
 	r = &sg->resid[at];
 	memmove(r + 1, r, (sg->n_resid - at) * sizeof(*r));
 	*r = (struct resid){key, count, NULL, false};
+	/* zeros on "in", before the first encode there (a plain cudaMemset()
+	 * would run on the legacy stream, which "in" does not wait for) */
 	if (cudaMalloc(reinterpret_cast<void **>(&r->d), count * 4) != cudaSuccess ||
-	    cudaMemset(r->d, 0, count * 4) != cudaSuccess) {
+	    cudaMemsetAsync(r->d, 0, count * 4, sg->s_in) != cudaSuccess) {
 		if (r->d)
 			cudaFree(r->d);
 		memmove(r, r + 1, (sg->n_resid - at) * sizeof(*r));
@@ -946,10 +948,13 @@ int st_profile(void *stager, const struct wk_cuda_comp *comp, double *enc_b, dou
 	cudaEvent_t ev[3] = {};
 	cudaError_t e;
 
+	int caller = -1;
+
 	if (c.scheme == COMP_NONE || c.scheme == COMP_RANDK || !comp->frag_elems)
 		return sg->host.err(PBOX_EINVAL,
 				    "pbox_decide_compression: scheme %u does not compress on the GPU",
 				    c.scheme);
+	cudaGetDevice(&caller); /* the caller's thread: its device as it was, after */
 	cudaSetDevice(sg->device);
 	e = cudaMalloc(reinterpret_cast<void **>(&g), 3 * n * 4);
 	if (e == cudaSuccess)
@@ -983,6 +988,8 @@ int st_profile(void *stager, const struct wk_cuda_comp *comp, double *enc_b, dou
 			cudaEventDestroy(ev[k]);
 	cudaFree(w);
 	cudaFree(g);
+	if (caller >= 0)
+		cudaSetDevice(caller);
 	if (e != cudaSuccess)
 		return loc_fail(sg, "profiling the compressor", e);
 	*enc_b = best[0] * 1e-3 / (4.0 * n);
