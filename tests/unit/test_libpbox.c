@@ -64,10 +64,12 @@ static unsigned base_port(void)
 }
 
 /*
- * [tuning] deadline, in seconds: @base, times CK_TIMEOUT_MULTIPLIER where
- * it is set (make unit-tsan: 3), so that a rank slowed down by the sanitizer
- * on a busy host is not taken for a silent one; the tests that wait for the
- * deadline to fire then wait as much longer, within Check's stretched timeouts.
+ * [tuning] deadline (and heartbeat), in seconds: @base, times
+ * CK_TIMEOUT_MULTIPLIER where it is set (make unit-tsan: 3), so that a rank
+ * slowed down by the sanitizer on a busy host is not taken for a silent one
+ * (once in 136 runs a rank under TSan was: "rank 0 fell silent for 3.0 s");
+ * the tests that wait for the deadline to fire then wait as much longer,
+ * within Check's stretched timeouts.
  */
 static unsigned deadline_s(unsigned base)
 {
@@ -90,8 +92,10 @@ static void write_cfg(char *path, size_t cap, unsigned rank, unsigned n, const c
 	fprintf(f, "[worker]\nrank = %u\nworld_size = %u\n%s", rank, n,
 		per ? "local_aggregation = on\n" : "");
 	fprintf(f, "[data]\naddress = 127.0.0.%u\n", per ? 1 + rank / per : 1);
-	fprintf(f, "port = %u\nbandwidth = 1G\nmtu = 1500\n[tuning]\ndeadline = %us\n%s\n[peers]\n",
-		base_port() + rank, deadline_s(3), extra ? extra : "");
+	fprintf(f,
+		"port = %u\nbandwidth = 1G\nmtu = 1500\n[tuning]\ndeadline = %us\nheartbeat = %us\n"
+		"%s\n[peers]\n",
+		base_port() + rank, deadline_s(3), deadline_s(3), extra ? extra : "");
 	for (unsigned r = 0; r < n; r++)
 		fprintf(f, "%u = 127.0.0.%u:%u\n", r, per ? 1 + r / per : 1, base_port() + r);
 	fclose(f);
@@ -2503,7 +2507,7 @@ START_TEST(test_api_refusals)
 	ck_assert_ptr_nonnull(strstr(pbox_last_error(), "/nonexistent/w.ini"));
 	write_cfg(path, sizeof(path), 0, 1, "credit_bytes = lots", 0);
 	ck_assert_int_eq(pbox_init(path, &px), PBOX_ECONFIG);
-	ck_assert_msg(strstr(pbox_last_error(), ".ini:11:") &&
+	ck_assert_msg(strstr(pbox_last_error(), ".ini:12:") &&
 			      strstr(pbox_last_error(), "credit_bytes"),
 		      "%s", pbox_last_error());
 	write_cfg(path, sizeof(path), 0, 1, NULL, 0);
