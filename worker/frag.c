@@ -393,16 +393,13 @@ static uint64_t frag_seed(const struct pbox *px, uint32_t g, uint32_t round)
 	return comp_seed(px->net.job, px->net.chunk_local[g / px->net.fpc], g % px->net.fpc, round);
 }
 
-/* Where fragment @g's compressed bytes are in a push-pull that came
- * compressed (op->pre: the CUDA module's comp_cuda_encode() layout, each
- * fragment at its index times a whole fragment's compressed bytes). */
-static uint64_t pre_off(const struct pbox *px, uint32_t g)
+/* Where the fragment at fp32 offset @off is in a push-pull that came
+ * compressed with @c (op->pre: the CUDA module's comp_cuda_encode()
+ * layout, each fragment at its index times a whole fragment's compressed
+ * bytes). */
+static uint64_t pre_off(const struct pbox *px, const struct comp_spec *c, uint64_t off)
 {
-	const struct wk_frag *f = &px->net.es.frag[g];
-	const struct comp_spec c = comp_of(px, f->op);
-	const uint64_t slot = wk_frag_off(px, g, f->op->t) / px->net.frag_size;
-
-	return slot * comp_bytes(&c, px->net.frag_size / 4u);
+	return off / px->net.frag_size * comp_bytes(c, px->net.frag_size / 4u);
 }
 
 /*
@@ -422,7 +419,7 @@ const uint8_t *wk_comp_payload(struct pbox *px, uint32_t g)
 	uint8_t *w;
 
 	if (f->op->pre)
-		return f->op->in + pre_off(px, g);
+		return f->op->in + pre_off(px, &c, off);
 	if (!px->net.es.comp_scratch)
 		px->net.es.comp_scratch = malloc(comp_scratch_bytes(px->net.frag_size / 4u));
 	if (!t->wire) {
@@ -462,7 +459,9 @@ int wk_deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, uint3
 	}
 	t = f->op->t;
 	if (f->op->pre) { /* the sum as it came: the CUDA module decompresses it */
-		memcpy(f->op->out + pre_off(px, g), buf, len);
+		const struct comp_spec c = comp_of(px, f->op);
+
+		memcpy(f->op->out + pre_off(px, &c, wk_frag_off(px, g, t)), buf, len);
 	} else if (f->op->comp) { /* the sum, decompressed: its scratch is the push's, made first */
 		const struct comp_spec c = comp_of(px, f->op);
 

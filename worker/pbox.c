@@ -194,6 +194,7 @@ int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme)
 	const char *fn = "pbox_set_compression";
 	bool gather;
 	int where, c = scheme_parse(scheme, &gather, &where), rc;
+	struct wk_tensor *t;
 	struct wk_ckey *k;
 
 	if (!px)
@@ -229,9 +230,9 @@ int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme)
 	if (px->loc) /* the machine's leader pushes: its choice is the machine's */
 		return wk_local_set_compression(px, fn, key, c, gather);
 	pthread_mutex_lock(&px->mu);
-	k = wk_find_tensor(px, key) ? NULL : wk_ckey_find(px, key);
-	rc = k ? set_cuda(fn, k, c, gather, where)
-	       : set_host(fn, key, wk_find_tensor(px, key), c, gather, where);
+	t = wk_find_tensor(px, key);
+	k = t ? NULL : wk_ckey_find(px, key);
+	rc = k ? set_cuda(fn, k, c, gather, where) : set_host(fn, key, t, c, gather, where);
 	pthread_mutex_unlock(&px->mu);
 	return rc;
 }

@@ -156,21 +156,27 @@ int wk_cuda_load(struct pbox *px, const char *fn)
 	return rc;
 }
 
-struct wk_ckey *wk_ckey_find(const struct pbox *px, uint64_t key)
+/* Where @key is, or would go, among the staged CUDA tensors (sorted). */
+static uint32_t ckey_at(const struct pbox *px, uint64_t key)
 {
 	uint32_t lo = 0, hi = px->n_ckey;
 
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 
-		if (px->ckey[mid].key == key)
-			return &px->ckey[mid];
 		if (px->ckey[mid].key < key)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return NULL;
+	return lo;
+}
+
+struct wk_ckey *wk_ckey_find(const struct pbox *px, uint64_t key)
+{
+	uint32_t at = ckey_at(px, key);
+
+	return at < px->n_ckey && px->ckey[at].key == key ? &px->ckey[at] : NULL;
 }
 
 int wk_ckey_note(struct pbox *px, uint64_t key, enum pbox_dtype dtype, struct wk_cuda_comp *c)
@@ -193,10 +199,8 @@ int wk_ckey_note(struct pbox *px, uint64_t key, enum pbox_dtype dtype, struct wk
 		}
 	}
 	if (!k && rc == PBOX_OK) {
-		uint32_t at = 0;
+		uint32_t at = ckey_at(px, key);
 
-		while (at < px->n_ckey && px->ckey[at].key < key)
-			at++;
 		memmove(&px->ckey[at + 1], &px->ckey[at], (px->n_ckey - at) * sizeof(*px->ckey));
 		k = &px->ckey[at];
 		*k = (struct wk_ckey){.key = key, .dtype = (uint8_t)dtype};

@@ -69,8 +69,8 @@ struct job {
 	const char *in;
 	char *out;
 	enum pbox_dtype dtype;
-	bool has_comp;		  /* comp set by pbox_set_compression() */
-	struct wk_cuda_comp comp; /* comp.gpu: compressed here */
+	bool has_comp;		  /* fp32, its comp set by pbox_set_compression() */
+	struct wk_cuda_comp comp; /* comp.gpu: compressed here (zeros without has_comp) */
 	uint32_t n, next_slot, next_net, done; /* pieces: all, slotted, pushed, back */
 	struct piece *pc;
 	cudaEvent_t start; /* on the caller's stream at the call */
@@ -308,7 +308,7 @@ void piece_in(struct stager *sg, struct job *j, struct piece *p)
 	cudaError_t e;
 
 	p->wbytes = p->bytes;
-	if (j->has_comp && j->comp.gpu && j->dtype == PBOX_FP32)
+	if (j->comp.gpu)
 		e = in_compressed(sg, j, p);
 	else if (r && r->held)
 		e = in_flushed(sg, j, p, r);
@@ -329,7 +329,7 @@ cudaError_t piece_back(struct stager *sg, struct job *j, struct piece *p)
 	char *w;
 	cudaError_t e;
 
-	if (!(j->has_comp && j->comp.gpu && j->dtype == PBOX_FP32))
+	if (!j->comp.gpu)
 		return cudaMemcpyAsync(j->out + p->off, slot_of(sg, p), p->bytes,
 				       cudaMemcpyHostToDevice, sg->s_out);
 	w = dwire_of(sg, p);
@@ -393,7 +393,7 @@ bool step(struct stager *sg)
 			}
 			p->h = NULL;
 			rc = sg->stage_only ? PBOX_OK
-			     : j->has_comp && j->dtype == PBOX_FP32
+			     : j->has_comp
 				     ? sg->host.push_pull_as(sg->host.px, p->key, slot, slot,
 							     p->count, j->comp.scheme, j->comp.gpu,
 							     &p->h)
@@ -577,11 +577,11 @@ int st_push_pull(void *stager, uint64_t key, const void *in, void *out, uint64_t
 	j->in = static_cast<const char *>(in);
 	j->out = static_cast<char *>(out);
 	j->dtype = dtype;
-	if (comp) {
+	if (comp && dtype == PBOX_FP32) { /* only fp32 compresses */
 		j->has_comp = true;
 		j->comp = *comp;
 		j->comp.gpu = comp->gpu && comp->scheme != COMP_NONE && comp->scheme != COMP_RANDK &&
-			      comp->frag_elems && dtype == PBOX_FP32;
+			      comp->frag_elems;
 	}
 	j->n = (uint32_t)((count + per - 1) / per);
 	j->pc = static_cast<struct piece *>(calloc(j->n, sizeof(*j->pc)));
