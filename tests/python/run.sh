@@ -84,16 +84,21 @@ else
 	bad "DDP with hook_state(compression=\"topk:gather\")"
 fi
 n=$((n + 1))
-# hook_state(compression="auto"): ByteComp's decision over DDP's buckets,
-# from the backward pass the hook measures and the link's modelled cost:
-# at 10 Mb/s EFSignSGD pays (the parameters then differ from the plain
-# hook's), at 10 Tb/s it does not (they are the plain hook's)
-if DDP_HOOK_COMPRESSION=auto DDP_HOOK_REDECIDE=1 PBOX_DATA_BANDWIDTH=10M run hook fp32 29565 hook-auto-slow &&
-	compare hook-auto-slow && ! compare hook-auto-slow hook-plain >/dev/null &&
-	[ "$(grep -c 'compression="auto"): 1 of 1 fp32 buckets compressed' "$out/hook-auto-slow.log")" = 3 ] &&
-	DDP_HOOK_COMPRESSION=auto PBOX_DATA_BANDWIDTH=10T run hook fp32 29566 hook-auto-fast &&
-	compare hook-auto-fast hook-plain >/dev/null &&
-	grep -q 'compression="auto"): 0 of 1 fp32 buckets compressed' "$out/hook-auto-fast.log"; then
+# auto MODE NAME REF PORT: hook_state(compression="auto") in MODE, ByteComp's
+# decision over DDP's buckets from the backward pass the hook measures and
+# the link's modelled cost: at 10 Mb/s (NAME-slow, decided again every
+# step) EFSignSGD pays at each of the last 3 decisions (every rank equal,
+# not REF's parameters), at 10 Tb/s (NAME-fast, on PORT + 1) it does not
+# (REF's parameters)
+auto() {
+	DDP_HOOK_COMPRESSION=auto DDP_HOOK_REDECIDE=1 PBOX_DATA_BANDWIDTH=10M run "$1" fp32 "$4" "$2-slow" &&
+		compare "$2-slow" && ! compare "$2-slow" "$3" >/dev/null &&
+		[ "$(grep -c 'compression="auto"): 1 of 1 fp32 buckets compressed' "$out/$2-slow.log")" = 3 ] &&
+		DDP_HOOK_COMPRESSION=auto PBOX_DATA_BANDWIDTH=10T run "$1" fp32 $(($4 + 1)) "$2-fast" &&
+		compare "$2-fast" "$3" >/dev/null &&
+		grep -q 'compression="auto"): 0 of 1 fp32 buckets compressed' "$out/$2-fast.log"
+}
+if auto hook hook-auto hook-plain 29565; then
 	ok "DDP with hook_state(compression=\"auto\"): ByteComp's decision over the measured buckets, the same on every rank: compressed on a 10 Mb/s link (decided again at each of the last 3 steps), not on a 10 Tb/s one"
 else
 	bad "DDP with hook_state(compression=\"auto\")"
@@ -101,14 +106,7 @@ fi
 n=$((n + 1))
 # DDP on the pbox backend, the hook on its default group: compression="auto"
 # chooses which buckets take the group's own [job] compression
-if PBOX_JOB_COMPRESSION=sign DDP_HOOK_COMPRESSION=auto DDP_HOOK_REDECIDE=1 PBOX_DATA_BANDWIDTH=10M \
-	run pboxhook fp32 29567 pboxhook-auto-slow &&
-	compare pboxhook-auto-slow && ! compare pboxhook-auto-slow pbox-fp32 >/dev/null &&
-	[ "$(grep -c 'compression="auto"): 1 of 1 fp32 buckets compressed' "$out/pboxhook-auto-slow.log")" = 3 ] &&
-	PBOX_JOB_COMPRESSION=sign DDP_HOOK_COMPRESSION=auto PBOX_DATA_BANDWIDTH=10T \
-		run pboxhook fp32 29568 pboxhook-auto-fast &&
-	compare pboxhook-auto-fast pbox-fp32 >/dev/null &&
-	grep -q 'compression="auto"): 0 of 1 fp32 buckets compressed' "$out/pboxhook-auto-fast.log"; then
+if PBOX_JOB_COMPRESSION=sign auto pboxhook pboxhook-auto pbox-fp32 29567; then
 	ok "DDP on the pbox backend with hook_state(dist.group.WORLD, compression=\"auto\"): the group's [job] compression on a 10 Mb/s link, none on a 10 Tb/s one"
 else
 	bad "DDP on the pbox backend with hook_state(dist.group.WORLD, compression=\"auto\")"
