@@ -224,8 +224,13 @@ enum nic_drop nic_wire_parse_hdr(const void *src, size_t n, const struct nic_wir
 	    (pbox_hdr_comp(h) && pbox_hdr_dtype(h) != PBOX_DTYPE_FP32))
 		return NIC_DROP_DTYPE;
 	h->flags = p[5];
-	if (h->flags & ~PBOX_F_KNOWN)
+	if (h->flags & ~PBOX_F_KNOWN ||
+	    (h->flags & PBOX_F_RCOMP_MASK && !(h->flags & PBOX_F_RCOMP)) ||
+	    (h->flags & PBOX_F_RCOMP && h->op != PBOX_OP_PUSH && h->op != PBOX_OP_PROBE))
 		return NIC_DROP_FLAGS;
+	if (pbox_hdr_rcomp(h) >= PBOX_COMP_COUNT ||
+	    (pbox_hdr_rcomp(h) && pbox_hdr_dtype(h) != PBOX_DTYPE_FP32))
+		return NIC_DROP_DTYPE;
 	h->rank = nic_be16(p + 6);
 	h->job = nic_be32(p + 8);
 	h->chunk = nic_be32(p + 12);

@@ -81,7 +81,12 @@ const char *nic_err_text(unsigned code);
 
 #define PBOX_F_RETRANS 0x01u /* a retransmission (for counters only) */
 #define PBOX_F_PULL    0x02u /* a probe: send me the result (a DONE said it was lost) */
-#define PBOX_F_KNOWN   (PBOX_F_RETRANS | PBOX_F_PULL)
+#define PBOX_F_RCOMP                                                                               \
+	0x04u /* a push or probe: the result's compressor is bits 4-6, not the                     \
+	       * push's own (one direction compressed, WIRE.md) */
+#define PBOX_F_RCOMP_SHIFT 4
+#define PBOX_F_RCOMP_MASK  0x70u
+#define PBOX_F_KNOWN	   (PBOX_F_RETRANS | PBOX_F_PULL | PBOX_F_RCOMP | PBOX_F_RCOMP_MASK)
 
 /* Wire dtypes. The summation kernels' enum sum_dtype uses the same numbers
  * (checked where both meet, in ss.c). */
@@ -130,6 +135,15 @@ static inline unsigned pbox_hdr_dtype(const struct pbox_hdr *h)
 static inline unsigned pbox_hdr_comp(const struct pbox_hdr *h)
 {
 	return h->dtype >> PBOX_COMP_SHIFT;
+}
+
+/* The compressor a push asks of its round's result: the push's own, or
+ * with PBOX_F_RCOMP the one its flags name (a result says its own in its
+ * dtype byte). */
+static inline unsigned pbox_hdr_rcomp(const struct pbox_hdr *h)
+{
+	return h->flags & PBOX_F_RCOMP ? (h->flags & PBOX_F_RCOMP_MASK) >> PBOX_F_RCOMP_SHIFT
+				       : pbox_hdr_comp(h);
 }
 
 /* Why a frame was refused. X-macro: the enum and the counter names. */

@@ -42,7 +42,10 @@ static struct pbox_hdr frag_hdr(const struct pbox *px, uint32_t g, uint8_t op, b
 	return (struct pbox_hdr){
 		.op = op,
 		.dtype = (uint8_t)(f->op->t->dtype | f->op->comp << PBOX_COMP_SHIFT),
-		.flags = retrans ? PBOX_F_RETRANS : 0,
+		.flags = (uint8_t)((retrans ? PBOX_F_RETRANS : 0) |
+				   (f->op->rcomp != f->op->comp
+					    ? PBOX_F_RCOMP | f->op->rcomp << PBOX_F_RCOMP_SHIFT
+					    : 0)),
 		.rank = (uint16_t)px->net.rank,
 		.job = px->net.job,
 		.chunk = px->net.chunk_local[c],
@@ -550,7 +553,8 @@ void wk_flow_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 		uint64_t pushed = f->pushed;
 		bool clean = f->state == WK_INFLIGHT && f->tries == 1;
 
-		if (!wk_deliver(px, g, p, h->len, h->round) || px->fail) /* fail: the flush */
+		if (!wk_deliver(px, g, p, h->len, (uint8_t)pbox_hdr_comp(h), h->round) ||
+		    px->fail) /* fail: the flush */
 			return;
 		un->rx += h->len;
 		if (clean)

@@ -339,16 +339,16 @@ void wk_cwnd_cut(struct pbox *px, uint64_t now)
 
 /* ---- compressed fragments ([job] compression, comp.h) ------------------------- */
 
-static struct comp_spec comp_of(const struct pbox *px, const struct pbox_handle *op)
+static struct comp_spec comp_of(const struct pbox *px, uint8_t scheme)
 {
-	return (struct comp_spec){op->comp, px->cfg.job.compression_ppm};
+	return (struct comp_spec){scheme, px->cfg.job.compression_ppm};
 }
 
-/* What fragment @f's push and result carry: its bytes, or its compressed
- * form's. */
-uint16_t wk_wire_len(const struct pbox *px, const struct wk_frag *f)
+/* What fragment @f carries compressed with @scheme: its bytes, or their
+ * compressed form's. */
+static uint16_t wire_len(const struct pbox *px, const struct wk_frag *f, uint8_t scheme)
 {
-	const struct comp_spec c = comp_of(px, f->op);
+	const struct comp_spec c = comp_of(px, scheme);
 
 	return c.scheme ? (uint16_t)comp_bytes(&c, f->len / 4u) : f->len;
 }
@@ -362,7 +362,7 @@ uint16_t wk_push_len(const struct pbox *px, const struct wk_frag *f)
 
 	if (wk_root_sends(t) && px->net.rank != t->root)
 		return 0;
-	return wk_wire_len(px, f);
+	return wire_len(px, f, f->op->comp);
 }
 
 /* What the result of fragment @f carries to this rank: nothing where it
@@ -373,10 +373,10 @@ uint16_t wk_result_len(const struct pbox *px, const struct wk_frag *f)
 	const struct wk_tensor *t = f->op->t;
 
 	if (t->kind == WK_REDUCE)
-		return px->net.rank == t->root ? wk_wire_len(px, f) : 0;
+		return px->net.rank == t->root ? wire_len(px, f, f->op->rcomp) : 0;
 	if (wk_root_sends(t))
-		return px->net.rank == t->root ? 0 : wk_wire_len(px, f);
-	return wk_wire_len(px, f);
+		return px->net.rank == t->root ? 0 : wire_len(px, f, f->op->rcomp);
+	return wire_len(px, f, f->op->rcomp);
 }
 
 /* What fragment @f's push holds of the credit: its bytes, or nothing for
@@ -412,7 +412,7 @@ const uint8_t *wk_comp_payload(struct pbox *px, uint32_t g)
 {
 	const struct wk_frag *f = &px->net.es.frag[g];
 	struct wk_tensor *t = f->op->t;
-	const struct comp_spec c = comp_of(px, f->op);
+	const struct comp_spec c = comp_of(px, f->op->comp);
 	const size_t stride = px->net.frag_size; /* any scheme's fits: its fp32 bytes */
 	const uint64_t off = wk_frag_off(px, g, t);
 	const uint32_t slot = (uint32_t)(off / px->net.frag_size);
@@ -442,15 +442,25 @@ const uint8_t *wk_comp_payload(struct pbox *px, uint32_t g)
 }
 
 /* A result for our fragment @g: 1 taken, 0 a duplicate or stale. */
-int wk_deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, uint32_t round)
+int wk_deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, uint8_t comp,
+	       uint32_t round)
 {
 	struct wk_frag *f = &px->net.es.frag[g];
 	const struct wk_tensor *t;
 
 	/* after a failure the ops are the callers' again (and maybe freed) */
 	if (px->fail || f->state != WK_INFLIGHT || f->op->round != round ||
-	    len != wk_result_len(px, f))
+	    len != wk_result_len(px, f) || (len && comp != f->op->rcomp))
 		return 0;
+	if (f->op->rcomp && !f->op->pre && !px->net.es.comp_scratch) { /* a plain push's */
+		px->net.es.comp_scratch = malloc(comp_scratch_bytes(px->net.frag_size / 4u));
+		if (!px->net.es.comp_scratch) {
+			wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0,
+				 "out of memory for the compressed sums of tensor key %" PRIu64,
+				 f->op->t->key);
+			return 0;
+		}
+	}
 	if (f->tries == 1) { /* Karn: only unambiguous samples */
 		uint64_t now = wk_now();
 
@@ -459,11 +469,11 @@ int wk_deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, uint3
 	}
 	t = f->op->t;
 	if (f->op->pre) { /* the sum as it came: the CUDA module decompresses it */
-		const struct comp_spec c = comp_of(px, f->op);
+		const struct comp_spec c = comp_of(px, f->op->rcomp);
 
 		memcpy(f->op->out + pre_off(px, &c, wk_frag_off(px, g, t)), buf, len);
-	} else if (f->op->comp) { /* the sum, decompressed: its scratch is the push's, made first */
-		const struct comp_spec c = comp_of(px, f->op);
+	} else if (f->op->rcomp) { /* the sum, decompressed */
+		const struct comp_spec c = comp_of(px, f->op->rcomp);
 
 		comp_decode(&c, (float *)(void *)(f->op->out + wk_frag_off(px, g, t)), buf,
 			    f->len / 4u, frag_seed(px, g, round), px->net.es.comp_scratch);

@@ -164,7 +164,7 @@ struct wk_ltensor {
 	uint8_t *map;		  /* local_size regions; the leader's, 0, takes the sum */
 	bool net;		  /* leader: its pieces declared to the network job */
 	bool declared;		  /* by pbox_declare() on this rank */
-	int comp;		  /* pbox_set_compression() here (-1: the job's) */
+	int comp, rcomp;	  /* pbox_set_compression() here (-1: the job's) */
 	bool gather;		  /* and summed by all-gather (gsum.c) */
 	bool asked;		  /* the others: the memfd asked for */
 	struct pbox_handle *busy; /* this rank's push-pull of it (under mu) */

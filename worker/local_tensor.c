@@ -83,7 +83,7 @@ struct wk_ltensor *wk_lc_lt_add(struct wk_local *lc, uint64_t key, uint64_t coun
 	t->piece_elems = lc->piece_bytes / esz;
 	t->n_pieces = (uint32_t)((count + t->piece_elems - 1) / t->piece_elems);
 	t->memfd = -1;
-	t->comp = -1;
+	t->comp = t->rcomp = -1;
 	while (at < lc->n_t && lc->t[at]->key < key)
 		at++;
 	memmove(&lc->t[at + 1], &lc->t[at], (lc->n_t - at) * sizeof(*lc->t));
@@ -123,6 +123,7 @@ int wk_lc_lt_net(struct pbox *px, struct wk_ltensor *t, const char *fn)
 			wk_tensor_rooted(nt, t->ckind, px->loc->mach_of[t->croot], t->grp);
 		else if (t->comp >= 0 && nt->resid) { /* chosen before its pieces existed */
 			nt->comp = (uint8_t)t->comp;
+			nt->rcomp = (uint8_t)t->rcomp;
 			nt->gather = t->gather;
 		}
 	}
@@ -135,7 +136,8 @@ int wk_lc_lt_net(struct pbox *px, struct wk_ltensor *t, const char *fn)
  * its tensors' pieces, so its choice is the machine's (each rank calls it,
  * as it calls every collective); the others check it the same way.
  */
-int wk_local_set_compression(struct pbox *px, const char *fn, uint64_t key, int comp, bool gather)
+int wk_local_set_compression(struct pbox *px, const char *fn, uint64_t key, int comp, int rcomp,
+			     bool gather)
 {
 	struct wk_ltensor *t;
 	int rc = PBOX_OK;
@@ -150,12 +152,14 @@ int wk_local_set_compression(struct pbox *px, const char *fn, uint64_t key, int 
 			    fn, key, sum_dtype_name((enum sum_dtype)t->dtype));
 	} else {
 		t->comp = comp;
+		t->rcomp = rcomp;
 		t->gather = gather;
 		for (uint32_t i = 0; t->net && i < t->n_pieces; i++) {
 			struct wk_tensor *nt = wk_find_tensor(px, wk_lc_piece_key(key, i));
 
 			if (nt && nt->resid) {
 				nt->comp = (uint8_t)comp;
+				nt->rcomp = (uint8_t)rcomp;
 				nt->gather = gather;
 			}
 		}

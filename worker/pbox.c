@@ -122,18 +122,32 @@ int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype 
 	return rc;
 }
 
-/* @scheme's compressor ("topk"), whether it is summed by all-gather
- * ("topk:gather") and where it compresses ("topk@gpu": 1, "@cpu": 0, no
- * '@': -1); -1: none of these. */
-static int scheme_parse(const char *scheme, bool *gather, int *where)
-{
-	char name[24];
-	const char *at = scheme ? strchr(scheme, '@') : NULL, *colon;
-	size_t len = scheme ? (at ? (size_t)(at - scheme) : strlen(scheme)) : 0;
+/* What pbox_set_compression() was told. */
+struct scheme_as {
+	int c, rc;   /* the pushes' compressor and the sums' */
+	bool gather; /* ":gather": summed by all-gather, not by the services */
+	int where;   /* "@gpu": 1, "@cpu": 0, no '@': -1 */
+};
 
-	*gather = false;
-	*where = !at ? -1 : !strcmp(at, "@gpu") ? 1 : !strcmp(at, "@cpu") ? 0 : -2;
-	if (!scheme || *where == -2 || len >= sizeof(name))
+/* @scheme's compressors: "topk" (pushes and sums alike), "topk>none" (its
+ * sums sent back as fp32), "none>sign" (the pushes as they are, the sums
+ * compressed by their summation service alone); whether it is summed by
+ * all-gather ("topk:gather") and where it compresses ("topk@gpu"). 0, or
+ * -1 where it says none of these. */
+static int scheme_parse(const char *scheme, struct scheme_as *as)
+{
+	char name[40];
+	const char *at = scheme ? strchr(scheme, '@') : NULL;
+	size_t len = scheme ? (at ? (size_t)(at - scheme) : strlen(scheme)) : 0;
+	char *colon, *arrow;
+
+	*as = (struct scheme_as){.c = -1,
+				 .rc = -1,
+				 .where = !at			? -1
+					  : !strcmp(at, "@gpu") ? 1
+					  : !strcmp(at, "@cpu") ? 0
+								: -2};
+	if (!scheme || as->where == -2 || len >= sizeof(name))
 		return -1;
 	memcpy(name, scheme, len);
 	name[len] = '\0';
@@ -141,34 +155,40 @@ static int scheme_parse(const char *scheme, bool *gather, int *where)
 	if (colon && strcmp(colon + 1, "gather"))
 		return -1;
 	if (colon) {
-		name[colon - name] = '\0';
-		*gather = true;
+		*colon = '\0';
+		as->gather = true;
 	}
-	return comp_scheme_parse(name);
+	arrow = strchr(name, '>');
+	if (arrow)
+		*arrow++ = '\0';
+	as->c = comp_scheme_parse(name);
+	as->rc = arrow ? comp_scheme_parse(arrow) : as->c;
+	return as->c < 0 || as->rc < 0 || (arrow && as->gather) ? -1 : 0;
 }
 
 /* pbox_set_compression() of a CUDA tensor of the staged path (@k, under
  * mu): the module compresses its pieces on the GPU (@where 1) or libpbox
  * on the CPU. */
-static int set_cuda(const char *fn, struct wk_ckey *k, int c, bool gather, int where)
+static int set_cuda(const char *fn, struct wk_ckey *k, const struct scheme_as *as)
 {
 	const char *why = k->dtype != PBOX_FP32 ? "only fp32 tensors compress"
-			  : gather ? "a CUDA tensor's pieces are summed by the services"
-			  : where == 1 && c == COMP_RANDK
+			  : as->gather ? "a CUDA tensor's pieces are summed by the services"
+			  : as->rc != as->c
+				  ? "a CUDA tensor's pieces are compressed both ways or not at all"
+			  : as->where == 1 && as->c == COMP_RANDK
 				  ? "randk's indices come from the layout: it compresses on the CPU"
 				  : NULL;
 
 	if (why)
 		return wk_err(PBOX_EINVAL, "%s: key %" PRIu64 ": %s", fn, k->key, why);
 	k->set = true;
-	k->comp = (uint8_t)c;
-	k->gpu = where == 1 && c != COMP_NONE;
+	k->comp = (uint8_t)as->c;
+	k->gpu = as->where == 1 && as->c != COMP_NONE;
 	return PBOX_OK;
 }
 
 /* pbox_set_compression() of a host tensor (@t, under mu). */
-static int set_host(const char *fn, uint64_t key, struct wk_tensor *t, int c, bool gather,
-		    int where)
+static int set_host(const char *fn, uint64_t key, struct wk_tensor *t, const struct scheme_as *as)
 {
 	if (!t)
 		return wk_err(PBOX_EINVAL, "%s: key %" PRIu64 " is not declared or used yet", fn,
@@ -176,7 +196,7 @@ static int set_host(const char *fn, uint64_t key, struct wk_tensor *t, int c, bo
 	if (!t->resid)
 		return wk_err(PBOX_EINVAL, "%s: key %" PRIu64 " is %s: only fp32 tensors compress",
 			      fn, key, sum_dtype_name((enum sum_dtype)t->dtype));
-	if (where == 1)
+	if (as->where == 1)
 		return wk_err(PBOX_EINVAL,
 			      "%s: key %" PRIu64 ": '@gpu': it is in host memory, not a CUDA "
 			      "tensor of pbox_push_pull_cuda()",
@@ -184,36 +204,40 @@ static int set_host(const char *fn, uint64_t key, struct wk_tensor *t, int c, bo
 	if (t->gsum_busy)
 		return wk_err(PBOX_ESTATE, "%s: key %" PRIu64 ": its push-pull is in flight", fn,
 			      key);
-	t->comp = (uint8_t)c; /* its next push-pull takes it (submit.c, gsum.c) */
-	t->gather = gather;
+	t->comp = (uint8_t)as->c; /* its next push-pull takes it (submit.c, gsum.c) */
+	t->rcomp = (uint8_t)as->rc;
+	t->gather = as->gather;
 	return PBOX_OK;
 }
 
 int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme)
 {
 	const char *fn = "pbox_set_compression";
-	bool gather;
-	int where, c = scheme_parse(scheme, &gather, &where), rc;
+	struct scheme_as as;
+	int bad = scheme_parse(scheme, &as), rc;
 	struct wk_tensor *t;
 	struct wk_ckey *k;
 
 	if (!px)
 		return wk_err(PBOX_EINVAL, "%s: context is NULL", fn);
-	if (c < 0)
-		return wk_err(PBOX_EINVAL,
-			      "%s: key %" PRIu64
-			      ": '%s' is not none, sign, topk, randk, bf16 or fp16, nor sign, "
-			      "topk, bf16 or fp16 followed by :gather, each maybe followed by "
-			      "@gpu or @cpu",
-			      fn, key, scheme ? scheme : "(null)");
-	if (gather && (c == COMP_NONE || c == COMP_RANDK))
+	if (bad)
+		return wk_err(
+			PBOX_EINVAL,
+			"%s: key %" PRIu64
+			": '%s' is not none, sign, topk, randk, bf16 or fp16, nor two of "
+			"them as PUSH>SUM (one direction compressed: 'topk>none', "
+			"'none>sign'), nor sign, topk, bf16 or fp16 followed by :gather, each "
+			"maybe followed by @gpu or @cpu",
+			fn, key, scheme ? scheme : "(null)");
+	if (as.gather && (as.c == COMP_NONE || as.c == COMP_RANDK))
 		return wk_err(PBOX_EINVAL,
 			      "%s: key %" PRIu64 ": '%s': %s, so the summation services sum it "
 			      "as it is: set '%s'",
 			      fn, key, scheme,
-			      c == COMP_NONE ? "nothing is compressed"
-					     : "a sum of randk pushes is the randk push of the sum",
-			      comp_scheme_name((unsigned)c));
+			      as.c == COMP_NONE
+				      ? "nothing is compressed"
+				      : "a sum of randk pushes is the randk push of the sum",
+			      comp_scheme_name((unsigned)as.c));
 	if (px->phase != WK_PH_STARTED)
 		return wk_err(PBOX_ESTATE, "%s: key %" PRIu64 ": call it after pbox_start()", fn,
 			      key);
@@ -222,17 +246,17 @@ int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme)
 			      "%s: key %" PRIu64 ": [job] compression is none, so the summation "
 			      "services take no compressed push: set it (any scheme) on every rank",
 			      fn, key);
-	if (px->loc && where == 1)
+	if (px->loc && as.where == 1)
 		return wk_err(PBOX_EINVAL,
 			      "%s: key %" PRIu64 ": '@gpu' with local aggregation: the machine's "
 			      "leader compresses its sum on the CPU",
 			      fn, key);
 	if (px->loc) /* the machine's leader pushes: its choice is the machine's */
-		return wk_local_set_compression(px, fn, key, c, gather);
+		return wk_local_set_compression(px, fn, key, as.c, as.rc, as.gather);
 	pthread_mutex_lock(&px->mu);
 	t = wk_find_tensor(px, key);
 	k = t ? NULL : wk_ckey_find(px, key);
-	rc = k ? set_cuda(fn, k, c, gather, where) : set_host(fn, key, t, c, gather, where);
+	rc = k ? set_cuda(fn, k, &as) : set_host(fn, key, t, &as);
 	pthread_mutex_unlock(&px->mu);
 	return rc;
 }

@@ -65,6 +65,7 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
 	 * the peers' results in it, before it says so */
 	if (ss_out_to(out, px->net.rank))
 		wk_deliver(px, g, out->buf, ss_out_len(out, px->net.rank),
+			   (uint8_t)(out->dtype >> PBOX_COMP_SHIFT),
 			   ss_out_round(out, px->net.rank));
 	/* An async store's batch refers to its buffer, signed as it is now: out
 	 * before the next push of the fragment (in this same receive burst,
@@ -192,7 +193,8 @@ void wk_serve_own(struct pbox *px, struct eng *e, uint32_t g, const struct pbox_
 		fan_out(px, e, seg, h->chunk, h->frag, &out);
 		break;
 	case SS_ANSWER: /* an async store's answer to us alone */
-		wk_deliver(px, g, out.buf, out.len, out.round);
+		wk_deliver(px, g, out.buf, out.len, (uint8_t)(out.dtype >> PBOX_COMP_SHIFT),
+			   out.round);
 		break;
 	case SS_WAITING: /* an async store holds our answer: another rank's push releases it */
 		break;

@@ -91,6 +91,7 @@ int wk_add_tensor(struct pbox *px, const char *fn, uint64_t key, uint64_t count,
 				      key);
 		}
 		t->comp = (uint8_t)px->cfg.job.compression;
+		t->rcomp = t->comp;
 		t->gather = px->cfg.job.compression_sum == 1; /* gsum.c */
 	}
 	while (at < px->n_t && px->t[at]->key < key)
@@ -221,7 +222,7 @@ void wk_tensor_rooted(struct wk_tensor *t, uint8_t kind, uint32_t root, uint64_t
 	t->root = root;
 	t->group = group;
 	if (kind) { /* rooted pieces travel at full width */
-		t->comp = COMP_NONE;
+		t->comp = t->rcomp = COMP_NONE;
 		t->gather = false;
 	}
 }
@@ -337,8 +338,9 @@ static int collective(struct pbox *px, const char *fn, uint64_t key, const void 
 		note_call(px, t, key, count, dtype, kind, root);
 	op->round = t->round++;
 	if (as && as->scheme >= 0 && t->resid) /* the CUDA tensor's, set by its key */
-		t->comp = (uint8_t)as->scheme;
+		t->comp = t->rcomp = (uint8_t)as->scheme;
 	op->comp = t->comp; /* pbox_set_compression() changes it between push-pulls */
+	op->rcomp = t->rcomp;
 	op->pre = as && as->pre && op->comp != COMP_NONE;
 	op->flush = !t->comp && t->held;
 	t->held = t->comp != COMP_NONE;

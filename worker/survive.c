@@ -92,6 +92,7 @@ static void keep_tensors(struct pbox *px, const uint64_t *drop, uint32_t n)
 					.prio = t->prio,
 					.dtype = t->dtype,
 					.comp = t->comp,
+					.rcomp = t->rcomp,
 					.resid = t->resid};
 		px->t[kept++] = t;
 	}

@@ -110,8 +110,9 @@ struct wk_tensor {
 	 * comp_scheme), its error feedback (count floats, kept from one
 	 * incarnation to the next), and, the engine's, each fragment's
 	 * compressed push of its round, sent again as it is when resent */
-	uint8_t comp; /* what its next push-pull takes (under mu) */
-	bool held;    /* its residual may hold something: a push-pull as it is sends it */
+	uint8_t comp;  /* what its next push-pull takes (under mu) */
+	uint8_t rcomp; /* and its sums: comp, or pbox_set_compression()'s "PUSH>SUM" */
+	bool held;     /* its residual may hold something: a push-pull as it is sends it */
 	/* "SCHEME:gather" (gsum.c): its push-pulls all-gather every rank's
 	 * compressed tensor and sum them at each rank; gsum_busy: one of them
 	 * in flight (under mu) */
@@ -258,6 +259,7 @@ struct pbox_handle {
 	uint8_t *out;
 	uint32_t round;
 	uint8_t comp;  /* its tensor's compressor for this push-pull (enum comp_scheme) */
+	uint8_t rcomp; /* and for its sums (comp's, or one direction alone compressed) */
 	bool flush;    /* none, but its tensor's residual is sent with it */
 	bool pre;      /* comp: in and out hold the fragments compressed (the CUDA module's) */
 	uint32_t left; /* fragments without their sum yet */

@@ -38,11 +38,9 @@ bool wk_beyond_window(const struct pbox *px, const struct wk_part *p);
 void wk_cwnd_cut(struct pbox *px, uint64_t now);
 /* The counters for pbox_stats(); px->mu held. */
 void wk_stats_locked(struct pbox *px);
-/* What fragment @f's push and result carry: its bytes, or its compressed
- * form's. */
-uint16_t wk_wire_len(const struct pbox *px, const struct wk_frag *f);
-/* What this rank's push of @f, and its result to this rank, carry: 0
- * where a rooted tensor's mode gives this rank none (WIRE.md). */
+/* What this rank's push of @f, and its result to this rank, carry: its
+ * bytes or their compressed form (the push's compressor, the result's);
+ * 0 where a rooted tensor's mode gives this rank none (WIRE.md). */
 uint16_t wk_push_len(const struct pbox *px, const struct wk_frag *f);
 uint16_t wk_result_len(const struct pbox *px, const struct wk_frag *f);
 /* What @f's push holds of the credit: its bytes; 0 for an empty push. */
@@ -50,8 +48,10 @@ uint16_t wk_charge(const struct pbox *px, const struct wk_frag *f);
 /* Fragment @g's compressed push of its round (NULL: out of memory,
  * raised). */
 const uint8_t *wk_comp_payload(struct pbox *px, uint32_t g);
-/* A result for our fragment @g: 1 taken (its op completed with its last
- * fragment), 0 a duplicate or stale. */
-int wk_deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, uint32_t round);
+/* A result for our fragment @g, of compressor @comp (its dtype byte's
+ * high nibble): 1 taken (its op completed with its last fragment), 0 a
+ * duplicate, stale, or not what the push asked for. */
+int wk_deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, uint8_t comp,
+	       uint32_t round);
 
 #endif /* PBOX_WK_FRAG_H */

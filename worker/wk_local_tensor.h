@@ -8,7 +8,8 @@
 /* ---- local_tensor.c: the machine's tensors, their memory and ops ---- */
 
 /* pbox_set_compression() with local aggregation */
-int wk_local_set_compression(struct pbox *px, const char *fn, uint64_t key, int comp, bool gather);
+int wk_local_set_compression(struct pbox *px, const char *fn, uint64_t key, int comp, int rcomp,
+			     bool gather);
 /* The network key of piece @i of local tensor @key (from 2^63 up). */
 uint64_t wk_lc_piece_key(uint64_t key, uint32_t i);
 /* The machine's table (under mu): @key's tensor or NULL; a new one

@@ -356,11 +356,12 @@ static inline float *resid_of(const struct ss_job *j, uint32_t f)
  * for a compressed push its scheme's for the fragment's elements, the
  * payload checked too (comp_payload_check()). SS_DROP_COUNT: good. */
 static enum ss_drop push_len(const struct ss_frag *fr, const struct pbox_hdr *h,
-			     const struct comp_spec *c, const void *payload)
+			     const struct comp_spec *c, const struct comp_spec *r,
+			     const void *payload)
 {
 	if (!fr->want) /* past its tensor's end: never pushed */
 		return SS_DROP_LEN;
-	if (c->scheme && fr->mode != SS_ALLREDUCE)
+	if ((c->scheme || r->scheme) && fr->mode != SS_ALLREDUCE)
 		return SS_DROP_COMP;
 	if (fr->mode == SS_BCAST && h->rank != fr->root) /* its turn, no data */
 		return h->len == 0 ? SS_DROP_COUNT : SS_DROP_LEN;
@@ -522,7 +523,7 @@ static enum ss_verdict probe(struct ss_job *j, uint32_t f, const struct pbox_hdr
 				return drop(j, out, SS_DROP_STALE);
 			return h->flags & PBOX_F_PULL
 				       ? answer(j, f, h->rank, fr->round, fr->round & 1, fr->len,
-						fr->comp, false, out)
+						fr->rcomp, false, out)
 				       : SS_DONE;
 		}
 		return *bits >> (h->rank % 64) & 1 ? SS_WAITING : SS_NACK;
@@ -531,24 +532,37 @@ static enum ss_verdict probe(struct ss_job *j, uint32_t f, const struct pbox_hdr
 		return SS_NACK; /* nobody's part of it is in yet */
 	if (h->round == fr->round - 1 && fr->has_prev)
 		return h->flags & PBOX_F_PULL ? answer(j, f, h->rank, h->round, h->round & 1,
-						       fr->prev_len, fr->prev_comp, false, out)
+						       fr->prev_len, fr->prev_rcomp, false, out)
 					      : SS_DONE;
 	return drop(j, out, SS_DROP_STALE);
 }
 
+/* The length of a round's result: the fragment's bytes, or what result
+ * compressor @r makes of them. */
+static uint16_t result_len(const struct ss_frag *fr, const struct comp_spec *r)
+{
+	if (fr->mode == SS_BCAST || !r->scheme)
+		return fr->want;
+	return (uint16_t)comp_bytes(r, fr->want / 4u);
+}
+
 /* A push into its fragment's sum: the round's first (@first) loads the
- * accumulator, every other adds to it. */
+ * accumulator, every other adds to it. The sum of a round whose result is
+ * compressed is formed in the fp32 accumulator (the encoder's input), any
+ * other in the result buffer itself (or, fp16 and bf16, their fp32 one). */
 static void take(struct ss_job *j, uint32_t f, const struct comp_spec *c, const void *payload,
 		 size_t elems, uint64_t seed, bool first)
 {
+	float *a = j->frag[f].rcomp ? cacc_of(j, f) : acc_of(j, f, j->frag[f].round);
+
 	if (c->scheme && first)
-		comp_decode(c, cacc_of(j, f), payload, elems, seed, j->scratch);
+		comp_decode(c, a, payload, elems, seed, j->scratch);
 	else if (c->scheme)
-		comp_add(c, cacc_of(j, f), payload, elems, seed, j->scratch);
+		comp_add(c, a, payload, elems, seed, j->scratch);
 	else if (first)
-		j->ops->load[j->dtype](acc_of(j, f, j->frag[f].round), payload, elems);
+		j->ops->load[j->dtype](a, payload, elems);
 	else
-		j->ops->add[j->dtype](acc_of(j, f, j->frag[f].round), payload, elems);
+		j->ops->add[j->dtype](a, payload, elems);
 }
 
 /* Rank @r's stash slot in fragment @f (ranks 1 to n - 1: rank 0's push is
@@ -562,13 +576,13 @@ static inline uint8_t *stash_of(const struct ss_job *j, uint32_t f, uint16_t r)
  * stashed pushes of the ranks after it that came early; kept in the stash
  * otherwise (its bit set by the caller says it is there). */
 static void take_in_order(struct ss_job *j, uint32_t f, uint16_t r, const struct comp_spec *c,
-			  const void *payload, size_t elems, uint64_t seed)
+			  const void *payload, uint16_t len, size_t elems, uint64_t seed)
 {
 	struct ss_frag *fr = &j->frag[f];
 	const uint64_t *bits = &j->bitmap[(size_t)f * j->words];
 
 	if (r != fr->next) {
-		memcpy(stash_of(j, f, r), payload, fr->len);
+		memcpy(stash_of(j, f, r), payload, len);
 		return;
 	}
 	take(j, f, c, payload, elems, seed, r == 0);
@@ -581,7 +595,8 @@ static void take_in_order(struct ss_job *j, uint32_t f, uint16_t r, const struct
 enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 			const void *payload, const struct nic_addr *from, struct ss_out *out)
 {
-	const struct comp_spec c = {(uint8_t)pbox_hdr_comp(h), j->comp_ppm};
+	const struct comp_spec c = {(uint8_t)pbox_hdr_comp(h), j->comp_ppm},
+			       r = {(uint8_t)pbox_hdr_rcomp(h), j->comp_ppm};
 	struct nic_addr *peer;
 	struct ss_frag *fr;
 	uint64_t *bits, bit, seed;
@@ -597,7 +612,7 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		return drop(j, out, SS_DROP_MAC);
 	if (pbox_hdr_dtype(h) != j->dtype)
 		return drop(j, out, SS_DROP_DTYPE);
-	if (c.scheme && !j->comp_ppm)
+	if ((c.scheme || r.scheme) && !j->comp_ppm)
 		return drop(j, out, SS_DROP_COMP);
 	if (h->rank >= j->n)
 		return drop(j, out, SS_DROP_RANK);
@@ -616,7 +631,7 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 	if (h->op == PBOX_OP_PROBE)
 		return probe(j, f, h, out);
 	/* the registration says how long it is */
-	bad = push_len(fr, h, &c, payload);
+	bad = push_len(fr, h, &c, &r, payload);
 	if (bad != SS_DROP_COUNT)
 		return drop(j, out, bad);
 	resent = (h->flags & PBOX_F_RETRANS) != 0;
@@ -628,41 +643,43 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 	bits = &j->bitmap[(size_t)f * j->words + h->rank / 64];
 	bit = 1ull << (h->rank % 64);
 	/* a broadcast's round is the root's elements, whoever's push this is */
-	elems = c.scheme ? fr->want / 4u : (fr->mode == SS_BCAST ? fr->want : h->len) / j->elem;
+	elems = c.scheme || r.scheme ? fr->want / 4u
+				     : (fr->mode == SS_BCAST ? fr->want : h->len) / j->elem;
 	/* RANDK's indices: the same for every rank of this fragment's round */
-	seed = c.scheme == COMP_RANDK ? comp_seed(j->id, h->chunk, h->frag, h->round) : 0;
+	seed = c.scheme == COMP_RANDK || r.scheme == COMP_RANDK
+		       ? comp_seed(j->id, h->chunk, h->frag, h->round)
+		       : 0;
 
 	if (h->round == fr->round) {
 		if (fr->done) {
 			if (!fr->len) /* the initial pseudo-round has no result */
 				return drop(j, out, SS_DROP_STALE);
-			return answer(j, f, h->rank, fr->round, fr->round & 1, fr->len, fr->comp,
+			return answer(j, f, h->rank, fr->round, fr->round & 1, fr->len, fr->rcomp,
 				      resent, out);
 		}
 		if (*bits & bit) {
 			needless(j, out, resent);
 			return drop(j, out, SS_DROP_DUP);
 		}
-		if (c.scheme != fr->comp)
+		if (c.scheme != fr->comp || r.scheme != fr->rcomp)
 			return drop(j, out, SS_DROP_COMP);
-		if (h->len != fr->len && fr->mode != SS_BCAST) /* push_len() checked it */
-			return drop(j, out, SS_DROP_LEN);
 	} else if (h->round == fr->round + 1 && fr->done) {
 		/* A new round, over the buffer of round - 1. */
 		if (j->busy && j->busy(ss_job_txref(j, f, h->round & 1)))
 			return drop(j, out, SS_DROP_BUSY);
 		fr->prev_len = fr->len;
-		fr->prev_comp = fr->comp;
+		fr->prev_rcomp = fr->rcomp;
 		fr->has_prev = fr->len != 0;
 		fr->round = h->round;
-		fr->len = fr->mode == SS_BCAST ? fr->want : h->len; /* the root's, to come */
+		fr->len = result_len(fr, &r);
 		fr->comp = c.scheme;
+		fr->rcomp = r.scheme;
 		fr->count = 0;
 		fr->next = 0;
 		fr->done = 0;
 		memset(&j->bitmap[(size_t)f * j->words], 0, j->words * sizeof(uint64_t));
 	} else if (h->round == fr->round - 1 && fr->has_prev) {
-		return answer(j, f, h->rank, h->round, h->round & 1, fr->prev_len, fr->prev_comp,
+		return answer(j, f, h->rank, h->round, h->round & 1, fr->prev_len, fr->prev_rcomp,
 			      resent, out);
 	} else {
 		return drop(j, out, SS_DROP_STALE);
@@ -672,7 +689,7 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		if (h->rank == fr->root)
 			take(j, f, &c, payload, elems, seed, true);
 	} else if (j->stash) {
-		take_in_order(j, f, h->rank, &c, payload, elems, seed);
+		take_in_order(j, f, h->rank, &c, payload, h->len, elems, seed);
 	} else {
 		take(j, f, &c, payload, elems, seed, fr->count == 0);
 	}
@@ -683,14 +700,14 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 		return SS_SUMMED;
 
 	fr->done = 1;
-	if (c.scheme) /* the sum compressed once, with this SS's error feedback */
-		comp_encode(&c, cacc_of(j, f), resid_of(j, f), elems,
+	if (r.scheme) /* the sum compressed once, with this SS's error feedback */
+		comp_encode(&r, cacc_of(j, f), resid_of(j, f), elems,
 			    ss_job_res(j, f, fr->round & 1), seed, j->scratch);
 	else if (j->acc)
 		j->ops->store[j->dtype](ss_job_res(j, f, fr->round & 1), acc_of(j, f, fr->round),
 					elems);
 	j->cnt.completed++;
-	result(j, f, fr->round & 1, fr->len, c.scheme, fr->round, out);
+	result(j, f, fr->round & 1, fr->len, r.scheme, fr->round, out);
 	return SS_COMPLETE;
 }
 

@@ -217,18 +217,19 @@ struct ss_counters {
 } __attribute__((aligned(SS_CACHE_LINE)));
 
 struct ss_frag {
-	uint32_t round;	   /* current round */
-	uint16_t count;	   /* contributors so far */
-	uint16_t len;	   /* payload bytes of the current round */
-	uint16_t prev_len; /* of the previous round (the shadow) */
-	uint16_t want;	   /* the only length a push may have (0: none) */
-	uint8_t done;	   /* current round complete */
-	uint8_t has_prev;  /* the shadow holds a result */
-	uint8_t comp;	   /* the current round's compressor (its first push's) */
-	uint8_t prev_comp; /* the shadow's */
-	uint16_t next;	   /* in order: the rank whose push is added next */
-	uint8_t mode;	   /* enum ss_mode */
-	uint16_t root;	   /* SS_REDUCE, SS_BCAST: the root rank */
+	uint32_t round;	    /* current round */
+	uint16_t count;	    /* contributors so far */
+	uint16_t len;	    /* payload bytes of the current round */
+	uint16_t prev_len;  /* of the previous round (the shadow) */
+	uint16_t want;	    /* the only length a push may have (0: none) */
+	uint8_t done;	    /* current round complete */
+	uint8_t has_prev;   /* the shadow holds a result */
+	uint8_t comp;	    /* the current round's pushes' compressor (its first push's) */
+	uint8_t rcomp;	    /* and its result's (pbox_hdr_rcomp() of its first push) */
+	uint8_t prev_rcomp; /* the shadow's result's */
+	uint16_t next;	    /* in order: the rank whose push is added next */
+	uint8_t mode;	    /* enum ss_mode */
+	uint16_t root;	    /* SS_REDUCE, SS_BCAST: the root rank */
 };
 
 /*

@@ -950,8 +950,7 @@ static void compressed(const char *extra)
 START_TEST(test_compression_per_tensor)
 {
 	static const char *const want[4] = {
-		"'zip' is not none, sign, topk, randk, bf16 or fp16, nor sign, topk, bf16 or fp16 "
-		"followed by :gather",
+		"'zip' is not none, sign, topk, randk, bf16 or fp16, nor two of them as PUSH>SUM",
 		"'(null)' is not", "key 999 is not declared", "context is NULL"};
 	struct rank_run rr[NR], plain[NR];
 	uint64_t tx = 0, tx_plain = 0;
@@ -987,6 +986,193 @@ END_TEST
 START_TEST(test_compressed_bf16)
 {
 	compressed("[job]\ncompression = bf16");
+}
+END_TEST
+
+/* One direction compressed (pbox_set_compression(px, key, "PUSH>SUM")). */
+#define OD_COUNT 20000u /* 2 chunks and a half, the last fragment short */
+#define OD_ITERS 5u
+#define OD_KEYS	 4u
+
+/* Each key's compression, the same at every step but the last, where each
+ * is sent as it is (what the pushes held back sent with it). */
+static const char *const od_plan[OD_KEYS] = {"topk>none", "none>sign", "sign>bf16", "fp16>topk"};
+
+struct od_run {
+	unsigned rank;
+	int rc, bad_rc[3];
+	char msg[WK_ERR_LEN], bad_msg[3][WK_ERR_LEN];
+	float *out[OD_KEYS][OD_ITERS];
+};
+
+static float od_val(unsigned r, uint64_t i, unsigned v, unsigned t)
+{
+	return val(r, i + t, v) / (float)(1 + (i + v) % 5);
+}
+
+static void *od_main(void *arg)
+{
+	static const char *const bad[3] = {"sign>none:gather", "sign>zip", "sign>"};
+	struct od_run *o = arg;
+	char path[128];
+	struct pbox *px;
+
+	write_cfg(path, sizeof(path), o->rank, NR,
+		  "[job]\ncompression = sign\ncompression_rate = 50000\ndeterministic = on", 0);
+	if (pbox_init(path, &px)) {
+		o->rc = -100;
+		snprintf(o->msg, sizeof(o->msg), "%s", pbox_last_error());
+		return NULL;
+	}
+	unlink(path);
+	for (unsigned t = 0; t < OD_KEYS; t++)
+		pbox_declare(px, 1 + t, OD_COUNT, PBOX_FP32, 0);
+	o->rc = pbox_start(px);
+	for (unsigned b = 0; b < 3 && !o->rc; b++) {
+		o->bad_rc[b] = pbox_set_compression(px, 1, bad[b]);
+		snprintf(o->bad_msg[b], sizeof(o->bad_msg[b]), "%s", pbox_last_error());
+	}
+	for (unsigned v = 0; v < OD_ITERS && !o->rc; v++) {
+		struct pbox_handle *op[OD_KEYS] = {0};
+
+		for (unsigned t = 0; t < OD_KEYS && !o->rc; t++) {
+			float *x = o->out[t][v] = malloc(OD_COUNT * 4);
+
+			ck_assert_ptr_nonnull(x);
+			for (uint64_t i = 0; i < OD_COUNT; i++)
+				x[i] = od_val(o->rank, i, v, t);
+			o->rc = pbox_set_compression(px, 1 + t,
+						     v + 1 < OD_ITERS ? od_plan[t] : "none");
+			if (!o->rc)
+				o->rc = pbox_push_pull(px, 1 + t, x, x, OD_COUNT, PBOX_FP32,
+						       &op[t]);
+		}
+		for (unsigned t = 0; t < OD_KEYS; t++) {
+			int w = op[t] ? pbox_wait(op[t]) : PBOX_OK;
+
+			o->rc = o->rc ? o->rc : w;
+		}
+	}
+	if (o->rc)
+		snprintf(o->msg, sizeof(o->msg), "%s", pbox_last_error());
+	pbox_finalize(px);
+	return NULL;
+}
+
+/* What every rank's sums of key @t should be, step after step: each
+ * rank's fragments compressed with its error feedback (or sent as they
+ * are), summed in rank order by the summation service, the sum compressed
+ * with the service's own (or returned as fp32), and decoded. */
+static void od_expect(unsigned t, float *want[OD_ITERS], uint32_t frag_elems)
+{
+	const struct comp_spec none = {COMP_NONE, 50000};
+	float *resid[NR], *sres = calloc(OD_COUNT, 4), *g = malloc(OD_COUNT * 4),
+			  *acc = malloc(frag_elems * 4);
+	uint8_t *pay = malloc(frag_elems * 4), *scratch = malloc(comp_scratch_bytes(frag_elems));
+	struct comp_spec c = none, rc = none;
+	bool held = false;
+
+	ck_assert_ptr_nonnull(sres);
+	ck_assert_ptr_nonnull(g);
+	ck_assert_ptr_nonnull(acc);
+	ck_assert_ptr_nonnull(pay);
+	ck_assert_ptr_nonnull(scratch);
+	char name[16];
+
+	snprintf(name, sizeof(name), "%s", od_plan[t]);
+	*strchr(name, '>') = '\0';
+	c.scheme = (uint8_t)comp_scheme_parse(name);
+	rc.scheme = (uint8_t)comp_scheme_parse(strchr(od_plan[t], '>') + 1);
+	for (unsigned r = 0; r < NR; r++) {
+		resid[r] = calloc(OD_COUNT, 4);
+		ck_assert_ptr_nonnull(resid[r]);
+	}
+	for (unsigned v = 0; v < OD_ITERS; v++) {
+		const struct comp_spec cv = v + 1 < OD_ITERS ? c : none,
+				       rv = v + 1 < OD_ITERS ? rc : none;
+
+		want[v] = malloc(OD_COUNT * 4);
+		ck_assert_ptr_nonnull(want[v]);
+		for (uint32_t e0 = 0; e0 < OD_COUNT; e0 += frag_elems) {
+			uint32_t n = OD_COUNT - e0 < frag_elems ? OD_COUNT - e0 : frag_elems;
+
+			for (unsigned r = 0; r < NR; r++) {
+				for (uint32_t i = 0; i < n; i++)
+					g[i] = od_val(r, e0 + i, v, t);
+				if (cv.scheme || held) /* a flush: the residual sent with it */
+					comp_encode(&cv, g, resid[r] + e0, n, pay, 0, scratch);
+				else
+					memcpy(pay, g, n * 4);
+				if (r == 0)
+					comp_decode(&cv, acc, pay, n, 0, scratch);
+				else
+					comp_add(&cv, acc, pay, n, 0, scratch);
+			}
+			if (rv.scheme) {
+				comp_encode(&rv, acc, sres + e0, n, pay, 0, scratch);
+				comp_decode(&rv, want[v] + e0, pay, n, 0, scratch);
+			} else {
+				memcpy(want[v] + e0, acc, n * 4);
+			}
+		}
+		held = cv.scheme != COMP_NONE;
+	}
+	for (unsigned r = 0; r < NR; r++)
+		free(resid[r]);
+	free(sres);
+	free(g);
+	free(acc);
+	free(pay);
+	free(scratch);
+}
+
+/*
+ * One direction compressed, through SS_GPU on every rank ([job]
+ * deterministic: every sum in rank order): top-k pushes summed back as
+ * fp32, plain pushes whose sums the services alone sign, signed pushes
+ * summed back as bf16, fp16 pushes summed back as top-k; four steps of
+ * error feedback on the ranks and on the services, then each sent as it
+ * is. Every rank's sums bitwise what od_expect() computes, and the
+ * strings pbox_set_compression() refuses.
+ */
+START_TEST(test_one_direction)
+{
+	struct od_run o[NR];
+	pthread_t th[NR];
+	float *want[OD_ITERS];
+	static const char *const why[3] = {"nor sign, topk, bf16 or fp16 followed by :gather",
+					   "'sign>zip' is not", "'sign>' is not"};
+
+	memset(o, 0, sizeof(o));
+	for (unsigned r = 0; r < NR; r++) {
+		o[r].rank = r;
+		ck_assert_int_eq(pthread_create(&th[r], NULL, od_main, &o[r]), 0);
+	}
+	for (unsigned r = 0; r < NR; r++)
+		pthread_join(th[r], NULL);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_msg(o[r].rc == PBOX_OK, "rank %u: %d %s", r, o[r].rc, o[r].msg);
+		for (unsigned b = 0; b < 3; b++)
+			ck_assert_msg(o[r].bad_rc[b] == PBOX_EINVAL &&
+					      strstr(o[r].bad_msg[b], why[b]),
+				      "refusal %u: %d %s", b, o[r].bad_rc[b], o[r].bad_msg[b]);
+	}
+	for (unsigned t = 0; t < OD_KEYS; t++) {
+		od_expect(t, want, 1024 / 4); /* mtu 1500: 1 KB fragments */
+		for (unsigned v = 0; v < OD_ITERS; v++) {
+			for (unsigned r = 0; r < NR; r++) {
+				for (uint64_t i = 0; i < OD_COUNT; i++)
+					ck_assert_msg(!memcmp(&o[r].out[t][v][i], &want[v][i], 4),
+						      "%s, step %u, rank %u, element %" PRIu64
+						      ": %a, expected %a",
+						      od_plan[t], v, r, i,
+						      (double)o[r].out[t][v][i],
+						      (double)want[v][i]);
+				free(o[r].out[t][v]);
+			}
+			free(want[v]);
+		}
+	}
 }
 END_TEST
 
@@ -3566,6 +3752,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_compressed_fp16);
 	tcase_add_test(tc, test_compressed_bf16);
 	tcase_add_test(tc, test_compression_per_tensor);
+	tcase_add_test(tc, test_one_direction);
 	tcase_add_test(tc, test_deterministic);
 	tcase_add_test(tc, test_sharded);
 	tcase_add_test(tc, test_turns_preempted);

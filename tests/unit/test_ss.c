@@ -845,6 +845,119 @@ START_TEST(test_ss_compressed_rounds)
 }
 END_TEST
 
+/*
+ * One direction compressed (PBOX_F_RCOMP): each push names its round's
+ * result compressor beside its own. A compressed push whose sum comes back
+ * as fp32 (the pushes decoded into the result buffer, the SS's residual
+ * left alone), a plain push whose sum the SS alone compresses (with its
+ * residual), and top-k pushes summed back as bf16, each over 3 rounds on
+ * one fragment, against the same computed here; in arrival order (the
+ * default) and in rank order ([job] deterministic: stashed pushes of
+ * another length than the result's). A rank asking for another result
+ * compressor in the same round is refused; a probe's answer says the
+ * result's.
+ */
+START_TEST(test_ss_one_direction)
+{
+	static const uint8_t dirs[][2] = {{COMP_SIGN, COMP_NONE},  {COMP_TOPK, COMP_NONE},
+					  {COMP_RANDK, COMP_NONE}, {COMP_NONE, COMP_SIGN},
+					  {COMP_NONE, COMP_TOPK},  {COMP_NONE, COMP_RANDK},
+					  {COMP_TOPK, COMP_BF16},  {COMP_SIGN, COMP_FP16}};
+	struct ss_job_desc d = desc(3, PBOX_DTYPE_FP32);
+	const size_t n = FRAG / 4;
+	float g[FRAG / 4], rr[3][FRAG / 4], acc[FRAG / 4], box[FRAG / 4];
+	uint8_t pay[3][FRAG], want[FRAG], scratch[4096];
+	const struct nic_addr from = {.ip_be = 0x0a000001};
+	const unsigned order[2][3] = {{0, 1, 2}, {2, 0, 1}};
+
+	d.comp_ppm = 100000;
+	for (unsigned io = 0; io < 2; io++) {
+		void *mem;
+		struct ss_job *j;
+
+		d.in_order = io == 1;
+		j = init_job(&d, &mem);
+		memset(box, 0, sizeof(box));
+		for (unsigned di = 0; di < sizeof(dirs) / sizeof(dirs[0]); di++) {
+			const struct comp_spec c = {dirs[di][0], d.comp_ppm},
+					       r = {dirs[di][1], d.comp_ppm};
+			const uint16_t plen = (uint16_t)(c.scheme ? comp_bytes(&c, n) : FRAG),
+				       rlen = (uint16_t)(r.scheme ? comp_bytes(&r, n) : FRAG);
+
+			memset(rr, 0, sizeof(rr));
+			for (uint32_t round = 0; round < 3; round++) {
+				uint32_t rd = di * 3 + round;
+				uint64_t seed = comp_seed(7, 2, 1, rd);
+				struct ss_out out;
+
+				memset(acc, 0, sizeof(acc));
+				for (unsigned k = 0; k < 3; k++) { /* rank order: the sum's */
+					for (size_t i = 0; i < n; i++)
+						g[i] = (float)((int)((i * 37 + k * 11 + rd * 5) %
+								     23) -
+							       11) /
+							       64 +
+						       (float)(k + 1) / 3;
+					if (c.scheme) {
+						comp_encode(&c, g, rr[k], n, pay[k], seed, scratch);
+						comp_add(&c, acc, pay[k], n, seed, scratch);
+					} else {
+						memcpy(pay[k], g, FRAG);
+						for (size_t i = 0; i < n; i++)
+							acc[i] += g[i];
+					}
+				}
+				for (unsigned q = 0; q < 3; q++) {
+					unsigned k = order[io][q];
+					struct pbox_hdr h = hdr(j, (uint16_t)k, 2, 1, rd, plen);
+					enum ss_verdict v;
+
+					h.dtype |= (uint8_t)(c.scheme << PBOX_COMP_SHIFT);
+					h.flags = (uint8_t)(PBOX_F_RCOMP |
+							    r.scheme << PBOX_F_RCOMP_SHIFT);
+					if (q == 1) { /* another result compressor: refused */
+						struct pbox_hdr x = h;
+
+						x.flags = (uint8_t)(PBOX_F_RCOMP |
+								    (r.scheme ? 0 : COMP_BF16)
+									    << PBOX_F_RCOMP_SHIFT);
+						ck_assert_int_eq(
+							ss_push(j, 0, &x, pay[k], &from, &out),
+							SS_DROP);
+						ck_assert_int_eq(out.why, SS_DROP_COMP);
+					}
+					v = ss_push(j, 0, &h, pay[k], &from, &out);
+					ck_assert_int_eq(v, q < 2 ? SS_SUMMED : SS_COMPLETE);
+				}
+				if (r.scheme)
+					comp_encode(&r, acc, box, n, want, seed, scratch);
+				else
+					memcpy(want, acc, FRAG);
+				ck_assert_uint_eq(out.len, rlen);
+				ck_assert_uint_eq(out.dtype, r.scheme << PBOX_COMP_SHIFT);
+				ck_assert_msg(memcmp(out.buf, want, rlen) == 0,
+					      "%s push, %s result, round %u, %s: result differs",
+					      comp_scheme_name(c.scheme),
+					      comp_scheme_name(r.scheme), rd,
+					      io ? "in rank order" : "as they came");
+			}
+			{ /* a probe of the last round, pulling: the result as it was */
+				struct pbox_hdr h = hdr(j, 1, 2, 1, di * 3 + 2, 0);
+				struct ss_out out;
+
+				h.op = PBOX_OP_PROBE;
+				h.flags = PBOX_F_PULL;
+				ck_assert_int_eq(ss_push(j, 0, &h, NULL, &from, &out), SS_ANSWER);
+				ck_assert_uint_eq(out.len, rlen);
+				ck_assert_uint_eq(out.dtype, r.scheme << PBOX_COMP_SHIFT);
+			}
+		}
+		ck_assert_uint_eq(j->cnt.drop[SS_DROP_COMP], 24);
+		free(mem);
+	}
+}
+END_TEST
+
 /* The next permutation of @a (of @n) in lexicographic order; false after
  * the last. */
 static bool next_perm(unsigned *a, unsigned n)
@@ -1328,6 +1441,7 @@ Suite *ss_suite(void)
 	tcase_add_test(tc, test_ss_reply_of_every_drop);
 	tcase_add_test(tc, test_ss_compressed_rounds);
 	tcase_add_test(tc, test_ss_compressed_drops);
+	tcase_add_test(tc, test_ss_one_direction);
 	tcase_add_test(tc, test_comp_names_agree);
 	tcase_add_test(tc, test_ss_lengths_from_registration);
 	tcase_add_test(tc, test_ss_ranks_bound_to_addresses);

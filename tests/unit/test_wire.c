@@ -272,6 +272,27 @@ static void m_flags(size_t *n)
 	(void)n;
 	frame[47] = 0x80;
 }
+static void m_rcomp_bits(size_t *n)
+{
+	(void)n;
+	frame[47] = 0x10; /* a result compressor, without the flag that says so */
+}
+static void m_rcomp_unknown(size_t *n)
+{
+	(void)n;
+	frame[47] = PBOX_F_RCOMP | 6 << PBOX_F_RCOMP_SHIFT;
+}
+static void m_rcomp_sign(size_t *n)
+{
+	(void)n;
+	frame[47] = PBOX_F_RCOMP | 1 << PBOX_F_RCOMP_SHIFT; /* a plain push, its sum signed */
+}
+static void m_rcomp_fp16(size_t *n)
+{
+	(void)n;
+	frame[46] = PBOX_DTYPE_FP16; /* compressors are for fp32 alone */
+	frame[47] = PBOX_F_RCOMP | 1 << PBOX_F_RCOMP_SHIFT;
+}
 static void m_len(size_t *n)
 {
 	(void)n;
@@ -327,6 +348,10 @@ static const struct {
 	{m_op_unknown, NIC_DROP_OP, "op 9"},
 	{m_dtype, NIC_DROP_DTYPE, "dtype 3"},
 	{m_flags, NIC_DROP_FLAGS, "unknown flag"},
+	{m_rcomp_bits, NIC_DROP_FLAGS, "result compressor without PBOX_F_RCOMP"},
+	{m_rcomp_unknown, NIC_DROP_DTYPE, "result compressor 6"},
+	{m_rcomp_sign, NIC_DROP_NONE, "a plain push asking for a signed sum"},
+	{m_rcomp_fp16, NIC_DROP_DTYPE, "fp16 push asking for a compressed sum"},
 	{m_len, NIC_DROP_LEN, "length field"},
 	{m_len_odd, NIC_DROP_LEN, "partial element"},
 	{m_len_big, NIC_DROP_LEN, "over the fragment size"},

@@ -188,6 +188,18 @@ int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype 
  * the next push that compresses on the CPU or sends it as it is. Not
  * ":gather" (its pieces are summed by the services). "@gpu" for a host
  * tensor, or with local aggregation: PBOX_EINVAL.
+ *
+ * "PUSH>SUM" (libpbox 3.15; ByteComp's Dimension 4) compresses one
+ * direction alone, or each its own way: "topk>none" pushes top-k and takes
+ * the sum back as fp32 (a sum of sparse pushes is not sparse: the service
+ * decodes each push into its sum and sends that, with no error feedback
+ * of its own); "none>sign" pushes the fp32 gradient as it is (nothing
+ * compressed on this worker) and the summation service alone compresses
+ * the sum, with its error feedback ("leave it to the box"); "topk>bf16"
+ * sends the sum narrowed. "sign" is "sign>sign". Each push names both
+ * compressors (WIRE.md), and every rank must choose the same pair. Host
+ * tensors only (a CUDA tensor's pieces: both ways or not at all), never
+ * with ":gather": PBOX_EINVAL.
  */
 int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme);
 
