@@ -164,7 +164,7 @@ static int agree(struct pbox *px, uint32_t rank, uint8_t *plan, uint32_t n)
 	if (rc == PBOX_OK)
 		rc = pbox_wait(op);
 	for (uint32_t i = 0; rc == PBOX_OK && i < n; i++)
-		plan[i] = (uint8_t)(x[i] + 0.5f); /* 0, 1 or 2: exact in fp32 */
+		plan[i] = (uint8_t)(x[i] + 0.5f); /* 0 to 10: exact in fp32 */
 	free(x);
 	return rc;
 }
@@ -198,25 +198,31 @@ static int decide(struct pbox *px, const struct pbox_layout_info *li, uint32_t n
 		gather_model(px, &m);
 	if (rc == PBOX_OK && gpu_resource(px, &c, n, keys))
 		m.cost[DC_DEVICE] = (struct dc_cost){true, 0, px->gpu_enc_b, 0, px->gpu_dec_b};
+	/* one direction alone: host tensors summed by the services */
+	m.one_way = !gathers(px) && !m.cost[DC_DEVICE].can;
 	if (rc == PBOX_OK && dc_decide(&m, w))
 		rc = PBOX_ENOMEM;
 	if (rc == PBOX_OK) {
 		double chosen = dc_time(&m, w), plain;
-		uint32_t k = 0, on_gpu = 0;
+		uint32_t k = 0, on_gpu = 0, one_way = 0;
 
 		for (uint32_t i = 0; i < n; i++) {
-			plan[i] = w[i] == DC_SEND  ? 0
-				  : w[i] == DC_CPU ? PBOX_COMP_CPU
-						   : PBOX_COMP_GPU;
+			plan[i] = (uint8_t)((dc_res(w[i]) == DC_SEND  ? 0
+					     : dc_res(w[i]) == DC_CPU ? PBOX_COMP_CPU
+								      : PBOX_COMP_GPU) |
+					    (w[i] & DC_PUSH_ONLY ? PBOX_COMP_PUSH_ONLY : 0) |
+					    (w[i] & DC_SUM_ONLY ? PBOX_COMP_SUM_ONLY : 0));
 			k += plan[i] != 0;
-			on_gpu += plan[i] == PBOX_COMP_GPU;
+			on_gpu += (plan[i] & PBOX_COMP_GPU) != 0;
+			one_way += plan[i] > PBOX_COMP_GPU;
 		}
 		plain = dc_time(&m, memset(w, DC_SEND, n));
 		wk_log(px, CFG_LOG_INFO,
-		       "pbox_decide_compression: %s on %u of %u tensors (%u on the GPU): the link "
+		       "pbox_decide_compression: %s on %u of %u tensors (%u on the GPU, %u one "
+		       "direction alone): the link "
 		       "%.3g ns a byte, the compressor %.3g ns a byte on the CPU, %.3g on the GPU; "
 		       "a step of %.3f ms in the model, %.3f ms with none compressed",
-		       comp_scheme_name(c.scheme), k, n, on_gpu, m.net_b * 1e9,
+		       comp_scheme_name(c.scheme), k, n, on_gpu, one_way, m.net_b * 1e9,
 		       px->comp_enc_b * 1e9, m.cost[DC_DEVICE].can ? px->gpu_enc_b * 1e9 : 0.0,
 		       chosen * 1e3, plain * 1e3);
 	}
@@ -231,7 +237,7 @@ int pbox_decide_compression(struct pbox *px, uint32_t n, const uint64_t *keys,
 {
 	const char *fn = "pbox_decide_compression";
 	struct pbox_layout_info li;
-	char scheme[24];
+	char scheme[32];
 	uint8_t *plan;
 	int rc, drc;
 
@@ -256,10 +262,13 @@ int pbox_decide_compression(struct pbox *px, uint32_t n, const uint64_t *keys,
 	if (rc == PBOX_OK)
 		rc = drc;
 	for (uint32_t i = 0; rc == PBOX_OK && i < n; i++) {
-		snprintf(scheme, sizeof(scheme), "%s%s%s",
-			 plan[i] ? comp_scheme_name(px->cfg.job.compression) : "none",
+		const char *name = comp_scheme_name(px->cfg.job.compression);
+
+		snprintf(scheme, sizeof(scheme), "%s%s%s%s%s",
+			 plan[i] & PBOX_COMP_SUM_ONLY ? "none>" : "", plan[i] ? name : "none",
+			 plan[i] & PBOX_COMP_PUSH_ONLY ? ">none" : "",
 			 plan[i] && gathers(px) ? ":gather" : "",
-			 plan[i] == PBOX_COMP_GPU ? "@gpu" : "");
+			 plan[i] & PBOX_COMP_GPU ? "@gpu" : "");
 		rc = pbox_set_compression(px, keys[i], scheme);
 		if (chosen)
 			chosen[i] = plan[i];

@@ -109,7 +109,7 @@ static int agree(struct pbox *px, uint32_t rank, uint8_t *plan, uint32_t n)
 	if (rc == PBOX_OK)
 		rc = pbox_wait(op);
 	for (uint32_t i = 0; rc == PBOX_OK && i < n; i++)
-		plan[i] = x[i] > 0.5f;
+		plan[i] = (uint8_t)(x[i] + 0.5f); /* 0 to 3: exact in fp32 */
 	free(x);
 	return rc;
 }
@@ -169,6 +169,7 @@ static int decide(const struct bench_comp *bc, const struct bench_layers *L, dou
 			      .compute_s = compute,
 			      .net_b = per_byte,
 			      .wire_ratio = (double)comp_bytes(&c, 2048) / 8192,
+			      .one_way = true,
 			      .cost = {[DC_CPU] = {true, 0, enc_b, 0, dec_b}}};
 	t0 = now_s();
 	if (bc->plan == BENCH_PLAN_BRUTE)
@@ -177,8 +178,11 @@ static int decide(const struct bench_comp *bc, const struct bench_layers *L, dou
 		rc = dc_decide(&m, w);
 	rep->decide_ms = (now_s() - t0) * 1e3;
 	rep->model_ms = dc_time(&m, w) * 1e3;
-	for (uint32_t j = 0; j < L->n; j++)
-		plan[L->n - 1 - j] = w[j] != DC_SEND;
+	for (uint32_t j = 0; j < L->n; j++) /* 0 none, 1 both ways, 2 the push, 3 the sum */
+		plan[L->n - 1 - j] = w[j] == DC_SEND	   ? 0
+				     : w[j] & DC_PUSH_ONLY ? 2
+				     : w[j] & DC_SUM_ONLY  ? 3
+							   : 1;
 	memset(w, DC_SEND, L->n);
 	rep->model_none_ms = dc_time(&m, w) * 1e3;
 	memset(w, DC_CPU, L->n);
@@ -211,8 +215,13 @@ int bench_comp_apply(struct pbox *px, const struct bench_comp *bc, const struct 
 			rc = agree(px, rank, plan, L->n);
 	}
 	for (uint32_t i = 0; rc == PBOX_OK && i < L->n; i++) {
-		rc = pbox_set_compression(px, L->key[i], plan[i] ? bc->scheme : "none");
-		rep->compressed += plan[i];
+		char how[40];
+
+		snprintf(how, sizeof(how), "%s%s%s", plan[i] == 3 ? "none>" : "",
+			 plan[i] ? bc->scheme : "none", plan[i] == 2 ? ">none" : "");
+		rc = pbox_set_compression(px, L->key[i], how);
+		rep->compressed += plan[i] != 0;
+		rep->one_way += plan[i] >= 2;
 		rep->compressed_bytes += plan[i] ? L->count[i] * 4 : 0;
 	}
 	rep->link_gbps = per_byte > 0 ? 8 / per_byte / 1e9 : 0;

@@ -29,7 +29,7 @@ struct bench_layers {
  * model's step with it, with none and with all compressed, the link's rate
  * measured and the compressor's on this CPU, the time to decide. */
 struct bench_comp_report {
-	uint32_t compressed;
+	uint32_t compressed, one_way; /* one_way: of them, one direction alone */
 	uint64_t compressed_bytes;
 	double model_ms, model_none_ms, model_all_ms, decide_ms, link_gbps, enc_gbps;
 };

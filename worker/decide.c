@@ -39,18 +39,31 @@ static int by_avail(const void *a, const void *b)
 	return x < y ? -1 : x > y ? 1 : (i > j) - (i < j);
 }
 
+/* Whether choice @w encodes the push on its resource, and decodes the sum
+ * there. */
+static bool enc_push(uint8_t w)
+{
+	return dc_res(w) != DC_SEND && !(w & DC_SUM_ONLY);
+}
+
+static bool dec_sum(uint8_t w)
+{
+	return dc_res(w) != DC_SEND && !(w & DC_PUSH_ONLY);
+}
+
 static double timeline(struct ws *s, const uint8_t *w)
 {
 	const struct dc_model *m = s->m;
-	double dev = 0, cpu = 0, net = 0, cpu_dec = 0, end;
+	double dev = 0, cpu = 0, up = 0, down = 0, cpu_dec = 0, end;
 	uint32_t i, k;
 
 	for (i = 0; i < m->n; i++) {
 		dev += m->compute_s[i];
-		if (w[i] == DC_DEVICE) { /* takes the device from the next layers' backward */
+		if (enc_push(w[i]) && dc_res(w[i]) == DC_DEVICE) { /* takes the device from the
+								    * next layers' backward */
 			dev += enc(m, DC_DEVICE, m->bytes[i]);
 			s->avail[i] = dev;
-		} else if (w[i] == DC_CPU) {
+		} else if (enc_push(w[i])) {
 			cpu = (cpu > dev ? cpu : dev) + enc(m, DC_CPU, m->bytes[i]);
 			s->avail[i] = cpu;
 		} else {
@@ -63,20 +76,23 @@ static double timeline(struct ws *s, const uint8_t *w)
 	qsort(s->order, m->n, sizeof(*s->order), by_avail);
 	s->cut = -1;
 	for (k = 0; k < m->n; k++) {
-		double start, wire, done;
+		double start, b = (double)m->bytes[i = s->order[k]], done;
+		unsigned r = dc_res(w[i]);
 
-		i = s->order[k];
-		start = net > s->avail[i] ? net : s->avail[i];
-		if (k > 0 && start > net)
-			s->cut = net; /* the link waited: a bubble */
-		wire = (double)m->bytes[i] * (w[i] == DC_SEND ? 1.0 : m->wire_ratio);
-		net = start + m->net_a + m->net_b * wire;
-		s->net_end[i] = net;
-		done = net;
-		if (w[i] == DC_DEVICE) {
+		start = up > s->avail[i] ? up : s->avail[i];
+		if (k > 0 && start > up)
+			s->cut = up; /* the link waited: a bubble */
+		up = start + m->net_a + m->net_b * b * (enc_push(w[i]) ? m->wire_ratio : 1.0);
+		s->net_end[i] = up;
+		down = (down > start ? down : start) +
+		       m->net_b * b *
+			       (r != DC_SEND && !(w[i] & DC_PUSH_ONLY) ? m->wire_ratio : 1.0);
+		down = down > up ? down : up;
+		done = down;
+		if (dec_sum(w[i]) && r == DC_DEVICE) {
 			done += dec(m, DC_DEVICE, m->bytes[i]);
-		} else if (w[i] == DC_CPU) {
-			cpu_dec = (cpu_dec > net ? cpu_dec : net) + dec(m, DC_CPU, m->bytes[i]);
+		} else if (dec_sum(w[i])) {
+			cpu_dec = (cpu_dec > down ? cpu_dec : down) + dec(m, DC_CPU, m->bytes[i]);
 			done = cpu_dec;
 		}
 		if (done > end)
@@ -149,10 +165,24 @@ static int by_size_far(const void *a, const void *b)
 	return x > y ? -1 : x < y ? 1 : (i < j) - (i > j);
 }
 
+/* The options of resource @r: both directions compressed, and with
+ * one_way each alone. How many. */
+static unsigned options(const struct dc_model *m, unsigned r, uint8_t *opt)
+{
+	opt[0] = (uint8_t)r;
+	if (!m->one_way)
+		return 1;
+	opt[1] = (uint8_t)(r | DC_PUSH_ONLY);
+	opt[2] = (uint8_t)(r | DC_SUM_ONLY);
+	return 3;
+}
+
 /* Algorithm 1 on resource @r. */
 static void algorithm1(struct ws *s, unsigned r, uint8_t *w, uint8_t *out, uint32_t *cand)
 {
 	const struct dc_model *m = s->m;
+	uint8_t opt[3];
+	unsigned n_opt = options(m, r, opt);
 
 	for (uint32_t i = 0; i < m->n; i++)
 		cand[i] = i;
@@ -166,9 +196,17 @@ static void algorithm1(struct ws *s, unsigned r, uint8_t *w, uint8_t *out, uint3
 		if (out[i])
 			continue;
 		keep = timeline(s, w); /* Property #3: the option of least F(S) */
-		w[i] = (uint8_t)r;
-		if (timeline(s, w) >= keep)
-			w[i] = DC_SEND;
+		for (unsigned o = 0, best = DC_SEND; o < n_opt; o++) {
+			double t;
+
+			w[i] = opt[o];
+			t = timeline(s, w);
+			if (t < keep) {
+				keep = t;
+				best = opt[o];
+			}
+			w[i] = (uint8_t)(o + 1 < n_opt ? DC_SEND : best);
+		}
 		rule_out(s, w, out);
 	}
 }
@@ -179,11 +217,15 @@ struct groups {
 	uint32_t g, *ix, *start, *size;
 };
 
-/* Group q offloads its first @u tensors to the CPU, the rest stay. */
+/* Group q offloads its first @u tensors to the CPU, the rest stay (each
+ * with its direction). */
 static void offload(const struct groups *gr, uint32_t q, uint32_t u, uint8_t *w)
 {
-	for (uint32_t j = 0; j < gr->size[q]; j++)
-		w[gr->ix[gr->start[q] + j]] = j < u ? DC_CPU : DC_DEVICE;
+	for (uint32_t j = 0; j < gr->size[q]; j++) {
+		uint8_t *x = &w[gr->ix[gr->start[q] + j]];
+
+		*x = (uint8_t)((*x & ~DC_RES_MASK) | (j < u ? DC_CPU : DC_DEVICE));
+	}
 }
 
 /* Theorem 1: every U (@combos of them), the best kept in @w. */
@@ -243,7 +285,7 @@ static void algorithm2(struct ws *s, uint8_t *w, uint32_t *ix)
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < m->n; i++)
-		if (w[i] == DC_DEVICE)
+		if (dc_res(w[i]) == DC_DEVICE)
 			ix[n++] = i;
 	gr.start = calloc(n + 1, sizeof(*gr.start));
 	gr.size = calloc(n + 1, sizeof(*gr.size));
@@ -270,7 +312,8 @@ static void algorithm2(struct ws *s, uint8_t *w, uint32_t *ix)
 	free(gr.size);
 }
 
-int dc_decide(const struct dc_model *m, uint8_t *where)
+/* Algorithms 1 and 2 over @m (its options) into @where. */
+static int decide_once(const struct dc_model *m, uint8_t *where)
 {
 	unsigned first = m->cost[DC_DEVICE].can ? DC_DEVICE : DC_CPU;
 	uint8_t *out = calloc(m->n + 1, 1);
@@ -294,9 +337,30 @@ int dc_decide(const struct dc_model *m, uint8_t *where)
 	return 0;
 }
 
+/* With one_way, the greedy choice over more options is not always the
+ * better one: both directions alike decided too, and the better kept. */
+int dc_decide(const struct dc_model *m, uint8_t *where)
+{
+	struct dc_model both = *m;
+	uint8_t *alike;
+	int rc = decide_once(m, where);
+
+	if (rc || !m->one_way)
+		return rc;
+	both.one_way = false;
+	alike = malloc(m->n + 1);
+	if (!alike)
+		return -ENOMEM;
+	rc = decide_once(&both, alike);
+	if (!rc && dc_time(m, alike) < dc_time(m, where))
+		memcpy(where, alike, m->n);
+	free(alike);
+	return rc;
+}
+
 int dc_brute(const struct dc_model *m, uint8_t *where)
 {
-	uint8_t opt[DC_WHERE_COUNT], w[DC_BRUTE_MAX];
+	uint8_t opt[1 + 3 * DC_WHERE_COUNT], w[DC_BRUTE_MAX];
 	unsigned k = 0;
 	uint64_t combos = 1;
 	double best = -1;
@@ -307,9 +371,10 @@ int dc_brute(const struct dc_model *m, uint8_t *where)
 	opt[k++] = DC_SEND;
 	for (unsigned r = DC_DEVICE; r < DC_WHERE_COUNT; r++)
 		if (m->cost[r].can)
-			opt[k++] = (uint8_t)r;
+			k += options(m, r, opt + k);
 	for (uint32_t i = 0; i < m->n; i++)
-		combos *= k;
+		if ((combos *= k) > DC_BRUTE_COMBOS)
+			return -E2BIG;
 	if (ws_init(&s, m))
 		return -ENOMEM;
 	for (uint64_t c = 0; c < combos; c++) {

@@ -975,9 +975,11 @@ int main(int argc, char **argv)
 			fprintf(stderr, "pbox-bench: --compress: %s\n", pbox_last_error());
 			goto out;
 		}
-		printf("bench: rank %u: %s on %s of the layers: %u of %u (%.1f of %.1f MiB)",
+		printf("bench: rank %u: %s on %s of the layers: %u of %u (%.1f of %.1f MiB, %u "
+		       "one direction alone)",
 		       li.rank, o.comp.scheme, bench_plan_name(o.comp.plan), crep.compressed, m.n,
-		       (double)crep.compressed_bytes / 1048576, (double)m.total * 4 / 1048576);
+		       (double)crep.compressed_bytes / 1048576, (double)m.total * 4 / 1048576,
+		       crep.one_way);
 		if (o.comp.plan >= BENCH_PLAN_BYTECOMP)
 			printf("; the link %.3f Gb/s, the compressor %.1f Gb/s on this CPU; decided "
 			       "in %.2f ms; modelled step %.1f ms (none %.1f, all %.1f)",

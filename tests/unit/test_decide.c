@@ -3,6 +3,7 @@
  * the timeline's arithmetic on a step worked by hand, bubbles ruled out,
  * and on reduced models (12 tensors) within 5% of every combination tried,
  * never worse than compressing everything or nothing. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,6 +116,90 @@ START_TEST(test_near_brute_force)
 }
 END_TEST
 
+/*
+ * One direction alone, worked by hand: a link of 1 ns a byte each way, no
+ * latency, 1/32 on the wire, a CPU that encodes and decodes at 0.5 ns a
+ * byte; 2 MB ready at 0, 1 MB at 0.5 ms, no forward pass.
+ *  - Both compressed alike at best: the first sent as it is (the link 0-2
+ *    ms), the second compressed (0.5-1 ms), pushed and summed 2-2.03125
+ *    ms, decoded by 2.53125 ms.
+ *  - The first compressed (1 ms), pushed and back 1-1.0625 ms, decoded by
+ *    2.0625 ms; the second's push alone (encoded 1-1.5 ms, pushed 1.5-
+ *    1.53125 ms), its sum back as fp32 1.5-2.5 ms, nothing to decode: 2.5
+ *    ms, and what ByteComp's choice finds with one_way.
+ *  - The first's sum alone compressed, the second sent as it is: the
+ *    first pushed 0-2 ms (its sum back by then), decoded by 3 ms; the
+ *    second's push 2-3 ms: 3 ms.
+ */
+START_TEST(test_one_way_by_hand)
+{
+	const uint64_t bytes[] = {2000000, 1000000};
+	const double compute[] = {0, 0.0005};
+	struct dc_model m = {.n = 2,
+			     .bytes = bytes,
+			     .compute_s = compute,
+			     .net_b = 1e-9,
+			     .wire_ratio = 1.0 / 32,
+			     .cost = {[DC_CPU] = {true, 0, 0.5e-9, 0, 0.5e-9}}};
+	uint8_t w[2], b[2];
+
+	ck_assert_int_eq(dc_brute(&m, b), 0); /* both alike: the best of 3^2 */
+	ck_assert_double_eq_tol(dc_time(&m, b), 0.00253125, 1e-12);
+	ck_assert_int_eq(b[0], DC_SEND);
+	ck_assert_int_eq(b[1], DC_CPU);
+	w[0] = DC_CPU;
+	w[1] = DC_CPU | DC_PUSH_ONLY;
+	ck_assert_double_eq_tol(dc_time(&m, w), 0.0025, 1e-12);
+	w[0] = DC_CPU | DC_SUM_ONLY;
+	w[1] = DC_SEND;
+	ck_assert_double_eq_tol(dc_time(&m, w), 0.003, 1e-12);
+	m.one_way = true;
+	ck_assert_int_eq(dc_decide(&m, w), 0);
+	ck_assert_int_eq(w[0], DC_CPU);
+	ck_assert_int_eq(w[1], DC_CPU | DC_PUSH_ONLY);
+	ck_assert_int_eq(dc_brute(&m, b), 0); /* and the best of 4^2 */
+	ck_assert_double_eq_tol(dc_time(&m, b), 0.0025, 1e-12);
+}
+END_TEST
+
+/* With each direction alone an option (the CPU alone, 7 tensors: 4^7
+ * combinations): ByteComp's choice within 5% of the best of them all, and
+ * never worse than its choice with both directions alike. */
+START_TEST(test_one_way_near_brute_force)
+{
+	static const uint64_t sizes[] = {4u << 20, 16u << 20, 1u << 20, 64u << 10};
+	unsigned seed = 11, one_way = 0;
+
+	for (unsigned trial = 0; trial < 30; trial++) {
+		uint64_t bytes[7];
+		double compute[7], got, best, alike;
+		uint8_t w[7], b[7];
+		struct dc_model m;
+
+		for (unsigned i = 0; i < 7; i++) {
+			bytes[i] = sizes[rand_r(&seed) % 4];
+			compute[i] = 0.0005 + (double)(rand_r(&seed) % 1000) * 1e-5;
+		}
+		m = model(7, bytes, compute);
+		m.cost[DC_DEVICE].can = false;
+		ck_assert_int_eq(dc_decide(&m, w), 0);
+		alike = dc_time(&m, w);
+		m.one_way = true;
+		ck_assert_int_eq(dc_decide(&m, w), 0);
+		ck_assert_int_eq(dc_brute(&m, b), 0);
+		got = dc_time(&m, w);
+		best = dc_time(&m, b);
+		for (unsigned i = 0; i < 7; i++)
+			one_way += (w[i] & (DC_PUSH_ONLY | DC_SUM_ONLY)) != 0;
+		ck_assert_msg(got <= best * 1.05, "trial %u: %.6f s, the best %.6f s", trial, got,
+			      best);
+		ck_assert_msg(got <= alike + 1e-12, "trial %u: %.6f s, both alike %.6f s", trial,
+			      got, alike);
+	}
+	printf("decide: one direction alone chosen for %u of 210 tensors\n", one_way);
+}
+END_TEST
+
 /* A real model's tensors (ResNet-50's 161), communication-bound: ByteComp
  * compresses some and not others, and its step is shorter than both
  * sending everything and compressing everything on the device. */
@@ -165,6 +250,8 @@ Suite *decide_suite(void)
 	tcase_add_test(tc, test_hidden_not_compressed);
 	tcase_add_test(tc, test_near_brute_force);
 	tcase_add_test(tc, test_resnet50_mixed_choice);
+	tcase_add_test(tc, test_one_way_by_hand);
+	tcase_add_test(tc, test_one_way_near_brute_force);
 	suite_add_tcase(s, tc);
 	return s;
 }

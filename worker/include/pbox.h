@@ -68,7 +68,7 @@ extern "C" {
  * calling what 3.5 added.
  */
 #define PBOX_VERSION_MAJOR   3
-#define PBOX_VERSION_MINOR   14
+#define PBOX_VERSION_MINOR   15
 #define PBOX_VERSION(ma, mi) ((ma)*1000 + (mi))
 #define PBOX_VERSION_CODE    PBOX_VERSION(PBOX_VERSION_MAJOR, PBOX_VERSION_MINOR)
 
@@ -203,9 +203,12 @@ int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype 
  */
 int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme);
 
-/* pbox_decide_compression()'s @chosen: where a tensor compresses. */
-#define PBOX_COMP_CPU 1
-#define PBOX_COMP_GPU 2
+/* pbox_decide_compression()'s @chosen: where a tensor compresses, and
+ * (libpbox 3.15) whether one direction alone does. */
+#define PBOX_COMP_CPU	    1
+#define PBOX_COMP_GPU	    2
+#define PBOX_COMP_PUSH_ONLY 4 /* "SCHEME>none": its push compressed, its sum back as fp32 */
+#define PBOX_COMP_SUM_ONLY  8 /* "none>SCHEME": its push as it is, its sum compressed */
 
 /*
  * ByteComp's choice of which tensors to compress (libpbox 3.7): every rank
@@ -226,7 +229,13 @@ int pbox_set_compression(struct pbox *px, uint64_t key, const char *scheme);
  * profiled once by the CUDA module: ByteComp's Algorithm 1 compresses on
  * the GPU (its time taken from the backward pass), and Algorithm 2 moves
  * groups of those tensors to the CPU where that shortens the step.
- * A collective: nothing of these tensors in flight. PBOX_OK; PBOX_EINVAL
+ * Host tensors summed by the services (libpbox 3.15) may compress one
+ * direction alone (ByteComp's Dimension 4; PBOX_COMP_CPU with
+ * PBOX_COMP_PUSH_ONLY or PBOX_COMP_SUM_ONLY in @chosen): the model
+ * takes the link as full duplex, each direction a queue of its own, so
+ * that one direction pays only where the other has room (a push
+ * compressed whose sum comes back while the next tensors' pushes go out
+ * saves decoding it). A collective: nothing of these tensors in flight. PBOX_OK; PBOX_EINVAL
  * ([job] compression none, a key not declared or used yet); PBOX_ESTATE
  * (before pbox_start()); a failure of the job's.
  */

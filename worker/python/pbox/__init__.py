@@ -15,15 +15,18 @@ install).
 import ctypes
 import os
 
-__all__ = ["Context", "Error", "FP32", "FP16", "BF16", "COMP_CPU", "COMP_GPU", "Stats", "library", "__version__"]
+__all__ = ["Context", "Error", "FP32", "FP16", "BF16", "COMP_CPU", "COMP_GPU", "COMP_PUSH_ONLY",
+           "COMP_SUM_ONLY", "Stats", "library", "__version__"]
 
 # libpbox's version this package was made with (pbox_version(); the wheel's
 # version): a library of another minor version is said at import
-__version__ = "3.14"
+__version__ = "3.15"
 
 FP32, FP16, BF16 = 0, 1, 2
 # Context.decide_compression(): where a tensor compresses (pbox.h PBOX_COMP_*)
 COMP_CPU, COMP_GPU = 1, 2
+# or'd with COMP_CPU where one direction alone is compressed (libpbox 3.15)
+COMP_PUSH_ONLY, COMP_SUM_ONLY = 4, 8
 # enum pbox_status (pbox.h)
 OK, EAGAIN, EINVAL, ECONFIG, ENOMEM, ESTATE, EMISMATCH = 0, -1, -2, -3, -4, -5, -6
 EBOX, ETIMEDOUT, EPEER, ENET, EFAILED, ENODEV, REDO = -7, -8, -9, -10, -11, -12, 1
@@ -200,7 +203,9 @@ class Context:
         computation before each (ns, as this rank measured it); rank 0's
         choice is set on every rank. Returns a list, one per tensor: 0 sent
         as it is, COMP_CPU compressed with the job's scheme on the CPU,
-        COMP_GPU on the GPU (CUDA tensors alone, libpbox 3.14)."""
+        COMP_GPU on the GPU (CUDA tensors alone, libpbox 3.14), either maybe
+        with COMP_PUSH_ONLY ("SCHEME>none") or COMP_SUM_ONLY ("none>SCHEME"),
+        one direction alone (libpbox 3.15)."""
         n = len(keys)
         arr = ctypes.c_uint64 * n
         chosen = (ctypes.c_uint8 * n)()

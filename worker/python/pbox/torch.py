@@ -1004,7 +1004,7 @@ class _HookState:
         self.seen = []  # this step's buckets: (key, count, time)
         self.gaps = []  # the last measured steps' gaps, per bucket
         self.shape = None  # the measured steps' (key, count) per bucket
-        self.chosen = None  # the last decision: per bucket 0, COMP_CPU or COMP_GPU
+        self.chosen = None  # the last decision: per bucket 0 or COMP_* (pbox.Context)
         self.decisions = 0
         self.known = set()  # keys declared as they are (until a decision says)
 
@@ -1042,9 +1042,12 @@ class _HookState:
         self.decisions += 1
         if self.group.rank() == 0:
             print("pbox: hook_state(compression=\"auto\"): %d of %d fp32 buckets compressed, "
-                  "%d on the GPU (ByteComp's decision %d, at step %d, over %d measured steps)" %
-                  (sum(1 for c in self.chosen if c), n, self.chosen.count(2), self.decisions,
-                   self.step, len(self.gaps)),
+                  "%d on the GPU, %d one direction alone (ByteComp's decision %d, at step %d, "
+                  "over %d measured steps)" %
+                  (sum(1 for c in self.chosen if c), n,
+                   sum(1 for c in self.chosen if c & pbox.COMP_GPU),
+                   sum(1 for c in self.chosen if c & (pbox.COMP_PUSH_ONLY | pbox.COMP_SUM_ONLY)),
+                   self.decisions, self.step, len(self.gaps)),
                   file=sys.stderr, flush=True)
 
 
