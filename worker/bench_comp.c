@@ -36,25 +36,38 @@ static double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* Whether compressor @s keeps pbox-bench's sums exact. */
+static bool exact(int s)
+{
+	return s == COMP_NONE || s == COMP_BF16 || s == COMP_FP16;
+}
+
 int bench_comp_parse(const char *arg, struct bench_comp *bc)
 {
 	const char *colon = strchr(arg, ':');
-	char scheme[16];
-	int s;
+	char scheme[16], *arrow;
+	int s, r;
 
 	if (!colon || (size_t)(colon - arg) >= sizeof(scheme))
 		return -1;
 	memcpy(scheme, arg, (size_t)(colon - arg));
 	scheme[colon - arg] = '\0';
+	arrow = strchr(scheme, '>');
+	if (arrow)
+		*arrow++ = '\0';
 	s = comp_scheme_parse(scheme);
-	if (s <= COMP_NONE)
+	r = arrow ? comp_scheme_parse(arrow) : s;
+	if (s < COMP_NONE || r < COMP_NONE || (s == COMP_NONE && r == COMP_NONE))
 		return -1;
-	bc->scheme = comp_scheme_name((unsigned)s);
+	bc->lossless = exact(s) && exact(r);
+	_Static_assert(sizeof(bc->scheme) == sizeof(scheme), "the text before the colon fits");
+	memcpy(bc->scheme, arg, (size_t)(colon - arg)); /* "fp16>none": one direction alone */
+	bc->scheme[colon - arg] = '\0';
 	for (unsigned p = 0; p < sizeof(plan_names) / sizeof(plan_names[0]); p++)
 		if (strcmp(colon + 1, plan_names[p]) == 0) {
 			bc->plan = (enum bench_plan)p;
-			bc->on = true;
-			return 0;
+			bc->on = !arrow || p <= BENCH_PLAN_ALL;
+			return bc->on ? 0 : -1;
 		}
 	return -1;
 }

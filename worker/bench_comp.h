@@ -12,7 +12,8 @@ enum bench_plan { BENCH_PLAN_NONE, BENCH_PLAN_ALL, BENCH_PLAN_BYTECOMP, BENCH_PL
 
 struct bench_comp {
 	bool on;
-	const char *scheme; /* comp.h's name */
+	char scheme[16]; /* comp.h's name, or "PUSH>SUM" (plans none and all) */
+	bool lossless;	 /* bf16, fp16 and none alone: these sums stay exact */
 	enum bench_plan plan;
 	uint32_t rate_ppm; /* the job's [job] compression_rate, for the model */
 };
@@ -34,7 +35,7 @@ struct bench_comp_report {
 	double model_ms, model_none_ms, model_all_ms, decide_ms, link_gbps, enc_gbps;
 };
 
-/* "sign:bytecomp" into @bc: 0, or -1. */
+/* "sign:bytecomp" or "fp16>none:all" into @bc: 0, or -1. */
 int bench_comp_parse(const char *arg, struct bench_comp *bc);
 const char *bench_plan_name(enum bench_plan p);
 

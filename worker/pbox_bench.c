@@ -430,6 +430,7 @@ static void usage(FILE *f)
 		"  --sync        a barrier (a one-element allreduce, not timed) before each\n"
 		"                iteration: the ranks start it together\n"
 		"  --compress SCHEME:PLAN  sign|topk|randk|bf16|fp16 on none|all|bytecomp|brute\n"
+		"                (or PUSH>SUM, one direction alone: fp16>none:all, on none|all)\n"
 		"                of the layers ([job] compression must not be none)\n"
 		"  --compress-rate PPM  the job's compression_rate, for bytecomp's model\n"
 		"  --compute-per-mb US  with --backprop: US more compute per MiB of a layer\n"
@@ -556,7 +557,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (bench_comp_parse(optarg, &o->comp)) {
 				fprintf(stderr,
 					"pbox-bench: --compress: '%s' is not SCHEME:PLAN (sign, topk, "
-					"randk, bf16 or fp16; none, all, bytecomp or brute)\n",
+					"randk, bf16 or fp16; none, all, bytecomp or brute), nor "
+					"PUSH>SUM:PLAN (none or all)\n",
 					optarg);
 				return -1;
 			}
@@ -925,7 +927,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	/* sign, topk and randk do not keep these sums exact; bf16 and fp16 do */
-	lossy = o.comp.on && strcmp(o.comp.scheme, "bf16") && strcmp(o.comp.scheme, "fp16");
+	lossy = o.comp.on && !o.comp.lossless;
 	compute_us = calloc(m.n, sizeof(*compute_us));
 	keys = calloc(m.n, sizeof(*keys));
 	for (i = 0; compute_us && keys && i < m.n; i++) {

@@ -17,8 +17,13 @@
  * Both with the box's default MAC (payload: a compressed push has fewer
  * bytes to hash) and with the header MAC alone (the compressors' own cost).
  *
+ * One direction alone too: plain pushes whose sum the SS signs ("none>sign",
+ * the worker compressing nothing) and signed pushes whose sum goes back as
+ * fp32 ("sign>none").
+ *
  * Last line: RESULT compress box_ratio=R (sign, payload MAC) topk=R randk=R
- * bf16=R fp16=R box_ratio_mac_header=R
+ * bf16=R fp16=R sign_sum=R sign_push=R box_ratio_mac_header=R, then the
+ * decision's figures
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,9 +55,23 @@ struct run {
 	uint8_t *pay; /* RANKS x FRAGS payloads of stride bytes */
 	size_t stride;
 	uint64_t *digest;
-	uint8_t scheme;
+	uint8_t scheme, rscheme; /* the pushes' compressor, the sums' */
 	uint32_t round;
 };
+
+/* What a run's pushes and sums are compressed with. */
+struct pair {
+	uint8_t push, sum;
+};
+
+/* "sign", or "none>sign" where one direction alone is. */
+static const char *pair_name(struct pair p, char *buf, size_t cap)
+{
+	if (p.push == p.sum)
+		return comp_scheme_name(p.push);
+	snprintf(buf, cap, "%s>%s", comp_scheme_name(p.push), comp_scheme_name(p.sum));
+	return buf;
+}
 
 /* A job of 1 endpoint and CHUNKS chunks, compressed pushes taken at 1%. */
 static int job(struct run *r, const struct nic_mac *mac)
@@ -77,13 +96,14 @@ static int job(struct run *r, const struct nic_mac *mac)
 
 /* Every rank's push of every fragment: gradients compressed once (the
  * rounds reuse them; the SS's work per round is the same). */
-static int pushes(struct run *r, uint8_t scheme, const struct nic_mac *mac)
+static int pushes(struct run *r, struct pair pr, const struct nic_mac *mac)
 {
-	const struct comp_spec c = {scheme, COMP_RATE_DEFAULT_PPM};
+	const struct comp_spec c = {pr.push, COMP_RATE_DEFAULT_PPM};
 	float g[FRAG / 4], resid[FRAG / 4];
 	uint8_t scratch[16384];
 
-	r->scheme = scheme;
+	r->scheme = pr.push;
+	r->rscheme = pr.sum;
 	r->stride = comp_bytes(&c, FRAG / 4);
 	r->pay = malloc((size_t)RANKS * FRAGS * r->stride);
 	r->digest = malloc((size_t)RANKS * FRAGS * sizeof(uint64_t));
@@ -113,14 +133,20 @@ static double round_of(struct run *r)
 	for (uint32_t f = 0; f < FRAGS; f++)
 		for (uint32_t q = 0; q < RANKS; q++) {
 			uint32_t k = q * FRAGS + f;
-			struct pbox_hdr h = {.op = PBOX_OP_PUSH,
-					     .dtype = (uint8_t)(r->scheme << PBOX_COMP_SHIFT),
-					     .rank = (uint16_t)q,
-					     .job = 9,
-					     .chunk = f / 4,
-					     .frag = (uint16_t)(f % 4),
-					     .len = (uint16_t)r->stride,
-					     .round = r->round};
+			struct pbox_hdr h = {
+				.op = PBOX_OP_PUSH,
+				.dtype = (uint8_t)(r->scheme << PBOX_COMP_SHIFT),
+				.flags = (uint8_t)(r->rscheme == r->scheme
+							   ? 0
+							   : PBOX_F_RCOMP |
+								     r->rscheme
+									     << PBOX_F_RCOMP_SHIFT),
+				.rank = (uint16_t)q,
+				.job = 9,
+				.chunk = f / 4,
+				.frag = (uint16_t)(f % 4),
+				.len = (uint16_t)r->stride,
+				.round = r->round};
 
 			h.mac = nic_mac_hdr(&r->j->mac, &h, r->digest[k]);
 			done += ss_push(r->j, 0, &h, r->pay + (size_t)k * r->stride, &from, &out) ==
@@ -135,11 +161,14 @@ static double round_of(struct run *r)
 	return now() - t0;
 }
 
-/* Every scheme's best round under MAC mode @mode, printed; @best filled. */
-static int measure(unsigned mode, unsigned reps, const uint8_t *schemes, unsigned n, double *best)
+/* Every pair's best round under MAC mode @mode, printed; @best filled. */
+#define PAIRS_MAX 8u
+static int measure(unsigned mode, unsigned reps, const struct pair *schemes, unsigned n,
+		   double *best)
 {
 	const double gbytes = (double)FRAGS * FRAG * RANKS / 1e9;
-	struct run r[COMP_SCHEME_COUNT];
+	struct run r[PAIRS_MAX];
+	char name[24];
 	uint8_t key[NIC_KEY_LEN];
 	struct nic_mac mac;
 
@@ -164,9 +193,9 @@ static int measure(unsigned mode, unsigned reps, const uint8_t *schemes, unsigne
 	       "mode %s, best of %u rounds\n",
 	       sum_ops_best()->name, RANKS, FRAGS, FRAG, nic_mac_mode_name(mode), reps);
 	for (unsigned s = 0; s < n; s++) {
-		printf("perf-compress: %-5s %4zu bytes a push, %6.2f GB/s of gradient summed (%.3f "
-		       "of plain)\n",
-		       comp_scheme_name(schemes[s]), r[s].stride, gbytes / best[s],
+		printf("perf-compress: %-9s %4zu bytes a push, %6.2f GB/s of gradient summed "
+		       "(%.3f of plain)\n",
+		       pair_name(schemes[s], name, sizeof(name)), r[s].stride, gbytes / best[s],
 		       best[0] / best[s]);
 		free(r[s].mem);
 		free(r[s].pay);
@@ -266,13 +295,71 @@ static void reduced(double *worst, double *mean)
 	}
 }
 
+/* One direction alone (Dimension 4): 100 reduced models of 8 tensors, the
+ * CPU alone at 0.5 to 5 GB/s, links of 1 to 10 Gb/s: how often the best
+ * of every choice (4^8, each direction alone an option) has a tensor
+ * compressed one way and is more than 1% shorter than the best with both
+ * directions alike (2^8), by how much at most; and ByteComp's choice with
+ * the option, its worst gap to that best (and without, to the best alike:
+ * how far the greedy is from the best on these slow CPUs anyway). */
+static void one_way(unsigned *used, unsigned *wins, double *gain, double *worst,
+		    double *worst_alike)
+{
+	unsigned seed = 13;
+
+	*used = *wins = 0;
+	*gain = *worst = *worst_alike = 0;
+	for (unsigned trial = 0; trial < 100; trial++) {
+		static const uint64_t sizes[] = {16u << 20, 4u << 20, 1u << 20, 64u << 10};
+		uint64_t bytes[8];
+		double compute[8], alike, best, g, enc = 1 / (0.5e9 + (rand_r(&seed) % 10) * 0.5e9),
+						   link = (1 + rand_r(&seed) % 10) * 1e9;
+		uint8_t w[8], b[8];
+		bool any = false;
+		struct dc_model m;
+
+		for (unsigned i = 0; i < 8; i++) {
+			bytes[i] = sizes[rand_r(&seed) % 4];
+			compute[i] = 0.0005 + (double)(rand_r(&seed) % 1000) * 1e-5;
+		}
+		m = (struct dc_model){.n = 8,
+				      .bytes = bytes,
+				      .compute_s = compute,
+				      .forward_s = 0.01,
+				      .net_a = 30e-6,
+				      .net_b = 8 / link,
+				      .wire_ratio = (4.0 + 256) / 8192,
+				      .cost = {[DC_CPU] = {true, 5e-6, enc, 5e-6, enc / 2}}};
+		dc_brute(&m, b);
+		alike = dc_time(&m, b);
+		dc_decide(&m, w);
+		g = dc_time(&m, w) / alike - 1;
+		*worst_alike = g > *worst_alike ? g : *worst_alike;
+		m.one_way = true;
+		dc_brute(&m, b);
+		best = dc_time(&m, b);
+		dc_decide(&m, w);
+		for (unsigned i = 0; i < 8; i++)
+			any |= (b[i] & (DC_PUSH_ONLY | DC_SUM_ONLY)) != 0;
+		*used += any;
+		g = 1 - best / alike;
+		*wins += any && g > 0.01;
+		*gain = g > *gain ? g : *gain;
+		g = dc_time(&m, w) / best - 1;
+		*worst = g > *worst ? g : *worst;
+	}
+}
+
 int main(int argc, char **argv)
 {
-	static const uint8_t schemes[] = {COMP_NONE,  COMP_SIGN, COMP_TOPK,
-					  COMP_RANDK, COMP_BF16, COMP_FP16};
-	const unsigned n = sizeof(schemes), reps = argc > 1 ? (unsigned)atoi(argv[1]) : 5;
-	double best[sizeof(schemes)], hdr[sizeof(schemes)];
-	char line[256];
+	static const struct pair schemes[] = {{COMP_NONE, COMP_NONE}, {COMP_SIGN, COMP_SIGN},
+					      {COMP_TOPK, COMP_TOPK}, {COMP_RANDK, COMP_RANDK},
+					      {COMP_BF16, COMP_BF16}, {COMP_FP16, COMP_FP16},
+					      {COMP_NONE, COMP_SIGN}, {COMP_SIGN, COMP_NONE}};
+	const unsigned n = sizeof(schemes) / sizeof(schemes[0]),
+		       reps = argc > 1 ? (unsigned)atoi(argv[1]) : 5;
+	double best[PAIRS_MAX], hdr[PAIRS_MAX];
+	char line[384];
 	int at;
 
 	/* the box's default (the payload MAC: fewer bytes, less hashing), then
@@ -281,9 +368,13 @@ int main(int argc, char **argv)
 	    measure(NIC_MAC_HEADER, reps, schemes, n, hdr))
 		return 1;
 	at = snprintf(line, sizeof(line), "RESULT compress box_ratio=%.3f", best[0] / best[1]);
-	for (unsigned s = 2; s < n; s++)
-		at += snprintf(line + at, sizeof(line) - (size_t)at, " %s=%.3f",
-			       comp_scheme_name(schemes[s]), best[0] / best[s]);
+	for (unsigned s = 2; s < n; s++) /* "none>sign": sign_sum, "sign>none": sign_push */
+		at += snprintf(line + at, sizeof(line) - (size_t)at, " %s%s=%.3f",
+			       comp_scheme_name(schemes[s].push ? schemes[s].push : schemes[s].sum),
+			       schemes[s].push == schemes[s].sum ? ""
+			       : schemes[s].push		 ? "_push"
+								 : "_sum",
+			       best[0] / best[s]);
 	at += snprintf(line + at, sizeof(line) - (size_t)at, " box_ratio_mac_header=%.3f",
 		       hdr[0] / hdr[1]);
 	{ /* the decision algorithm, in its model */
@@ -308,9 +399,22 @@ int main(int argc, char **argv)
 		printf("perf-compress: model: 100 reduced steps of 12 tensors: ByteComp's choice "
 		       "%.2f%% (worst) and %.2f%% (mean) from the best of all 3^12 choices\n",
 		       worst * 100, mean * 100);
-		snprintf(line + at, sizeof(line) - (size_t)at,
-			 " decide_ms=%.1f decide_tensors=%u gap_to_best_model=%.4f", big_ms, big_n,
-			 worst);
+		at += snprintf(line + at, sizeof(line) - (size_t)at,
+			       " decide_ms=%.1f decide_tensors=%u gap_to_best_model=%.4f", big_ms,
+			       big_n, worst);
+	}
+	{ /* each direction alone */
+		unsigned used, wins;
+		double gain, worst, worst_alike;
+
+		one_way(&used, &wins, &gain, &worst, &worst_alike);
+		printf("perf-compress: model: 100 reduced steps of 8 tensors, the CPU alone: the "
+		       "best of all 4^8 choices compresses a tensor one way in %u, and is more "
+		       "than 1%% shorter than the best with both ways alike in %u (at most "
+		       "%.2f%%); ByteComp's choice at most %.2f%% from it (both ways alike: "
+		       "%.2f%% from the best of 2^8)\n",
+		       used, wins, gain * 100, worst * 100, worst_alike * 100);
+		snprintf(line + at, sizeof(line) - (size_t)at, " one_way_gain=%.4f", gain);
 	}
 	puts(line);
 	return 0;

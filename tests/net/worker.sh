@@ -181,6 +181,25 @@ check "k=2, compression = fp16: the box sent $cb bytes, under 0.6 of the $pb it 
 	bash -c "[ ${cb:-0} -gt 0 ] && [ ${cb:-0} -lt $((${pb:-0} * 6 / 10)) ] &&
 		awk '/^pbox_core_drops_total.*reason=\"comp/ && \$NF > 0 { bad = 1 } END { exit bad }' '$log/after-cfp16.metrics'"
 
+# One direction alone (pbox_set_compression(px, key, "PUSH>SUM")): fp16
+# pushes whose sums come back as fp32, then fp32 pushes whose sums the box
+# and the SS_GPUs alone narrow to fp16, every sum exact; the box sends
+# full-width sums for the first (over 0.9 of the uncompressed run's bytes)
+# and half-width ones for the second (under 0.6)
+export PBOX_JOB_COMPRESSION=fp16
+for pair in "fp16>none" "none>fp16"; do
+	ct=c${pair%>*}-${pair#*>}
+	snapshot "$log/before-$ct"
+	check "k=2: $pair, through the box and the SS_GPUs: every sum exact" \
+		bench_all "$ct" --size "$SIZE" --tensors 8 --iters "$ITERS" --compress "$pair:all"
+	snapshot "$log/after-$ct"
+done
+unset PBOX_JOB_COMPRESSION
+pb1=$(box_bytes cfp16-none) sb1=$(box_bytes cnone-fp16)
+check "k=2, one direction alone: the box sent ${pb1:-?} bytes of fp32 sums (over 0.9 of $pb) and ${sb1:-?} of fp16 ones (under 0.6); no compressed push dropped" \
+	bash -c "[ ${pb1:-0} -gt $((${pb:-0} * 9 / 10)) ] && [ ${sb1:-0} -gt 0 ] && [ ${sb1:-0} -lt $((${pb:-0} * 6 / 10)) ] &&
+		awk '/^pbox_core_drops_total.*reason=\"comp/ && \$NF > 0 { bad = 1 } END { exit bad }' '$log/after-cnone-fp16.metrics'"
+
 # [job] deterministic: through the box and every SS_GPU each fragment's
 # pushes are added in rank order (REGISTER order=rank); the box keeps n - 1
 # more buffers per fragment for the pushes that come early (what rank 0
