@@ -191,7 +191,7 @@ static int decide(struct pbox *px, const struct pbox_layout_info *li, uint32_t n
 	m = (struct dc_model){.n = n,
 			      .bytes = bytes,
 			      .compute_s = compute,
-			      .net_b = net_per_byte(px, li),
+			      .net_b = net_per_byte(px, li) * DC_LINK_MARGIN,
 			      .wire_ratio = (double)comp_bytes(&c, 2048) / 8192,
 			      .cost = {[DC_CPU] = {true, 0, px->comp_enc_b, 0, px->comp_dec_b}}};
 	if (gathers(px)) /* every rank's compressed tensor in, each decoded */

@@ -180,7 +180,7 @@ static int decide(const struct bench_comp *bc, const struct bench_layers *L, dou
 	m = (struct dc_model){.n = L->n,
 			      .bytes = bytes,
 			      .compute_s = compute,
-			      .net_b = per_byte,
+			      .net_b = per_byte * DC_LINK_MARGIN,
 			      .wire_ratio = (double)comp_bytes(&c, 2048) / 8192,
 			      .one_way = true,
 			      .cost = {[DC_CPU] = {true, 0, enc_b, 0, dec_b}}};
