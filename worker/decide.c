@@ -85,8 +85,7 @@ static double timeline(struct ws *s, const uint8_t *w)
 		up = start + m->net_a + m->net_b * b * (enc_push(w[i]) ? m->wire_ratio : 1.0);
 		s->net_end[i] = up;
 		down = (down > start ? down : start) +
-		       m->net_b * b *
-			       (r != DC_SEND && !(w[i] & DC_PUSH_ONLY) ? m->wire_ratio : 1.0);
+		       m->net_b * b * (dec_sum(w[i]) ? m->wire_ratio : 1.0);
 		down = down > up ? down : up;
 		done = down;
 		if (dec_sum(w[i]) && r == DC_DEVICE) {
@@ -191,12 +190,14 @@ static void algorithm1(struct ws *s, unsigned r, uint8_t *w, uint8_t *out, uint3
 	rule_out(s, w, out);
 	for (uint32_t k = 0; k < m->n; k++) {
 		uint32_t i = cand[k];
+		uint8_t best;
 		double keep;
 
 		if (out[i])
 			continue;
 		keep = timeline(s, w); /* Property #3: the option of least F(S) */
-		for (unsigned o = 0, best = DC_SEND; o < n_opt; o++) {
+		best = DC_SEND;
+		for (unsigned o = 0; o < n_opt; o++) {
 			double t;
 
 			w[i] = opt[o];
@@ -205,8 +206,8 @@ static void algorithm1(struct ws *s, unsigned r, uint8_t *w, uint8_t *out, uint3
 				keep = t;
 				best = opt[o];
 			}
-			w[i] = (uint8_t)(o + 1 < n_opt ? DC_SEND : best);
 		}
+		w[i] = best;
 		rule_out(s, w, out);
 	}
 }

@@ -83,11 +83,14 @@ static void probe_frag(struct pbox *px, struct eng *e, uint32_t g, bool pull)
 	sent_to(px, un, g);
 }
 
-/* What a push of @len bytes of fragment @f books on the link, its sum
- * compressed otherwise: the longer of the two. */
-static uint16_t one_way_len(const struct pbox *px, const struct wk_frag *f, uint16_t len)
+/* What a push of @len bytes of fragment @f books on the link: its bytes,
+ * or with one direction compressed the longer of the push and its sum,
+ * which comes back on a link of the same rate (a push compressed alone,
+ * "fp16>none", paced by its own bytes went out twice as fast as its sums
+ * could return, and their queue overflowed). */
+static uint16_t booked_len(const struct pbox *px, const struct wk_frag *f, uint16_t len)
 {
-	uint16_t r = wk_result_len(px, f);
+	uint16_t r = f->op->rcomp == f->op->comp ? 0 : wk_result_len(px, f);
 
 	return r > len ? r : len;
 }
@@ -111,11 +114,7 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 		wk_serve_own(px, e, g, &h, payload);
 		return;
 	}
-	/* one direction compressed: paced by the longer of the push and its
-	 * sum, which comes back on a link of the same rate; a push compressed
-	 * alone ("fp16>none") paced by its own bytes went out twice as fast as
-	 * its sums could return, and their queue overflowed */
-	wk_pace_book(px, 1, f->op->rcomp == f->op->comp ? h.len : one_way_len(px, f, h.len));
+	wk_pace_book(px, 1, booked_len(px, f, h.len));
 	wk_tx_send(px, e, px->net.unit[u].ip_be, px->net.unit[u].port, &h, payload, h.len,
 		   px->net.unit[u].rank >= 0, true);
 	f->sent = f->pushed = wk_departure(px);

@@ -402,6 +402,14 @@ static uint64_t pre_off(const struct pbox *px, const struct comp_spec *c, uint64
 	return off / px->net.frag_size * comp_bytes(c, px->net.frag_size / 4u);
 }
 
+/* The engine's scratch for the compressors, made at its first use. */
+static void *comp_scratch(struct pbox *px)
+{
+	if (!px->net.es.comp_scratch)
+		px->net.es.comp_scratch = malloc(comp_scratch_bytes(px->net.frag_size / 4u));
+	return px->net.es.comp_scratch;
+}
+
 /*
  * Fragment @g's compressed push of its round: compressed at its first
  * send, with the tensor's error feedback; a resend sends the same bytes.
@@ -420,13 +428,11 @@ const uint8_t *wk_comp_payload(struct pbox *px, uint32_t g)
 
 	if (f->op->pre)
 		return f->op->in + pre_off(px, &c, off);
-	if (!px->net.es.comp_scratch)
-		px->net.es.comp_scratch = malloc(comp_scratch_bytes(px->net.frag_size / 4u));
 	if (!t->wire) {
 		t->wire = malloc((size_t)t->n_chunks * px->net.fpc * stride);
 		t->wire_round = calloc((size_t)t->n_chunks * px->net.fpc, sizeof(uint32_t));
 	}
-	if (!t->wire || !t->wire_round || !px->net.es.comp_scratch) {
+	if (!t->wire || !t->wire_round || !comp_scratch(px)) {
 		wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0,
 			 "out of memory for the compressed pushes of tensor key %" PRIu64, t->key);
 		return NULL;
@@ -452,14 +458,11 @@ int wk_deliver(struct pbox *px, uint32_t g, const void *buf, uint16_t len, uint8
 	if (px->fail || f->state != WK_INFLIGHT || f->op->round != round ||
 	    len != wk_result_len(px, f) || (len && comp != f->op->rcomp))
 		return 0;
-	if (f->op->rcomp && !f->op->pre && !px->net.es.comp_scratch) { /* a plain push's */
-		px->net.es.comp_scratch = malloc(comp_scratch_bytes(px->net.frag_size / 4u));
-		if (!px->net.es.comp_scratch) {
-			wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0,
-				 "out of memory for the compressed sums of tensor key %" PRIu64,
-				 f->op->t->key);
-			return 0;
-		}
+	if (f->op->rcomp && !f->op->pre && !comp_scratch(px)) { /* a plain push's sum */
+		wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0,
+			 "out of memory for the compressed sums of tensor key %" PRIu64,
+			 f->op->t->key);
+		return 0;
 	}
 	if (f->tries == 1) { /* Karn: only unambiguous samples */
 		uint64_t now = wk_now();
