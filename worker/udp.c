@@ -30,6 +30,7 @@
 #define WK_GSO_MAX   16
 #define WK_GSO_BYTES 65507u /* IPv4's largest UDP payload */
 #define WK_RX_GRO    65536u /* a receive buffer when GRO may coalesce */
+#define WK_GSO_SCAN  16	    /* entries looked back for a datagram's peer */
 
 struct eng {
 	/* transmit batch: entries of one or more datagrams (GSO), each
@@ -173,11 +174,27 @@ static void udp_flush(void *st, void *eng)
 	e->tn = e->nh = 0;
 }
 
+/* The newest entry of the batch to @ip_be:@port among its last
+ * WK_GSO_SCAN, or -1. The engine's sends interleave destinations (each
+ * partition's chunks go to their owners in turn, a sum fans out to every
+ * rank), so the datagrams for one peer seldom come one after another. */
+static int udp_last_to(const struct eng *e, uint32_t ip_be, uint16_t port)
+{
+	unsigned lo = e->tn > WK_GSO_SCAN ? e->tn - WK_GSO_SCAN : 0;
+
+	for (unsigned i = e->tn; i-- > lo;)
+		if (e->to[i].sin_addr.s_addr == ip_be && e->to[i].sin_port == htons(port))
+			return (int)i;
+	return -1;
+}
+
 /*
  * UDP: queue one datagram: header @h, then @len bytes at @payload; joined
- * to the previous entry when GSO can carry both and @gso allows it: to
- * peers' sockets only. A box port may be a virtual device that takes a GSO
- * frame whole (af_packet on a veth) where a NIC would have cut it.
+ * to the batch's newest entry for the same peer when GSO can carry both and
+ * @gso allows it: to peers' sockets only. A box port may be a virtual device
+ * that takes a GSO frame whole (af_packet on a veth) where a NIC would have
+ * cut it. Datagrams to one peer leave in the order queued (never joined to
+ * an older entry than its newest); to different peers in any order.
  */
 static void udp_tx(void *st, void *eng, uint32_t ip_be, uint16_t port, const struct pbox_hdr *h,
 		   const void *payload, uint16_t len, bool gso)
@@ -185,11 +202,11 @@ static void udp_tx(void *st, void *eng, uint32_t ip_be, uint16_t port, const str
 	struct pbox *px = st;
 	struct eng *e = eng;
 	uint16_t dlen = (uint16_t)(PBOX_HDR_LEN + len);
-	unsigned i = e->tn - 1, d;
+	int last = gso && e->gso ? udp_last_to(e, ip_be, port) : -1;
+	unsigned i = last < 0 ? 0 : (unsigned)last, d;
 
-	if (!(gso && e->gso && e->tn && e->open[i] && dlen <= e->seg[i] &&
-	      e->nseg[i] < WK_GSO_MAX && (e->nseg[i] + 1u) * e->seg[i] <= WK_GSO_BYTES &&
-	      e->to[i].sin_addr.s_addr == ip_be && e->to[i].sin_port == htons(port))) {
+	if (!(last >= 0 && e->open[i] && dlen <= e->seg[i] && e->nseg[i] < WK_GSO_MAX &&
+	      (e->nseg[i] + 1u) * e->seg[i] <= WK_GSO_BYTES)) {
 		if (e->tn == WK_BATCH)
 			udp_flush(px, e);
 		i = e->tn++;
