@@ -18,11 +18,14 @@
 #     worst_nobox_vs_gloo=Y worst_nobox_at=SIZE worst_b2b_box_vs_gloo=X'
 #     worst_b2b_box_at=SIZE worst_b2b_nobox_vs_gloo=Y' worst_b2b_nobox_at=SIZE
 #     box_1k_vs_rtt=Z box_1k_min_vs_rtt=W box_1k_b2b_vs_rtt=V rtt_ms=R
+#     box_cpu_vs_gloo_16m=C box_cpu_ns_per_byte_16m=P gloo_cpu_ns_per_byte_16m=G
 # (ratios of median times, pbox over Gloo: below 1, pbox is faster;
 # box_1k_vs_rtt: the 1 KiB all_reduce through the box, its median over one
 # round trip to the box; box_1k_min_vs_rtt, its fastest call's: the
 # median holds the ranks' skew leaving sweep.py's barrier;
-# box_1k_b2b_vs_rtt, the median of calls back to back, which has none). Needs root and hugepages (the box), torch.
+# box_1k_b2b_vs_rtt, the median of calls back to back, which has none;
+# *_cpu_*: the CPU a rank's threads ran per call back to back at 16 MiB,
+# through the box over Gloo's, and each one's per byte of the tensor). Needs root and hugepages (the box), torch.
 #
 #   perf/sweep/cluster.sh [BUILD_DIR]   B (1000), K (2), ITERS (30),
 #                                       RTT_PINGS (50), OUT (BUILD_DIR/perf/sweep)
@@ -76,19 +79,27 @@ sweep box 29752 || exit 1
 jobs_gone || bad "the box still holds a job after the sweep"
 
 # one row per size: size, then gloo's, nobox's and box's median, p90,
-# minimum, and back-to-back median and p90, then pbox's medians over Gloo's
-# (each way)
+# minimum, back-to-back median and p90, and CPU a call (a rank's: every
+# thread's, the caller's, libpbox's engine's), then pbox's medians over
+# Gloo's (each way) and its CPU over Gloo's
 join -t, <(tail -n +2 "$log/gloo.csv" | sort -t, -k1,1) <(tail -n +2 "$log/nobox.csv" | sort -t, -k1,1) |
 	join -t, - <(tail -n +2 "$log/box.csv" | sort -t, -k1,1) | sort -t, -k1,1n |
 	awk -F, -v n="$N" -v b="$B" -v k="$K" -v rtt="$rtt" -v csv="$csv" '
-	BEGIN { print "size_bytes,gloo_median_ms,gloo_p90_ms,gloo_min_ms,gloo_b2b_median_ms,gloo_b2b_p90_ms,nobox_median_ms,nobox_p90_ms,nobox_min_ms,nobox_b2b_median_ms,nobox_b2b_p90_ms,box_median_ms,box_p90_ms,box_min_ms,box_b2b_median_ms,box_b2b_p90_ms,nobox_vs_gloo,box_vs_gloo,nobox_vs_gloo_b2b,box_vs_gloo_b2b" >csv }
-	{ rn = $7 / $2; rb = $12 / $2; rnb = $10 / $5; rbb = $15 / $5
-	  printf "%s,%.3f,%.3f,%.3f,%.3f\n", $0, rn, rb, rnb, rbb >csv
-	  printf "sweep-cluster: %9d bytes: Gloo %8.3f ms, pbox alone %8.3f ms (%.3f), through the box %8.3f ms (%.3f); back to back: Gloo %8.3f ms, pbox alone %.3f, through the box %.3f\n", $1, $2, $7, rn, $12, rb, $5, rnb, rbb
+	BEGIN { h = "size_bytes"
+		split("gloo nobox box", run, " ")
+		split("median_ms p90_ms min_ms b2b_median_ms b2b_p90_ms cpu_us caller_us engine_us", col, " ")
+		for (i = 1; i <= 3; i++) for (j = 1; j <= 8; j++) h = h "," run[i] "_" col[j]
+		print h ",nobox_vs_gloo,box_vs_gloo,nobox_vs_gloo_b2b,box_vs_gloo_b2b,nobox_cpu_vs_gloo,box_cpu_vs_gloo" >csv }
+	# gloo: $2-$9, nobox: $10-$17, box: $18-$25 (median, p90, min, b2b median, b2b p90, CPU, caller, engine)
+	{ rn = $10 / $2; rb = $18 / $2; rnb = $13 / $5; rbb = $21 / $5
+	  cn = $7 > 0 ? $15 / $7 : 0; cb = $7 > 0 ? $23 / $7 : 0
+	  printf "%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", $0, rn, rb, rnb, rbb, cn, cb >csv
+	  printf "sweep-cluster: %9d bytes: Gloo %8.3f ms, pbox alone %8.3f ms (%.3f), through the box %8.3f ms (%.3f); back to back: Gloo %8.3f ms, pbox alone %.3f, through the box %.3f; CPU a call: Gloo %.1f us, pbox alone %.3f, through the box %.3f\n", $1, $2, $10, rn, $18, rb, $5, rnb, rbb, $7, cn, cb
 	  if (rb > wb) { wb = rb; wba = $1 } if (rn > wn) { wn = rn; wna = $1 }
 	  if (rbb > wbb) { wbb = rbb; wbba = $1 } if (rnb > wnb) { wnb = rnb; wnba = $1 }
-	  if ($1 == 1024) { k1 = $12; k1min = $14; k1b = $15 } }
-	END { printf "RESULT sweep-cluster n=%d b=%d k=%d worst_box_vs_gloo=%.3f worst_box_at=%d worst_nobox_vs_gloo=%.3f worst_nobox_at=%d worst_b2b_box_vs_gloo=%.3f worst_b2b_box_at=%d worst_b2b_nobox_vs_gloo=%.3f worst_b2b_nobox_at=%d box_1k_vs_rtt=%.3f box_1k_min_vs_rtt=%.3f box_1k_b2b_vs_rtt=%.3f rtt_ms=%.3f\n",
-		n, b, k, wb, wba, wn, wna, wbb, wbba, wnb, wnba, (rtt > 0 ? k1 / rtt : 0), (rtt > 0 ? k1min / rtt : 0), (rtt > 0 ? k1b / rtt : 0), rtt }'
+	  if ($1 == 1024) { k1 = $18; k1min = $20; k1b = $21 }
+	  if ($1 == 16777216) { c16 = cb; pb16 = $23 * 1e3 / $1; gb16 = $7 * 1e3 / $1 } }
+	END { printf "RESULT sweep-cluster n=%d b=%d k=%d worst_box_vs_gloo=%.3f worst_box_at=%d worst_nobox_vs_gloo=%.3f worst_nobox_at=%d worst_b2b_box_vs_gloo=%.3f worst_b2b_box_at=%d worst_b2b_nobox_vs_gloo=%.3f worst_b2b_nobox_at=%d box_1k_vs_rtt=%.3f box_1k_min_vs_rtt=%.3f box_1k_b2b_vs_rtt=%.3f rtt_ms=%.3f box_cpu_vs_gloo_16m=%.3f box_cpu_ns_per_byte_16m=%.3f gloo_cpu_ns_per_byte_16m=%.3f\n",
+		n, b, k, wb, wba, wn, wna, wbb, wbba, wnb, wnba, (rtt > 0 ? k1 / rtt : 0), (rtt > 0 ? k1min / rtt : 0), (rtt > 0 ? k1b / rtt : 0), rtt, c16, pb16, gb16 }'
 echo "sweep-cluster: wrote $csv"
 [ "$fail" -eq 0 ]

@@ -20,6 +20,7 @@ import csv
 import os
 import statistics
 import sys
+import threading
 import time
 
 import torch
@@ -33,6 +34,26 @@ dist.init_process_group(backend)
 rank, n = dist.get_rank(), dist.get_world_size()
 side = dist.new_group(backend="gloo")  # barriers and the times' maximum
 rows = []
+
+
+def cpu_ns():
+    """(every thread's, the calling thread's, libpbox engines') CPU time so
+    far, in ns: what the threads alive now have run (a thread that ended
+    since the last reading drops out; none does during a size's calls)."""
+    every = caller = engine = 0
+    me = threading.get_native_id()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open("/proc/self/task/%s/schedstat" % tid) as f:
+                ns = int(f.read().split()[0])
+            with open("/proc/self/task/%s/comm" % tid) as f:
+                name = f.read().strip()
+        except OSError:  # the thread ended between the listing and the read
+            continue
+        every += ns
+        caller += ns if int(tid) == me else 0
+        engine += ns if name == "pbox-engine" else 0
+    return every, caller, engine
 
 
 def pct90(v):
@@ -66,24 +87,30 @@ for shift in range(int(os.environ.get("SWEEP_FROM", "10")), int(os.environ.get("
     dist.barrier(group=side)
     dist.all_reduce(t)
     ends = [time.perf_counter()]
+    cpu0 = cpu_ns()
     for i in range(iters):
         dist.all_reduce(t)
         ends.append(time.perf_counter())
+    cpu = [(b - a) / iters / 1e3 for a, b in zip(cpu0, cpu_ns())]  # us a call
     if not torch.allclose(t, torch.full_like(t, want * scale * float(n) ** iters), rtol=1e-5):
         sys.exit("sweep: rank %d: %s, %d bytes: a wrong sum back to back" % (rank, backend, size))
     mine = torch.tensor([b - a for a, b in zip(ends, ends[1:])], dtype=torch.float64)
     every = [torch.empty_like(mine) for _ in range(n)]
     dist.all_gather(every, mine, group=side)
     b2b = sorted(float(x) * 1e3 for x in torch.stack(every).max(dim=0).values)
+    mean_cpu = torch.tensor(cpu, dtype=torch.float64)
+    dist.all_reduce(mean_cpu, group=side)
     times.sort()
     rows.append((size, statistics.median(times), pct90(times), times[0],
-                 statistics.median(b2b), pct90(b2b)))
+                 statistics.median(b2b), pct90(b2b)) + tuple(float(x) / n for x in mean_cpu))
     if rank == 0:
         print("sweep: %s %9d bytes: median %8.3f ms, p90 %8.3f ms, min %8.3f ms; "
-              "back to back median %8.3f ms, p90 %8.3f ms" % ((backend,) + rows[-1]), flush=True)
+              "back to back median %8.3f ms, p90 %8.3f ms; CPU a call (a rank's) %.1f us, "
+              "the caller %.1f, the engine %.1f" % ((backend,) + rows[-1]), flush=True)
 if rank == 0:
     with open(out, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")  # join and awk read these: no CR
-        w.writerow(["size_bytes", "median_ms", "p90_ms", "min_ms", "b2b_median_ms", "b2b_p90_ms"])
+        w.writerow(["size_bytes", "median_ms", "p90_ms", "min_ms", "b2b_median_ms", "b2b_p90_ms",
+                    "cpu_us", "caller_us", "engine_us"])
         w.writerows(rows)
 dist.destroy_process_group()

@@ -9,7 +9,11 @@
 # back to back) into OUT and ends with
 #   RESULT sweep n=N worst_pbox_vs_gloo=X worst_at=SIZE pbox_vs_gloo_1k=Y
 #     pbox_vs_gloo_16m=Z worst_b2b_pbox_vs_gloo=W worst_b2b_at=SIZE
-# (ratios of median times, pbox over Gloo: below 1, pbox is faster).
+#     cpu_vs_gloo_1k=C cpu_1k_us=U cpu_vs_gloo_16m=D cpu_ns_per_byte_16m=P
+#     gloo_cpu_ns_per_byte_16m=G
+# (ratios of median times, pbox over Gloo: below 1, pbox is faster; cpu_*:
+# the CPU a rank's threads ran per call back to back, pbox's over Gloo's,
+# pbox's at 1 KiB in us, and each one's at 16 MiB per byte of the tensor).
 #
 #   perf/sweep/sweep.sh [BUILD_DIR]     N (4), ITERS (30), OUT (BUILD_DIR/perf/sweep)
 set -uo pipefail
@@ -35,11 +39,12 @@ run gloo 29640
 run pbox 29641
 join -t, <(tail -n +2 "$out/pbox.csv" | sort -t, -k1,1) <(tail -n +2 "$out/gloo.csv" | sort -t, -k1,1) |
 	sort -t, -k1,1n |
-	awk -F, -v n="$N" 'BEGIN { print "size_bytes,pbox_median_ms,pbox_p90_ms,gloo_median_ms,gloo_p90_ms,pbox_vs_gloo,pbox_b2b_median_ms,gloo_b2b_median_ms,pbox_vs_gloo_b2b" >"/dev/stderr" }
-		{ r = $2 / $7; rb = $5 / $10
-		  printf "%s,%s,%s,%s,%s,%.3f,%s,%s,%.3f\n", $1, $2, $3, $7, $8, r, $5, $10, rb > "/dev/stderr"
-		  printf "sweep: %9d bytes: pbox %8.3f ms (p90 %8.3f), Gloo %8.3f ms (p90 %8.3f): %.3f; back to back %.3f against %.3f ms: %.3f\n", $1, $2, $3, $7, $8, r, $5, $10, rb
+	awk -F, -v n="$N" 'BEGIN { print "size_bytes,pbox_median_ms,pbox_p90_ms,gloo_median_ms,gloo_p90_ms,pbox_vs_gloo,pbox_b2b_median_ms,gloo_b2b_median_ms,pbox_vs_gloo_b2b,pbox_cpu_us,pbox_caller_us,pbox_engine_us,gloo_cpu_us,gloo_caller_us,pbox_cpu_vs_gloo" >"/dev/stderr" }
+		# pbox: $2-$9 (median, p90, min, b2b median, b2b p90, CPU, caller, engine); Gloo: $10-$17
+		{ r = $2 / $10; rb = $5 / $13; rc = $15 > 0 ? $7 / $15 : 0
+		  printf "%s,%s,%s,%s,%s,%.3f,%s,%s,%.3f,%s,%s,%s,%s,%s,%.3f\n", $1, $2, $3, $10, $11, r, $5, $13, rb, $7, $8, $9, $15, $16, rc > "/dev/stderr"
+		  printf "sweep: %9d bytes: pbox %8.3f ms (p90 %8.3f), Gloo %8.3f ms (p90 %8.3f): %.3f; back to back %.3f against %.3f ms: %.3f; CPU a call %.1f against %.1f us: %.3f (pbox: the caller %.1f, the engine %.1f)\n", $1, $2, $3, $10, $11, r, $5, $13, rb, $7, $15, rc, $8, $9
 		  if (r > worst) { worst = r; at = $1 } if (rb > worstb) { worstb = rb; atb = $1 }
-		  if ($1 == 1024) k1 = r; if ($1 == 16777216) m16 = r }
-		END { printf "RESULT sweep n=%d worst_pbox_vs_gloo=%.3f worst_at=%d pbox_vs_gloo_1k=%.3f pbox_vs_gloo_16m=%.3f worst_b2b_pbox_vs_gloo=%.3f worst_b2b_at=%d\n", n, worst, at, k1, m16, worstb, atb }' \
+		  if ($1 == 1024) { k1 = r; c1 = rc; cu1 = $7 } if ($1 == 16777216) { m16 = r; c16 = rc; pb16 = $7 * 1e3 / $1; gb16 = $15 * 1e3 / $1 } }
+		END { printf "RESULT sweep n=%d worst_pbox_vs_gloo=%.3f worst_at=%d pbox_vs_gloo_1k=%.3f pbox_vs_gloo_16m=%.3f worst_b2b_pbox_vs_gloo=%.3f worst_b2b_at=%d cpu_vs_gloo_1k=%.3f cpu_1k_us=%.1f cpu_vs_gloo_16m=%.3f cpu_ns_per_byte_16m=%.3f gloo_cpu_ns_per_byte_16m=%.3f\n", n, worst, at, k1, m16, worstb, atb, c1, cu1, c16, pb16, gb16 }' \
 	2>"$out/sweep.csv"
