@@ -68,23 +68,36 @@ static bool listed(uint64_t key, const uint64_t *keys, uint32_t n)
 	return false;
 }
 
+/* Whether @t was declared after the start and is not yet agreed: rank 0
+ * may have grown it and the others not yet read its GREW. */
+static bool declared_unagreed(const struct wk_tensor *t)
+{
+	return !t->ready && t->late && t->call == UINT64_MAX;
+}
+
 /* Keep the tensors every rank laid out, as declared ones, but the @n
  * @drop; drop the rest, and the sharded collectives' pieces (rooted at
  * ranks of the old world: new tensors again on their next use, agreed with
- * their roots anew). */
-static void keep_tensors(struct pbox *px, const uint64_t *drop, uint32_t n)
+ * their roots anew). @declared: the ranks end together at one call of
+ * their programs (pbox_forget(), pbox_rejoin()), so every rank has
+ * declared the same tensors, agreed or not yet: those declared since the
+ * last agreement are kept too, as every rank holds them, where readiness
+ * differs from rank to rank until GREW has reached them all. */
+static void keep_tensors(struct pbox *px, const uint64_t *drop, uint32_t n, bool declared)
 {
 	uint32_t kept = 0;
 
 	for (uint32_t i = 0; i < px->n_t; i++) {
 		struct wk_tensor *t = px->t[i];
 
-		if (!t->ready || t->kind != WK_ALLREDUCE || listed(t->key, drop, n)) {
+		if (!(t->ready || (declared && declared_unagreed(t))) || t->kind != WK_ALLREDUCE ||
+		    listed(t->key, drop, n)) {
 			wk_tensor_free(t);
 			continue;
 		}
 		/* the wire slots are this incarnation's layout's; the error
-		 * feedback is the tensor's, and goes on */
+		 * feedback is the tensor's, and goes on, as does how it is
+		 * summed (":gather") */
 		wk_tensor_unwire(t);
 		*t = (struct wk_tensor){.key = t->key,
 					.count = t->count,
@@ -93,6 +106,8 @@ static void keep_tensors(struct pbox *px, const uint64_t *drop, uint32_t n)
 					.dtype = t->dtype,
 					.comp = t->comp,
 					.rcomp = t->rcomp,
+					.held = t->held,
+					.gather = t->gather,
 					.resid = t->resid};
 		px->t[kept++] = t;
 	}
@@ -923,7 +938,7 @@ int pbox_shrink(struct pbox *px)
 		return wk_err(PBOX_ENOMEM, "pbox_shrink: out of memory");
 	}
 	wk_free_net(px);
-	keep_tensors(px, NULL, 0);
+	keep_tensors(px, NULL, 0, false);
 	if (px->loc)
 		wk_local_renet(px);
 	if (lost_box)
@@ -981,7 +996,7 @@ static void end_together(struct pbox *px, const uint64_t *drop, uint32_t n)
 	if (px->net.rank == 0)
 		wk_boxes_close(px, true);
 	wk_free_net(px);
-	keep_tensors(px, drop, n);
+	keep_tensors(px, drop, n, true);
 }
 
 /* The next incarnation up (renew()ed): bootstrap and engine; a failure

@@ -161,6 +161,14 @@ if DDP_ACCUM=2 DDP_CLIP=0.05 run gloo fp32 29585 gloo-accum && ! compare gloo-ac
 else
 	bad "ScheduledOptimizer with no_sync() and clip_grad_norm_() against DDP's"
 fi
+# a third bias of one size: the backend's broadcasts let go of the first
+# ones (pbox_forget()) while the optimizer's declared tensors are still
+# being agreed (rank 0 may have them and the others not yet)
+if DDP_DEEP=1 run sched fp32 29591 sched-deep && compare sched-deep; then
+	ok "ScheduledOptimizer whose parameters' broadcast forgets tensors between its declarations: final parameters equal on every rank"
+else
+	bad "ScheduledOptimizer whose parameters' broadcast forgets tensors between its declarations"
+fi
 if run sched mixed 29587 && compare sched-mixed; then
 	ok "ScheduledOptimizer with fp32 and bf16 parameters: final parameters equal on every rank"
 else

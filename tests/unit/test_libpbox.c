@@ -2311,7 +2311,9 @@ END_TEST
 
 /* pbox_forget(): two tensors summed, one forgotten (the state laid out
  * falls to the other's), both summed again exactly (the forgotten one a
- * new tensor again); the refusals. */
+ * new tensor again); a tensor declared just before it (whose agreement
+ * rank 0 may have reached and the others not yet) kept on every rank and
+ * summed after it; the refusals. */
 struct forget_run {
 	unsigned rank;
 	int rc, busy_rc, null_rc;
@@ -2322,6 +2324,25 @@ struct forget_run {
 
 #define FORGET_A 5000u
 #define FORGET_B 3000u
+#define FORGET_C 2000u /* key 800, declared after the start */
+
+/* Key 800 summed once: each rank's rank + 1. */
+static int forget_declared_sum(struct pbox *px, struct forget_run *fr)
+{
+	float *x = malloc(FORGET_C * sizeof(float));
+	struct pbox_handle *op;
+	int rc;
+
+	for (uint64_t i = 0; i < FORGET_C; i++)
+		x[i] = (float)(fr->rank + 1);
+	rc = pbox_push_pull(px, 800, x, x, FORGET_C, PBOX_FP32, &op);
+	if (!rc)
+		rc = pbox_wait(op);
+	for (uint64_t i = 0; !rc && i < FORGET_C; i++)
+		fr->wrong |= x[i] != (float)(NR * (NR + 1) / 2);
+	free(x);
+	return rc;
+}
 
 static int forget_sums(struct pbox *px, struct forget_run *fr, unsigned pass)
 {
@@ -2369,14 +2390,21 @@ static void *forget_main(void *arg)
 	}
 	if (!rc) {
 		fr->null_rc = pbox_forget(px, 1, NULL);
-		rc = pbox_forget(px, 2, (const uint64_t[]){700, 999}); /* 999: never used */
+		/* rank 0 waits for its agreement on key 800; the others go on at once */
+		rc = pbox_declare(px, 800, FORGET_C, PBOX_FP32, 3);
+		if (!rc && fr->rank == 0)
+			usleep(50000);
 	}
+	if (!rc)
+		rc = pbox_forget(px, 2, (const uint64_t[]){700, 999}); /* 999: never used */
 	if (!rc && !(rc = pbox_layout(px, &li))) {
 		fr->after = li.total_bytes;
 		fr->mine_after = li.ssgpu_bytes_mine;
 	}
 	if (!rc)
 		rc = forget_sums(px, fr, 1);
+	if (!rc)
+		rc = forget_declared_sum(px, fr);
 	if (!rc && !(rc = pbox_layout(px, &li)))
 		fr->again = li.total_bytes;
 	fr->rc = rc;
@@ -2391,7 +2419,8 @@ static void *forget_main(void *arg)
 START_TEST(test_forget)
 {
 	struct forget_run fr[NR];
-	uint64_t a = FORGET_A * sizeof(float), b = FORGET_B * sizeof(float);
+	uint64_t a = FORGET_A * sizeof(float), b = FORGET_B * sizeof(float),
+		 c = FORGET_C * sizeof(float);
 
 	memset(fr, 0, sizeof(fr));
 	for (unsigned r = 0; r < NR; r++)
@@ -2402,16 +2431,19 @@ START_TEST(test_forget)
 		ck_assert_msg(!fr[r].wrong, "rank %u: a sum is wrong", r);
 		ck_assert_int_eq(fr[r].busy_rc, PBOX_ESTATE);
 		ck_assert_int_eq(fr[r].null_rc, PBOX_EINVAL);
-		/* laid out in whole fragments: at least each tensor's bytes */
-		ck_assert_msg(fr[r].before >= a + b && fr[r].after >= b && fr[r].after < a,
+		/* laid out in whole fragments: at least each tensor's bytes; key
+		 * 800 laid out from the forget on, on every rank alike */
+		ck_assert_msg(fr[r].before >= a + b && fr[r].after >= b + c && fr[r].after < a + c,
 			      "rank %u: laid out %" PRIu64 " bytes, then %" PRIu64, r, fr[r].before,
 			      fr[r].after);
-		ck_assert_msg(fr[r].again == fr[r].before, "rank %u: %" PRIu64 " then %" PRIu64, r,
-			      fr[r].again, fr[r].before);
-		ck_assert(fr[r].mine_after < fr[r].mine_before || fr[r].mine_before == 0);
+		ck_assert_msg(fr[r].after == fr[0].after,
+			      "rank %u: %" PRIu64 " laid out, rank 0 %" PRIu64, r, fr[r].after,
+			      fr[0].after);
+		ck_assert_msg(fr[r].again >= fr[r].before + c && fr[r].again < fr[r].before + a,
+			      "rank %u: %" PRIu64 " then %" PRIu64, r, fr[r].before, fr[r].again);
 		printf("forget: rank %u laid out %" PRIu64 " bytes, %" PRIu64
-		       " without key 700, %" PRIu64 " with it again (its SS_GPU %" PRIu64
-		       " then %" PRIu64 ")\n",
+		       " without key 700 and with key 800, %" PRIu64
+		       " with both (its SS_GPU %" PRIu64 " then %" PRIu64 ")\n",
 		       r, fr[r].before, fr[r].after, fr[r].again, fr[r].mine_before,
 		       fr[r].mine_after);
 	}
