@@ -61,25 +61,16 @@ die = [int(v) for v in os.environ["DDP_DIE"].split(":")] if os.environ.get("DDP_
 
 
 class Net(torch.nn.Module):
-    """DDP_DEEP=1: one more hidden layer, a third fp32 bias of W, so that
-    the pbox backend's broadcast of the parameters (ScheduledOptimizer's,
-    one a call) takes one key a third time and lets go of the others
-    (pbox_forget()) between the optimizer's declarations of its own
-    tensors."""
-
     def __init__(self):
         super().__init__()
         self.a = torch.nn.Linear(64, W)
         self.dt = torch.bfloat16 if mixed else torch.float32
         self.b = torch.nn.Linear(W, W).to(self.dt)
-        self.d = torch.nn.Linear(W, W) if os.environ.get("DDP_DEEP") == "1" else None
         self.c = torch.nn.Linear(W, 10)
 
     def forward(self, x):
         h = torch.relu(self.a(x)).to(self.dt)
         h = torch.relu(self.b(h)).to(torch.float32)
-        if self.d is not None:
-            h = torch.relu(self.d(h))
         return self.c(h)
 
 

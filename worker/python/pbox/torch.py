@@ -622,6 +622,26 @@ class ProcessGroupPbox(ProcessGroup):
         self._last[key] = (self._calls, seen is not None)
         self._calls += 1
 
+    def _broadcast_once(self, tensors, root=0):
+        """@tensors (one float dtype, on one device) set to @root's by one
+        broadcast whose state pbox lets go of at once (pbox_forget(), every
+        rank at this call): a wrapper's parameters, sent once at its start,
+        would otherwise hold their size again on the SS_GPUs for the job's
+        life. With local aggregation (where pbox_forget() is not) the state
+        stays."""
+        opts = dist.BroadcastOptions()
+        opts.rootRank = root
+        self.broadcast(tensors, opts).wait()
+        key = self._key(_DTYPES[tensors[0].dtype], sum(t.numel() for t in tensors)) | self._BC
+        if self._local or key not in self._last or not self._idle():
+            return
+        try:
+            self._ctx.forget([key])
+        except pbox.Error as e:
+            raise PboxError(e.status, str(e)) from e
+        del self._last[key]
+        self._busy.pop(key, None)
+
     def _idle(self):
         """Once every call in flight is complete: whether none failed."""
         ok = True
@@ -1183,12 +1203,18 @@ class ScheduledOptimizer:
             if p.dtype not in _DTYPES:
                 raise RuntimeError("pbox: ScheduledOptimizer: parameter %d is %s (fp32, fp16 "
                                    "or bf16 only)" % (i, p.dtype))
-            dist.broadcast(p.data, 0, group=g)  # rank 0's parameters, as DDP starts
             key = (zlib.crc32(b"sched:%d:%d:%d" % (self._made, i, p.numel())) &
                    0x7FFFFFFF) << 32 | (i & 0x1FFFFFFF) << 3 | 1  # never a _key()
             self._ctx.declare(key, p.numel(), _DTYPES[p.dtype], i if priority else 0)
             self._keys.append(key)
             self._bufs.append(torch.empty(p.numel(), dtype=p.dtype, device=p.device))
+        # rank 0's parameters, as DDP starts: one broadcast per dtype and
+        # device, let go of at once (they are not sent again)
+        alike = collections.defaultdict(list)
+        for p in self._params:
+            alike[(p.dtype, p.device)].append(p.data)
+        for ts in alike.values():
+            g._broadcast_once(ts)
         self._handle = [None] * n  # its push-pull in flight
         self._avg = [False] * n  # its buffer holds the ranks' average
         self._due = [False] * n  # step() was called: apply before its next use
