@@ -78,6 +78,7 @@ static void probe_frag(struct pbox *px, struct eng *e, uint32_t g, bool pull)
 	wk_tx_add(px, e, un->ip_be, un->port, &h, none, 0, false);
 	f->sent = wk_departure(px);
 	f->probed = 1;
+	f->fast = 0;
 	f->probes++;
 	px->net.es.st.probes++;
 	sent_to(px, un, g);
@@ -119,6 +120,7 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 		   px->net.unit[u].rank >= 0, true);
 	f->sent = f->pushed = wk_departure(px);
 	f->probed = 0;
+	f->fast = 0;
 	f->acked = 0;
 	f->probes = 0;
 	px->net.unit[u].tx += h.len;
@@ -399,11 +401,19 @@ static bool probe_due(const struct pbox *px, const struct wk_frag *f, uint64_t n
  * @un while a fragment we sent there before it still waits, that one has
  * lost a push (ours or another rank's) or its result. Probe it rather than
  * wait for its timer (SACK's fast retransmit; a probe costs a header, and
- * the SS says whether to resend). Ranks do not always send in one order (a
- * tensor that arrives later with a higher priority preempts one already
- * going out, at a different point on each rank): hence probe_due()'s
- * backoff once the SS has our part. Results of resent fragments say nothing
+ * the SS says whether to resend). Results of resent fragments say nothing
  * of order.
+ *
+ * Ranks do not always send in one order: a tensor that arrives later with
+ * a higher priority preempts one already going out, at a different point
+ * on each rank (ByteScheduler's per-parameter sums reorder every step), and
+ * ranks sharing cores run apart. So, as RACK does (RFC 8985's reo_wnd), a
+ * fragment is probed only when one pushed at least reo_ns after it was
+ * summed first: the window widens by a quarter of the probe round trip for
+ * each fast probe that proved needless (the SS had our part, or the result
+ * came before the answer) and halves for each that found a loss, so that
+ * reordering costs few probes and a loss is still found by the next
+ * results. probe_due()'s backoff once the SS has our part stays.
  */
 static void overtaken(struct pbox *px, struct eng *e, struct wk_unit *un, uint64_t pushed,
 		      uint64_t now)
@@ -413,12 +423,30 @@ static void overtaken(struct pbox *px, struct eng *e, struct wk_unit *un, uint64
 
 	for (unsigned i = 0; i < 8 && (f = wk_ring_head(px, &un->sent, &g)) && f->sent < pushed;
 	     i++) {
-		if (!probe_due(px, f, now))
+		if (pushed - f->sent < px->net.es.reo_ns || !probe_due(px, f, now))
 			return; /* the FIFO is in send order: the rest were sent later */
 		un->sent.head++;
 		px->net.es.st.fast_probes++;
 		probe_frag(px, e, g, false);
+		f->fast = 1;
 	}
+}
+
+/* What our fast probe of @f found: a loss (@needless false) narrows the
+ * reordering window, mere reordering widens it, up to half the time to a
+ * sum (a loss is then still found well before the timeout). */
+static void fast_verdict(struct pbox *px, struct wk_frag *f, bool needless)
+{
+	struct wk_eng_state *es = &px->net.es;
+	uint64_t step = es->probe_rtt_ns / 4 > 20000 ? es->probe_rtt_ns / 4 : 20000;
+
+	if (!f->fast)
+		return;
+	f->fast = 0;
+	if (!needless)
+		es->reo_ns /= 2;
+	else if (es->reo_ns + step <= es->srtt_ns / 2)
+		es->reo_ns += step;
 }
 
 /*
@@ -474,6 +502,7 @@ static void probe_answered(struct pbox *px, struct wk_frag *f, uint64_t now)
  */
 static void on_ack(struct pbox *px, struct wk_frag *f, uint64_t now)
 {
+	fast_verdict(px, f, true);
 	probe_answered(px, f, now);
 	if (f->acked)
 		return;
@@ -494,6 +523,7 @@ static void on_nack(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
 	bool asked = f->probed && f->sent > f->pushed;
 
 	px->net.es.st.nacks++;
+	fast_verdict(px, f, !asked);
 	probe_answered(px, f, now);
 	if (!asked && (now < f->pushed || now - f->pushed < px->net.es.rto_ns / 2))
 		return;
@@ -508,6 +538,7 @@ static void on_nack(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
  */
 static void on_done(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
 {
+	fast_verdict(px, &px->net.es.frag[g], false);
 	probe_answered(px, &px->net.es.frag[g], now);
 	probe_frag(px, e, g, true);
 }
@@ -562,9 +593,12 @@ void wk_flow_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 		return;
 	}
 	{
-		const struct wk_frag *f = &px->net.es.frag[g];
+		struct wk_frag *f = &px->net.es.frag[g];
 		uint64_t pushed = f->pushed;
 		bool clean = f->state == WK_INFLIGHT && f->tries == 1;
+
+		if (f->state == WK_INFLIGHT && f->probed) /* before our probe's answer */
+			fast_verdict(px, f, true);
 
 		if (!wk_deliver(px, g, p, h->len, (uint8_t)pbox_hdr_comp(h), h->round) ||
 		    px->fail) /* fail: the flush */

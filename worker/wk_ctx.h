@@ -296,6 +296,7 @@ struct wk_frag {
 	uint8_t acked;	/* the SS said it has our part (PBOX_OP_ACK) */
 	uint8_t probed; /* our last probe is unanswered */
 	uint8_t probes; /* probes since our last push */
+	uint8_t fast;	/* our last probe was a fast one (a later push's result came first) */
 	uint32_t tries, stamp;
 	uint64_t sent;	 /* its last send (push or probe): its timer runs from here */
 	uint64_t pushed; /* its last push left (the time to a sum runs from here) */
@@ -420,6 +421,7 @@ struct wk_net {
 		uint64_t srtt_ns, rttvar_ns; /* time to a sum, smoothed */
 		uint64_t
 			probe_rtt_ns; /* a probe's answer, smoothed: the network's own round trip */
+		uint64_t reo_ns;      /* fast probes' reordering window (flow.c) */
 		uint64_t tail_next_ns; /* tail_probe()'s next look */
 		uint32_t stamp;
 		uint64_t now_ns;	  /* the loop's clock, read once per turn */
