@@ -610,17 +610,24 @@ class ProcessGroupPbox(ProcessGroup):
                 if c >= seen:
                     break
                 done.append(k)
-        if done and self._idle():
-            try:
-                self._ctx.forget(done)
-            except pbox.Error as e:
-                raise PboxError(e.status, str(e)) from e
-            for k in done:
-                del self._last[k]
-                self._busy.pop(k, None)
+        if done and self._let_go(done):
             self._forgot.update(done)
         self._last[key] = (self._calls, seen is not None)
         self._calls += 1
+
+    def _let_go(self, keys):
+        """pbox_forget() of @keys (every rank at this call), once every call
+        in flight is complete; whether it was (not after a failure)."""
+        if not self._idle():
+            return False
+        try:
+            self._ctx.forget(keys)
+        except pbox.Error as e:
+            raise PboxError(e.status, str(e)) from e
+        for k in keys:
+            del self._last[k]
+            self._busy.pop(k, None)
+        return True
 
     def _broadcast_once(self, tensors, root=0):
         """@tensors (one float dtype, on one device) set to @root's by one
@@ -632,15 +639,9 @@ class ProcessGroupPbox(ProcessGroup):
         opts = dist.BroadcastOptions()
         opts.rootRank = root
         self.broadcast(tensors, opts).wait()
-        key = self._key(_DTYPES[tensors[0].dtype], sum(t.numel() for t in tensors)) | self._BC
-        if self._local or key not in self._last or not self._idle():
-            return
-        try:
-            self._ctx.forget([key])
-        except pbox.Error as e:
-            raise PboxError(e.status, str(e)) from e
-        del self._last[key]
-        self._busy.pop(key, None)
+        key = self._bc_key(_DTYPES[tensors[0].dtype], sum(t.numel() for t in tensors))
+        if not self._local and key in self._last:
+            self._let_go([key])
 
     def _idle(self):
         """Once every call in flight is complete: whether none failed."""
@@ -704,6 +705,11 @@ class ProcessGroupPbox(ProcessGroup):
     # ---- the sharded collectives and broadcast (libpbox 3.8) ------------------
 
     _RS, _AG, _BC = 1, 2, 3  # in a key's low bits (_key() leaves them 0)
+
+    @classmethod
+    def _bc_key(cls, dt, count):
+        """The key a broadcast of @count elements of pbox dtype @dt sums under."""
+        return cls._key(dt, count) | cls._BC
 
     def _launch(self, key, start, finish, value, keep, resume=None, deferred=None):
         """A collective started by start() (a pbox Handle) under @key, one
@@ -899,7 +905,7 @@ class ProcessGroupPbox(ProcessGroup):
 
             if flat.numel() == 0:
                 return self._done(tensors)
-            key = self._key(dt, flat.numel()) | self._BC
+            key = self._bc_key(dt, flat.numel())
             return self._launch(key, lambda: self._ctx.broadcast(
                 key, flat.data_ptr(), flat.numel(), dt, root), finish, tensors, [flat])
         if self._gloo is None:  # bytes that are no whole words: pbox's sums, byte by byte
