@@ -78,6 +78,7 @@
 #define CTL_OUT_LOW		(64u << 10)
 #define CTL_STALL_NS		(10ull * 1000000000ull)
 #define CTL_UNREAD_NS		(1000000000ull)
+#define CTL_ACCEPT_BURST	256 /* accepts a turn of the loop */
 #define CTL_KA_IDLE		5
 #define CTL_KA_INTVL		2
 #define CTL_KA_CNT		3
@@ -1297,8 +1298,9 @@ static void refuse(int fd, const char *why)
 }
 
 /* A new connection, yet to prove the box key: it takes the place of the
- * oldest unproved one where those are full, from its own address first. */
-static void conn_accept(struct box_ctl *c, uint64_t now)
+ * oldest unproved one where those are full, from its own address first.
+ * False when none was waiting. */
+static bool conn_accept(struct box_ctl *c, uint64_t now)
 {
 	struct sockaddr_in peer;
 	socklen_t pl = sizeof(peer);
@@ -1308,10 +1310,10 @@ static void conn_accept(struct box_ctl *c, uint64_t now)
 	struct ctl_conn *cn;
 
 	if (fd < 0)
-		return;
+		return false;
 	if (count_from(c, src, true) >= CTL_PER_SOURCE) {
 		refuse(fd, "too many control connections from this address");
-		return;
+		return true;
 	}
 	if (count_from(c, src, false) >= CTL_UNPROVED_PER_SOURCE)
 		old = oldest_unproved(c, src);
@@ -1328,7 +1330,7 @@ static void conn_accept(struct box_ctl *c, uint64_t now)
 			free_slot = i;
 	if (free_slot == CTL_MAX_CONNS) { /* every other slot holds a proved one */
 		refuse(fd, "too many control connections");
-		return;
+		return true;
 	}
 	conn_options(fd);
 	cn = &c->conn[free_slot];
@@ -1336,6 +1338,7 @@ static void conn_accept(struct box_ctl *c, uint64_t now)
 	inet_ntop(AF_INET, &peer.sin_addr, cn->peer, sizeof(cn->peer));
 	snprintf(cn->peer + strlen(cn->peer), sizeof(cn->peer) - strlen(cn->peer), ":%u",
 		 ntohs(peer.sin_port));
+	return true;
 }
 
 struct box_ctl *box_ctl_create(struct box *b, const uint8_t key[NIC_KEY_LEN])
@@ -1357,7 +1360,7 @@ struct box_ctl *box_ctl_create(struct box *b, const uint8_t key[NIC_KEY_LEN])
 	inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
 	c->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (c->lfd < 0 || setsockopt(c->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(c->lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(c->lfd, 64)) {
+	    bind(c->lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(c->lfd, SOMAXCONN)) {
 		fprintf(stderr, "pboxd: [management] %s:%u: cannot listen: %s\n", ip,
 			b->cfg->mgmt.port, strerror(errno));
 		if (c->lfd >= 0)
@@ -1394,8 +1397,11 @@ int box_ctl_run(struct box_ctl *c)
 				conn_close(c, (int)i, "was dropped: it did not read its replies");
 			else if (cn->bye && !cn->out_len)
 				conn_close(c, (int)i, cn->bye);
-			else if (!cn->sess.authed && now - cn->born_ns > CTL_PROVE_NS)
+			else if (!cn->sess.authed && now - cn->born_ns > CTL_PROVE_NS) {
+				say_last(cn->fd, "this connection did not prove the box key within "
+						 "2 s of connecting");
 				conn_close(c, (int)i, "did not prove the box key in time");
+			}
 		}
 		if (c->n_zombies) {
 			box_ctl_lock(c);
@@ -1433,8 +1439,13 @@ int box_ctl_run(struct box_ctl *c)
 			if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
 				conn_read(c, slot[i]);
 		}
-		if (pfd[0].revents & POLLIN)
-			conn_accept(c, now);
+		/* every connection waiting, not one a turn: a queue left full
+		 * drops a key holder's handshake ACK, and the box then accepts it
+		 * on its own SYN-ACK's retransmit while the client's first line
+		 * backs off past CTL_PROVE_NS (drips churn the queue all along) */
+		for (i = 0; i < CTL_ACCEPT_BURST && (pfd[0].revents & POLLIN); i++)
+			if (!conn_accept(c, now))
+				break;
 	}
 	return 0;
 }

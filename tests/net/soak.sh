@@ -24,7 +24,8 @@
 # descriptors flat after its first cycle (each pboxd process: within 4 MiB
 # and 4 descriptors of its first sample); each libpbox worker's resident
 # memory within 8 MiB of what it was after its warm-up, at its end (its
-# rank or box lost, its shrink or rejoin included). Prints a RESULT line
+# rank or box lost, its shrink or rejoin included); no connection to the
+# box's doors dropped from a full accept queue. Prints a RESULT line
 # with the cycles, the jobs, the sums and the memory figures.
 #
 #   tests/net/soak.sh [BUILD_DIR]        DURATION (180)
@@ -181,6 +182,11 @@ check "pboxd's resident memory and descriptors flat after its first cycle: +$drs
 	test "$drss" -le 4096 -a "$dfd" -le 4
 check "each worker's resident memory flat from its warm-up to its end, through a killed rank or box and the shrink or rejoin: +$wgrow KiB at most (8192 allowed)" \
 	test "$wgrow" -le 8192
-echo "RESULT soak seconds=$DURATION cycles=$cycles jobs=$jobs failed_cycles=$bad_cycles rss_growth_kib=$drss fd_drift=$dfd worker_rss_growth_kib=$wgrow"
+# a full accept queue drops a key holder's handshake, which then backs off
+# past the box's 2 s to prove the key (the client job's "connection closed")
+overflows=$(ip netns exec "$box_ns" nstat -az TcpExtListenOverflows 2>/dev/null | awk '/ListenOverflows/ { print $2 }')
+check "the box's doors kept up with the drips: ${overflows:-?} connections dropped from a full accept queue" \
+	test "${overflows:-1}" = 0
+echo "RESULT soak seconds=$DURATION cycles=$cycles jobs=$jobs failed_cycles=$bad_cycles rss_growth_kib=$drss fd_drift=$dfd worker_rss_growth_kib=$wgrow listen_overflows=${overflows:-?}"
 echo "soak: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
