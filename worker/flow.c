@@ -523,7 +523,7 @@ static void on_nack(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
 	bool asked = f->probed && f->sent > f->pushed;
 
 	px->net.es.st.nacks++;
-	fast_verdict(px, f, !asked);
+	fast_verdict(px, f, false); /* the push had not come: lost, or overtaken */
 	probe_answered(px, f, now);
 	if (!asked && (now < f->pushed || now - f->pushed < px->net.es.rto_ns / 2))
 		return;
