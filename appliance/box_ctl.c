@@ -1443,9 +1443,10 @@ int box_ctl_run(struct box_ctl *c)
 		 * drops a key holder's handshake ACK, and the box then accepts it
 		 * on its own SYN-ACK's retransmit while the client's first line
 		 * backs off past CTL_PROVE_NS (drips churn the queue all along) */
-		for (i = 0; i < CTL_ACCEPT_BURST && (pfd[0].revents & POLLIN); i++)
-			if (!conn_accept(c, now))
-				break;
+		if (pfd[0].revents & POLLIN)
+			for (i = 0; i < CTL_ACCEPT_BURST; i++)
+				if (!conn_accept(c, now))
+					break;
 	}
 	return 0;
 }

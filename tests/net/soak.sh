@@ -184,7 +184,7 @@ check "each worker's resident memory flat from its warm-up to its end, through a
 	test "$wgrow" -le 8192
 # a full accept queue drops a key holder's handshake, which then backs off
 # past the box's 2 s to prove the key (the client job's "connection closed")
-overflows=$(ip netns exec "$box_ns" nstat -az TcpExtListenOverflows 2>/dev/null | awk '/ListenOverflows/ { print $2 }')
+overflows=$(ip netns exec "$box_ns" nstat -asz TcpExtListenOverflows 2>/dev/null | awk '/ListenOverflows/ { print $2 }')
 check "the box's doors kept up with the drips: ${overflows:-?} connections dropped from a full accept queue" \
 	test "${overflows:-1}" = 0
 echo "RESULT soak seconds=$DURATION cycles=$cycles jobs=$jobs failed_cycles=$bad_cycles rss_growth_kib=$drss fd_drift=$dfd worker_rss_growth_kib=$wgrow listen_overflows=${overflows:-?}"
