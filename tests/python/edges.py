@@ -10,6 +10,10 @@
   own; MAX, and an int64 SUM, handed to Gloo's allreduce_coalesced (its
   plain allreduce would reduce the list's entries into each other);
 - a sparse COO tensor goes to Gloo's sparse all-reduce;
+- a call completes whoever completes it: the caller waiting for it, or,
+  unwaited, once a later call is waited for, its is_completed() is asked,
+  a later call of its tensor waits behind it, or its future is taken
+  (AVG's division done in each);
 - pbox.torch.stats() counts what the rank did (ops, bytes);
 - a failure is a PboxError (torch's DistBackendError where torch has one)
   carrying libpbox's code: rank 1 leaves, rank 0's all_reduce raises with
@@ -72,6 +76,47 @@ sp = torch.sparse_coo_tensor([[rank, 2]], [1.0, float(rank + 1)], (4,))
 dist.all_reduce(sp)
 if sp.to_dense().tolist() != [1.0, 1.0, 3.0, 0.0]:
     fails.append("sparse all_reduce: %s" % sp.to_dense().tolist())
+
+# who completes a call: the caller waiting for it, or the completion thread
+# once something may need it complete without a wait. Each case hangs or
+# leaves a stale tensor if the call is never handed over.
+def poll(work, what):
+    """is_completed() alone, up to 10 s: the call must complete unwaited."""
+    end = time.monotonic() + 10
+    while not work.is_completed():
+        if time.monotonic() > end:
+            fails.append("%s: not complete after 10 s without a wait()" % what)
+            return False
+        time.sleep(0.001)
+    return True
+
+
+def avg_of(v):  # an AVG all_reduce of v + rank on 2 ranks
+    return v + 0.5
+
+
+# never waited for, a later collective waited for: the first completes too
+a, b = torch.full((300,), 4.0 + rank), torch.full((301,), 1.0)
+wa = dist.all_reduce(a, op=dist.ReduceOp.AVG, async_op=True)
+dist.all_reduce(b, async_op=True).wait()
+if poll(wa, "an AVG call before a waited one") and not bool((a == avg_of(4.0)).all()):
+    fails.append("an AVG call completed unwaited: %s, not %s" % (a[0].item(), avg_of(4.0)))
+# the only call in flight, is_completed() asked: its AVG done
+c = torch.full((302,), 6.0 + rank)
+wc = dist.all_reduce(c, op=dist.ReduceOp.AVG, async_op=True)
+if poll(wc, "a lone AVG call") and not bool((c == avg_of(6.0)).all()):
+    fails.append("a lone AVG call, is_completed(): %s, not %s" % (c[0].item(), avg_of(6.0)))
+# one tensor twice at once: the second waits behind the first, which nobody waits for
+d = torch.ones(303)
+dist.all_reduce(d, async_op=True)
+dist.all_reduce(d, async_op=True).wait()
+if not bool((d == 4.0).all()):
+    fails.append("one tensor summed twice at once: %s, not 4.0" % d[0].item())
+# its future taken: completed for whoever waits for the future
+e = torch.full((304,), 1.0 + rank)
+got = dist.all_reduce(e, async_op=True).get_future().wait()
+if not bool((got[0] == 3.0).all()) or got[0] is not e:
+    fails.append("all_reduce's future: %s" % got)
 
 # pbox.torch.stats(): the counters of what this rank did
 st = pbox.torch.stats()

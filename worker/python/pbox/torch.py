@@ -55,6 +55,7 @@ __all__ = ["PboxError", "ProcessGroupPbox", "ScheduledOptimizer", "allreduce_hoo
            "rejoin", "shrink", "stats"]
 
 _DTYPES = {torch.float32: pbox.FP32, torch.float16: pbox.FP16, torch.bfloat16: pbox.BF16}
+_DEVICES = ("cpu", "cuda")  # where pbox sums
 
 
 class PboxError(getattr(dist, "DistBackendError", RuntimeError)):
@@ -127,17 +128,27 @@ class _Work(Work):
     rank that lost a peer would go on with a half-summed tensor.) @shown:
     the _Shown of a collective in flight."""
 
-    def __init__(self, fut, shown=None):
+    def __init__(self, fut, shown=None, call=None):
         super().__init__()
         self._fut = fut
         self._shown = shown
+        self._call = call
 
     def wait(self, timeout=None):
         """Until the collective completes (raising its failure), or at most
         @timeout (a timedelta or seconds; None or 0: libpbox's deadline
         alone), raising PboxError(pbox.ETIMEDOUT) then: the collective goes
-        on, and a later wait() can still have it."""
+        on, and a later wait() can still have it. Without a timeout, a
+        collective the completion thread has not yet taken up is waited for
+        and completed here (_Call): the sum wakes this thread straight from
+        libpbox's, not through the completion thread's."""
         secs = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        call, self._call = self._call, None
+        if call is not None:
+            if not secs and call.claim():
+                call.complete()
+            else:
+                call.group._hand_over()
         if secs and not self._fut.done():
             done = threading.Event()
             self._fut.then(lambda f: done.set())
@@ -148,9 +159,13 @@ class _Work(Work):
         return True
 
     def is_completed(self):
+        if self._call is not None:
+            self._call.group._hand_over()
         return self._fut.done()
 
     def get_future(self):
+        if self._call is not None:
+            self._call.group._hand_over()
         s = self._shown
         if s is not None and not s.out and _outside() is not None:  # to Python code
             with s.lock:  # after its completion, if the completion thread's is under way
@@ -159,6 +174,7 @@ class _Work(Work):
 
 
 _C10D_PY = os.path.join("torch", "distributed", "distributed_c10d.py")
+_TORCH_DIR = os.path.dirname(torch.__file__)
 
 
 _TORCH_MAJOR = int(torch.__version__.split(".")[0])
@@ -185,26 +201,64 @@ def _caller():
     only, callers in C++ (_CPP) get torch's own future-wrapping Work (DDP
     reads the future's value, which raises the failure), and so do torch's
     own modules outside distributed_c10d.py (_TORCH); torch.distributed's
-    functions and user code (_PY) get a _Work."""
+    functions and user code (_PY) get a _Work. torch 2.x: always _PY (its
+    Work trampoline hands C++ callers a _Work's get_future())."""
+    if _TORCH_MAJOR >= 2:
+        return _PY
     f = _outside()
     if f is None:
         return _CPP
     caller = f.f_code.co_filename
-    if caller.endswith(_C10D_PY) or not caller.startswith(os.path.dirname(torch.__file__)):
+    if caller.endswith(_C10D_PY) or not caller.startswith(_TORCH_DIR):
         return _PY
     return _TORCH
 
 
-def _work(fut, shown=None, to=None):
+def _work(fut, shown=None, to=None, call=None):
     """The Work for a collective going to @to (_caller(), where None): a
     _Work, whose wait() raises the failure, or torch's own for torch 1.13's
     callers other than _PY; @shown: the collective's _Shown, while it is in
-    flight."""
+    flight; @call: its _Call, which the _Work's wait() may complete."""
     if to is None:
         to = _caller()
     if _TORCH_MAJOR < 2 and to != _PY:
         return _create_work_from_future(fut)
-    return _Work(fut, shown)
+    return _Work(fut, shown, call)
+
+
+class _Call:
+    """A push-pull started, until one thread completes it: the completion
+    thread, which takes up the calls in the order they were started, or
+    the caller's, waiting for it in _Work.wait() first (claim(): whichever
+    asks first, under the group's lock). Completing one (complete(), the
+    group's _completed()) waits for its handle, starts the calls that
+    waited for its key, and completes its future. A call whose _Work went
+    to Python is handed to the completion thread only when something may
+    need it complete without waiting for it (_hand_over()): the next
+    collective, its future or is_completed() asked for, the group idled,
+    shrunk or finalized. A caller that waits for each call in turn thus
+    completes its own, and the completion thread is never woken for it."""
+
+    __slots__ = ("group", "key", "handle", "done", "shown", "claimed")
+
+    def __init__(self, group, key, handle, done, shown):
+        self.group = group
+        self.key = key
+        self.handle = handle
+        self.done = done
+        self.shown = shown
+        self.claimed = False
+
+    def claim(self):
+        """Whether this thread is the one to complete it."""
+        with self.group._lock:
+            if self.claimed:
+                return False
+            self.claimed = True
+            return True
+
+    def complete(self):
+        self.group._completed(self)
 
 
 def _route_address(host, port):
@@ -218,6 +272,8 @@ def _future(value):
     """A future for @value (tensors, or lists of them): one of CUDA tensors
     records its completion for the consumer's stream (torch's CUDA-aware
     futures)."""
+    if len(value) == 1 and isinstance(value[0], torch.Tensor) and not value[0].is_cuda:
+        return torch.futures.Future()
     ts = [t for v in value for t in (v if isinstance(v, (list, tuple)) else [v])]
     devs = sorted({t.device for t in ts if t.is_cuda}, key=str)
     return torch.futures.Future(devices=devs) if devs else torch.futures.Future()
@@ -349,6 +405,7 @@ class ProcessGroupPbox(ProcessGroup):
         # completion thread starts them in order (_drain()).
         self._lock = threading.Lock()
         self._pending = collections.deque()  # (key, start, resume, done, shown), in call order
+        self._unhanded = []  # _Calls not yet handed to the completion thread, in call order
         self._live = set()  # keys with a call started and not yet complete
         self._pool = _Callbacks(_CALLBACK_THREADS)
         # every _Shown's (reentrant: a callback completed under it may ask
@@ -378,20 +435,26 @@ class ProcessGroupPbox(ProcessGroup):
                 if item is not None:  # _shrink(): all before it reaped
                     item.set()
                 return
-            key, handle, done, shown = item
-            try:
-                handle.wait()
-                err = None
-            except pbox.Error as e:
-                err = e
-            with self._lock:
-                self._live.discard(key)
-                self._drain()
-            with shown.lock:
-                if not shown.out:
-                    _run(done, err)
-                    continue
-            self._pool.submit(done, err)
+            if item.claim():
+                self._completed(item)
+
+    def _completed(self, call):
+        """@call (a _Call this thread claimed) waited for, the calls behind
+        its key started, and its future completed: here while it has not
+        left this module (_Shown), on a callback thread otherwise."""
+        try:
+            call.handle.wait()
+            err = None
+        except pbox.Error as e:
+            err = e
+        with self._lock:
+            self._live.discard(call.key)
+            self._drain()
+        with call.shown.lock:
+            if not call.shown.out:
+                _run(call.done, err)
+                return
+        self._pool.submit(call.done, err)
 
     def _drain(self):
         """The calls waiting in _pending started, in order, up to the first
@@ -409,7 +472,7 @@ class ProcessGroupPbox(ProcessGroup):
             self._pool.submit(done, e)
             return
         self._live.add(key)
-        self._q.put((key, handle, done, shown))
+        self._q.put(_Call(self, key, handle, done, shown))
 
     def _flush_pending(self):
         """Whatever still waits in _pending, once nothing is in flight: each
@@ -436,8 +499,22 @@ class ProcessGroupPbox(ProcessGroup):
                 self._failed.append(resume)  # this one started
             raise
 
+    def _hand_over(self):
+        """The calls not yet handed to the completion thread handed to it,
+        in the order they were started, but those a caller completed."""
+        with self._lock:
+            self._give()
+
+    def _give(self):
+        """_hand_over() under _lock."""
+        for call in self._unhanded:
+            if not call.claimed:
+                self._q.put(call)
+        self._unhanded = []
+
     def _finalize(self):
         if self._ctx is not None:
+            self._hand_over()
             self._q.put(None)
             self._thr.join()
             ctx, self._ctx = self._ctx, None
@@ -452,6 +529,7 @@ class ProcessGroupPbox(ProcessGroup):
         if self._ctx is None:
             raise RuntimeError("pbox: this group was shrunk or finalized already")
         flushed = threading.Event()
+        self._hand_over()
         self._q.put(flushed)
         flushed.wait()
         self._thr.join()
@@ -509,13 +587,17 @@ class ProcessGroupPbox(ProcessGroup):
         """Why pbox does not sum this allreduce (the one line that says so),
         or None where it does: SUM or AVG of fp32, fp16 or bf16 tensors, all
         of one dtype on one CPU or CUDA device."""
+        if len(tensors) == 1 and (op == _SUM or op == _AVG):  # the common case, at once
+            t = tensors[0]
+            if t.dtype in _DTYPES and t.layout == torch.strided and t.device.type in _DEVICES:
+                return None
         if not tensors:
             return "no tensors"
         if any(t.layout != torch.strided for t in tensors):
             return "sparse tensors (Gloo's sparse all-reduce)"
         if op not in (_SUM, _AVG):
             return "op %s (pbox sums SUM and AVG)" % _OP_NAMES.get(op, op)
-        if dev.type not in ("cpu", "cuda") or any(t.device != dev for t in tensors):
+        if dev.type not in _DEVICES or any(t.device != dev for t in tensors):
             return "tensors on %s (pbox: one CPU or CUDA device per call)" % dev
         odd = sorted({str(t.dtype) for t in tensors if t.dtype not in _DTYPES})
         if odd:
@@ -581,7 +663,9 @@ class ProcessGroupPbox(ProcessGroup):
                 later.record(stream)
             return lambda: start(later)
 
-        return self._launch(key, start, finish, tensors, [flat], resume, deferred)
+        # one tensor summed in place has nothing left to do once complete
+        last = finish if op == _AVG or flat is not tensors[0] else None
+        return self._launch(key, start, last, tensors, [flat], resume, deferred)
 
     def _retire(self, key):
         """Free the state of the tensors the job is done with, before @key's
@@ -645,6 +729,7 @@ class ProcessGroupPbox(ProcessGroup):
 
     def _idle(self):
         """Once every call in flight is complete: whether none failed."""
+        self._hand_over()
         ok = True
         for fut in list(self._busy.values()):
             try:
@@ -716,10 +801,10 @@ class ProcessGroupPbox(ProcessGroup):
         call of a key at a time, and every call reaching libpbox in the order
         it was made, on every rank (a call whose key has one in flight waits,
         and every later call behind it, until the completion thread starts
-        them: by deferred()'s start where given); finish() once complete,
-        its future then set to @value. @keep: the buffers libpbox reads or
-        writes, alive until then. @resume: what shrink() resumes of it
-        after the box's loss (an allreduce's)."""
+        them: by deferred()'s start where given); finish() once complete
+        (where not None), its future then set to @value. @keep: the
+        buffers libpbox reads or writes, alive until then. @resume: what
+        shrink() resumes of it after the box's loss (an allreduce's)."""
         self._retire(key)
         fut = _future(value)
         to = _caller()
@@ -732,16 +817,19 @@ class ProcessGroupPbox(ProcessGroup):
                     self._failed.append(resume)
                 fut.set_exception(PboxError(err.status, str(err)))
                 return
-            try:
-                finish()
-            except Exception as e:  # noqa: BLE001  (the caller's to see, not this thread's)
-                fut.set_exception(e)
-                return
+            if finish is not None:
+                try:
+                    finish()
+                except Exception as e:  # noqa: BLE001  (the caller's to see, not this thread's)
+                    fut.set_exception(e)
+                    return
             fut.set_result(value)
 
         prev = self._busy.get(key)
         self._busy[key] = fut
         with self._lock:
+            if self._unhanded:
+                self._give()
             if self._pending or key in self._live:
                 self._pending.append((key, deferred() if deferred else start, resume, done,
                                       shown))
@@ -755,8 +843,13 @@ class ProcessGroupPbox(ProcessGroup):
                     self._busy[key] = prev
                 raise PboxError(e.status, str(e)) from e
             self._live.add(key)
-            self._q.put((key, handle, done, shown))
-        return _work(fut, shown, to)
+            call = _Call(self, key, handle, done, shown)
+            work = _work(fut, shown, to, call)
+            if isinstance(work, _Work):
+                self._unhanded.append(call)
+            else:  # its future already outside (torch 1.13's own Work)
+                self._q.put(call)
+        return work
 
     @staticmethod
     def _wire_dtype(t):
