@@ -146,7 +146,7 @@ class _Work(Work):
         call, self._call = self._call, None
         if call is not None:
             if not secs and call.claim():
-                call.complete()
+                call.group._completed(call)
             else:
                 call.group._hand_over()
         if secs and not self._fut.done():
@@ -159,13 +159,17 @@ class _Work(Work):
         return True
 
     def is_completed(self):
-        if self._call is not None:
-            self._call.group._hand_over()
+        self._hand_over()
         return self._fut.done()
 
-    def get_future(self):
+    def _hand_over(self):
+        """Its call (and any started before it) to the completion thread,
+        for someone who will not wait() for it."""
         if self._call is not None:
             self._call.group._hand_over()
+
+    def get_future(self):
+        self._hand_over()
         s = self._shown
         if s is not None and not s.out and _outside() is not None:  # to Python code
             with s.lock:  # after its completion, if the completion thread's is under way
@@ -230,8 +234,8 @@ class _Call:
     """A push-pull started, until one thread completes it: the completion
     thread, which takes up the calls in the order they were started, or
     the caller's, waiting for it in _Work.wait() first (claim(): whichever
-    asks first, under the group's lock). Completing one (complete(), the
-    group's _completed()) waits for its handle, starts the calls that
+    asks first, under the group's lock). Completing one (the group's
+    _completed()) waits for its handle, starts the calls that
     waited for its key, and completes its future. A call whose _Work went
     to Python is handed to the completion thread only when something may
     need it complete without waiting for it (_hand_over()): the next
@@ -256,9 +260,6 @@ class _Call:
                 return False
             self.claimed = True
             return True
-
-    def complete(self):
-        self.group._completed(self)
 
 
 def _route_address(host, port):
