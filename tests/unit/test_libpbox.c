@@ -175,9 +175,12 @@ struct rank_run {
 	 * each sum checked bitwise against rank order's */
 	bool wide;
 	/* pbox_decide_compression() after the start, over the three tensors in
-	 * backward order with @compute_ns; its result and choice */
+	 * backward order with @compute_ns; its result and choice. @comp_ns: the
+	 * compressor's cost a byte each way, as if profiled (0: profiled here,
+	 * and in @profiled_ns after) */
 	bool decide;
 	uint64_t compute_ns[NT];
+	double comp_ns, profiled_ns;
 	int decide_rc;
 	uint8_t chosen[NT];
 	bool gathered[NT]; /* after the decision: summed by all-gather (gsum.c) */
@@ -417,6 +420,8 @@ static void *rank_main(void *arg)
 		const uint64_t keys[NT] = {102, 101, 100}; /* backward order: the last first */
 		const uint64_t counts[NT] = {rr->counts[2], rr->counts[1], rr->counts[0]};
 
+		if (rr->comp_ns > 0)
+			px->comp_enc_b = px->comp_dec_b = rr->comp_ns * 1e-9;
 		rr->decide_rc =
 			pbox_decide_compression(px, NT, keys, counts, rr->compute_ns, rr->chosen);
 		snprintf(rr->decide_msg, sizeof(rr->decide_msg), "%s", pbox_last_error());
@@ -426,6 +431,7 @@ static void *rank_main(void *arg)
 
 			rr->gathered[t] = wt && wt->gather && wt->comp;
 		}
+		rr->profiled_ns = (px->comp_enc_b + px->comp_dec_b) * 1e9;
 		pthread_mutex_unlock(&px->mu);
 	}
 	pbox_machine(px, &rr->mi);
@@ -1630,6 +1636,9 @@ static void *gc_main(void *arg)
 		if (v == 1)
 			gc_refusals(px, g);
 		if (v == 6) { /* where ByteComp's model places keys 1 and 3 */
+			/* the CPU's compressor pinned at 1 ns a byte each way (as in
+			 * test_decide_compression): compressed, on whichever is cheaper */
+			px->comp_enc_b = px->comp_dec_b = 1e-9;
 			g->decide_rc = pbox_decide_compression(px, 2, keys, counts, ns, g->chosen);
 			pbox_set_compression(px, 2, "none");
 		}
@@ -3715,17 +3724,17 @@ END_TEST
 
 /* pbox_decide_compression(): rank 0 decides from its measurements and
  * every rank takes its choice, whatever its own say (the others pass
- * backward passes long enough to hide every push-pull); at 1 Gb/s with no
- * computation to hide behind, EFSignSGD pays on the large tensors. Refused
- * without [job] compression. */
-/* Every rank decides under [job] @extra, rank 0 with no computation to
- * hide behind, the others with much: each started, decided alike, ended. */
-static void decide_runs(struct rank_run *rr, const char *extra)
+ * backward passes long enough to hide every push-pull). The choice is the
+ * model's at the compressor's cost: pinned at @comp_ns a byte each way
+ * (what a profile would have measured), it is deterministic; at 0, rank 0
+ * profiles this CPU. Refused without [job] compression. */
+static void decide_runs(struct rank_run *rr, const char *extra, double comp_ns)
 {
 	setup_runs(rr, NR, PBOX_FP32, 0);
 	for (unsigned r = 0; r < NR; r++) {
 		rr[r].extra = extra;
 		rr[r].decide = true;
+		rr[r].comp_ns = comp_ns;
 		for (unsigned t = 0; t < NT; t++)
 			rr[r].compute_ns[t] = r ? 1000000000000ull : 0;
 	}
@@ -3743,20 +3752,33 @@ START_TEST(test_decide_compression)
 {
 	struct rank_run rr[NR];
 
-	decide_runs(rr, "[job]\ncompression = sign");
+	/* at 1 Gb/s with no computation to hide behind, EFSignSGD at 1 ns a
+	 * byte each way pays on the large tensors */
+	decide_runs(rr, "[job]\ncompression = sign", 1.0);
 	ck_assert_uint_eq(rr[0].chosen[0], 1); /* key 102, 70001 elements */
 	ck_assert_uint_eq(rr[0].chosen[2], 1); /* key 100, 100003 elements */
 	for (unsigned t = 0; t < NT; t++)
 		ck_assert(!rr[0].gathered[t]);
+	/* at 100 ns a byte (slower than the link's 8) it pays on none */
+	decide_runs(rr, "[job]\ncompression = sign", 100.0);
+	for (unsigned t = 0; t < NT; t++)
+		ck_assert_uint_eq(rr[0].chosen[t], 0);
 	/* [job] compression_sum = gather: the chosen ones set to sign:gather,
 	 * which costs n - 1 compressed tensors on the link (the same choice
 	 * here: a 1 Gb/s link and no computation to hide behind) */
-	decide_runs(rr, "[job]\ncompression = sign\ncompression_sum = gather");
+	decide_runs(rr, "[job]\ncompression = sign\ncompression_sum = gather", 1.0);
 	for (unsigned r = 0; r < NR; r++)
 		for (unsigned t = 0; t < NT; t++)
 			ck_assert_int_eq(rr[r].gathered[t], rr[r].chosen[t]);
 	ck_assert_uint_eq(rr[0].chosen[0], 1);
 	ck_assert_uint_eq(rr[0].chosen[2], 1);
+	/* profiled on this CPU (how fast depends on the machine, sanitizers
+	 * and load: every rank takes rank 0's choice, whatever it is) */
+	decide_runs(rr, "[job]\ncompression = sign", 0);
+	ck_assert_msg(rr[0].profiled_ns > 0 && rr[0].profiled_ns < 1e4,
+		      "the compressor profiled at %g ns a byte", rr[0].profiled_ns);
+	for (unsigned r = 1; r < NR; r++)
+		ck_assert(rr[r].profiled_ns == 0); /* rank 0 alone profiles */
 	setup_runs(rr, NR, PBOX_FP32, 0);
 	for (unsigned r = 0; r < NR; r++)
 		rr[r].decide = true;
