@@ -96,7 +96,22 @@ static uint16_t booked_len(const struct pbox *px, const struct wk_frag *f, uint1
 	return r > len ? r : len;
 }
 
-static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
+/* Fragment @g as sent to unit @u now, alone or (@u's SS_GPU takes a
+ * chunk's turns in one push: start_turns()) in another fragment's push. */
+static void mark_pushed(struct pbox *px, uint32_t u, uint32_t g)
+{
+	struct wk_frag *f = &px->net.es.frag[g];
+
+	f->sent = f->pushed = wk_departure(px);
+	f->probed = 0;
+	f->fast = 0;
+	f->acked = 0;
+	f->probes = 0;
+	sent_to(px, &px->net.unit[u], g);
+}
+
+/* Fragment @g's push (@flags: PBOX_F_REST, a turn for the rest of its chunk too). */
+static void push_flagged(struct pbox *px, struct eng *e, uint32_t g, bool retrans, uint8_t flags)
 {
 	struct wk_frag *f = &px->net.es.frag[g];
 	uint32_t c = g / px->net.fpc, u = px->net.chunk_unit[c];
@@ -109,6 +124,7 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 
 	if (!payload)
 		return;
+	h.flags |= flags;
 	h.mac = nic_mac_of(&px->net.mac, &h, payload);
 	f->stamp = ++px->net.es.stamp;
 	if (u == px->net.self_unit) { /* our own SS_GPU: no network */
@@ -118,17 +134,17 @@ static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
 	wk_pace_book(px, 1, booked_len(px, f, h.len));
 	wk_tx_send(px, e, px->net.unit[u].ip_be, px->net.unit[u].port, &h, payload, h.len,
 		   px->net.unit[u].rank >= 0, true);
-	f->sent = f->pushed = wk_departure(px);
-	f->probed = 0;
-	f->fast = 0;
-	f->acked = 0;
-	f->probes = 0;
 	px->net.unit[u].tx += h.len;
 	if (retrans) {
 		px->net.unit[u].retrans++;
 		px->net.es.st.retransmits++;
 	}
-	sent_to(px, &px->net.unit[u], g);
+	mark_pushed(px, u, g);
+}
+
+static void push_frag(struct pbox *px, struct eng *e, uint32_t g, bool retrans)
+{
+	push_flagged(px, e, g, retrans, 0);
 }
 
 /* ---- deadlines: naming the silent party -------------------------------------- */
@@ -172,8 +188,8 @@ void wk_flow_take_new(struct pbox *px)
 	}
 }
 
-/* Fragment @g's first send. */
-static void start_frag(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
+/* Fragment @g in flight from @now: its first send's bookkeeping. */
+static void begin_frag(struct pbox *px, uint32_t g, uint64_t now)
 {
 	struct wk_frag *f = &px->net.es.frag[g];
 	uint16_t charge = wk_charge(px, f);
@@ -193,7 +209,13 @@ static void start_frag(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
 		if (!f->op->turns_out++)
 			wk_active_add(&px->net.es.tactive, f->op);
 	}
-	push_frag(px, e, g, false); /* may free f->op: the last use */
+}
+
+/* Fragment @g's first send. */
+static void start_frag(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
+{
+	begin_frag(px, g, now);
+	push_frag(px, e, g, false); /* may free the op: the last use */
 }
 
 /* Partition @p's next fragment with a payload, @p out of its heap (@pop)
@@ -231,6 +253,45 @@ static uint32_t next_frag(struct pbox *px, struct wk_part *p, void (*pop)(struct
  * every turn it waits for, and moves. And a more urgent collective's turns
  * go past a window full of less urgent ones (wk_beyond_window()).
  */
+/*
+ * Turn fragment @g of partition @p (next_frag() took it) started, with,
+ * where its SS is a peer's SS_GPU, every later one of its chunk in @p:
+ * one empty push flagged PBOX_F_REST stands for them all (ss_push_each()).
+ * A chunk's turns then cost one header instead of one a fragment, which at
+ * n = 8 was 0.7% of an all-gather's time. Each fragment is in flight as if
+ * pushed alone: its own result ends it, and a lost turn is found and sent
+ * again fragment by fragment (probes, plain turns). Our own SS_GPU (no
+ * network) and the box (no rooted chunks) take a turn a fragment.
+ * Returns the fragments started.
+ */
+static int start_turns(struct pbox *px, struct eng *e, struct wk_part *p, uint32_t g, uint64_t now)
+{
+	const uint32_t u = px->net.chunk_unit[g / px->net.fpc];
+	uint32_t end = g - g % px->net.fpc + px->net.fpc, k = p->g;
+	const bool live = p->g != p->g_end; /* still the heap's top: next_frag() kept it */
+	int n = 1;
+
+	if (end > p->g_end)
+		end = p->g_end;
+	if (u == px->net.self_unit || px->net.unit[u].rank < 0 || !live || k >= end ||
+	    !px->net.es.frag[k].len) {
+		start_frag(px, e, g, now);
+		return 1;
+	}
+	begin_frag(px, g, now);
+	push_flagged(px, e, g, false, PBOX_F_REST);
+	for (; k < end && px->net.es.frag[k].len && !px->fail; k++, n++) {
+		begin_frag(px, k, now);
+		px->net.es.frag[k].stamp = ++px->net.es.stamp;
+		mark_pushed(px, u, k);
+	}
+	for (p->g = k; p->g < p->g_end && !px->net.es.frag[p->g].len; p->g++)
+		;
+	if (p->g == p->g_end)
+		wk_turns_pop(px);
+	return n;
+}
+
 static int send_turns(struct pbox *px, struct eng *e, uint64_t now)
 {
 	const uint64_t window =
@@ -245,8 +306,7 @@ static int send_turns(struct pbox *px, struct eng *e, uint64_t now)
 		if (g == UINT32_MAX)
 			continue;
 		p->op->tlast = p;
-		start_frag(px, e, g, now);
-		sent++;
+		sent += start_turns(px, e, p, g, now);
 	}
 	return sent;
 }

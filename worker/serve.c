@@ -98,13 +98,70 @@ static void overdue_fail(struct pbox *px, uint32_t g, uint64_t now)
 		 f->op->round, (double)(now - f->first) / 1e9);
 }
 
+/* What our SS_GPU makes of a peer's push, one fragment's verdict @v (ss_push_each()). */
+struct serve_ctx {
+	struct pbox *px;
+	struct eng *e;
+	const struct ss_job *seg;
+	struct nic_addr src;
+};
+
+static void serve_verdict(void *arg, const struct pbox_hdr *h, enum ss_verdict v,
+			  struct ss_out *out)
+{
+	struct serve_ctx *sc = arg;
+	struct pbox *px = sc->px;
+
+	px->net.es.st.ssgpu_needless += out->needless;
+	switch (v) {
+	case SS_SUMMED:
+		px->net.es.st.ssgpu_summed += h->len;
+		break;
+	case SS_COMPLETE:
+	case SS_RELEASE:
+		px->net.es.st.ssgpu_summed += h->len;
+		fan_out(px, sc->e, sc->seg, h->chunk, h->frag, out);
+		break;
+	case SS_ANSWER: {
+		struct pbox_hdr r;
+
+		result_hdr(px, &r, h->rank, h->chunk, h->frag, out,
+			   nic_mac_digest(&px->net.mac, out->buf, ss_out_len(out, h->rank)));
+		wk_tx_add(px, sc->e, sc->src.ip_be, sc->src.port, &r, out->buf, r.len, true);
+		px->net.es.st.ssgpu_results += r.len;
+		if (out->mode == SS_ASYNC) /* see fan_out() */
+			wk_tx_flush(px, sc->e);
+		break;
+	}
+	case SS_WAITING:
+	case SS_NACK:
+	case SS_DONE:
+		px->net.es.st.nacks_sent += v == SS_NACK;
+		wk_tx_reply(px, sc->e, &sc->src, h,
+			    v == SS_WAITING ? PBOX_OP_ACK
+			    : v == SS_NACK  ? PBOX_OP_NACK
+					    : PBOX_OP_DONE,
+			    0);
+		break;
+	case SS_DROP: {
+		uint16_t err;
+		uint8_t op = ss_reply_of(out->why, &err);
+
+		if (op)
+			wk_tx_reply(px, sc->e, &sc->src, h, op, err);
+		break;
+	}
+	}
+}
+
 void wk_serve_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, const uint8_t *p,
 		   const struct sockaddr_in *from)
 {
-	struct nic_addr src = {.ip_be = from->sin_addr.s_addr, .port = ntohs(from->sin_port)};
 	struct ss_job *seg = ss_job_seg(px->net.es.ssj, 0, h->chunk);
-	enum ss_verdict v;
-	struct ss_out out;
+	struct serve_ctx sc = {
+		.px = px,
+		.e = e,
+		.src = {.ip_be = from->sin_addr.s_addr, .port = ntohs(from->sin_port)}};
 
 	/* a chunk past what we have laid out: a tensor the others have agreed
 	 * on, before we read rank 0's GREW; their resend will find it */
@@ -114,47 +171,9 @@ void wk_serve_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, con
 		seg = px->net.es.ssj;
 	if (!seg)
 		return;
-	v = ss_push(seg, 0, h, p, &src, &out);
-	px->net.es.st.ssgpu_needless += out.needless;
-	switch (v) {
-	case SS_SUMMED:
-		px->net.es.st.ssgpu_summed += h->len;
-		break;
-	case SS_COMPLETE:
-	case SS_RELEASE:
-		px->net.es.st.ssgpu_summed += h->len;
-		fan_out(px, e, seg, h->chunk, h->frag, &out);
-		break;
-	case SS_ANSWER: {
-		struct pbox_hdr r;
-
-		result_hdr(px, &r, h->rank, h->chunk, h->frag, &out,
-			   nic_mac_digest(&px->net.mac, out.buf, ss_out_len(&out, h->rank)));
-		wk_tx_add(px, e, src.ip_be, src.port, &r, out.buf, r.len, true);
-		px->net.es.st.ssgpu_results += r.len;
-		if (out.mode == SS_ASYNC) /* see fan_out() */
-			wk_tx_flush(px, e);
-		break;
-	}
-	case SS_WAITING:
-	case SS_NACK:
-	case SS_DONE:
-		px->net.es.st.nacks_sent += v == SS_NACK;
-		wk_tx_reply(px, e, &src, h,
-			    v == SS_WAITING ? PBOX_OP_ACK
-			    : v == SS_NACK  ? PBOX_OP_NACK
-					    : PBOX_OP_DONE,
-			    0);
-		break;
-	case SS_DROP: {
-		uint16_t err;
-		uint8_t op = ss_reply_of(out.why, &err);
-
-		if (op)
-			wk_tx_reply(px, e, &src, h, op, err);
-		break;
-	}
-	}
+	sc.seg = seg;
+	/* a push, or a rooted chunk's turns in one (PBOX_F_REST) */
+	ss_push_each(seg, 0, h, p, &sc.src, serve_verdict, &sc);
 }
 
 /*

@@ -590,44 +590,63 @@ static void take_in_order(struct ss_job *j, uint32_t f, uint16_t r, const struct
 		take(j, f, c, stash_of(j, f, fr->next), elems, seed, false);
 }
 
-/* ~40 cycles of checks and bookkeeping per push before the kernel, which
- * runs at memory speed (perf/sum). */
-enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
-			const void *payload, const struct nic_addr *from, struct ss_out *out)
+/* What a datagram's header must hold before any fragment is looked at:
+ * its MAC, dtype, rank, address and place. Returns its fragment's index
+ * (@peer: the sender's address slot), or UINT32_MAX, dropped and counted. */
+static uint32_t check_hdr(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
+			  const void *payload, const struct nic_addr *from, struct nic_addr **peer,
+			  struct ss_out *out)
 {
-	const struct comp_spec c = {(uint8_t)pbox_hdr_comp(h), j->comp_ppm},
-			       r = {(uint8_t)pbox_hdr_rcomp(h), j->comp_ppm};
-	struct nic_addr *peer;
-	struct ss_frag *fr;
-	uint64_t *bits, bit, seed;
-	uint32_t f, chunk;
-	enum ss_drop bad;
-	size_t elems;
-	bool resent;
+	uint32_t chunk;
+	enum ss_drop bad = SS_DROP_COUNT;
 
 	j->cnt.rx++;
 	out->needless = false;
 	out->to = NULL;
 	if (!nic_mac_ok(&j->mac, h, payload))
-		return drop(j, out, SS_DROP_MAC);
-	if (pbox_hdr_dtype(h) != j->dtype)
-		return drop(j, out, SS_DROP_DTYPE);
-	if ((c.scheme || r.scheme) && !j->comp_ppm)
-		return drop(j, out, SS_DROP_COMP);
-	if (h->rank >= j->n)
-		return drop(j, out, SS_DROP_RANK);
-	if (ep >= j->n_eps)
-		return drop(j, out, SS_DROP_CHUNK);
-	peer = ss_peer(j, ep, h->rank);
-	if (j->bound && (from->ip_be != peer->ip_be || from->port != peer->port))
-		return drop(j, out, SS_DROP_ADDR);
+		bad = SS_DROP_MAC;
+	else if (pbox_hdr_dtype(h) != j->dtype)
+		bad = SS_DROP_DTYPE;
+	else if ((pbox_hdr_comp(h) || pbox_hdr_rcomp(h)) && !j->comp_ppm)
+		bad = SS_DROP_COMP;
+	else if (h->rank >= j->n)
+		bad = SS_DROP_RANK;
+	else if (ep >= j->n_eps)
+		bad = SS_DROP_CHUNK;
+	if (bad != SS_DROP_COUNT) {
+		drop(j, out, bad);
+		return UINT32_MAX;
+	}
+	*peer = ss_peer(j, ep, h->rank);
 	chunk = h->chunk - j->ep_base[ep]; /* below the base: wraps, and is refused */
-	if (chunk >= j->ep_chunks[ep])
-		return drop(j, out, SS_DROP_CHUNK);
-	if (h->frag >= j->frags_per_chunk)
-		return drop(j, out, SS_DROP_FRAG);
-	f = j->ep_first[ep] + chunk * j->frags_per_chunk + h->frag;
-	fr = &j->frag[f];
+	if (j->bound && (from->ip_be != (*peer)->ip_be || from->port != (*peer)->port))
+		bad = SS_DROP_ADDR;
+	else if (chunk >= j->ep_chunks[ep])
+		bad = SS_DROP_CHUNK;
+	else if (h->frag >= j->frags_per_chunk)
+		bad = SS_DROP_FRAG;
+	if (bad != SS_DROP_COUNT) {
+		drop(j, out, bad);
+		return UINT32_MAX;
+	}
+	return j->ep_first[ep] + chunk * j->frags_per_chunk + h->frag;
+}
+
+/* ~40 cycles of checks and bookkeeping per push before the kernel, which
+ * runs at memory speed (perf/sum): fragment @f's push or probe @h, its
+ * header checked (check_hdr()). */
+static enum ss_verdict push_frag(struct ss_job *j, uint32_t f, const struct pbox_hdr *h,
+				 const void *payload, const struct nic_addr *from,
+				 struct nic_addr *peer, struct ss_out *out)
+{
+	const struct comp_spec c = {(uint8_t)pbox_hdr_comp(h), j->comp_ppm},
+			       r = {(uint8_t)pbox_hdr_rcomp(h), j->comp_ppm};
+	struct ss_frag *fr = &j->frag[f];
+	uint64_t *bits, bit, seed;
+	enum ss_drop bad;
+	size_t elems;
+	bool resent;
+
 	if (h->op == PBOX_OP_PROBE)
 		return probe(j, f, h, out);
 	/* the registration says how long it is */
@@ -709,6 +728,47 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 	j->cnt.completed++;
 	result(j, f, fr->round & 1, fr->len, r.scheme, fr->round, out);
 	return SS_COMPLETE;
+}
+
+enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
+			const void *payload, const struct nic_addr *from, struct ss_out *out)
+{
+	struct nic_addr *peer = NULL;
+	uint32_t f = check_hdr(j, ep, h, payload, from, &peer, out);
+
+	if (f == UINT32_MAX)
+		return SS_DROP;
+	if (h->flags & PBOX_F_REST) /* a whole chunk's turns: ss_push_each()'s alone */
+		return drop(j, out, SS_DROP_TURNS);
+	return push_frag(j, f, h, payload, from, peer, out);
+}
+
+unsigned ss_push_each(struct ss_job *j, unsigned ep, const struct pbox_hdr *h, const void *payload,
+		      const struct nic_addr *from, ss_each_fn *each, void *ctx)
+{
+	struct nic_addr *peer = NULL;
+	struct ss_out out;
+	struct pbox_hdr fh = *h;
+	uint32_t f = check_hdr(j, ep, h, payload, from, &peer, &out);
+	unsigned k = 0;
+
+	if (f == UINT32_MAX) {
+		each(ctx, h, SS_DROP, &out);
+		return 0;
+	}
+	fh.flags &= (uint8_t)~PBOX_F_REST;
+	do { /* each fragment as its own turn, the header checked once */
+		enum ss_verdict v = push_frag(j, f + k, &fh, payload, from, peer, &out);
+
+		each(ctx, &fh, v, &out);
+		k++;
+		if (v == SS_DROP && (out.why == SS_DROP_LEN || out.why == SS_DROP_COMP))
+			break; /* no turn: whatever follows is no better */
+		fh.frag++;
+		out.needless = false;
+		out.to = NULL;
+	} while (h->flags & PBOX_F_REST && fh.frag < j->frags_per_chunk && j->frag[f + k].want);
+	return k;
 }
 
 int ss_table_add(struct ss_table *t, struct ss_job *j)

@@ -79,7 +79,8 @@
 	_(BUSY, busy, "result buffer still being transmitted")                                     \
 	_(PACED, paced, "result sent to this rank again too soon (a replayed probe or resend)")    \
 	_(COMP, comp, "compressed push the job does not take, or not the round's compressor")      \
-	_(COMP_DATA, comp_data, "compressed payload malformed (a top-k index out of order)")
+	_(COMP_DATA, comp_data, "compressed payload malformed (a top-k index out of order)")       \
+	_(TURNS, turns, "a chunk's turns in one push where each fragment's is wanted (the box)")
 
 enum ss_drop {
 #define SS__DROP_ENUM(n, id, s) SS_DROP_##n,
@@ -112,7 +113,10 @@ static inline uint8_t ss_reply_of(enum ss_drop d, uint16_t *err)
 		[SS_DROP_FRAG] = PBOX_ERR_RANGE,
 		[SS_DROP_LEN] = PBOX_ERR_LEN,
 		[SS_DROP_COMP] = PBOX_ERR_DTYPE,
-		[SS_DROP_COMP_DATA] = PBOX_ERR_LEN};
+		[SS_DROP_COMP_DATA] = PBOX_ERR_LEN,
+		/* a turn stands for an empty push, and only a worker's SS_GPU
+		 * takes a chunk's turns in one (ss_push_each()) */
+		[SS_DROP_TURNS] = PBOX_ERR_LEN};
 
 	*err = (unsigned)d < SS_DROP_COUNT ? code[d] : 0;
 	if (*err)
@@ -379,6 +383,24 @@ static inline uint8_t *ss_job_res(const struct ss_job *j, uint32_t frag, unsigne
  */
 enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 			const void *payload, const struct nic_addr *from, struct ss_out *out);
+
+/*
+ * ss_push() for every fragment a datagram stands for, each fragment's
+ * verdict and out given to @each with that fragment's header (its frag, no
+ * PBOX_F_REST); returns how many fragments it stood for (0: its header
+ * refused). A push stands for its own
+ * fragment; an empty push flagged PBOX_F_REST (a rooted chunk's turn, from
+ * a rank that is not its root) for its fragment and every later one of its
+ * chunk that its tensor has: a rank's turns in one header a chunk instead
+ * of one a fragment (an all-gather's other n - 1 shards). Its header is checked once (a wrong one:
+ * @each called once, with SS_DROP); each fragment then takes its turn as if pushed alone (a
+ * duplicate, a stale round: that fragment's verdict), and one refused for its length or compressor
+ * (no turn there: not a broadcast's, or from its root) ends the walk. ss_push() refuses PBOX_F_REST
+ * (SS_DROP_TURNS): the box, whose chunks are all-reduced, calls it alone.
+ */
+typedef void ss_each_fn(void *ctx, const struct pbox_hdr *h, enum ss_verdict v, struct ss_out *out);
+unsigned ss_push_each(struct ss_job *j, unsigned ep, const struct pbox_hdr *h, const void *payload,
+		      const struct nic_addr *from, ss_each_fn *each, void *ctx);
 
 /*
  * Rank @rank's address on endpoint @ep (< j->n_eps) of this core: where

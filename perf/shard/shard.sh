@@ -22,7 +22,8 @@
 #
 #   perf/shard/shard.sh [BUILD_DIR]   N (4), B Mb/s (200 for n=4, 100 for
 #                                     n=8), SIZE (32M), ITERS (3), KS (0 1 2),
-#                                     OUT (BUILD_DIR/perf/shard)
+#                                     OPS (reduce_scatter all_gather), RING (1;
+#                                     0: not Gloo's), OUT (BUILD_DIR/perf/shard)
 set -uo pipefail
 
 N=${N:-4}
@@ -33,6 +34,8 @@ esac
 SIZE=${SIZE:-32M}
 ITERS=${ITERS:-3}
 KS=${KS:-0 1 2}
+OPS=${OPS:-reduce_scatter all_gather}
+RING=${RING:-1}
 # the ranks' progress threads at the default priority: at real-time
 # priority 10 (perf/cluster's at n = 4) the all-gather at k = 0 took 1.4 to
 # 2.3 times t_opt here, 4 ranks holding 2 cores with nothing else (no pboxd)
@@ -93,15 +96,15 @@ echo "shard: n=$N workers at B=$B Mb/s, M=$SIZE fp32 ($bytes bytes) in 4 tensors
 pbox_net_up "$tag" "$ports" "$N" || exit 1
 echo "n,op,who,k,bandwidth_mbps,bytes,time_ms,t_opt_ms,ratio_to_topt" >"$csv"
 shape 0 || exit 1
-gloo reduce_scatter
-gloo allgather
+if [ "$RING" = 1 ]; then
+	for op in $OPS; do gloo "${op/all_gather/allgather}"; done
+fi
 for k in $KS; do
 	if [ "$k" -gt 0 ]; then
 		shape "$k" || exit 1
 		restart_box $((k * wbw / ports)) || exit 1
 	fi
-	pbox reduce_scatter "$k"
-	pbox all_gather "$k"
+	for op in $OPS; do pbox "$op" "$k"; done
 done
 echo "shard: wrote $csv"
 awk -F, -v n="$N" '

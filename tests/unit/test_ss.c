@@ -182,9 +182,11 @@ START_TEST(test_ss_drops)
 		{hdr(j, 0, 0, 0, 0, 0), 0, SS_DROP_LEN},
 		{hdr(j, 0, 0, 0, 5, FRAG), 0, SS_DROP_STALE},
 		{hdr(j, 0, 0, 0, UINT32_MAX, FRAG), 0, SS_DROP_STALE},
+		{hdr(j, 0, 0, 0, 0, 0), 0, SS_DROP_TURNS},
 	};
 
 	cases[1].h.dtype = SUM_BF16;
+	cases[12].h.flags = PBOX_F_REST; /* a chunk's turns: ss_push_each()'s alone */
 	fill(SUM_FP32, payload, FRAG / 4, 0, 0, 0);
 	memcpy(snap, mem, j->bytes);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -533,6 +535,7 @@ START_TEST(test_ss_reply_of_every_drop)
 		{SS_DROP_PACED, 0, 0},
 		{SS_DROP_COMP, PBOX_OP_ERROR, PBOX_ERR_DTYPE},
 		{SS_DROP_COMP_DATA, PBOX_OP_ERROR, PBOX_ERR_LEN},
+		{SS_DROP_TURNS, PBOX_OP_ERROR, PBOX_ERR_LEN},
 	};
 	unsigned i;
 
@@ -1209,6 +1212,159 @@ START_TEST(test_ss_rooted)
 }
 END_TEST
 
+/* What ss_push_each() gave its callback, fragment by fragment. */
+struct each_log {
+	unsigned n;
+	struct {
+		uint16_t frag;
+		uint8_t flags;
+		enum ss_verdict v;
+		enum ss_drop why;
+		uint16_t len0, len2; /* the result's bytes to rank 0 and rank 2 */
+		uint8_t data[FRAG];
+	} at[CHUNK / FRAG + 1];
+};
+
+static void log_each(void *ctx, const struct pbox_hdr *h, enum ss_verdict v, struct ss_out *out)
+{
+	struct each_log *l = ctx;
+
+	ck_assert_uint_lt(l->n, CHUNK / FRAG + 1);
+	l->at[l->n].frag = h->frag;
+	l->at[l->n].flags = h->flags;
+	l->at[l->n].v = v;
+	l->at[l->n].why = out->why;
+	if (v == SS_COMPLETE) {
+		l->at[l->n].len0 = ss_out_len(out, 0);
+		l->at[l->n].len2 = ss_out_len(out, 2);
+		memcpy(l->at[l->n].data, out->buf, ss_out_len(out, 2));
+	}
+	l->n++;
+}
+
+/* ss_push_each(), signed as a rank signs */
+static unsigned signed_each(struct ss_job *j, unsigned ep, const struct pbox_hdr *h, const void *p,
+			    struct each_log *l)
+{
+	struct pbox_hdr sh = *h;
+
+	sh.mac = nic_mac_of(&j->mac, &sh, p);
+	memset(l, 0, sizeof(*l));
+	return ss_push_each(j, ep, &sh, p, &who, log_each, l);
+}
+
+/*
+ * A chunk's turns in one push (PBOX_F_REST): an all-gather shard's chunk
+ * (broadcast, root 1, four fragments) and a tail chunk of one and a half
+ * fragments. The root pushes its data fragment by fragment; each other rank
+ * sends one empty push flagged PBOX_F_REST from fragment 0, which takes its
+ * turn in every fragment its tensor has (not the tail's empty ones), and the
+ * last rank's completes each fragment: the root's bits to everyone. A turn
+ * already in (a resend of fragment 1 alone came first) is a duplicate there
+ * and the push's turn is taken everywhere else; sent from a later fragment
+ * it stands for the rest of the chunk only. A flagged push
+ * with data, to an all-reduce chunk, or from the root takes no turn
+ * anywhere; ss_push() takes none either (SS_DROP_TURNS); a forged one is
+ * refused once.
+ */
+START_TEST(test_ss_turns_in_one)
+{
+	const struct ss_root roots[2] = {{.ep = 1, .chunk = 0, .mode = SS_BCAST, .root = 1},
+					 {.ep = 1, .chunk = 1, .mode = SS_BCAST, .root = 1}};
+	const struct ss_short tail = {.ep = 1, .chunk = 1, .bytes = FRAG + FRAG / 2};
+	struct ss_job_desc d = desc(4, SUM_FP32);
+	uint8_t pay[CHUNK / FRAG][FRAG], none[1] = {0};
+	struct each_log *l = calloc(1, sizeof(*l));
+	struct ss_out out;
+	struct ss_job *j;
+	void *mem;
+
+	d.roots = roots;
+	d.n_roots = 2;
+	d.shorts = &tail;
+	d.n_shorts = 1;
+	j = init_job(&d, &mem);
+	for (unsigned k = 0; k < CHUNK / FRAG; k++)
+		fill(SUM_FP32, pay[k], FRAG / 4, 1, 0, k * FRAG / 4);
+	for (uint32_t v = 0; v < 2; v++) {
+		struct pbox_hdr h;
+
+		/* the root's data, then a plain turn of rank 3 for fragment 1 */
+		for (uint16_t k = 0; k < CHUNK / FRAG; k++) {
+			h = hdr(j, 1, 0, k, v, FRAG);
+			ck_assert_int_eq(ss_push(j, 1, &h, pay[k], &who, &out), SS_SUMMED);
+		}
+		h = hdr(j, 3, 0, 1, v, 0);
+		ck_assert_int_eq(ss_push(j, 1, &h, none, &who, &out), SS_SUMMED);
+		/* rank 3 again, in one push: a duplicate at fragment 1 */
+		h = hdr(j, 3, 0, 0, v, 0);
+		h.flags = PBOX_F_REST;
+		ck_assert_uint_eq(signed_each(j, 1, &h, none, l), CHUNK / FRAG);
+		for (unsigned k = 0; k < l->n; k++) {
+			ck_assert_uint_eq(l->at[k].frag, k);
+			ck_assert_uint_eq(l->at[k].flags & PBOX_F_REST, 0);
+			ck_assert_int_eq(l->at[k].v, k == 1 ? SS_DROP : SS_SUMMED);
+		}
+		ck_assert_int_eq(l->at[1].why, SS_DROP_DUP);
+		/* ranks 0 and 2: every fragment's turn in one push each; rank 2's
+		 * completes them all */
+		for (uint16_t r = 0; r < 3; r += 2) {
+			h = hdr(j, r, 0, 0, v, 0);
+			h.flags = PBOX_F_REST;
+			ck_assert_uint_eq(signed_each(j, 1, &h, none, l), CHUNK / FRAG);
+			for (unsigned k = 0; k < CHUNK / FRAG; k++)
+				ck_assert_int_eq(l->at[k].v, r ? SS_COMPLETE : SS_SUMMED);
+		}
+		for (unsigned k = 0; k < CHUNK / FRAG; k++) {
+			ck_assert_uint_eq(l->at[k].len0, FRAG);
+			ck_assert_uint_eq(l->at[k].len2, FRAG);
+			ck_assert_mem_eq(l->at[k].data, pay[k], FRAG);
+		}
+	}
+	/* the tail chunk: its two fragments, not the empty ones; from 1 on, one */
+	{
+		struct pbox_hdr h = hdr(j, 0, 1, 0, 0, 0);
+
+		h.flags = PBOX_F_REST;
+		ck_assert_uint_eq(signed_each(j, 1, &h, none, l), 2);
+		ck_assert_int_eq(l->at[1].v, SS_SUMMED);
+		h = hdr(j, 2, 1, 1, 0, 0);
+		h.flags = PBOX_F_REST;
+		ck_assert_uint_eq(signed_each(j, 1, &h, none, l), 1);
+		ck_assert_int_eq(l->at[0].v, SS_SUMMED);
+		ck_assert_uint_eq(l->at[0].frag, 1);
+	}
+	/* no turns: from the root, to an all-reduce chunk; forged; ss_push() */
+	{
+		struct pbox_hdr h = hdr(j, 1, 1, 0, 0, 0);
+		uint64_t summed = j->cnt.summed;
+
+		h.flags = PBOX_F_REST;
+		ck_assert_uint_eq(signed_each(j, 1, &h, none, l), 1);
+		ck_assert_int_eq(l->at[0].v, SS_DROP);
+		ck_assert_int_eq(l->at[0].why, SS_DROP_LEN);
+		h = hdr(j, 0, 0, 0, 0, 0);
+		h.flags = PBOX_F_REST;
+		ck_assert_uint_eq(signed_each(j, 0, &h, none, l), 1);
+		ck_assert_int_eq(l->at[0].why, SS_DROP_LEN);
+		h = hdr(j, 0, 1, 0, 0, 0);
+		h.flags = PBOX_F_REST;
+		h.mac = 1;
+		memset(l, 0, sizeof(*l));
+		ck_assert_uint_eq(ss_push_each(j, 1, &h, none, &who, log_each, l), 0);
+		ck_assert_uint_eq(l->n, 1);
+		ck_assert_int_eq(l->at[0].why, SS_DROP_MAC);
+		h = hdr(j, 3, 1, 0, 0, 0);
+		h.flags = PBOX_F_REST;
+		ck_assert_int_eq(ss_push(j, 1, &h, none, &who, &out), SS_DROP);
+		ck_assert_int_eq(out.why, SS_DROP_TURNS);
+		ck_assert_uint_eq(j->cnt.summed, summed);
+	}
+	free(l);
+	free(mem);
+}
+END_TEST
+
 /*
  * [job] deterministic: a job registered in rank order sums every fragment
  * as ((x0 + x1) + x2) + x3 whatever the order its pushes arrive in (all
@@ -1396,6 +1552,7 @@ Suite *ss_suite(void)
 	tcase_add_loop_test(tc, test_ss_rounds, SUM_FP32, SUM_DTYPE_COUNT);
 	tcase_add_loop_test(tc, test_ss_in_order, SUM_FP32, SUM_DTYPE_COUNT);
 	tcase_add_loop_test(tc, test_ss_rooted, 0, 2 * SUM_DTYPE_COUNT);
+	tcase_add_test(tc, test_ss_turns_in_one);
 	tcase_add_loop_test(tc, test_ss_async, SUM_FP32, SUM_DTYPE_COUNT);
 	tcase_add_test(tc, test_ss_async_staleness);
 	tcase_add_test(tc, test_ss_busy);

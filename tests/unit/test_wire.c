@@ -315,6 +315,25 @@ static void m_len_zero(size_t *n)
 	struct pbox_hdr h = push_hdr(0);
 	*n = nic_wire_build(frame, sizeof(frame), &W, &B, &h, payload);
 }
+static void m_rest_turn(size_t *n)
+{
+	struct pbox_hdr h = push_hdr(0);
+	h.flags = PBOX_F_REST; /* a rooted chunk's turns for the rest of its chunk */
+	*n = nic_wire_build(frame, sizeof(frame), &W, &B, &h, payload);
+}
+static void m_rest_data(size_t *n)
+{
+	struct pbox_hdr h = push_hdr(1024);
+	h.flags = PBOX_F_REST; /* turns are empty */
+	*n = nic_wire_build(frame, sizeof(frame), &W, &B, &h, payload);
+}
+static void m_rest_probe(size_t *n)
+{
+	struct pbox_hdr h = push_hdr(0);
+	h.op = PBOX_OP_PROBE; /* a probe asks for one fragment */
+	h.flags = PBOX_F_REST;
+	*n = nic_wire_build(frame, sizeof(frame), &W, &B, &h, payload);
+}
 static void m_probe_payload(size_t *n)
 {
 	struct pbox_hdr h = push_hdr(4);
@@ -356,6 +375,9 @@ static const struct {
 	{m_len_odd, NIC_DROP_LEN, "partial element"},
 	{m_len_big, NIC_DROP_LEN, "over the fragment size"},
 	{m_len_zero, NIC_DROP_NONE, "empty push (a rooted chunk's turn: the SS checks it)"},
+	{m_rest_turn, NIC_DROP_NONE, "empty push standing for the rest of its chunk"},
+	{m_rest_data, NIC_DROP_FLAGS, "push with data standing for the rest of its chunk"},
+	{m_rest_probe, NIC_DROP_FLAGS, "probe standing for the rest of its chunk"},
 	{m_probe_payload, NIC_DROP_LEN, "probe with a payload"},
 	{m_op_nack_to_box, NIC_DROP_OP, "NACK sent to a box"},
 	{m_src_mac_bcast, NIC_DROP_SRC, "broadcast source MAC"},
