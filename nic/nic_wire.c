@@ -227,7 +227,7 @@ enum nic_drop nic_wire_parse_hdr(const void *src, size_t n, const struct nic_wir
 	if (h->flags & ~PBOX_F_KNOWN ||
 	    (h->flags & PBOX_F_RCOMP_MASK && !(h->flags & PBOX_F_RCOMP)) ||
 	    (h->flags & PBOX_F_RCOMP && h->op != PBOX_OP_PUSH && h->op != PBOX_OP_PROBE) ||
-	    (h->flags & PBOX_F_REST && h->op != PBOX_OP_PUSH))
+	    (h->flags & PBOX_F_REST && h->op != PBOX_OP_PUSH && h->op != PBOX_OP_RESULT))
 		return NIC_DROP_FLAGS;
 	if (pbox_hdr_rcomp(h) >= PBOX_COMP_COUNT ||
 	    (pbox_hdr_rcomp(h) && pbox_hdr_dtype(h) != PBOX_DTYPE_FP32))
@@ -241,7 +241,7 @@ enum nic_drop nic_wire_parse_hdr(const void *src, size_t n, const struct nic_wir
 	h->mac = (uint64_t)nic_be32(p + 24) << 32 | nic_be32(p + 28);
 	if (h->len != n - PBOX_HDR_LEN)
 		return NIC_DROP_LEN;
-	if (h->flags & PBOX_F_REST && h->len) /* a turn's: empty */
+	if (h->flags & PBOX_F_REST && h->len) /* a chunk's turns, or empty results */
 		return NIC_DROP_FLAGS;
 	if (h->op == PBOX_OP_ERROR)
 		return h->len == 2 ? NIC_DROP_NONE : NIC_DROP_LEN;

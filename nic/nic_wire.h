@@ -85,8 +85,9 @@ const char *nic_err_text(unsigned code);
 	0x04u /* a push or probe: the result's compressor is bits 4-6, not the                     \
 	       * push's own (one direction compressed, WIRE.md) */
 #define PBOX_F_REST                                                                                \
-	0x08u /* an empty push (len 0): a rooted chunk's turn for its fragment and                 \
-	       * every later one of its chunk that its tensor has (WIRE.md) */
+	0x08u /* an empty push: a rooted chunk's turn for its fragment and every                   \
+	       * later one of its chunk that its tensor has; an empty result: the                  \
+	       * round's for every fragment of its chunk (WIRE.md) */
 #define PBOX_F_RCOMP_SHIFT 4
 #define PBOX_F_RCOMP_MASK  0x70u
 #define PBOX_F_KNOWN	   (PBOX_F_RETRANS | PBOX_F_PULL | PBOX_F_RCOMP | PBOX_F_REST | PBOX_F_RCOMP_MASK)

@@ -311,6 +311,19 @@ static int send_turns(struct pbox *px, struct eng *e, uint64_t now)
 	return sent;
 }
 
+/* Whether partition @p stopped inside a chunk whose results come to us
+ * only once it is whole: a reduce's where we are not its root, whose SS
+ * sends the chunk's empty results in one (serve.c). The rest of the chunk
+ * goes out beyond the credit (a chunk at most), or what we have in flight
+ * of it would wait for what the credit holds back, until a probe's
+ * timeout. */
+static bool inside_chunk(const struct pbox *px, const struct wk_part *p)
+{
+	const struct wk_tensor *t = p->op->t;
+
+	return p->g % px->net.fpc && t->kind == WK_REDUCE && t->root != px->net.rank;
+}
+
 /* New fragments, the most urgent partition first, while credit lasts. */
 int wk_flow_send_new(struct pbox *px, struct eng *e, uint64_t now)
 {
@@ -322,7 +335,8 @@ int wk_flow_send_new(struct pbox *px, struct eng *e, uint64_t now)
 		struct wk_part *p = px->net.es.heap[0];
 		uint32_t g;
 
-		if (px->net.es.credit_used >= px->net.es.cwnd && !wk_beyond_credit(px, p))
+		if (px->net.es.credit_used >= px->net.es.cwnd && !inside_chunk(px, p) &&
+		    !wk_beyond_credit(px, p))
 			break;
 		g = next_frag(px, p, wk_heap_pop);
 		if (g == UINT32_MAX)
@@ -603,6 +617,24 @@ static void on_done(struct pbox *px, struct eng *e, uint32_t g, uint64_t now)
 	probe_frag(px, e, g, true);
 }
 
+/* Fragment @g's result (@h, @p) from @un, checked and ours. */
+static void take_result(struct pbox *px, struct eng *e, struct wk_unit *un, uint32_t g,
+			const struct pbox_hdr *h, const uint8_t *p, uint64_t now)
+{
+	struct wk_frag *f = &px->net.es.frag[g];
+	uint64_t pushed = f->pushed;
+	bool clean = f->state == WK_INFLIGHT && f->tries == 1;
+
+	if (f->state == WK_INFLIGHT && f->probed) /* before our probe's answer */
+		fast_verdict(px, f, true);
+	if (!wk_deliver(px, g, p, h->len, (uint8_t)pbox_hdr_comp(h), h->round) ||
+	    px->fail) /* fail: the flush */
+		return;
+	un->rx += h->len;
+	if (clean)
+		overtaken(px, e, un, pushed, now);
+}
+
 void wk_flow_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, const uint8_t *p,
 		    const struct sockaddr_in *from, uint64_t now)
 {
@@ -652,19 +684,13 @@ void wk_flow_result(struct pbox *px, struct eng *e, const struct pbox_hdr *h, co
 			on_done(px, e, g, now);
 		return;
 	}
-	{
-		struct wk_frag *f = &px->net.es.frag[g];
-		uint64_t pushed = f->pushed;
-		bool clean = f->state == WK_INFLIGHT && f->tries == 1;
-
-		if (f->state == WK_INFLIGHT && f->probed) /* before our probe's answer */
-			fast_verdict(px, f, true);
-
-		if (!wk_deliver(px, g, p, h->len, (uint8_t)pbox_hdr_comp(h), h->round) ||
-		    px->fail) /* fail: the flush */
-			return;
-		un->rx += h->len;
-		if (clean)
-			overtaken(px, e, un, pushed, now);
+	if (!(h->flags & PBOX_F_REST)) {
+		take_result(px, e, un, g, h, p, now);
+		return;
 	}
+	/* an empty result for the whole chunk (a reduce's other ranks'): each
+	 * fragment's, where it is one (wk_deliver() checks) */
+	for (uint32_t k = g - h->frag;
+	     k < g - h->frag + px->net.fpc && px->net.es.frag[k].len && !px->fail; k++)
+		take_result(px, e, un, k, h, p, now);
 }

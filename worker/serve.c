@@ -21,12 +21,14 @@
 #include "wk_serve.h"
 
 /* A result's header for @rank, signed; @digest: nic_mac_digest() of what
- * it carries to @rank (ss_out_len()), once for all its receivers. */
+ * it carries to @rank (ss_out_len()), once for all its receivers; @flags:
+ * PBOX_F_REST, an empty result for the whole chunk. */
 static void result_hdr(const struct pbox *px, struct pbox_hdr *h, uint32_t rank, uint32_t chunk,
-		       uint16_t frag, const struct ss_out *out, uint64_t digest)
+		       uint16_t frag, const struct ss_out *out, uint64_t digest, uint8_t flags)
 {
 	*h = (struct pbox_hdr){.op = PBOX_OP_RESULT,
 			       .dtype = out->dtype,
+			       .flags = flags,
 			       .rank = (uint16_t)rank,
 			       .job = px->net.job,
 			       .chunk = chunk,
@@ -34,6 +36,21 @@ static void result_hdr(const struct pbox *px, struct pbox_hdr *h, uint32_t rank,
 			       .len = ss_out_len(out, rank),
 			       .round = ss_out_round(out, rank)};
 	h->mac = nic_mac_hdr(&px->net.mac, h, digest);
+}
+
+/* What a completed fragment sends a reduce's other ranks, whose results
+ * are empty: nothing until its whole chunk is complete, then one empty
+ * result flagged PBOX_F_REST for the chunk (a header a chunk, not one a
+ * fragment: 0.9% of what a reduce-scatter's links carry at 8 KiB
+ * fragments). Every other empty result goes as it is. Returns the flags
+ * of an empty result, or -1: none yet. */
+static int empty_flags(const struct ss_job *seg, uint32_t chunk, uint16_t frag,
+		       const struct ss_out *out)
+{
+	if (out->mode != SS_REDUCE)
+		return 0;
+	return ss_chunk_done(seg, ss_frag_of(seg, 0, chunk, frag), out->round) ? (int)PBOX_F_REST
+									       : -1;
 }
 
 /* Our SS_GPU completed a round (the sum to every rank), or an async store
@@ -48,13 +65,15 @@ static void fan_out(struct pbox *px, struct eng *e, const struct ss_job *seg, ui
 				 ? nic_mac_digest(&px->net.mac, out->buf, 0)
 				 : digest;
 	struct pbox_hdr h;
+	int rest = empty_flags(seg, chunk, frag, out);
 
 	for (uint32_t r = 0; r < px->net.n; r++) {
 		uint16_t len = ss_out_len(out, r);
+		int flags = len ? 0 : rest;
 
-		if (r == px->net.rank || !ss_out_to(out, r))
+		if (r == px->net.rank || !ss_out_to(out, r) || flags < 0)
 			continue;
-		result_hdr(px, &h, r, chunk, frag, out, len ? digest : empty);
+		result_hdr(px, &h, r, chunk, frag, out, len ? digest : empty, (uint8_t)flags);
 		/* a broadcast's fan-out was booked on our link when its root, this
 		 * rank, pushed (wk_serve_own()) */
 		wk_tx_send(px, e, ss_peer(seg, 0, r)->ip_be, ss_peer(seg, 0, r)->port, &h, out->buf,
@@ -79,8 +98,7 @@ static void overdue_fail(struct pbox *px, uint32_t g, uint64_t now)
 	const struct wk_frag *f = &px->net.es.frag[g];
 	uint32_t c = g / px->net.fpc;
 	const struct ss_job *seg = ss_job_seg(px->net.es.ssj, 0, px->net.chunk_local[c]);
-	uint32_t idx = seg->ep_first[0] + (px->net.chunk_local[c] - seg->ep_base[0]) * px->net.fpc +
-		       g % px->net.fpc;
+	uint32_t idx = ss_frag_of(seg, 0, px->net.chunk_local[c], (uint16_t)(g % px->net.fpc));
 	const uint64_t *bits = &seg->bitmap[(size_t)idx * seg->words];
 	char who[256] = "", name[96];
 	size_t off = 0;
@@ -126,7 +144,7 @@ static void serve_verdict(void *arg, const struct pbox_hdr *h, enum ss_verdict v
 		struct pbox_hdr r;
 
 		result_hdr(px, &r, h->rank, h->chunk, h->frag, out,
-			   nic_mac_digest(&px->net.mac, out->buf, ss_out_len(out, h->rank)));
+			   nic_mac_digest(&px->net.mac, out->buf, ss_out_len(out, h->rank)), 0);
 		wk_tx_add(px, sc->e, sc->src.ip_be, sc->src.port, &r, out->buf, r.len, true);
 		px->net.es.st.ssgpu_results += r.len;
 		if (out->mode == SS_ASYNC) /* see fan_out() */

@@ -629,7 +629,7 @@ static uint32_t check_hdr(struct ss_job *j, unsigned ep, const struct pbox_hdr *
 		drop(j, out, bad);
 		return UINT32_MAX;
 	}
-	return j->ep_first[ep] + chunk * j->frags_per_chunk + h->frag;
+	return ss_frag_of(j, ep, h->chunk, h->frag);
 }
 
 /* ~40 cycles of checks and bookkeeping per push before the kernel, which
@@ -769,6 +769,16 @@ unsigned ss_push_each(struct ss_job *j, unsigned ep, const struct pbox_hdr *h, c
 		out.to = NULL;
 	} while (h->flags & PBOX_F_REST && fh.frag < j->frags_per_chunk && j->frag[f + k].want);
 	return k;
+}
+
+bool ss_chunk_done(const struct ss_job *j, uint32_t f, uint32_t round)
+{
+	const uint32_t f0 = f - f % j->frags_per_chunk;
+
+	for (uint32_t k = f0; k < f0 + j->frags_per_chunk && j->frag[k].want; k++)
+		if (j->frag[k].round != round || !j->frag[k].done)
+			return false;
+	return true;
 }
 
 int ss_table_add(struct ss_table *t, struct ss_job *j)

@@ -402,6 +402,24 @@ typedef void ss_each_fn(void *ctx, const struct pbox_hdr *h, enum ss_verdict v, 
 unsigned ss_push_each(struct ss_job *j, unsigned ep, const struct pbox_hdr *h, const void *payload,
 		      const struct nic_addr *from, ss_each_fn *each, void *ctx);
 
+/* The index in @j of fragment @frag of chunk @chunk (the wire's) on
+ * endpoint @ep: both in range, as ss_push() checks them. */
+static inline uint32_t ss_frag_of(const struct ss_job *j, unsigned ep, uint32_t chunk,
+				  uint16_t frag)
+{
+	return j->ep_first[ep] + (chunk - j->ep_base[ep]) * j->frags_per_chunk + frag;
+}
+
+/*
+ * Whether round @round is complete in every fragment of fragment @f's
+ * chunk that its tensor has: a reduce's other ranks, whose results are
+ * empty, then hear it for the whole chunk in one empty RESULT flagged
+ * PBOX_F_REST (WIRE.md). No fragment of a chunk is ever a round ahead of
+ * another: a rank pushes the next round once it has every result of this
+ * one.
+ */
+bool ss_chunk_done(const struct ss_job *j, uint32_t f, uint32_t round);
+
 /*
  * Rank @rank's address on endpoint @ep (< j->n_eps) of this core: where
  * results of that endpoint's chunks go. One per endpoint, because a worker

@@ -1365,6 +1365,52 @@ START_TEST(test_ss_turns_in_one)
 }
 END_TEST
 
+/* ss_chunk_done(): a reduce's chunk (and a tail chunk of one and a half
+ * fragments) complete in a round once its last fragment is, in any order;
+ * not before, and not for another round. */
+START_TEST(test_ss_chunk_done)
+{
+	const struct ss_root roots[2] = {{.ep = 1, .chunk = 0, .mode = SS_REDUCE, .root = 0},
+					 {.ep = 1, .chunk = 1, .mode = SS_REDUCE, .root = 1}};
+	const struct ss_short tail = {.ep = 1, .chunk = 1, .bytes = FRAG + FRAG / 2};
+	static const uint16_t order[CHUNK / FRAG] = {2, 0, 3, 1};
+	struct ss_job_desc d = desc(2, SUM_FP32);
+	uint8_t pay[FRAG] = {0};
+	struct ss_out out;
+	struct ss_job *j;
+	void *mem;
+
+	d.roots = roots;
+	d.n_roots = 2;
+	d.shorts = &tail;
+	d.n_shorts = 1;
+	j = init_job(&d, &mem);
+	for (uint32_t v = 0; v < 2; v++) {
+		for (unsigned i = 0; i < CHUNK / FRAG; i++) {
+			uint16_t k = order[i];
+			struct pbox_hdr h = hdr(j, 0, 0, k, v, FRAG);
+			uint32_t f = ss_frag_of(j, 1, 0, k);
+
+			ck_assert_int_eq(ss_push(j, 1, &h, pay, &who, &out), SS_SUMMED);
+			ck_assert(!ss_chunk_done(j, f, v));
+			h.rank = 1;
+			ck_assert_int_eq(ss_push(j, 1, &h, pay, &who, &out), SS_COMPLETE);
+			ck_assert_int_eq(ss_chunk_done(j, f, v), i == CHUNK / FRAG - 1);
+			ck_assert(!ss_chunk_done(j, f, v + 1));
+		}
+		for (uint16_t k = 0; k < 2; k++) { /* the tail: fragments 0 and 1 */
+			struct pbox_hdr h = hdr(j, 0, 1, k, v, k ? FRAG / 2 : FRAG);
+
+			ck_assert_int_eq(ss_push(j, 1, &h, pay, &who, &out), SS_SUMMED);
+			h.rank = 1;
+			ck_assert_int_eq(ss_push(j, 1, &h, pay, &who, &out), SS_COMPLETE);
+			ck_assert_int_eq(ss_chunk_done(j, ss_frag_of(j, 1, 1, 0), v), k == 1);
+		}
+	}
+	free(mem);
+}
+END_TEST
+
 /*
  * [job] deterministic: a job registered in rank order sums every fragment
  * as ((x0 + x1) + x2) + x3 whatever the order its pushes arrive in (all
@@ -1553,6 +1599,7 @@ Suite *ss_suite(void)
 	tcase_add_loop_test(tc, test_ss_in_order, SUM_FP32, SUM_DTYPE_COUNT);
 	tcase_add_loop_test(tc, test_ss_rooted, 0, 2 * SUM_DTYPE_COUNT);
 	tcase_add_test(tc, test_ss_turns_in_one);
+	tcase_add_test(tc, test_ss_chunk_done);
 	tcase_add_loop_test(tc, test_ss_async, SUM_FP32, SUM_DTYPE_COUNT);
 	tcase_add_test(tc, test_ss_async_staleness);
 	tcase_add_test(tc, test_ss_busy);

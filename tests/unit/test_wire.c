@@ -409,6 +409,39 @@ START_TEST(every_reason_to_refuse)
 }
 END_TEST
 
+/* An empty RESULT may stand for its whole chunk (PBOX_F_REST, a reduce's
+ * other ranks); one with data, an ACK, may not. A worker takes it. */
+START_TEST(rest_results_to_a_worker)
+{
+	struct nic_wire_expect to_worker = exp_box;
+	static const struct {
+		uint8_t op;
+		uint16_t len;
+		enum nic_drop want;
+	} cases[] = {
+		{PBOX_OP_RESULT, 0, NIC_DROP_NONE},
+		{PBOX_OP_RESULT, 1024, NIC_DROP_FLAGS},
+		{PBOX_OP_ACK, 0, NIC_DROP_FLAGS},
+	};
+
+	to_worker.accept_ops = PBOX_OPS_TO_WORKER;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct pbox_hdr h = push_hdr(cases[i].len);
+		struct nic_pkt p;
+		size_t n;
+
+		h.op = cases[i].op;
+		h.flags = PBOX_F_REST;
+		n = nic_wire_build(frame, sizeof(frame), &W, &B, &h, payload);
+		ck_assert_msg(nic_wire_parse(frame, n, &to_worker, &p) == cases[i].want,
+			      "case %zu: %s", i,
+			      nic_drop_name(nic_wire_parse(frame, n, &to_worker, &p)));
+		if (cases[i].want == NIC_DROP_NONE)
+			ck_assert_uint_eq(p.hdr.flags, PBOX_F_REST);
+	}
+}
+END_TEST
+
 START_TEST(every_truncation_refused)
 {
 	size_t n = good_push();
@@ -797,6 +830,7 @@ Suite *wire_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, round_trip_every_op_and_dtype);
+	tcase_add_test(tc, rest_results_to_a_worker);
 	tcase_add_test(tc, layout_is_the_documented_one);
 	tcase_add_test(tc, checksum_vectors);
 	tcase_add_test(tc, every_reason_to_refuse);
