@@ -525,10 +525,13 @@ check "k=2: the box held its share of the stores ($answers pushes answered there
 for h in $lossy; do pbox_net_impair "$tag" "$h" 2 2 || bad "impair $h"; done
 check "k=2, 2% loss and 2% duplication on every link: every delta still added exactly once" \
 	bench_all async-loss --size "$SIZE" --tensors 6 --iters "$ITERS" --mixed --collective async
-# the same links for all-gathers: a rank's turns in a chunk go in one push
-# (PBOX_F_REST), lost or repeated as a whole, recovered fragment by fragment
+# the same links for the sharded collectives: a rank's turns in a chunk go
+# in one push, and a reduce's empty results in one a chunk (PBOX_F_REST),
+# lost or repeated as a whole, recovered fragment by fragment
 check "k=2, 2% loss and 2% duplication on every link: all-gathers (a chunk's turns in one push), every element exact" \
 	bench_all ag-loss --size "$SIZE" --tensors 6 --iters "$ITERS" --mixed --collective all_gather
+check "k=2, 2% loss and 2% duplication on every link: reduce-scatters (a chunk's empty results in one), every element exact" \
+	bench_all rs-loss --size "$SIZE" --tensors 6 --iters "$ITERS" --mixed --collective reduce_scatter
 for h in $lossy; do pbox_net_impair "$tag" "$h" 0 0; done
 
 # ---- a worker killed mid-run ---------------------------------------------------
