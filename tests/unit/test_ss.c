@@ -1212,6 +1212,24 @@ START_TEST(test_ss_rooted)
 }
 END_TEST
 
+/* A job of @n ranks whose endpoint 1 holds two chunks of @mode, rooted
+ * at @root0 and @root1, the second a tail chunk of one and a half
+ * fragments. */
+static struct ss_job *two_rooted(uint16_t n, uint8_t mode, uint16_t root0, uint16_t root1,
+				 void **mem)
+{
+	const struct ss_root roots[2] = {{.ep = 1, .chunk = 0, .mode = mode, .root = root0},
+					 {.ep = 1, .chunk = 1, .mode = mode, .root = root1}};
+	static const struct ss_short tail = {.ep = 1, .chunk = 1, .bytes = FRAG + FRAG / 2};
+	struct ss_job_desc d = desc(n, SUM_FP32);
+
+	d.roots = roots;
+	d.n_roots = 2;
+	d.shorts = &tail;
+	d.n_shorts = 1;
+	return init_job(&d, mem);
+}
+
 /* What ss_push_each() gave its callback, fragment by fragment. */
 struct each_log {
 	unsigned n;
@@ -1269,21 +1287,12 @@ static unsigned signed_each(struct ss_job *j, unsigned ep, const struct pbox_hdr
  */
 START_TEST(test_ss_turns_in_one)
 {
-	const struct ss_root roots[2] = {{.ep = 1, .chunk = 0, .mode = SS_BCAST, .root = 1},
-					 {.ep = 1, .chunk = 1, .mode = SS_BCAST, .root = 1}};
-	const struct ss_short tail = {.ep = 1, .chunk = 1, .bytes = FRAG + FRAG / 2};
-	struct ss_job_desc d = desc(4, SUM_FP32);
 	uint8_t pay[CHUNK / FRAG][FRAG], none[1] = {0};
 	struct each_log *l = calloc(1, sizeof(*l));
 	struct ss_out out;
-	struct ss_job *j;
 	void *mem;
+	struct ss_job *j = two_rooted(4, SS_BCAST, 1, 1, &mem);
 
-	d.roots = roots;
-	d.n_roots = 2;
-	d.shorts = &tail;
-	d.n_shorts = 1;
-	j = init_job(&d, &mem);
 	for (unsigned k = 0; k < CHUNK / FRAG; k++)
 		fill(SUM_FP32, pay[k], FRAG / 4, 1, 0, k * FRAG / 4);
 	for (uint32_t v = 0; v < 2; v++) {
@@ -1370,21 +1379,12 @@ END_TEST
  * not before, and not for another round. */
 START_TEST(test_ss_chunk_done)
 {
-	const struct ss_root roots[2] = {{.ep = 1, .chunk = 0, .mode = SS_REDUCE, .root = 0},
-					 {.ep = 1, .chunk = 1, .mode = SS_REDUCE, .root = 1}};
-	const struct ss_short tail = {.ep = 1, .chunk = 1, .bytes = FRAG + FRAG / 2};
 	static const uint16_t order[CHUNK / FRAG] = {2, 0, 3, 1};
-	struct ss_job_desc d = desc(2, SUM_FP32);
 	uint8_t pay[FRAG] = {0};
 	struct ss_out out;
-	struct ss_job *j;
 	void *mem;
+	struct ss_job *j = two_rooted(2, SS_REDUCE, 0, 1, &mem);
 
-	d.roots = roots;
-	d.n_roots = 2;
-	d.shorts = &tail;
-	d.n_shorts = 1;
-	j = init_job(&d, &mem);
 	for (uint32_t v = 0; v < 2; v++) {
 		for (unsigned i = 0; i < CHUNK / FRAG; i++) {
 			uint16_t k = order[i];
