@@ -239,21 +239,6 @@ static uint32_t next_frag(struct pbox *px, struct wk_part *p, void (*pop)(struct
 }
 
 /*
- * The turns: empty pushes (a rooted tensor's, where this rank has no data:
- * an all-gather's other shards, a broadcast not ours), in the heap's order
- * but apart from it. A header each, they wait for no pacing slot and hold
- * none of the credit: held behind this rank's own data (its link busy
- * fanning out its shard of an all-gather), they would hold up every other
- * root's rounds, and that root's credit with them. Their own window keeps
- * them from flooding the link: as many turns as every other rank's credit
- * holds fragments, and a few. Less would deadlock: a root whose credit is
- * full of its own pushes waits for our turns past our window, while our
- * window is full of turns waiting for other roots held up the same way;
- * with every root's credit covered, the root furthest behind always has
- * every turn it waits for, and moves. And a more urgent collective's turns
- * go past a window full of less urgent ones (wk_beyond_window()).
- */
-/*
  * Turn fragment @g of partition @p (next_frag() took it) started, with,
  * where its SS is a peer's SS_GPU, every later one of its chunk in @p:
  * one empty push flagged PBOX_F_REST stands for them all (ss_push_each()).
@@ -267,13 +252,13 @@ static uint32_t next_frag(struct pbox *px, struct wk_part *p, void (*pop)(struct
 static int start_turns(struct pbox *px, struct eng *e, struct wk_part *p, uint32_t g, uint64_t now)
 {
 	const uint32_t u = px->net.chunk_unit[g / px->net.fpc];
+	/* p->g: the next fragment, p->g_end once next_frag() took p off the heap */
 	uint32_t end = g - g % px->net.fpc + px->net.fpc, k = p->g;
-	const bool live = p->g != p->g_end; /* still the heap's top: next_frag() kept it */
 	int n = 1;
 
 	if (end > p->g_end)
 		end = p->g_end;
-	if (u == px->net.self_unit || px->net.unit[u].rank < 0 || !live || k >= end ||
+	if (u == px->net.self_unit || px->net.unit[u].rank < 0 || k >= end ||
 	    !px->net.es.frag[k].len) {
 		start_frag(px, e, g, now);
 		return 1;
@@ -292,6 +277,21 @@ static int start_turns(struct pbox *px, struct eng *e, struct wk_part *p, uint32
 	return n;
 }
 
+/*
+ * The turns: empty pushes (a rooted tensor's, where this rank has no data:
+ * an all-gather's other shards, a broadcast not ours), in the heap's order
+ * but apart from it. A header each, they wait for no pacing slot and hold
+ * none of the credit: held behind this rank's own data (its link busy
+ * fanning out its shard of an all-gather), they would hold up every other
+ * root's rounds, and that root's credit with them. Their own window keeps
+ * them from flooding the link: as many turns as every other rank's credit
+ * holds fragments, and a few. Less would deadlock: a root whose credit is
+ * full of its own pushes waits for our turns past our window, while our
+ * window is full of turns waiting for other roots held up the same way;
+ * with every root's credit covered, the root furthest behind always has
+ * every turn it waits for, and moves. And a more urgent collective's turns
+ * go past a window full of less urgent ones (wk_beyond_window()).
+ */
 static int send_turns(struct pbox *px, struct eng *e, uint64_t now)
 {
 	const uint64_t window =

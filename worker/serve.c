@@ -116,7 +116,7 @@ static void overdue_fail(struct pbox *px, uint32_t g, uint64_t now)
 		 f->op->round, (double)(now - f->first) / 1e9);
 }
 
-/* What our SS_GPU makes of a peer's push, one fragment's verdict @v (ss_push_each()). */
+/* A peer's push on its way through our SS_GPU (wk_serve_push()). */
 struct serve_ctx {
 	struct pbox *px;
 	struct eng *e;
@@ -124,6 +124,7 @@ struct serve_ctx {
 	struct nic_addr src;
 };
 
+/* What our SS_GPU makes of a peer's push, one fragment's verdict @v (ss_push_each()). */
 static void serve_verdict(void *arg, const struct pbox_hdr *h, enum ss_verdict v,
 			  struct ss_out *out)
 {

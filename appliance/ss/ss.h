@@ -386,17 +386,19 @@ enum ss_verdict ss_push(struct ss_job *j, unsigned ep, const struct pbox_hdr *h,
 
 /*
  * ss_push() for every fragment a datagram stands for, each fragment's
- * verdict and out given to @each with that fragment's header (its frag, no
- * PBOX_F_REST); returns how many fragments it stood for (0: its header
- * refused). A push stands for its own
- * fragment; an empty push flagged PBOX_F_REST (a rooted chunk's turn, from
- * a rank that is not its root) for its fragment and every later one of its
- * chunk that its tensor has: a rank's turns in one header a chunk instead
- * of one a fragment (an all-gather's other n - 1 shards). Its header is checked once (a wrong one:
- * @each called once, with SS_DROP); each fragment then takes its turn as if pushed alone (a
- * duplicate, a stale round: that fragment's verdict), and one refused for its length or compressor
- * (no turn there: not a broadcast's, or from its root) ends the walk. ss_push() refuses PBOX_F_REST
- * (SS_DROP_TURNS): the box, whose chunks are all-reduced, calls it alone.
+ * verdict and out given to @each with that fragment's header (its frag,
+ * no PBOX_F_REST); returns how many fragments it stood for (0: its header
+ * refused). A push stands for its own fragment; an empty push flagged
+ * PBOX_F_REST (a rooted chunk's turn, from a rank that is not its root)
+ * for its fragment and every later one of its chunk that its tensor has:
+ * a rank's turns in one header a chunk instead of one a fragment (an
+ * all-gather's other n - 1 shards). Its header is checked once (a wrong
+ * one: @each called once, with SS_DROP); each fragment then takes its turn
+ * as if pushed alone (a duplicate, a stale round: that fragment's
+ * verdict), and one refused for its length or compressor (no turn there:
+ * not a broadcast's, or from its root) ends the walk. ss_push() refuses
+ * PBOX_F_REST (SS_DROP_TURNS): the box, whose chunks are all-reduced,
+ * calls it alone.
  */
 typedef void ss_each_fn(void *ctx, const struct pbox_hdr *h, enum ss_verdict v, struct ss_out *out);
 unsigned ss_push_each(struct ss_job *j, unsigned ep, const struct pbox_hdr *h, const void *payload,
