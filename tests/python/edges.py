@@ -13,7 +13,8 @@
 - a call completes whoever completes it: the caller waiting for it, or,
   unwaited, once a later call is waited for, its is_completed() is asked,
   a later call of its tensor waits behind it, or its future is taken
-  (AVG's division done in each);
+  (AVG's division done in each), and the same for plain SUM calls (their
+  futures made only when asked for);
 - pbox.torch.stats() counts what the rank did (ops, bytes);
 - a failure is a PboxError (torch's DistBackendError where torch has one)
   carrying libpbox's code: rank 1 leaves, rank 0's all_reduce raises with
@@ -117,6 +118,32 @@ e = torch.full((304,), 1.0 + rank)
 got = dist.all_reduce(e, async_op=True).get_future().wait()
 if not bool((got[0] == 3.0).all()) or got[0] is not e:
     fails.append("all_reduce's future: %s" % got)
+# the same for plain calls (one contiguous CPU tensor, SUM), whose Work
+# makes its future only when asked for one
+a, b = torch.full((310,), 1.0 + rank), torch.ones(311)
+wa = dist.all_reduce(a, async_op=True)
+dist.all_reduce(b, async_op=True).wait()
+if poll(wa, "a SUM call before a waited one") and not bool((a == 3.0).all()):
+    fails.append("a SUM call completed unwaited: %s, not 3.0" % a[0].item())
+c = torch.full((312,), 1.0 + rank)
+wc = dist.all_reduce(c, async_op=True)
+if poll(wc, "a lone SUM call") and not bool((c == 3.0).all()):
+    fails.append("a lone SUM call, is_completed(): %s, not 3.0" % c[0].item())
+# waited twice, then its future asked for (made complete) and chained
+f = torch.full((313,), 1.0 + rank)
+wf = dist.all_reduce(f, async_op=True)
+wf.wait()
+wf.wait()
+got = wf.get_future().then(lambda fut: fut.value()[0] * 2).wait()
+if not bool((got == 6.0).all()) or not bool((f == 3.0).all()):
+    fails.append("a SUM call's future after its wait(): %s, tensor %s" % (got[0].item(),
+                                                                          f[0].item()))
+# its future asked for before it completes, a callback chained on it
+g = torch.full((314,), 1.0 + rank)
+got = dist.all_reduce(g, async_op=True).get_future().then(
+    lambda fut: fut.value()[0] + 1).wait()
+if not bool((got == 4.0).all()):
+    fails.append("a SUM call's future, chained: %s, not 4.0" % got[0].item())
 
 # pbox.torch.stats(): the counters of what this rank did
 st = pbox.torch.stats()

@@ -149,12 +149,7 @@ class _Work(Work):
                 call.group._completed(call)
             else:
                 call.group._hand_over()
-        if secs and not self._fut.done():
-            done = threading.Event()
-            self._fut.then(lambda f: done.set())
-            if not done.wait(secs):
-                raise PboxError(pbox.ETIMEDOUT, "pbox: the collective did not complete "
-                                "within %.3g s (Work.wait's timeout); it goes on" % secs)
+        _wait_for(self._fut, secs)
         self._fut.wait()  # raises the collective's error
         return True
 
@@ -260,6 +255,113 @@ class _Call:
                 return False
             self.claimed = True
             return True
+
+
+class _Plain(Work):
+    """The Work of a plain allreduce, the call a training loop makes most:
+    one contiguous CPU tensor summed in place (SUM), started at once. It is
+    its own _Call (claim(), handle, key, shown, done()), and it makes its
+    future only when one is asked for (get_future(), a wait() for a call
+    another thread completes): a caller that waits for each call in turn,
+    as torch.distributed.all_reduce() does, makes none. Each object and
+    function of the general path costs the calling thread a microsecond or
+    more, and on a host whose ranks share its cores a 1 KiB call is the
+    sum of their CPU. The group's _shown_lock orders the completion and
+    the future's making."""
+
+    def __init__(self, group, key, handle, value, count, dt):
+        super().__init__()
+        self.group = group
+        self.key = key
+        self.handle = handle
+        self.shown = _Shown(group._shown_lock, False)
+        self.claimed = False
+        self._value = value  # [the tensor]: alive until complete, then the result
+        self._count = count
+        self._dt = dt
+        self._fut = None
+        self._over = False  # complete: _err says how (set under shown.lock)
+        self._err = None
+
+    claim = _Call.claim
+
+    def done(self, err):
+        """Complete (the completion thread's, a callback thread's or a
+        waiting caller's): @err, a pbox.Error, or None."""
+        if err is not None:
+            if err.status == pbox.EBOX:  # shrink() resumes it
+                self.group._failed.append((self.key, self._value[0], self._count, self._dt,
+                                           _no_finish))
+            err = PboxError(err.status, str(err))
+        with self.shown.lock:
+            self._err = err
+            self._over = True
+            fut = self._fut
+        if fut is not None:
+            _settle(fut, self._value, err)
+
+    def _future(self):
+        with self.shown.lock:
+            if self._fut is None:
+                self._fut = torch.futures.Future()
+                if self._over:
+                    _settle(self._fut, self._value, self._err)
+            return self._fut
+
+    def wait(self, timeout=None):
+        """As _Work.wait(): here a call the completion thread has not taken
+        up is completed by the caller, and one already complete raises its
+        failure without a future."""
+        secs = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        if not self._over:
+            if not secs and self.claim():
+                self.group._completed(self)
+            else:
+                self.group._hand_over()
+        if not self._over:  # another thread's to complete
+            fut = self._future()
+            _wait_for(fut, secs)
+            fut.wait()
+            return True
+        if self._err is not None:
+            raise self._err
+        return True
+
+    def is_completed(self):
+        self.group._hand_over()
+        return self._over
+
+    def get_future(self):
+        if not self._over:
+            self.group._hand_over()
+        with self.shown.lock:  # after its completion, if one is under way
+            if not self.shown.out and _outside() is not None:  # to Python code
+                self.shown.out = True
+        return self._future()
+
+
+def _no_finish():
+    pass
+
+
+def _settle(fut, value, err):
+    """@fut completed with @value, or failed with @err (not None)."""
+    if err is None:
+        fut.set_result(value)
+    else:
+        fut.set_exception(err)
+
+
+def _wait_for(fut, secs):
+    """Until @fut is done or @secs (None, 0: no limit) have passed, raising
+    PboxError(pbox.ETIMEDOUT) then: the collective goes on, and a later
+    wait() can still have it."""
+    if secs and not fut.done():
+        done = threading.Event()
+        fut.then(lambda f: done.set())
+        if not done.wait(secs):
+            raise PboxError(pbox.ETIMEDOUT, "pbox: the collective did not complete "
+                            "within %.3g s (Work.wait's timeout); it goes on" % secs)
 
 
 def _route_address(host, port):
@@ -391,7 +493,8 @@ class ProcessGroupPbox(ProcessGroup):
         self._local = self._ctx.machine().machines != self._ctx.layout().world_size
         self.resumed = False
         self._failed = []  # allreduces the box's loss interrupted: shrink() resumes them
-        self._busy = {}  # key: the future of its latest allreduce
+        self._busy = {}  # key: the future (or _Plain) of its latest allreduce
+        self._keys = {}  # (pbox dtype, count): _key()'s
         # the keys' state freed once their tensors are done with (_retire())
         self._calls = 0  # collectives started through pbox so far
         # key: (the call that last used it, whether one did before), in the
@@ -608,6 +711,44 @@ class ProcessGroupPbox(ProcessGroup):
         return None
 
     def allreduce(self, tensors, opts=None):
+        if len(tensors) == 1 and (opts is None or _op_code(opts.reduceOp) == _SUM):
+            t = tensors[0]
+            dt = _DTYPES.get(t.dtype)
+            if (dt is not None and t.device.type == "cpu" and t.layout == torch.strided
+                    and t.is_contiguous() and t.numel() and
+                    (_TORCH_MAJOR >= 2 or _caller() == _PY)):
+                return self._plain(tensors, t, dt)
+        return self._allreduce(tensors, opts)
+
+    def _plain(self, tensors, t, dt):
+        """allreduce() of one contiguous CPU tensor, SUM, for a caller that
+        takes a _Work: a _Plain, started here unless an earlier call holds
+        it back (the general path then)."""
+        count = t.numel()
+        key = self._keys.get((dt, count))
+        if key is None:
+            key = self._keys[(dt, count)] = self._key(dt, count)
+        self._retire(key)
+        with self._lock:
+            if self._unhanded:
+                self._give()
+            if not self._pending and key not in self._live:
+                p = t.data_ptr()
+                try:
+                    handle = self._ctx.push_pull(key, p, p, count, dt)
+                except pbox.Error as e:
+                    if e.status == pbox.EFAILED:  # the job failed before it started
+                        self._failed.append((key, t, count, dt, _no_finish))
+                    raise PboxError(e.status, str(e)) from e
+                self._live.add(key)
+                work = _Plain(self, key, handle, tensors, count, dt)
+                self._unhanded.append(work)
+                self._busy[key] = work
+                return work
+        return self._allreduce(tensors, None, retired=True)
+
+    def _allreduce(self, tensors, opts, retired=False):
+        """allreduce()'s general path; @retired: _retire() done for it."""
         op = _op_code(opts.reduceOp) if opts is not None else _SUM
         dev = tensors[0].device if tensors else None
         why = self._why_not(tensors, op, dev)
@@ -666,7 +807,7 @@ class ProcessGroupPbox(ProcessGroup):
 
         # one tensor summed in place has nothing left to do once complete
         last = finish if op == _AVG or flat is not tensors[0] else None
-        return self._launch(key, start, last, tensors, [flat], resume, deferred)
+        return self._launch(key, start, last, tensors, [flat], resume, deferred, retired)
 
     def _retire(self, key):
         """Free the state of the tensors the job is done with, before @key's
@@ -797,7 +938,8 @@ class ProcessGroupPbox(ProcessGroup):
         """The key a broadcast of @count elements of pbox dtype @dt sums under."""
         return cls._key(dt, count) | cls._BC
 
-    def _launch(self, key, start, finish, value, keep, resume=None, deferred=None):
+    def _launch(self, key, start, finish, value, keep, resume=None, deferred=None,
+                retired=False):
         """A collective started by start() (a pbox Handle) under @key, one
         call of a key at a time, and every call reaching libpbox in the order
         it was made, on every rank (a call whose key has one in flight waits,
@@ -805,8 +947,10 @@ class ProcessGroupPbox(ProcessGroup):
         them: by deferred()'s start where given); finish() once complete
         (where not None), its future then set to @value. @keep: the
         buffers libpbox reads or writes, alive until then. @resume: what
-        shrink() resumes of it after the box's loss (an allreduce's)."""
-        self._retire(key)
+        shrink() resumes of it after the box's loss (an allreduce's); @retired:
+        _retire() done for this call already."""
+        if not retired:
+            self._retire(key)
         fut = _future(value)
         to = _caller()
         shown = _Shown(self._shown_lock, to == _TORCH and _TORCH_MAJOR < 2)
