@@ -101,7 +101,8 @@ struct box_lcore {
 	struct rte_ring *req, *resp;
 	bool adaptive;
 	uint32_t idle_polls;
-	uint32_t idle_sleep_us;
+	uint32_t idle_sleep_us;	      /* the longest nap */
+	uint32_t idle_sleep_first_us; /* the first after traffic, doubled at each */
 	struct box_core_stats st;
 	/* not accessed on the data path */
 	unsigned lcore, cpu, node;

@@ -346,6 +346,7 @@ static int make_lcores(struct serve *s)
 		lc->adaptive = cfg->polling.mode == BOX_POLL_ADAPTIVE;
 		lc->idle_polls = cfg->polling.idle_polls;
 		lc->idle_sleep_us = (uint32_t)cfg->polling.idle_sleep_us;
+		lc->idle_sleep_first_us = (uint32_t)cfg->polling.idle_sleep_first_us;
 		lc->n_eps = cp->n_eps;
 		for (e = 0; e < cp->n_eps; e++) {
 			const struct numa_ep *pe = &cp->ep[e];

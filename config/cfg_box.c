@@ -62,6 +62,10 @@ static const struct cfg_key poll_keys[] = {
 		     "busy: spin on every queue; adaptive: sleep when idle (shared hosts)"),
 	CFG_KEY(B, polling.idle_sleep_us, "idle_sleep", CFG_DURATION, 0, 1, 100000, "50us",
 		"adaptive: how long an idle core sleeps"),
+	CFG_KEY(B, polling.idle_sleep_first_us, "idle_sleep_first", CFG_DURATION, CFG_AUTO, 1,
+		100000, "auto",
+		"adaptive: a core's first nap after traffic, doubled at each nap up to idle_sleep; "
+		"'auto' is idle_sleep"),
 	CFG_KEY(B, polling.idle_polls, "idle_polls", CFG_UINT, 0, 1, 100000000, "10000",
 		"adaptive: empty polls before a core sleeps"),
 };
@@ -196,6 +200,12 @@ static void box_validate(struct cfg_ctx *ctx, void *v)
 	if (c->telemetry.metrics_port && c->telemetry.metrics_port == c->mgmt.port)
 		cfg_error_at(ctx, "telemetry", 0, "metrics_port",
 			     "[telemetry] metrics_port: same as [management] port");
+
+	if (c->polling.idle_sleep_first_us == 0)
+		c->polling.idle_sleep_first_us = c->polling.idle_sleep_us;
+	else if (c->polling.idle_sleep_first_us > c->polling.idle_sleep_us)
+		cfg_error_at(ctx, "polling", 0, "idle_sleep_first",
+			     "[polling] idle_sleep_first: longer than idle_sleep");
 
 	if (c->limits.job_memory == 0)
 		c->limits.job_memory = c->memory.hugepage_budget;

@@ -47,6 +47,7 @@ struct box_cfg {
 	struct {
 		unsigned mode;
 		uint64_t idle_sleep_us;
+		uint64_t idle_sleep_first_us; /* resolved to idle_sleep when "auto" */
 		uint32_t idle_polls;
 	} polling;
 	struct {

@@ -18,12 +18,15 @@
 #     worst_nobox_vs_gloo=Y worst_nobox_at=SIZE worst_b2b_box_vs_gloo=X'
 #     worst_b2b_box_at=SIZE worst_b2b_nobox_vs_gloo=Y' worst_b2b_nobox_at=SIZE
 #     box_1k_vs_rtt=Z box_1k_min_vs_rtt=W box_1k_b2b_vs_rtt=V rtt_ms=R
+#     box_1k_b2b_vs_warm_rtt=V' rtt_warm_ms=R'
 #     box_cpu_vs_gloo_16m=C box_cpu_ns_per_byte_16m=P gloo_cpu_ns_per_byte_16m=G
 # (ratios of median times, pbox over Gloo: below 1, pbox is faster;
 # box_1k_vs_rtt: the 1 KiB all_reduce through the box, its median over one
 # round trip to the box; box_1k_min_vs_rtt, its fastest call's: the
 # median holds the ranks' skew leaving sweep.py's barrier;
 # box_1k_b2b_vs_rtt, the median of calls back to back, which has none;
+# box_1k_b2b_vs_warm_rtt, that over the round trip to the box pinged back
+# to back (rtt_warm_ms: its cores awake, as calls back to back keep them);
 # *_cpu_*: the CPU a rank's threads ran per call back to back at 16 MiB,
 # through the box over Gloo's, and each one's per byte of the tensor). Needs root and hugepages (the box), torch.
 #
@@ -59,14 +62,23 @@ echo "sweep-cluster: n=$N workers at B=$B Mb/s, a box of $ports ports at k=$K; a
 pbox_net_up "$tag" "$ports" "$N" || exit 1
 shape "$K" || exit 1
 restart_box $((K * wbw / ports)) || exit 1
-rtt=$(wns 0 ping -n -c "$RTT_PINGS" -i 0.02 -W 1 198.18.1.1 2>/dev/null |
-	sed -n 's/.* time=\([0-9.]*\) ms/\1/p' | sort -g |
-	awk '{ v[NR] = $1 } END { if (NR) printf "%.3f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
-if [ -z "$rtt" ]; then
+# rtt_median PING_ARGS...: the median round trip of ICMP echo from worker 0
+# to the box's port 0, in ms
+rtt_median() {
+	wns 0 ping -n -c "$RTT_PINGS" -W 1 "$@" 198.18.1.1 2>/dev/null |
+		sed -n 's/.* time=\([0-9.]*\) ms/\1/p' | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR) printf "%.3f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+# 20 ms apart, the box's cores napping between them (adaptive polling), and
+# back to back (-A: each as soon as the last is answered), the box awake
+rtt=$(rtt_median -i 0.02)
+rtt_warm=$(rtt_median -A)
+if [ -z "$rtt" ] || [ -z "$rtt_warm" ]; then
 	bad "the box answers ICMP echo on its port 0 (198.18.1.1)"
-	rtt=0
+	rtt=0 rtt_warm=0
 else
-	echo "sweep-cluster: one round trip to the box (ICMP echo, median of $RTT_PINGS): $rtt ms"
+	echo "sweep-cluster: one round trip to the box (ICMP echo, median of $RTT_PINGS): $rtt ms" \
+		"20 ms apart, $rtt_warm ms back to back"
 fi
 # Gloo and the SS_GPUs alone leave the box idle: PBOX_BOX only for "box"
 # (torch_ranks sets it for any run not named gloo while boxaddr is set)
@@ -84,7 +96,7 @@ jobs_gone || bad "the box still holds a job after the sweep"
 # Gloo's (each way) and its CPU over Gloo's
 join -t, <(tail -n +2 "$log/gloo.csv" | sort -t, -k1,1) <(tail -n +2 "$log/nobox.csv" | sort -t, -k1,1) |
 	join -t, - <(tail -n +2 "$log/box.csv" | sort -t, -k1,1) | sort -t, -k1,1n |
-	awk -F, -v n="$N" -v b="$B" -v k="$K" -v rtt="$rtt" -v csv="$csv" '
+	awk -F, -v n="$N" -v b="$B" -v k="$K" -v rtt="$rtt" -v rttw="$rtt_warm" -v csv="$csv" '
 	BEGIN { h = "size_bytes"
 		split("gloo nobox box", run, " ")
 		split("median_ms p90_ms min_ms b2b_median_ms b2b_p90_ms cpu_us caller_us engine_us", col, " ")
@@ -99,7 +111,7 @@ join -t, <(tail -n +2 "$log/gloo.csv" | sort -t, -k1,1) <(tail -n +2 "$log/nobox
 	  if (rbb > wbb) { wbb = rbb; wbba = $1 } if (rnb > wnb) { wnb = rnb; wnba = $1 }
 	  if ($1 == 1024) { k1 = $18; k1min = $20; k1b = $21 }
 	  if ($1 == 16777216) { c16 = cb; pb16 = $23 * 1e3 / $1; gb16 = $7 * 1e3 / $1 } }
-	END { printf "RESULT sweep-cluster n=%d b=%d k=%d worst_box_vs_gloo=%.3f worst_box_at=%d worst_nobox_vs_gloo=%.3f worst_nobox_at=%d worst_b2b_box_vs_gloo=%.3f worst_b2b_box_at=%d worst_b2b_nobox_vs_gloo=%.3f worst_b2b_nobox_at=%d box_1k_vs_rtt=%.3f box_1k_min_vs_rtt=%.3f box_1k_b2b_vs_rtt=%.3f rtt_ms=%.3f box_cpu_vs_gloo_16m=%.3f box_cpu_ns_per_byte_16m=%.3f gloo_cpu_ns_per_byte_16m=%.3f\n",
-		n, b, k, wb, wba, wn, wna, wbb, wbba, wnb, wnba, (rtt > 0 ? k1 / rtt : 0), (rtt > 0 ? k1min / rtt : 0), (rtt > 0 ? k1b / rtt : 0), rtt, c16, pb16, gb16 }'
+	END { printf "RESULT sweep-cluster n=%d b=%d k=%d worst_box_vs_gloo=%.3f worst_box_at=%d worst_nobox_vs_gloo=%.3f worst_nobox_at=%d worst_b2b_box_vs_gloo=%.3f worst_b2b_box_at=%d worst_b2b_nobox_vs_gloo=%.3f worst_b2b_nobox_at=%d box_1k_vs_rtt=%.3f box_1k_min_vs_rtt=%.3f box_1k_b2b_vs_rtt=%.3f rtt_ms=%.3f box_1k_b2b_vs_warm_rtt=%.3f rtt_warm_ms=%.3f box_cpu_vs_gloo_16m=%.3f box_cpu_ns_per_byte_16m=%.3f gloo_cpu_ns_per_byte_16m=%.3f\n",
+		n, b, k, wb, wba, wn, wna, wbb, wbba, wnb, wnba, (rtt > 0 ? k1 / rtt : 0), (rtt > 0 ? k1min / rtt : 0), (rtt > 0 ? k1b / rtt : 0), rtt, (rttw > 0 ? k1b / rttw : 0), rttw, c16, pb16, gb16 }'
 echo "sweep-cluster: wrote $csv"
 [ "$fail" -eq 0 ]

@@ -435,6 +435,8 @@ START_TEST(box_defaults_and_derived)
 	ck_assert_str_eq(c->port[0].name, "a");
 	ck_assert_uint_eq(c->port[0].bandwidth_mbps, 25000);
 	ck_assert_uint_eq(c->polling.mode, BOX_POLL_BUSY);
+	ck_assert_uint_eq(c->polling.idle_sleep_us, 50);
+	ck_assert_uint_eq(c->polling.idle_sleep_first_us, 50); /* auto: idle_sleep, no backoff */
 	ck_assert(c->telemetry.enabled);
 	unlink(path);
 	free(c);
