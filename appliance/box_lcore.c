@@ -368,7 +368,8 @@ int box_lcore_main(void *arg)
 			ctl_poll(lc);
 			lc->st.idle_sleeps++;
 			nap(sleep_us);
-			sleep_us = sleep_us < lc->idle_sleep_us / 2 ? 2 * sleep_us : lc->idle_sleep_us;
+			sleep_us =
+				sleep_us < lc->idle_sleep_us / 2 ? 2 * sleep_us : lc->idle_sleep_us;
 		}
 	}
 	ctl_poll(lc);
