@@ -142,6 +142,10 @@ static const struct cfg_key tuning_keys[] = {
 	CFG_KEY(W, tuning.pacing, "pacing", CFG_BOOL, 0, 0, 0, "true",
 		"send no faster than bandwidth: the queue stays in the priority scheduler, "
 		"not in the NIC"),
+	CFG_KEY(W, tuning.pace_burst, "pace_burst", CFG_SIZE, 0, 32 * KB, 64 * MB, "64K",
+		"bytes the pacing lets go at once after a pause, its link booked that far "
+		"ahead of the line (at least 500us of bandwidth: the thread wakes no more "
+		"precisely); a shaped link's token bucket (tbf burst) takes its size at once"),
 	CFG_KEY(W, tuning.autotune, "autotune", CFG_BOOL, 0, 0, 0, "false",
 		"tune credit_bytes, then partition_size, online (ByteScheduler): doubled or "
 		"halved while goodput grows by 3%, then kept"),

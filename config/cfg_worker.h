@@ -50,6 +50,7 @@ struct wrk_cfg {
 		uint64_t deadline_us;
 		uint64_t heartbeat_us;
 		bool pacing;
+		uint64_t pace_burst; /* bytes; the burst is at least 500 us of the line */
 		bool autotune;
 		uint32_t priority; /* SCHED_FIFO priority of the progress thread; 0: none */
 		unsigned layout;   /* enum lay_mode: cfg_layout_names[layout] */

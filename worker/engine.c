@@ -260,9 +260,9 @@ int wk_engine_start(struct pbox *px)
 	px->net.es.part_bytes = px->cfg.tuning.partition_size;
 	wk_set_credit(px, px->cfg.tuning.credit_bytes); /* and the timeout, at its floor */
 	px->net.es.deadline_ns = px->cfg.tuning.deadline_us * 1000;
-	/* a burst: 64 KiB of link time or half a millisecond, the longer (the
-	 * thread cannot count on waking up more precisely than that) */
-	px->net.es.pace_burst_ns = 64 * 1024 * 8000000ull / px->net.es.pace_kbps;
+	/* a burst: [tuning] pace_burst's link time, or half a millisecond, the
+	 * longer (the thread cannot count on waking up more precisely than that) */
+	px->net.es.pace_burst_ns = px->cfg.tuning.pace_burst * 8000000ull / px->net.es.pace_kbps;
 	if (px->net.es.pace_burst_ns < 500000)
 		px->net.es.pace_burst_ns = 500000;
 	px->net.es.pace_quantum_ns =

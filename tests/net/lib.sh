@@ -218,11 +218,17 @@ box_cfg() {
 # 12 to the waits of this shared 2-core host (its egress idle 36-127 ms an
 # iteration while its ingress ran at line rate); 1.5·128 KiB made it 1.02.
 # A full bucket puts a link at most its bucket ahead of its line, once an
-# iteration (the 128 KiB every link had before).
+# iteration (the 128 KiB every link had before). A sender that does not pace
+# (Gloo's TCP) spends it after each pause; libpbox under torch_ranks is told
+# the bucket ([tuning] pace_burst; PACE_BURST=SIZE says another), so that
+# it spends it too.
+bucket_kb=128
+pace_burst=
 shape() {
 	local r p rate=$(($1 * wbw / ports > 0 ? $1 * wbw / ports : wbw))
+	pace_burst=${PACE_BURST:-${bucket_kb}K}
 	for ((r = 0; r < N; r++)); do
-		pbox_net_shape "$tag" "w$r" tbf rate "${wbw}mbit" burst 128kb limit 16mb || return 1
+		pbox_net_shape "$tag" "w$r" tbf rate "${wbw}mbit" burst "${bucket_kb}kb" limit 16mb || return 1
 	done
 	for ((p = 0; p < ports; p++)); do
 		box_port_shape "$p" "$rate" || return 1
@@ -232,7 +238,7 @@ shape() {
 # box_port_shape P MBPS: the box's port P at MBPS both ways, its bucket
 # 128 KiB or the workers' time of line, the larger (see shape)
 box_port_shape() {
-	local kb=$((128 * $2 / wbw > 128 ? 128 * $2 / wbw : 128))
+	local kb=$((bucket_kb * $2 / wbw > bucket_kb ? bucket_kb * $2 / wbw : bucket_kb))
 
 	pbox_net_shape "$tag" "box-p$1" tbf rate "${2}mbit" burst "${kb}kb" limit 16mb
 }
@@ -304,13 +310,18 @@ py=/usr/bin/python3 # Debian's python3-torch
 # torch_ranks MODE NAME PORT LIMIT SCRIPT ARGS...: SCRIPT ARGS... on every
 # worker host, each rank under its own torchrun as on a real cluster
 # (--nnodes N, w0 the master), for at most LIMIT seconds; every MODE but
-# gloo goes through pboxd (PBOX_BOX), the workers at $wbw Mb/s. Logs in
+# gloo goes through pboxd (PBOX_BOX), the workers at $wbw Mb/s; on shaped
+# links pacing in bursts of their bucket (see shape: Gloo's TCP, unpaced,
+# spends the whole bucket after each pause, and pbox's default 64 KiB would
+# leave half of it unspent, a loss a real link, with no bucket, would not
+# show). Logs in
 # $log/NAME-hI.log. True when every rank finished; else their last words.
 torch_ranks() {
 	local mode=$1 name=$2 port=$3 limit=$4 i rc=0 pids=()
 	local envs=(PYTHONPATH="$build/python" GLOO_SOCKET_IFNAME=eth0 PBOX_DATA_BANDWIDTH="${wbw}M")
 	shift 4
 	[ "$mode" != gloo ] && [ -n "$boxaddr" ] && envs+=(PBOX_BOX="$boxaddr")
+	[ -n "$pace_burst" ] && envs+=(PBOX_TUNING_PACE_BURST="$pace_burst")
 	for ((i = 0; i < N; i++)); do
 		# Debian's torch 1.13 under Python 3.11: torchrun's launcher dies
 		# without --redirects and --tee

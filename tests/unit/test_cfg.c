@@ -499,10 +499,15 @@ START_TEST(worker_env_overrides)
 		       "PBOX_PEERS_1=198.18.1.99:9800",
 		       "PBOX_TRANSPORT_KIND=dpdk",
 		       "PBOX_TRANSPORT_DPDK_PORT=net_ring0",
+		       "PBOX_TUNING_PACE_BURST=128K",
 		       NULL};
+	char *none[] = {NULL};
 
+	ck_assert_int_eq(wrk_env(none, c, &errs), 0);
+	ck_assert_uint_eq(c->tuning.pace_burst, 65536);
 	ck_assert_int_eq(wrk_env(env, c, &errs), 0);
 	ck_assert_uint_eq(c->tuning.chunk_size, 65536);
+	ck_assert_uint_eq(c->tuning.pace_burst, 131072);
 	ck_assert_uint_eq(c->peers[1].port, 9800);
 	ck_assert_uint_eq(c->peers[1].ip_be, htonl(0xc6120163));
 	ck_assert_uint_eq(c->transport.kind, WRK_TRANSPORT_DPDK);
@@ -521,6 +526,7 @@ START_TEST(worker_env_errors_name_the_variable)
 	char *bad_value[] = {"PBOX_DATA_MTU=abc", NULL};
 	char *unknown[] = {"PBOX_DATA_MTUU=1500", NULL};
 	char *cross[] = {"PBOX_TUNING_CREDIT_BYTES=1K", NULL};
+	char *burst[] = {"PBOX_TUNING_PACE_BURST=8K", NULL};
 	char *rank[] = {"PBOX_WORKER_RANK=7", NULL};
 	char *gather[] = {"PBOX_JOB_COMPRESSION=randk", "PBOX_JOB_COMPRESSION_SUM=gather", NULL};
 
@@ -533,6 +539,8 @@ START_TEST(worker_env_errors_name_the_variable)
 	ck_assert_str_eq(
 		errs.msg[0],
 		"env PBOX_TUNING_CREDIT_BYTES: [tuning] credit_bytes: smaller than one chunk");
+	ck_assert_int_eq(wrk_env(burst, c, &errs), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(errs.msg[0], "env PBOX_TUNING_PACE_BURST"));
 	ck_assert_int_eq(wrk_env(rank, c, &errs), -EINVAL);
 	ck_assert_str_eq(errs.msg[0],
 			 "env PBOX_WORKER_RANK: [worker] rank: 7 is not below world_size 2");
