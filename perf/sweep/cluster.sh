@@ -31,7 +31,9 @@
 # through the box over Gloo's, and each one's per byte of the tensor). Needs root and hugepages (the box), torch.
 #
 #   perf/sweep/cluster.sh [BUILD_DIR]   B (1000), K (2), ITERS (30),
-#                                       RTT_PINGS (50), OUT (BUILD_DIR/perf/sweep)
+#                                       RTT_PINGS (50), OUT (BUILD_DIR/perf/sweep),
+#                                       PACE_BURST (pbox's [tuning] pace_burst:
+#                                       the links' bucket, 128K; lib.sh's shape)
 set -uo pipefail
 
 N=4
