@@ -310,11 +310,8 @@ py=/usr/bin/python3 # Debian's python3-torch
 # torch_ranks MODE NAME PORT LIMIT SCRIPT ARGS...: SCRIPT ARGS... on every
 # worker host, each rank under its own torchrun as on a real cluster
 # (--nnodes N, w0 the master), for at most LIMIT seconds; every MODE but
-# gloo goes through pboxd (PBOX_BOX), the workers at $wbw Mb/s; on shaped
-# links pacing in bursts of their bucket (see shape: Gloo's TCP, unpaced,
-# spends the whole bucket after each pause, and pbox's default 64 KiB would
-# leave half of it unspent, a loss a real link, with no bucket, would not
-# show). Logs in
+# gloo goes through pboxd (PBOX_BOX), the workers at $wbw Mb/s, pacing in
+# bursts of the links' bucket once shaped (see shape). Logs in
 # $log/NAME-hI.log. True when every rank finished; else their last words.
 torch_ranks() {
 	local mode=$1 name=$2 port=$3 limit=$4 i rc=0 pids=()
