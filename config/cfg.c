@@ -1261,6 +1261,9 @@ static bool fmt_value(const struct cfg_key *k, const void *src, char *buf, size_
 	case CFG_RATE:
 	case CFG_DURATION:
 		v = load_uint(src, k->size);
+		/* 0 below a key's minimum, and no default: the key was not set */
+		if (v == 0 && k->min > 0 && !k->def && !(k->flags & CFG_AUTO))
+			return false;
 		if (v == 0 && (k->flags & CFG_AUTO))
 			snprintf(buf, len, "auto");
 		else if (k->type == CFG_SIZE)

@@ -519,6 +519,36 @@ START_TEST(worker_env_overrides)
 }
 END_TEST
 
+/* A key with no default and 0 out of its range (bandwidth) prints as not
+ * set when it is not: printed as "0M" the configuration would not load
+ * back (found by make fuzz). */
+START_TEST(worker_unset_key_prints_back)
+{
+	struct cfg_errors errs;
+	struct wrk_cfg *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	char *text = NULL;
+	size_t len = 0;
+	FILE *mem;
+
+	ck_assert_int_eq(wrk_cfg_load_text("w.ini",
+					   "[worker]\nrank = 1\nworld_size = 2\n"
+					   "[rendezvous]\naddress = 198.18.0.5:29600\n",
+					   NULL, a, &errs),
+			 0);
+	ck_assert_uint_eq(a->data.bandwidth_mbps, 0);
+	mem = open_memstream(&text, &len);
+	cfg_print(&wrk_cfg_schema, a, mem);
+	fclose(mem);
+	ck_assert_msg(strstr(text, "; bandwidth is not set\n"), "%s", text);
+	ck_assert_msg(wrk_cfg_load_text("printed.ini", text, NULL, b, &errs) == 0, "%s\n%s",
+		      errs.msg[0], text);
+	ck_assert_mem_eq(a, b, sizeof(*a));
+	free(text);
+	free(a);
+	free(b);
+}
+END_TEST
+
 START_TEST(worker_env_errors_name_the_variable)
 {
 	struct cfg_errors errs;
@@ -614,6 +644,7 @@ Suite *cfg_suite(void)
 	tcase_add_test(tc, worker_env_overrides);
 	tcase_add_test(tc, worker_env_errors_name_the_variable);
 	tcase_add_test(tc, worker_env_box_one_name);
+	tcase_add_test(tc, worker_unset_key_prints_back);
 	tcase_add_test(tc, worker_peer_conflicts);
 	suite_add_tcase(s, tc);
 
