@@ -291,6 +291,9 @@ static const char *store(struct rp_msg *m, const struct rp_field *f, char *v)
 	case 'w':
 		if (!*v)
 			return "empty";
+		/* what the formatter would refuse to write (a word is one) */
+		if (strpbrk(v, "\r\n"))
+			return "not one word (a line break in it)";
 		/* fall through */
 	case 't':
 		*(const char **)p = v;

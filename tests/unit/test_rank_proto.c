@@ -203,7 +203,7 @@ static const char *const bad_of[][5] = {
 	['a'] = {"", "198.18.0", "198.18.0.256", "host", "::1"},
 	['p'] = {"", "0", "65536", "-1", "80x"},
 	['e'] = {"", "198.18.0.1", "198.18.0.1:0", "198.18.0.1:65536", "x:1"},
-	['w'] = {"", NULL, NULL, NULL, NULL},
+	['w'] = {"", "ab\rcd", "ab\r", NULL, NULL}, /* a line break: refused (make fuzz) */
 	['t'] = {NULL, NULL, NULL, NULL, NULL},
 };
 
