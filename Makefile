@@ -372,21 +372,36 @@ FUZZ_CC      ?= clang
 FUZZ_WIRE_SRCS := nic/nic_wire.c nic/nic_nh.c nic/nic_nh_avx2.c nic/nic_nh_avx512.c
 $(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c $(FUZZ_WIRE_SRCS) nic/nic_wire.h nic/nic_nh.h
 	@mkdir -p $(@D)
-	$(Q)$(call say,FUZZ_CC,$@)$(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	$(Q)$(call say,FUZZ_CC,$@)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 		$(INCLUDES) tests/fuzz/fuzz_wire.c $(FUZZ_WIRE_SRCS) -o $@ $(SODIUM_LIBS)
 
-$(BUILD)/fuzz/gen_seeds: tests/fuzz/gen_seeds.c $(BUILD)/lib/libpboxcore.a
+# The text parsers likewise: the ranks' lines, the box's control lines and
+# both configuration files, the input's first byte choosing (fuzz_ctl.h).
+FUZZ_CTL_SRCS := worker/rank_proto.c nic/nic_ctl.c config/cfg.c config/cfg_box.c config/cfg_worker.c
+$(BUILD)/fuzz/fuzz_ctl: tests/fuzz/fuzz_ctl.c tests/fuzz/fuzz_ctl.h $(FUZZ_CTL_SRCS) $(FUZZ_WIRE_SRCS) \
+                        worker/rank_proto.h nic/nic_ctl.h config/cfg.h config/cfg_box.h config/cfg_worker.h
 	@mkdir -p $(@D)
-	$(Q)$(call say,LD,$@)$(CC) $(CFLAGS_ALL) $(INCLUDES) $< -o $@ $(BUILD)/lib/libpboxcore.a $(SODIUM_LIBS)
+	$(Q)$(call say,FUZZ_CC,$@)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+		$(INCLUDES) tests/fuzz/fuzz_ctl.c $(FUZZ_CTL_SRCS) $(FUZZ_WIRE_SRCS) -o $@ $(INIH_LIBS) $(SODIUM_LIBS)
 
-fuzz: $(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/gen_seeds
-	@rm -rf $(BUILD)/fuzz/corpus && mkdir -p $(BUILD)/fuzz/corpus
-	@$(BUILD)/fuzz/gen_seeds $(BUILD)/fuzz/corpus
-	@echo "fuzz: nic_wire_parse for $(FUZZ_SECONDS) s"
-	@$(BUILD)/fuzz/fuzz_wire -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-		-artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus 2>&1 | \
-		grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|crash-|Done' ; \
+$(BUILD)/fuzz/gen_seeds: tests/fuzz/gen_seeds.c tests/fuzz/fuzz_ctl.h worker/rank_proto.c $(BUILD)/lib/libpboxcore.a
+	@mkdir -p $(@D)
+	$(Q)$(call say,LD,$@)$(CC) $(CFLAGS_ALL) $(INCLUDES) $< worker/rank_proto.c -o $@ \
+		$(BUILD)/lib/libpboxcore.a $(SODIUM_LIBS)
+
+# Each target for FUZZ_SECONDS from gen_seeds' valid inputs; a crash, a
+# sanitizer's report or a leak fails, its input left in $(BUILD)/fuzz.
+FUZZ_RUN = $(BUILD)/fuzz/$(1) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+		-artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus-$(1) 2>&1 | \
+		grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|crash-|leak-|Done' ; \
 		test $${PIPESTATUS[0]} -eq 0
+fuzz: $(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/fuzz_ctl $(BUILD)/fuzz/gen_seeds
+	@rm -rf $(BUILD)/fuzz/corpus-* && mkdir -p $(BUILD)/fuzz/corpus-fuzz_wire $(BUILD)/fuzz/corpus-fuzz_ctl
+	@$(BUILD)/fuzz/gen_seeds $(BUILD)/fuzz/corpus-fuzz_wire $(BUILD)/fuzz/corpus-fuzz_ctl config/examples
+	@echo "fuzz: nic_wire_parse for $(FUZZ_SECONDS) s"
+	@$(call FUZZ_RUN,fuzz_wire)
+	@echo "fuzz: the rank, control and configuration parsers for $(FUZZ_SECONDS) s"
+	@$(call FUZZ_RUN,fuzz_ctl)
 
 # pboxd on the emulated network: real DPDK ports on veth, needs root.
 integration: all
