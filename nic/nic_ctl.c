@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -26,18 +27,85 @@
 
 /* ---- endpoint and OK lines ------------------------------------------------- */
 
-/* @s, the end of a line, is exactly @key then a decimal number up to @max:
- * 0 and the number in @out, or -1. */
-static int tail_field(const char *s, const char *key, uint64_t max, uint64_t *out)
+/*
+ * A cursor over a line, each step taking exactly what this file's
+ * formatters write: a literal, a decimal number ("0", or no leading zero;
+ * no sign, no space, never wrapped past its bound), an IPv4 address, a
+ * MAC in lower-case hex. 0 and *@p past what was taken, or -1 and *@p
+ * where it was.
+ */
+static int take(const char **p, const char *lit)
 {
-	size_t k = strlen(key);
-	char *end;
+	size_t n = strlen(lit);
 
-	if (strncmp(s, key, k) || !isdigit((unsigned char)s[k]))
+	if (strncmp(*p, lit, n))
 		return -1;
-	errno = 0;
-	*out = strtoull(s + k, &end, 10);
-	return errno || *end || *out > max ? -1 : 0;
+	*p += n;
+	return 0;
+}
+
+static int take_dec(const char **p, uint64_t max, uint64_t *out)
+{
+	const char *s = *p;
+	uint64_t v = 0;
+
+	if (!isdigit((unsigned char)s[0]) || (s[0] == '0' && isdigit((unsigned char)s[1])))
+		return -1;
+	for (; isdigit((unsigned char)*s); s++) {
+		unsigned d = (unsigned)(*s - '0');
+
+		if (v > (max - d) / 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	*p = s;
+	*out = v;
+	return 0;
+}
+
+static int take_u32(const char **p, uint32_t *out)
+{
+	uint64_t v;
+
+	if (take_dec(p, UINT32_MAX, &v))
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int take_ipv4(const char **p, uint32_t *be)
+{
+	size_t n = strspn(*p, "0123456789.");
+	char ip[INET_ADDRSTRLEN];
+
+	if (!n || n >= sizeof(ip))
+		return -1;
+	memcpy(ip, *p, n);
+	ip[n] = '\0';
+	if (inet_pton(AF_INET, ip, be) != 1)
+		return -1;
+	*p += n;
+	return 0;
+}
+
+static int hex_digit(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static int take_mac(const char **p, uint8_t mac[6])
+{
+	const char *s = *p;
+
+	for (int i = 0; i < 6; i++, s += 3) {
+		int hi = hex_digit(s[0]), lo = hi < 0 ? -1 : hex_digit(s[1]);
+
+		if (lo < 0 || (i < 5 && s[2] != ':'))
+			return -1;
+		mac[i] = (uint8_t)(hi << 4 | lo);
+	}
+	*p = s - 1;
+	return 0;
 }
 
 int nic_ctl_format_ep(char *buf, size_t cap, const struct nic_ctl_ep *e)
@@ -58,27 +126,22 @@ int nic_ctl_format_ep(char *buf, size_t cap, const struct nic_ctl_ep *e)
 
 int nic_ctl_parse_ep(const char *line, struct nic_ctl_ep *out)
 {
-	unsigned idx, m[6], port;
-	unsigned long long w;
-	uint64_t room = NIC_CTL_ROOM_UNKNOWN;
-	char ip[INET_ADDRSTRLEN + 1];
-	int end = -1, i;
+	struct nic_ctl_ep e = {.room = NIC_CTL_ROOM_UNKNOWN};
+	const char *p = line;
+	uint64_t idx, port;
 
-	if (sscanf(line, "EP %u ip=%16s mac=%2x:%2x:%2x:%2x:%2x:%2x port=%u weight=%llu%n", &idx,
-		   ip, &m[0], &m[1], &m[2], &m[3], &m[4], &m[5], &port, &w, &end) != 10 ||
-	    end < 0 || port == 0 || port > 65535 || w == 0)
+	if (take(&p, "EP ") || take_dec(&p, UINT_MAX, &idx) || take(&p, " ip=") ||
+	    take_ipv4(&p, &e.addr.ip_be) || take(&p, " mac=") || take_mac(&p, e.addr.mac) ||
+	    take(&p, " port=") || take_dec(&p, 65535, &port) || !port || take(&p, " weight=") ||
+	    take_dec(&p, UINT64_MAX, &e.weight_kbps) || !e.weight_kbps)
 		return -1;
-	if (line[end] && tail_field(line + end, " room=", NIC_CTL_ROOM_UNKNOWN - 1, &room))
+	if (*p && (take(&p, " room=") || take_dec(&p, NIC_CTL_ROOM_UNKNOWN - 1, &e.room)))
 		return -1;
-	memset(out, 0, sizeof(*out));
-	out->room = room;
-	if (inet_pton(AF_INET, ip, &out->addr.ip_be) != 1)
+	if (*p)
 		return -1;
-	for (i = 0; i < 6; i++)
-		out->addr.mac[i] = (uint8_t)m[i];
-	out->idx = idx;
-	out->addr.port = (uint16_t)port;
-	out->weight_kbps = w;
+	e.idx = (unsigned)idx;
+	e.addr.port = (uint16_t)port;
+	*out = e;
 	return 0;
 }
 
@@ -99,16 +162,20 @@ int nic_ctl_format_geometry(char *buf, size_t cap, const struct nic_ctl_geometry
 
 int nic_ctl_parse_geometry(const char *line, struct nic_ctl_geometry *g)
 {
+	struct nic_ctl_geometry v = {0};
+	const char *p = line;
 	uint64_t txref = 0;
-	int end = -1;
 
-	if (sscanf(line, "OK endpoints=%u frag=%u chunk=%u mtu=%u%n", &g->n_eps, &g->frag,
-		   &g->chunk, &g->mtu, &end) != 4 ||
-	    end < 0 || !g->frag || !g->chunk || g->chunk % g->frag)
+	if (take(&p, "OK endpoints=") || take_u32(&p, &v.n_eps) || take(&p, " frag=") ||
+	    take_u32(&p, &v.frag) || take(&p, " chunk=") || take_u32(&p, &v.chunk) ||
+	    take(&p, " mtu=") || take_u32(&p, &v.mtu) || !v.frag || !v.chunk || v.chunk % v.frag)
 		return -1;
-	if (line[end] && (tail_field(line + end, " txref=", 4096, &txref) || !txref))
+	if (*p && (take(&p, " txref=") || take_dec(&p, 4096, &txref) || !txref))
 		return -1;
-	g->txref = (uint32_t)txref;
+	if (*p)
+		return -1;
+	v.txref = (uint32_t)txref;
+	*g = v;
 	return 0;
 }
 
@@ -121,13 +188,14 @@ int nic_ctl_format_reg_ok(char *buf, size_t cap, const struct nic_ctl_reg_ok *ok
 
 int nic_ctl_parse_reg_ok(const char *line, struct nic_ctl_reg_ok *ok)
 {
-	int end = -1;
+	struct nic_ctl_reg_ok v;
+	const char *p = line;
 
-	if (sscanf(line,
-		   "OK job=%" SCNu32 " bytes=%" SCNu64 " frag=%" SCNu32 " chunk=%" SCNu32 "%n",
-		   &ok->job, &ok->bytes, &ok->frag, &ok->chunk, &end) != 4 ||
-	    end < 0 || line[end])
+	if (take(&p, "OK job=") || take_u32(&p, &v.job) || take(&p, " bytes=") ||
+	    take_dec(&p, UINT64_MAX, &v.bytes) || take(&p, " frag=") || take_u32(&p, &v.frag) ||
+	    take(&p, " chunk=") || take_u32(&p, &v.chunk) || *p)
 		return -1;
+	*ok = v;
 	return 0;
 }
 
@@ -391,15 +459,13 @@ static int number(const char *k, const char *v, size_t vlen, uint64_t lo, uint64
 		  uint64_t *out, char *err, size_t cap)
 {
 	char tmp[32];
-	char *end;
+	const char *p = tmp;
 
-	if (vlen == 0 || vlen >= sizeof(tmp) || v[0] < '0' || v[0] > '9')
+	if (vlen == 0 || vlen >= sizeof(tmp))
 		goto bad;
 	memcpy(tmp, v, vlen);
 	tmp[vlen] = '\0';
-	errno = 0;
-	*out = strtoull(tmp, &end, 10);
-	if (errno || *end || *out < lo || *out > hi || (pow2 && (*out & (*out - 1))))
+	if (take_dec(&p, hi, out) || *p || *out < lo || (pow2 && (*out & (*out - 1))))
 		goto bad;
 	return 0;
 bad:
@@ -462,9 +528,9 @@ static int rank_list(const char *v, size_t vlen, struct nic_ctl_reg *r, char *er
 	while (p < end) {
 		const char *comma = memchr(p, ',', (size_t)(end - p));
 		size_t len = (size_t)((comma ? comma : end) - p);
-		char tmp[24], ip[16];
-		unsigned port;
-		int used = -1;
+		char tmp[24];
+		const char *c = tmp;
+		uint64_t port;
 
 		if (g == r->n) {
 			errf(err, cap, "ranks: more than n = %u addresses", r->n);
@@ -476,9 +542,8 @@ static int rank_list(const char *v, size_t vlen, struct nic_ctl_reg *r, char *er
 		}
 		memcpy(tmp, p, len);
 		tmp[len] = '\0';
-		if (sscanf(tmp, "%15[0-9.]:%5u%n", ip, &port, &used) != 2 || used != (int)len ||
-		    inet_pton(AF_INET, ip, &r->ranks[g].ip_be) != 1 || !port || port > 65535 ||
-		    !nic_ip_unicast(r->ranks[g].ip_be)) {
+		if (take_ipv4(&c, &r->ranks[g].ip_be) || take(&c, ":") ||
+		    take_dec(&c, 65535, &port) || *c || !port || !nic_ip_unicast(r->ranks[g].ip_be)) {
 			errf(err, cap,
 			     "ranks: entry %u: '%s' is not a host's IPv4 address and port", g, tmp);
 			return -1;
@@ -516,7 +581,7 @@ static int short_list(const char *v, size_t vlen, struct nic_ctl_reg *r, char *e
 		size_t len = (size_t)((comma ? comma : end) - p);
 		struct nic_ctl_short *s = &r->shorts[r->n_shorts];
 		char tmp[40];
-		int used = -1;
+		const char *q = tmp;
 
 		if (r->n_shorts == NIC_CTL_MAX_SHORTS) {
 			errf(err, cap, "short: more than %u entries", NIC_CTL_MAX_SHORTS);
@@ -529,9 +594,8 @@ static int short_list(const char *v, size_t vlen, struct nic_ctl_reg *r, char *e
 		}
 		memcpy(tmp, p, len);
 		tmp[len] = '\0';
-		if (sscanf(tmp, "%" SCNu32 ":%" SCNu32 ":%" SCNu32 "%n", &s->ep, &s->chunk,
-			   &s->bytes, &used) != 3 ||
-		    used != (int)len || tmp[0] < '0' || tmp[0] > '9') {
+		if (take_u32(&q, &s->ep) || take(&q, ":") || take_u32(&q, &s->chunk) ||
+		    take(&q, ":") || take_u32(&q, &s->bytes) || *q) {
 			errf(err, cap, "short: entry %u: '%s' is not ENDPOINT:CHUNK:BYTES",
 			     r->n_shorts, tmp);
 			return -1;
@@ -574,7 +638,7 @@ static int async_list(const char *v, size_t vlen, struct nic_ctl_reg *r, char *e
 		size_t len = (size_t)((comma ? comma : end) - p);
 		struct nic_ctl_async *a = &r->asyncs[r->n_asyncs];
 		char tmp[48];
-		int used = -1;
+		const char *q = tmp;
 
 		if (r->n_asyncs == NIC_CTL_MAX_ASYNC) {
 			errf(err, cap, "async: more than %u entries", NIC_CTL_MAX_ASYNC);
@@ -588,9 +652,9 @@ static int async_list(const char *v, size_t vlen, struct nic_ctl_reg *r, char *e
 		}
 		memcpy(tmp, p, len);
 		tmp[len] = '\0';
-		if (sscanf(tmp, "%" SCNu32 ":%" SCNu32 "+%" SCNu32 ":%" SCNu32 "%n", &a->ep,
-			   &a->chunk, &a->count, &a->root, &used) != 4 ||
-		    used != (int)len || !strchr("0123456789", tmp[0]) || strchr(tmp, '-')) {
+		if (take_u32(&q, &a->ep) || take(&q, ":") || take_u32(&q, &a->chunk) ||
+		    take(&q, "+") || take_u32(&q, &a->count) || take(&q, ":") ||
+		    take_u32(&q, &a->root) || *q) {
 			errf(err, cap, "async: entry %u: '%s' is not ENDPOINT:CHUNK+COUNT:ROOT",
 			     r->n_asyncs, tmp);
 			return -1;

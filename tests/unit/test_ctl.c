@@ -39,6 +39,16 @@ START_TEST(ctl_ep_line_round_trip_and_refusals)
 		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5 room=18446744073709551615",
 		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5 room=99999999999999999999",
 		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5 rooms=1",
+		/* numbers and MACs only as the formatter writes them: no sign, no
+		 * space, no leading zero, no wrap past 32 bits, lower-case hex */
+		"EP -3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5",
+		"EP +3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5",
+		"EP  3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5",
+		"EP 03 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5",
+		"EP 4294967299 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=5",
+		"EP 3 ip=198.18.4.1 mac=02:00:5B:0a:ff:01 port=9603 weight=5",
+		"EP 3 ip=198.18.4.1 mac=2:00:5b:0a:ff:01 port=9603 weight=5",
+		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=18446744073709551616",
 		"OK endpoints=4 frag=8192 chunk=32768 mtu=9000",
 		""};
 	struct nic_ctl_ep got, e2;
@@ -288,6 +298,19 @@ START_TEST(register_strict)
 		 "short: entry 1: not in (endpoint, chunk) order, or twice"},
 		{"job=1 key=%s n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:1",
 		 "short: entry 0: '0:1' is not"},
+		/* a number past 32 bits is refused, not wrapped to a chunk that exists */
+		{"job=1 key=%s n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:4294967297:8",
+		 "short: entry 0: '0:4294967297:8' is not"},
+		{"job=1 key=%s n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 short=0:+1:8",
+		 "short: entry 0: '0:+1:8' is not"},
+		{"job=1 key=%s n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700 async=4294967296:0+1:0",
+		 "async: entry 0: '4294967296:0+1:0' is not"},
+		{"job=1 key=%s n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:-9700",
+		 "ranks: entry 1: '198.18.0.11:-9700' is not"},
+		{"job=1 key=%s n=2 dtype=fp32 chunks=2,1,1 ranks=198.18.0.10:9700,198.18.0.11:75236",
+		 "ranks: entry 1: '198.18.0.11:75236' is not"},
+		{"job=01 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
+		 "job: '01' is not a number"},
 		{"job=1 job=2 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
 		 "job: given twice"},
 		{"job=0 key=%s n=2 dtype=fp32 chunks=1,1,1 ranks=198.18.0.10:9700,198.18.0.11:9700",
@@ -369,7 +392,10 @@ START_TEST(ok_lines_round_trip)
 		"OK endpoints=4 frag=8192 chunk=32768 mtu=9000 txref=4097",
 		"OK endpoints=4 frag=8192 chunk=32768 mtu=9000 txref=",
 		"OK endpoints=4 frag=8192 chunk=32768 mtu=9000 txref=48 x",
-		"OK endpoints=4 frag=8192 chunk=32768 mtu=9000 tx=48"};
+		"OK endpoints=4 frag=8192 chunk=32768 mtu=9000 tx=48",
+		"OK endpoints=4 frag=8192 chunk=32768 mtu=-1",
+		"OK endpoints=4294967300 frag=8192 chunk=32768 mtu=9000",
+		"OK endpoints=4 frag=8192 chunk=32768 mtu=09000"};
 	struct nic_ctl_geometry g2, g3;
 	struct nic_ctl_reg_ok ok2;
 	unsigned i;
@@ -399,6 +425,9 @@ START_TEST(ok_lines_round_trip)
 	ck_assert(ok2.job == ok.job && ok2.bytes == ok.bytes && ok2.frag == ok.frag &&
 		  ok2.chunk == ok.chunk);
 	ck_assert_int_eq(nic_ctl_parse_reg_ok("OK job=7 bytes=5", &ok2), -1);
+	ck_assert_int_eq(nic_ctl_parse_reg_ok("OK job=4294967303 bytes=5 frag=1024 chunk=4096", &ok2),
+			 -1);
+	ck_assert_int_eq(nic_ctl_parse_reg_ok("OK job=7 bytes= 5 frag=1024 chunk=4096", &ok2), -1);
 }
 END_TEST
 
