@@ -420,65 +420,6 @@ static int find_job(const struct box_ctl *c, uint32_t id)
 /* ---- requests ------------------------------------------------------------ */
 
 /* key=value fields of a request line. */
-struct kv {
-	unsigned n;
-	char *k[16], *v[16];
-};
-
-static const char *split(char *line, struct kv *kv)
-{
-	char *save = NULL, *t;
-
-	kv->n = 0;
-	for (t = strtok_r(line, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
-		char *eq = strchr(t, '=');
-
-		if (!eq)
-			return t;
-		if (kv->n == 16)
-			return "too many fields";
-		*eq = '\0';
-		kv->k[kv->n] = t;
-		kv->v[kv->n++] = eq + 1;
-	}
-	return NULL;
-}
-
-static const char *get(const struct kv *kv, const char *k)
-{
-	unsigned i;
-
-	for (i = 0; i < kv->n; i++)
-		if (strcmp(kv->k[i], k) == 0)
-			return kv->v[i];
-	return NULL;
-}
-
-/* A number field: 0, or an ERR already sent naming the field. */
-static int num(struct box_ctl *c, int fd, const struct kv *kv, const char *k, uint64_t lo,
-	       uint64_t hi, uint64_t dflt, uint64_t *out)
-{
-	const char *v = get(kv, k);
-	char *end;
-
-	if (!v) {
-		if (dflt != UINT64_MAX) {
-			*out = dflt;
-			return 0;
-		}
-		say(c, fd, "ERR %s: missing", k);
-		return -1;
-	}
-	errno = 0;
-	*out = strtoull(v, &end, 0);
-	if (errno || end == v || *end || *v == '-' || *out < lo || *out > hi) {
-		say(c, fd, "ERR %s: '%.40s' is not a number from %" PRIu64 " to %" PRIu64, k, v, lo,
-		    hi);
-		return -1;
-	}
-	return 0;
-}
-
 static void human(uint64_t b, char *out, size_t len)
 {
 	if (b >= (1ull << 30))
@@ -988,14 +929,45 @@ static const char *auth_arg(const char *line)
 	return *a && strspn(a, "0123456789abcdefABCDEF") == strlen(a) ? a : NULL;
 }
 
+/* UNREGISTER job=ID proof=P: the job's key proved on this connection. */
+static void do_unregister(struct box_ctl *c, int slot, const char *args)
+{
+	int fd = c->conn[slot].fd, idx;
+	char proof[65], why[160];
+	uint32_t id;
+
+	if (nic_ctl_parse_unregister(args, &id, proof, why, sizeof(why))) {
+		say(c, fd, "ERR %s", why);
+		return;
+	}
+	box_ctl_lock(c);
+	idx = find_job(c, id);
+	if (idx < 0) {
+		say(c, fd, "ERR job %" PRIu32 ": not registered", id);
+	} else {
+		char want[65];
+
+		nic_ctl_unreg_proof(&c->conn[slot].sess, id, c->job[idx]->key, want);
+		if (sodium_memcmp(proof, want, 64)) {
+			say(c, fd,
+			    "ERR job %" PRIu32 ": proof wrong (HMAC of the job's key on this "
+			    "connection)",
+			    id);
+		} else {
+			job_remove(c, (unsigned)idx);
+			printf("pboxd: job %" PRIu32 " unregistered\n", id);
+			say(c, fd, "OK");
+		}
+	}
+	box_ctl_unlock(c);
+}
+
 static void do_request(struct box_ctl *c, int slot, char *line)
 {
 	int fd = c->conn[slot].fd;
 	const char *strict = auth_arg(line); /* before strtok_r() cuts the line */
 	char *save = NULL, *verb = strtok_r(line, " \t", &save);
 	char *rest = strtok_r(NULL, "", &save);
-	struct kv kv;
-	const char *bad;
 	unsigned i;
 
 	if (c->conn[slot].bye)
@@ -1023,9 +995,12 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 		box_ctl_unlock(c);
 		return;
 	}
-	bad = split(rest ? rest : (char[]){""}, &kv);
-	if (bad) {
-		say(c, fd, "ERR '%.40s': expected key=value", bad);
+	if (strcmp(verb, "UNREGISTER") == 0) {
+		do_unregister(c, slot, rest ? rest : "");
+		return;
+	}
+	if (rest && rest[strspn(rest, " \t")]) { /* the requests left take no fields */
+		say(c, fd, "ERR %.20s takes no fields ('%.40s')", verb, rest);
 		return;
 	}
 	if (strcmp(verb, "ENDPOINTS") == 0) {
@@ -1042,32 +1017,6 @@ static void do_request(struct box_ctl *c, int slot, char *line)
 		box_ctl_unlock(c);
 		if (nic_ctl_format_geometry(ok, sizeof(ok), &geo) > 0)
 			say(c, fd, "%s", ok);
-	} else if (strcmp(verb, "UNREGISTER") == 0) {
-		const char *proof = get(&kv, "proof");
-		char want[65];
-		uint64_t id;
-		int idx;
-
-		if (num(c, fd, &kv, "job", 0, UINT32_MAX, UINT64_MAX, &id))
-			return;
-		box_ctl_lock(c);
-		idx = find_job(c, (uint32_t)id);
-		if (idx >= 0)
-			nic_ctl_unreg_proof(&c->conn[slot].sess, (uint32_t)id, c->job[idx]->key,
-					    want);
-		if (idx < 0)
-			say(c, fd, "ERR job %" PRIu64 ": not registered", id);
-		else if (!proof || strlen(proof) != 64 || sodium_memcmp(proof, want, 64))
-			say(c, fd,
-			    "ERR job %" PRIu64 ": proof missing or wrong (HMAC of the job's key "
-			    "on this connection)",
-			    id);
-		else {
-			job_remove(c, (unsigned)idx);
-			printf("pboxd: job %" PRIu64 " unregistered\n", id);
-			say(c, fd, "OK");
-		}
-		box_ctl_unlock(c);
 	} else if (strcmp(verb, "LIST") == 0) {
 		box_ctl_lock(c);
 		for (i = 0; i < c->n_jobs; i++) {

@@ -25,6 +25,16 @@
 #include <time.h>
 #include <unistd.h>
 
+static void errf(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void errf(char *err, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, cap, fmt, ap);
+	va_end(ap);
+}
+
 /* ---- endpoint and OK lines ------------------------------------------------- */
 
 /*
@@ -206,6 +216,25 @@ int nic_ctl_format_unregister(char *buf, size_t cap, const struct nic_ctl_sessio
 
 	nic_ctl_unreg_proof(s, job, key, proof);
 	return fits(snprintf(buf, cap, "UNREGISTER job=%u proof=%s", job, proof), cap);
+}
+
+int nic_ctl_parse_unregister(const char *args, uint32_t *job, char proof[65], char *err, size_t cap)
+{
+	const char *p = args;
+	uint64_t id;
+	size_t n;
+
+	if (take(&p, "job=") || take_dec(&p, UINT32_MAX, &id) || !id || take(&p, " proof=") ||
+	    (n = strspn(p, "0123456789abcdef")) != 64 || p[n]) {
+		errf(err, cap,
+		     "UNREGISTER: '%.60s' is not job=ID (1 to %u) proof=P (64 hex digits)", args,
+		     UINT32_MAX);
+		return -1;
+	}
+	*job = (uint32_t)id;
+	memcpy(proof, p, 64);
+	proof[64] = '\0';
+	return 0;
 }
 
 /* ---- keys and the handshake -------------------------------------------------- */
@@ -444,16 +473,6 @@ int nic_ctl_format_register(char *buf, size_t cap, const struct nic_ctl_session 
 	return (int)off;
 }
 
-static void errf(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t cap, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, cap, fmt, ap);
-	va_end(ap);
-}
-
 /* A decimal number in [lo, hi] from @v (the whole of it), or -1 with @err. */
 static int number(const char *k, const char *v, size_t vlen, uint64_t lo, uint64_t hi, bool pow2,
 		  uint64_t *out, char *err, size_t cap)
@@ -543,7 +562,8 @@ static int rank_list(const char *v, size_t vlen, struct nic_ctl_reg *r, char *er
 		memcpy(tmp, p, len);
 		tmp[len] = '\0';
 		if (take_ipv4(&c, &r->ranks[g].ip_be) || take(&c, ":") ||
-		    take_dec(&c, 65535, &port) || *c || !port || !nic_ip_unicast(r->ranks[g].ip_be)) {
+		    take_dec(&c, 65535, &port) || *c || !port ||
+		    !nic_ip_unicast(r->ranks[g].ip_be)) {
 			errf(err, cap,
 			     "ranks: entry %u: '%s' is not a host's IPv4 address and port", g, tmp);
 			return -1;

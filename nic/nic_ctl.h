@@ -191,6 +191,10 @@ int nic_ctl_parse_reg_ok(const char *line, struct nic_ctl_reg_ok *ok);
  * key is @key; its length or -1. */
 int nic_ctl_format_unregister(char *buf, size_t cap, const struct nic_ctl_session *s, uint32_t job,
 			      const uint8_t *key);
+/* The fields after "UNREGISTER ", exactly as formatted: the job and its
+ * proof (64 hex digits and a NUL into @proof): 0, or -1 with @err. */
+int nic_ctl_parse_unregister(const char *args, uint32_t *job, char proof[65], char *err,
+			     size_t cap);
 
 /* ---- the client: blocking, every wait bounded by a CLOCK_MONOTONIC deadline */
 

@@ -92,10 +92,10 @@ static void box_ep(const char *line)
 
 	if (nic_ctl_parse_ep(line, &a))
 		return;
-	if (nic_ctl_format_ep(out, sizeof(out), &a) < 0 || strcmp(out, line) || nic_ctl_parse_ep(out, &b) ||
-	    a.idx != b.idx || a.addr.ip_be != b.addr.ip_be || a.addr.port != b.addr.port ||
-	    memcmp(a.addr.mac, b.addr.mac, 6) || a.weight_kbps != b.weight_kbps ||
-	    a.room != b.room)
+	if (nic_ctl_format_ep(out, sizeof(out), &a) < 0 || strcmp(out, line) ||
+	    nic_ctl_parse_ep(out, &b) || a.idx != b.idx || a.addr.ip_be != b.addr.ip_be ||
+	    a.addr.port != b.addr.port || memcmp(a.addr.mac, b.addr.mac, 6) ||
+	    a.weight_kbps != b.weight_kbps || a.room != b.room)
 		abort();
 }
 
@@ -107,9 +107,8 @@ static void box_geometry(const char *line)
 	if (nic_ctl_parse_geometry(line, &a))
 		return;
 	if (nic_ctl_format_geometry(out, sizeof(out), &a) < 0 || strcmp(out, line) ||
-	    nic_ctl_parse_geometry(out, &b) ||
-	    a.n_eps != b.n_eps || a.frag != b.frag || a.chunk != b.chunk || a.mtu != b.mtu ||
-	    a.txref != b.txref)
+	    nic_ctl_parse_geometry(out, &b) || a.n_eps != b.n_eps || a.frag != b.frag ||
+	    a.chunk != b.chunk || a.mtu != b.mtu || a.txref != b.txref)
 		abort();
 }
 
@@ -121,8 +120,8 @@ static void box_reg_ok(const char *line)
 	if (nic_ctl_parse_reg_ok(line, &a))
 		return;
 	if (nic_ctl_format_reg_ok(out, sizeof(out), &a) < 0 || strcmp(out, line) ||
-	    nic_ctl_parse_reg_ok(out, &b) ||
-	    a.job != b.job || a.bytes != b.bytes || a.frag != b.frag || a.chunk != b.chunk)
+	    nic_ctl_parse_reg_ok(out, &b) || a.job != b.job || a.bytes != b.bytes ||
+	    a.frag != b.frag || a.chunk != b.chunk)
 		abort();
 }
 
@@ -145,7 +144,8 @@ static bool reg_same(const struct nic_ctl_reg *a, const struct nic_ctl_reg *b)
 	       a->stale == b->stale &&
 	       !memcmp(a->chunks, b->chunks, a->n_eps * sizeof(a->chunks[0])) &&
 	       !memcmp(a->shorts, b->shorts, a->n_shorts * sizeof(a->shorts[0])) &&
-	       !memcmp(a->asyncs, b->asyncs, a->n_asyncs * sizeof(a->asyncs[0])) && ranks_same(a, b);
+	       !memcmp(a->asyncs, b->asyncs, a->n_asyncs * sizeof(a->asyncs[0])) &&
+	       ranks_same(a, b);
 }
 
 static void box_register(const char *args, bool grow)
@@ -159,11 +159,24 @@ static void box_register(const char *args, bool grow)
 	if (nic_ctl_parse_register(args, &fuzz_ctl_limits, &session, &a, err, sizeof(err)))
 		return;
 	if (nic_ctl_format_register(out, sizeof(out), &session, &a) < 0 ||
-	    !(sp = strchr(out, ' ')) || strncmp(out, grow ? "GROW " : "REGISTER ", (size_t)(sp - out) + 1))
+	    !(sp = strchr(out, ' ')) ||
+	    strncmp(out, grow ? "GROW " : "REGISTER ", (size_t)(sp - out) + 1))
 		abort();
 	b.grow = grow;
 	if (nic_ctl_parse_register(sp + 1, &fuzz_ctl_limits, &session, &b, err, sizeof(err)) ||
 	    !reg_same(&a, &b))
+		abort();
+}
+
+static void box_unregister(const char *args)
+{
+	char proof[65], err[160], out[128];
+	uint32_t job;
+
+	if (nic_ctl_parse_unregister(args, &job, proof, err, sizeof(err)))
+		return;
+	snprintf(out, sizeof(out), "job=%u proof=%s", job, proof);
+	if (strcmp(out, args))
 		abort();
 }
 
@@ -175,12 +188,13 @@ static void config(const struct cfg_schema *sc, const char *text)
 	void *a = calloc(1, sc->size), *b = calloc(1, sc->size);
 	char *printed = NULL;
 	size_t len = 0;
-	FILE *mem;
 
 	if (!a || !b)
 		abort();
 	if (cfg_load_text(sc, "fuzz.ini", text, NULL, a, &errs) == 0) {
-		if (!(mem = open_memstream(&printed, &len)))
+		FILE *mem = open_memstream(&printed, &len);
+
+		if (!mem)
 			abort();
 		cfg_print(sc, a, mem);
 		if (fclose(mem))
@@ -190,7 +204,8 @@ static void config(const struct cfg_schema *sc, const char *text)
 			abort();
 		}
 		if (memcmp(a, b, sc->size)) {
-			fprintf(stderr, "printed text loads to another configuration:\n%s", printed);
+			fprintf(stderr, "printed text loads to another configuration:\n%s",
+				printed);
 			abort();
 		}
 		free(printed);
@@ -232,6 +247,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case FZ_BOX_REGISTER:
 	case FZ_BOX_GROW:
 		box_register(text, target == FZ_BOX_GROW);
+		break;
+	case FZ_BOX_UNREGISTER:
+		box_unregister(text);
 		break;
 	case FZ_CFG_WORKER:
 		config(&wrk_cfg_schema, text);

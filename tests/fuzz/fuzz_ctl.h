@@ -13,15 +13,16 @@
 #include "nic_ctl.h"
 
 enum fuzz_ctl_target {
-	FZ_RANK_LINE,	/* rp_parse: a line ranks say to each other */
-	FZ_RANK_LIST,	/* rp_ranks_parse: ERR's gone= */
-	FZ_BOX_EP,	/* nic_ctl_parse_ep */
-	FZ_BOX_GEOMETRY, /* nic_ctl_parse_geometry */
-	FZ_BOX_REG_OK,	/* nic_ctl_parse_reg_ok */
-	FZ_BOX_REGISTER, /* nic_ctl_parse_register, after "REGISTER " */
-	FZ_BOX_GROW,	/* the same, after "GROW " */
-	FZ_CFG_WORKER,	/* a worker's INI file */
-	FZ_CFG_BOX,	/* a box's INI file */
+	FZ_RANK_LINE,	   /* rp_parse: a line ranks say to each other */
+	FZ_RANK_LIST,	   /* rp_ranks_parse: ERR's gone= */
+	FZ_BOX_EP,	   /* nic_ctl_parse_ep */
+	FZ_BOX_GEOMETRY,   /* nic_ctl_parse_geometry */
+	FZ_BOX_REG_OK,	   /* nic_ctl_parse_reg_ok */
+	FZ_BOX_REGISTER,   /* nic_ctl_parse_register, after "REGISTER " */
+	FZ_BOX_GROW,	   /* the same, after "GROW " */
+	FZ_BOX_UNREGISTER, /* nic_ctl_parse_unregister */
+	FZ_CFG_WORKER,	   /* a worker's INI file */
+	FZ_CFG_BOX,	   /* a box's INI file */
 	FZ_TARGETS
 };
 

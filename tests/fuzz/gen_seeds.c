@@ -127,11 +127,13 @@ static int box_seeds(const struct nic_ctl_session *s)
 {
 	static struct nic_ctl_reg r;
 	static char line[NIC_CTL_LINE_MAX];
-	struct nic_ctl_ep ep = {.idx = 2,
-				.addr = {.mac = {2, 0, 0, 0, 0, 9}, .ip_be = 0x0112c6u, .port = 9601},
-				.weight_kbps = 25000000,
-				.room = 1u << 30};
-	struct nic_ctl_geometry g = {.n_eps = 4, .frag = 8192, .chunk = 32768, .mtu = 9000, .txref = 512};
+	struct nic_ctl_ep ep = {
+		.idx = 2,
+		.addr = {.mac = {2, 0, 0, 0, 0, 9}, .ip_be = 0x0112c6u, .port = 9601},
+		.weight_kbps = 25000000,
+		.room = 1u << 30};
+	struct nic_ctl_geometry g = {
+		.n_eps = 4, .frag = 8192, .chunk = 32768, .mtu = 9000, .txref = 512};
 	struct nic_ctl_reg_ok ok = {.job = 7, .bytes = 1u << 20, .frag = 8192, .chunk = 32768};
 	char err[256];
 	int n;
@@ -148,6 +150,13 @@ static int box_seeds(const struct nic_ctl_session *s)
 	n = nic_ctl_format_reg_ok(line, sizeof(line), &ok);
 	if (n < 0 || ctl_seed(FZ_BOX_REG_OK, line, (size_t)n))
 		return -1;
+	{
+		uint8_t key[NIC_KEY_LEN] = {0x33};
+
+		n = nic_ctl_format_unregister(line, sizeof(line), s, 7, key);
+		if (n < 11 || ctl_seed(FZ_BOX_UNREGISTER, line + 11, (size_t)n - 11))
+			return -1;
+	}
 
 	/* a registration of four ranks over the four endpoints, and its GROW;
 	 * then one with every optional field */
@@ -173,8 +182,10 @@ static int box_seeds(const struct nic_ctl_session *s)
 			r.comp = 10000;
 			r.in_order = true;
 			r.n_asyncs = 2;
-			r.asyncs[0] = (struct nic_ctl_async){.ep = 0, .chunk = 1, .count = 2, .root = 0};
-			r.asyncs[1] = (struct nic_ctl_async){.ep = 2, .chunk = 0, .count = 1, .root = 3};
+			r.asyncs[0] =
+				(struct nic_ctl_async){.ep = 0, .chunk = 1, .count = 2, .root = 0};
+			r.asyncs[1] =
+				(struct nic_ctl_async){.ep = 2, .chunk = 0, .count = 1, .root = 3};
 			r.stale = 4;
 		}
 		n = nic_ctl_format_register(line, sizeof(line), s, &r);
@@ -230,8 +241,8 @@ static int config_seeds(const char *dir, int depth)
 				sizeof(text) - 1);
 			rc = -1;
 		} else {
-			rc = ctl_seed(strncmp(de->d_name, "box", 3) ? FZ_CFG_WORKER : FZ_CFG_BOX, text,
-				      n);
+			rc = ctl_seed(strncmp(de->d_name, "box", 3) ? FZ_CFG_WORKER : FZ_CFG_BOX,
+				      text, n);
 		}
 		if (f)
 			fclose(f);

@@ -9,8 +9,9 @@
         STATS, a blank line, a line holding a NUL, an AUTH after a tab and
         one with trailing words before the handshake (an ERR each), a PROVE with a wrong key (the box must close the
         connection), a line over 256 bytes before the proof (ERR, closed),
-        then the handshake with the right key and STATS; prints one line per
-        step
+        then the handshake with the right key and STATS, an UNREGISTER with
+        an octal job, one of a job never registered and a LIST with a field
+        (an ERR each); prints one line per step
   ctl-abuse.py idle HOST PORT N SECONDS [KEYFILE]     open N connections
         that say nothing, hold them SECONDS; print "IDLE open=A refused=R
         closed=C evicted=E" (refused: answered ERR at once; closed: by the
@@ -127,6 +128,14 @@ def auth(host, port, keyfile):
     while (_line(s) or "OK").startswith("STAT "):  # the rest of STATS' reply
         pass
     print("ROOMSAFTER " + rooms(s), flush=True)
+    # after the proof: UNREGISTER only as the codec writes it, no fields
+    # where a request takes none
+    s.sendall(b"UNREGISTER job=010 proof=" + b"0" * 64 + b"\n")
+    print("UNREGOCTAL " + (_line(s) or "closed"), flush=True)
+    s.sendall(b"UNREGISTER job=4242 proof=" + b"0" * 64 + b"\n")
+    print("UNREGNONE " + (_line(s) or "closed"), flush=True)
+    s.sendall(b"LIST jobs=all\n")
+    print("LISTARGS " + (_line(s) or "closed"), flush=True)
 
 
 def noread(host, port, n, hold, keyfile):

@@ -69,6 +69,10 @@ check "control plane: STATS refused before the handshake; a blank line, one hold
 		grep -q '^LONG ERR request longer than 256 bytes before the box key is proved closed' '$log/auth.log' &&
 		grep -q '^WRONGKEY refused' '$log/auth.log' && grep -q '^AFTER closed' '$log/auth.log' &&
 		grep -q '^RIGHTKEY taken STAT ' '$log/auth.log'"
+check "control plane, after the proof: UNREGISTER job=010 refused as not a job number, one never registered answered so, a field on LIST refused" \
+	bash -c "grep -q \"^UNREGOCTAL ERR UNREGISTER: 'job=010 \" '$log/auth.log' &&
+		grep -q '^UNREGNONE ERR job 4242: not registered' '$log/auth.log' &&
+		grep -q \"^LISTARGS ERR LIST takes no fields ('jobs=all')\" '$log/auth.log'"
 check "control plane: ENDPOINTS says each endpoint's room (the box's free memory) and its transmit reference size only after the proof" \
 	bash -c "grep -Eq '^ROOMSBEFORE 0/[1-9][0-9]* no-txref' '$log/auth.log' &&
 		grep -Eq '^ROOMSAFTER ([1-9][0-9]*)/\\1 txref' '$log/auth.log'"

@@ -49,8 +49,7 @@ START_TEST(ctl_ep_line_round_trip_and_refusals)
 		"EP 3 ip=198.18.4.1 mac=02:00:5B:0a:ff:01 port=9603 weight=5",
 		"EP 3 ip=198.18.4.1 mac=2:00:5b:0a:ff:01 port=9603 weight=5",
 		"EP 3 ip=198.18.4.1 mac=02:00:5b:0a:ff:01 port=9603 weight=18446744073709551616",
-		"OK endpoints=4 frag=8192 chunk=32768 mtu=9000",
-		""};
+		"OK endpoints=4 frag=8192 chunk=32768 mtu=9000", ""};
 	struct nic_ctl_ep got, e2;
 	char line[128];
 	unsigned i;
@@ -425,8 +424,8 @@ START_TEST(ok_lines_round_trip)
 	ck_assert(ok2.job == ok.job && ok2.bytes == ok.bytes && ok2.frag == ok.frag &&
 		  ok2.chunk == ok.chunk);
 	ck_assert_int_eq(nic_ctl_parse_reg_ok("OK job=7 bytes=5", &ok2), -1);
-	ck_assert_int_eq(nic_ctl_parse_reg_ok("OK job=4294967303 bytes=5 frag=1024 chunk=4096", &ok2),
-			 -1);
+	ck_assert_int_eq(
+		nic_ctl_parse_reg_ok("OK job=4294967303 bytes=5 frag=1024 chunk=4096", &ok2), -1);
 	ck_assert_int_eq(nic_ctl_parse_reg_ok("OK job=7 bytes= 5 frag=1024 chunk=4096", &ok2), -1);
 }
 END_TEST
@@ -459,6 +458,39 @@ START_TEST(handshake_and_proofs)
 	ck_assert_int_gt(nic_ctl_format_unregister(line, sizeof(line), &a, 7, jkey), 0);
 	ck_assert(strncmp(line, "UNREGISTER job=7 proof=", 23) == 0);
 	ck_assert_str_eq(line + 23, p1);
+	/* and what the box takes of it: exactly that, job and proof */
+	{
+		static const char *const bad[][2] = {/* before and after the proof */
+						     {"job=7", NULL},
+						     {"proof=", " job=7"},
+						     {"job=0 proof=", ""},
+						     {"job=07 proof=", ""},
+						     {"job=0x7 proof=", ""},
+						     {"job=+7 proof=", ""},
+						     {"job=4294967303 proof=", ""},
+						     {"job=7 proof=", " extra=1"},
+						     {"job=7  proof=", ""},
+						     {"job=7 proof=", "a"}};
+		char got[65], err[160], req[200];
+		uint32_t job = 0;
+
+		ck_assert_int_eq(nic_ctl_parse_unregister(line + 11, &job, got, err, sizeof(err)),
+				 0);
+		ck_assert_uint_eq(job, 7);
+		ck_assert_str_eq(got, p1);
+		for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+			snprintf(req, sizeof(req), "%s%s%s", bad[k][0], bad[k][1] ? p1 : "",
+				 bad[k][1] ? bad[k][1] : "");
+			ck_assert_msg(nic_ctl_parse_unregister(req, &job, got, err, sizeof(err)) ==
+					      -1,
+				      "taken: %s", req);
+			ck_assert_msg(strstr(err, "is not job=ID (1 to 4294967295) proof=P"), "%s",
+				      err);
+		}
+		p1[10] = 'G'; /* hex, lower case, as the proof is written */
+		snprintf(req, sizeof(req), "job=7 proof=%s", p1);
+		ck_assert_int_eq(nic_ctl_parse_unregister(req, &job, got, err, sizeof(err)), -1);
+	}
 }
 END_TEST
 
