@@ -105,22 +105,20 @@ static uint16_t free_port(uint32_t ip_be)
 	return 0;
 }
 
+/* @n bytes as 2n hex digits and a NUL into @out; and back: exactly 2n hex
+ * digits, the whole of the word @s. */
 static void hex(const uint8_t *b, size_t n, char *out)
 {
-	for (size_t i = 0; i < n; i++)
-		snprintf(out + 2 * i, 3, "%02x", b[i]);
+	sodium_bin2hex(out, 2 * n + 1, b, n);
 }
 
 static int unhex(const char *s, uint8_t *b, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		unsigned v;
+	size_t got = 0;
 
-		if (sscanf(s + 2 * i, "%2x", &v) != 1)
-			return -1;
-		b[i] = (uint8_t)v;
-	}
-	return s[2 * n] == '\0' || s[2 * n] == ' ' ? 0 : -1;
+	return strlen(s) == 2 * n && !sodium_hex2bin(b, n, s, 2 * n, NULL, &got, NULL) && got == n
+		       ? 0
+		       : -1;
 }
 
 /* This rank's endpoint: [data] address and port, or found. */
