@@ -372,7 +372,7 @@ FUZZ_CC      ?= clang
 FUZZ_WIRE_SRCS := nic/nic_wire.c nic/nic_nh.c nic/nic_nh_avx2.c nic/nic_nh_avx512.c
 $(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c $(FUZZ_WIRE_SRCS) nic/nic_wire.h nic/nic_nh.h
 	@mkdir -p $(@D)
-	$(Q)$(call say,FUZZ_CC,$@)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	$(Q)$(call say,FUZZ_CC,$@)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 		$(INCLUDES) tests/fuzz/fuzz_wire.c $(FUZZ_WIRE_SRCS) -o $@ $(SODIUM_LIBS)
 
 # The text parsers likewise: the ranks' lines, the box's control lines and
@@ -381,7 +381,7 @@ FUZZ_CTL_SRCS := worker/rank_proto.c nic/nic_ctl.c config/cfg.c config/cfg_box.c
 $(BUILD)/fuzz/fuzz_ctl: tests/fuzz/fuzz_ctl.c tests/fuzz/fuzz_ctl.h $(FUZZ_CTL_SRCS) $(FUZZ_WIRE_SRCS) \
                         worker/rank_proto.h nic/nic_ctl.h config/cfg.h config/cfg_box.h config/cfg_worker.h
 	@mkdir -p $(@D)
-	$(Q)$(call say,FUZZ_CC,$@)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	$(Q)$(call say,FUZZ_CC,$@)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 		$(INCLUDES) tests/fuzz/fuzz_ctl.c $(FUZZ_CTL_SRCS) $(FUZZ_WIRE_SRCS) -o $@ $(INIH_LIBS) $(SODIUM_LIBS)
 
 $(BUILD)/fuzz/gen_seeds: tests/fuzz/gen_seeds.c tests/fuzz/fuzz_ctl.h worker/rank_proto.c $(BUILD)/lib/libpboxcore.a
