@@ -884,7 +884,7 @@ static void do_auth(struct box_ctl *c, int slot, const char *verb, const char *a
 		return;
 	}
 	if (verb[0] == 'A') {
-		char nb[2 * NIC_CTL_NONCE_LEN + 1], pr[65];
+		char ok[160];
 
 		if (!arg || strlen(arg) != 2 * NIC_CTL_NONCE_LEN ||
 		    sodium_hex2bin(s->nc, sizeof(s->nc), arg, strlen(arg), NULL, &got, NULL) ||
@@ -895,9 +895,8 @@ static void do_auth(struct box_ctl *c, int slot, const char *verb, const char *a
 		}
 		randombytes_buf(s->nb, sizeof(s->nb));
 		nic_ctl_session_derive(s, c->key);
-		sodium_bin2hex(nb, sizeof(nb), s->nb, sizeof(s->nb));
-		sodium_bin2hex(pr, sizeof(pr), s->box_proof, sizeof(s->box_proof));
-		say(c, cn->fd, "OK nonce=%s proof=%s", nb, pr);
+		if (nic_ctl_format_auth_ok(ok, sizeof(ok), s) > 0)
+			say(c, cn->fd, "%s", ok);
 		return;
 	}
 	if (!sodium_is_zero(s->nb, sizeof(s->nb)) && arg && strlen(arg) == 64 &&

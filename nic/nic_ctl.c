@@ -118,6 +118,18 @@ static int take_mac(const char **p, uint8_t mac[6])
 	return 0;
 }
 
+/* Exactly 2 @n lower-case hex digits, @n bytes into @b. */
+static int take_hex(const char **p, uint8_t *b, size_t n)
+{
+	size_t got = 0;
+
+	if (strspn(*p, "0123456789abcdef") != 2 * n ||
+	    sodium_hex2bin(b, n, *p, 2 * n, NULL, &got, NULL) || got != n)
+		return -1;
+	*p += 2 * n;
+	return 0;
+}
+
 int nic_ctl_format_ep(char *buf, size_t cap, const struct nic_ctl_ep *e)
 {
 	char ip[INET_ADDRSTRLEN];
@@ -313,6 +325,25 @@ void nic_ctl_session_derive(struct nic_ctl_session *s, const uint8_t box_key[NIC
 	hmac(s->client_proof, box_key, "pbox client proof", s->nc, s->nb, NIC_CTL_NONCE_LEN, NULL,
 	     0);
 	hmac(s->ks, box_key, "pbox session", s->nc, s->nb, NIC_CTL_NONCE_LEN, NULL, 0);
+}
+
+int nic_ctl_format_auth_ok(char *buf, size_t cap, const struct nic_ctl_session *s)
+{
+	char nb[2 * NIC_CTL_NONCE_LEN + 1], pr[2 * sizeof(s->box_proof) + 1];
+
+	sodium_bin2hex(nb, sizeof(nb), s->nb, sizeof(s->nb));
+	sodium_bin2hex(pr, sizeof(pr), s->box_proof, sizeof(s->box_proof));
+	return fits(snprintf(buf, cap, "OK nonce=%s proof=%s", nb, pr), cap);
+}
+
+int nic_ctl_parse_auth_ok(const char *line, uint8_t nb[NIC_CTL_NONCE_LEN], uint8_t proof[32])
+{
+	const char *p = line;
+
+	return take(&p, "OK nonce=") || take_hex(&p, nb, NIC_CTL_NONCE_LEN) ||
+			       take(&p, " proof=") || take_hex(&p, proof, 32) || *p
+		       ? -1
+		       : 0;
 }
 
 /* The pad and the tag of a key wrapped for @job with @nonce. */
@@ -1012,9 +1043,8 @@ int nic_ctl_recv_line(int fd, char *out, size_t cap, uint64_t deadline)
 int nic_ctl_auth(int fd, const uint8_t box_key[NIC_KEY_LEN], struct nic_ctl_session *s,
 		 uint64_t deadline, char *err, size_t cap)
 {
-	char line[256], nc[2 * NIC_CTL_NONCE_LEN + 1], nb[2 * NIC_CTL_NONCE_LEN + 1], pr[65];
+	char line[256], nc[2 * NIC_CTL_NONCE_LEN + 1], pr[65];
 	uint8_t proof[32];
-	size_t got;
 	int r;
 
 	memset(s, 0, sizeof(*s));
@@ -1034,10 +1064,7 @@ int nic_ctl_auth(int fd, const uint8_t box_key[NIC_KEY_LEN], struct nic_ctl_sess
 		errf(err, cap, "AUTH: the box says: %s", line + 4);
 		return -1;
 	}
-	if (sscanf(line, "OK nonce=%32[0-9a-f] proof=%64[0-9a-f]", nb, pr) != 2 ||
-	    strlen(nb) != 2 * NIC_CTL_NONCE_LEN || strlen(pr) != 64 ||
-	    sodium_hex2bin(s->nb, sizeof(s->nb), nb, strlen(nb), NULL, &got, NULL) ||
-	    sodium_hex2bin(proof, sizeof(proof), pr, 64, NULL, &got, NULL)) {
+	if (nic_ctl_parse_auth_ok(line, s->nb, proof)) {
 		errf(err, cap, "AUTH: unexpected reply '%.80s'", line);
 		return -1;
 	}
@@ -1053,7 +1080,7 @@ int nic_ctl_auth(int fd, const uint8_t box_key[NIC_KEY_LEN], struct nic_ctl_sess
 		return -1;
 	}
 	r = nic_ctl_recv_line(fd, line, sizeof(line), deadline);
-	if (r != 1 || strncmp(line, "OK", 2) != 0) {
+	if (r != 1 || strcmp(line, "OK") != 0) {
 		errf(err, cap, "PROVE: %s",
 		     r == 0  ? "no answer in time"
 		     : r < 0 ? "connection closed"

@@ -98,6 +98,12 @@ int nic_ctl_unwrap_key(const struct nic_ctl_session *s, uint32_t job, const char
 void nic_ctl_unreg_proof(const struct nic_ctl_session *s, uint32_t job, const uint8_t *key,
 			 char *hex);
 
+/* AUTH's reply, "OK nonce=<@s's box nonce> proof=<its box proof>", into
+ * @buf: its length, or -1 when it does not fit; and back, into @nb and
+ * @proof: 0, or -1 unless the line is exactly that (lower-case hex). */
+int nic_ctl_format_auth_ok(char *buf, size_t cap, const struct nic_ctl_session *s);
+int nic_ctl_parse_auth_ok(const char *line, uint8_t nb[NIC_CTL_NONCE_LEN], uint8_t proof[32]);
+
 /*
  * One endpoint line. A connection that has proved the box key also hears
  * room=B on each: the bytes of job state the box would still take on the

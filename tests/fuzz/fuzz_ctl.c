@@ -180,6 +180,17 @@ static void box_unregister(const char *args)
 		abort();
 }
 
+static void box_auth_ok(const char *line)
+{
+	struct nic_ctl_session s = {0};
+	char out[160];
+
+	if (nic_ctl_parse_auth_ok(line, s.nb, s.box_proof))
+		return;
+	if (nic_ctl_format_auth_ok(out, sizeof(out), &s) < 0 || strcmp(out, line))
+		abort();
+}
+
 /* A configuration file: what loads prints as text that loads to the same
  * configuration (cfg.h), byte for byte. */
 static void config(const struct cfg_schema *sc, const char *text)
@@ -250,6 +261,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case FZ_BOX_UNREGISTER:
 		box_unregister(text);
+		break;
+	case FZ_BOX_AUTH_OK:
+		box_auth_ok(text);
 		break;
 	case FZ_CFG_WORKER:
 		config(&wrk_cfg_schema, text);

@@ -21,6 +21,7 @@ enum fuzz_ctl_target {
 	FZ_BOX_REGISTER,   /* nic_ctl_parse_register, after "REGISTER " */
 	FZ_BOX_GROW,	   /* the same, after "GROW " */
 	FZ_BOX_UNREGISTER, /* nic_ctl_parse_unregister */
+	FZ_BOX_AUTH_OK,	   /* nic_ctl_parse_auth_ok */
 	FZ_CFG_WORKER,	   /* a worker's INI file */
 	FZ_CFG_BOX,	   /* a box's INI file */
 	FZ_TARGETS

@@ -147,6 +147,9 @@ static int box_seeds(const struct nic_ctl_session *s)
 	n = nic_ctl_format_geometry(line, sizeof(line), &g);
 	if (n < 0 || ctl_seed(FZ_BOX_GEOMETRY, line, (size_t)n))
 		return -1;
+	n = nic_ctl_format_auth_ok(line, sizeof(line), s);
+	if (n < 0 || ctl_seed(FZ_BOX_AUTH_OK, line, (size_t)n))
+		return -1;
 	n = nic_ctl_format_reg_ok(line, sizeof(line), &ok);
 	if (n < 0 || ctl_seed(FZ_BOX_REG_OK, line, (size_t)n))
 		return -1;

@@ -491,6 +491,27 @@ START_TEST(handshake_and_proofs)
 		snprintf(req, sizeof(req), "job=7 proof=%s", p1);
 		ck_assert_int_eq(nic_ctl_parse_unregister(req, &job, got, err, sizeof(err)), -1);
 	}
+	/* AUTH's reply: the box's nonce and proof, exactly as written */
+	{
+		char ok[160], bad[200];
+		uint8_t nb[NIC_CTL_NONCE_LEN], proof[32];
+
+		ck_assert_int_eq(nic_ctl_format_auth_ok(ok, sizeof(ok), &a), 112);
+		ck_assert(strncmp(ok, "OK nonce=", 9) == 0 && strstr(ok, " proof="));
+		ck_assert_int_eq(nic_ctl_parse_auth_ok(ok, nb, proof), 0);
+		ck_assert_mem_eq(nb, a.nb, sizeof(nb));
+		ck_assert_mem_eq(proof, a.box_proof, sizeof(proof));
+		ck_assert_int_eq(nic_ctl_format_auth_ok(ok, 112, &a), -1); /* no room for the NUL */
+		snprintf(bad, sizeof(bad), "%s extra", ok);
+		ck_assert_int_eq(nic_ctl_parse_auth_ok(bad, nb, proof), -1);
+		snprintf(bad, sizeof(bad), "%s", ok);
+		bad[9] = 'A'; /* upper case */
+		ck_assert_int_eq(nic_ctl_parse_auth_ok(bad, nb, proof), -1);
+		snprintf(bad, sizeof(bad), "%.39s%s", ok, ok + 41); /* a nonce one byte short */
+		ck_assert_int_eq(nic_ctl_parse_auth_ok(bad, nb, proof), -1);
+		snprintf(bad, sizeof(bad), "%.41s", ok); /* no proof */
+		ck_assert_int_eq(nic_ctl_parse_auth_ok(bad, nb, proof), -1);
+	}
 }
 END_TEST
 
