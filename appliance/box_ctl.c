@@ -419,7 +419,6 @@ static int find_job(const struct box_ctl *c, uint32_t id)
 
 /* ---- requests ------------------------------------------------------------ */
 
-/* key=value fields of a request line. */
 static void human(uint64_t b, char *out, size_t len)
 {
 	if (b >= (1ull << 30))

@@ -98,26 +98,6 @@ static int take_ipv4(const char **p, uint32_t *be)
 	return 0;
 }
 
-static int hex_digit(char c)
-{
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-static int take_mac(const char **p, uint8_t mac[6])
-{
-	const char *s = *p;
-
-	for (int i = 0; i < 6; i++, s += 3) {
-		int hi = hex_digit(s[0]), lo = hi < 0 ? -1 : hex_digit(s[1]);
-
-		if (lo < 0 || (i < 5 && s[2] != ':'))
-			return -1;
-		mac[i] = (uint8_t)(hi << 4 | lo);
-	}
-	*p = s - 1;
-	return 0;
-}
-
 /* Exactly 2 @n lower-case hex digits, @n bytes into @b. */
 static int take_hex(const char **p, uint8_t *b, size_t n)
 {
@@ -127,6 +107,17 @@ static int take_hex(const char **p, uint8_t *b, size_t n)
 	    sodium_hex2bin(b, n, *p, 2 * n, NULL, &got, NULL) || got != n)
 		return -1;
 	*p += 2 * n;
+	return 0;
+}
+
+static int take_mac(const char **p, uint8_t mac[6])
+{
+	const char *s = *p;
+
+	for (int i = 0; i < 6; i++)
+		if ((i && take(&s, ":")) || take_hex(&s, &mac[i], 1))
+			return -1;
+	*p = s;
 	return 0;
 }
 
