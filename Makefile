@@ -1,7 +1,7 @@
 # pbox: top-level build. Everything lands in $(BUILD)/.
 #
 #   make            build everything
-#   make test       lint, then every test (ends with Check's summary)
+#   make test       lint, then every test, each phase timed (RESULT test ...)
 #   make perf-sum   summation kernels against a streaming reference
 #   make perf-compress  a summation service's core on compressed pushes against
 #                   plain ones (ByteComp's box_ratio)
@@ -418,14 +418,27 @@ setup:
 test: setup
 	@$(MAKE) --no-print-directory test-run
 
-test-run: lint check-docs all fuzz
-	tests/deps.sh $(BUILD)
-	@$(MAKE) --no-print-directory unit
-	@$(MAKE) --no-print-directory unit-asan
-	@$(MAKE) --no-print-directory unit-tsan
-	@$(MAKE) --no-print-directory integration
-	@$(MAKE) --no-print-directory python-test
-	@$(MAKE) --no-print-directory soak DURATION=$(SOAK_TEST_SECONDS)
+# Each phase timed (wall seconds), the times summed up in one line at the
+# end, so that CI's 90 minutes can be watched: RESULT test lint=... total=...
+# A failing phase is named with its time.
+TEST_TIMES = $(BUILD)/test-times
+define test_phase
+	@s=$$(date +%s); $(2) || { echo "test: $(1) failed after $$(( $$(date +%s) - s )) s"; exit 1; }; \
+		echo "$(1)=$$(( $$(date +%s) - s ))" >> $(TEST_TIMES)
+endef
+test-run: all
+	@: > $(TEST_TIMES)
+	$(call test_phase,lint,$(MAKE) --no-print-directory lint)
+	$(call test_phase,check_docs,$(MAKE) --no-print-directory check-docs)
+	$(call test_phase,fuzz,$(MAKE) --no-print-directory fuzz)
+	$(call test_phase,deps,tests/deps.sh $(BUILD))
+	$(call test_phase,unit,$(MAKE) --no-print-directory unit)
+	$(call test_phase,unit_asan,$(MAKE) --no-print-directory unit-asan)
+	$(call test_phase,unit_tsan,$(MAKE) --no-print-directory unit-tsan)
+	$(call test_phase,integration,$(MAKE) --no-print-directory integration)
+	$(call test_phase,python,$(MAKE) --no-print-directory python-test)
+	$(call test_phase,soak,$(MAKE) --no-print-directory soak DURATION=$(SOAK_TEST_SECONDS))
+	@echo "RESULT test $$(paste -sd' ' $(TEST_TIMES)) total=$$(awk -F= '{ t += $$2 } END { print t }' $(TEST_TIMES))"
 
 # Everything at once for DURATION seconds (tests/net/soak.sh): jobs coming
 # and going on lossy links, ranks and pboxd killed, hostile traffic; every
