@@ -9,7 +9,7 @@
  *   pboxctl [--prefix P] raw CMD      any telemetry command, JSON as received
  *   --all    also the counters that are zero;  --json  JSON as received
  *
- *   pboxctl --box IP:PORT [--key-file F] request 'LINE'
+ *   pboxctl --box HOST:PORT [--key-file F] request 'LINE'
  *       one request to a box's control plane over the network (STATS, LIST,
  *       ...), after proving the box key (F: $PBOX_BOX_KEY_FILE, else
  *       /etc/pbox/box.key); prints the reply's lines; exit 1 on ERR
@@ -27,9 +27,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
 #include <sodium.h>
 
+#include "cfg.h"
 #include "nic_ctl.h"
 
 #define REPLY_MAX (1 << 20)
@@ -201,26 +201,39 @@ static int query(const char *prefix, const char *cmd, char *out, size_t cap)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: pboxctl [--prefix P] [--all] [--json] stats|cores|jobs|raw CMD\n"
-		   "       pboxctl --box IP:PORT [--key-file F] request 'LINE'\n");
+	fprintf(f,
+		"usage: pboxctl [--prefix P] [--all] [--json] stats|cores|jobs|raw CMD\n"
+		"       pboxctl --box HOST:PORT [--key-file F] request 'LINE'\n"
+		"On the box, from its DPDK telemetry socket:\n"
+		"  stats              the box's totals\n"
+		"  cores              one column per data core\n"
+		"  jobs               one column per job\n"
+		"  raw CMD            any telemetry command (/pbox/stats, ...), JSON as received\n"
+		"  --prefix P         pboxd's --file-prefix (default pboxd)\n"
+		"  --all              also the counters that are zero\n"
+		"  --json             JSON as received\n"
+		"From anywhere, over the control plane after proving the box key:\n"
+		"  request 'LINE'     one request (STATS, LIST, ...); its reply's lines\n"
+		"  --box HOST:PORT    the box's control address ([management] address)\n"
+		"  --key-file F       the box key (default $PBOX_BOX_KEY_FILE, else\n"
+		"                     /etc/pbox/box.key)\n"
+		"Exit status: 0; 1 when pboxd cannot be reached or answers ERR; 2 bad usage.\n");
 }
 
-/* One request on the control plane at @box ("IP:PORT"), authenticated with
- * the key in @key_file; the reply's lines to stdout. 0 on OK, 1 otherwise. */
+/* One request on the control plane at @box ("HOST:PORT", as [box] control is written),
+ * authenticated with the key in @key_file; the reply's lines to stdout. 0 on OK, 1 otherwise. */
 static int request(const char *box, const char *key_file, const char *line)
 {
 	uint64_t deadline = nic_ctl_now() + 10000000000ull;
 	struct nic_ctl_session s;
+	struct cfg_hostport at;
 	uint8_t key[NIC_KEY_LEN];
-	char ip[64], err[512], *colon, *buf = malloc(NIC_CTL_LINE_MAX);
-	uint32_t ip_be;
+	char err[512], *buf = malloc(NIC_CTL_LINE_MAX);
+	const char *bad = cfg_parse_hostport(box, &at);
 	int fd, r, rc = 1;
 
-	snprintf(ip, sizeof(ip), "%s", box);
-	colon = strrchr(ip, ':');
-	if (!buf || !colon || (*colon = 0, inet_pton(AF_INET, ip, &ip_be) != 1) ||
-	    atoi(colon + 1) <= 0 || atoi(colon + 1) > 65535) {
-		fprintf(stderr, "pboxctl: --box %s: want IPv4:PORT\n", box);
+	if (bad || !buf) {
+		fprintf(stderr, "pboxctl: --box '%s' %s\n", box, bad ? bad : "(out of memory)");
 		free(buf);
 		return 2;
 	}
@@ -229,7 +242,7 @@ static int request(const char *box, const char *key_file, const char *line)
 		free(buf);
 		return 1;
 	}
-	fd = nic_ctl_connect(ip_be, (uint16_t)atoi(colon + 1), deadline);
+	fd = nic_ctl_connect(at.ip_be, at.port, deadline);
 	if (fd < 0) {
 		fprintf(stderr, "pboxctl: %s: %s\n", box, strerror(errno));
 	} else if (nic_ctl_auth(fd, key, &s, deadline, err, sizeof(err))) {

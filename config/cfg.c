@@ -174,6 +174,13 @@ static const struct num_kind {
 	[CFG_DURATION] = {units_dur, true, " (use us, ms or s, e.g. 250ms)"},
 };
 
+const char *cfg_parse_num(enum cfg_type type, const char *s, uint64_t *out)
+{
+	if (type != CFG_UINT && type != CFG_SIZE && type != CFG_RATE && type != CFG_DURATION)
+		return "is not of a numeric type";
+	return parse_scaled(s, num_kinds[type].units, num_kinds[type].frac, out);
+}
+
 static const char *parse_bool(const char *s, bool *out)
 {
 	static const char *const yes[] = {"true", "yes", "on", "1"};
@@ -247,9 +254,19 @@ static const char *parse_hostport(const char *s, struct cfg_hostport *hp)
 	    (strspn(ip, "0123456789.") == n || resolve_ipv4(ip, &hp->ip_be)))
 		return "has a host that is neither an IPv4 address nor a name that resolves to one";
 	if (parse_scaled(colon + 1, units_none, false, &port) || port == 0 || port > 65535)
-		return "has a port outside 1..65535";
+		return "has a port that is not a number from 1 to 65535";
 	hp->port = (uint16_t)port;
 	return NULL;
+}
+
+const char *cfg_parse_hostport(const char *s, struct cfg_hostport *out)
+{
+	struct cfg_hostport hp;
+	const char *err = parse_hostport(s, &hp);
+
+	if (!err)
+		*out = hp;
+	return err;
 }
 
 /* "host:port, host:port": each as parse_hostport(), none twice. */

@@ -166,6 +166,13 @@ void cfg_print(const struct cfg_schema *schema, const void *cfg, FILE *f);
 /* Print the schema as a Markdown key reference (config/REFERENCE.md). */
 void cfg_print_reference(const struct cfg_schema *schema, FILE *f);
 
+/* A command line's values, read as the configuration reads them. @type:
+ * CFG_UINT, CFG_SIZE, CFG_RATE or CFG_DURATION (kept in the same unit as a
+ * key of that type). Each returns NULL, or what is wrong ("has an unknown
+ * unit") to follow the option's name; @out is written only on success. */
+const char *cfg_parse_num(enum cfg_type type, const char *s, uint64_t *out);
+const char *cfg_parse_hostport(const char *s, struct cfg_hostport *out);
+
 /* Print all errors, one per line, and a count of those not kept. */
 void cfg_errors_print(const struct cfg_errors *errs, FILE *f);
 

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,7 +261,7 @@ START_TEST(hostport_lists)
 		{"198.18.0.1:9570,", "ends with a comma", 0},
 		{"198.18.0.1:9570,,198.18.0.2:1", "an empty or overlong entry", 0},
 		{"198.18.0.1:9570, 198.18.0.1:9570", "lists one address:port twice", 0},
-		{"198.18.0.1:0", "has a port outside 1..65535", 0},
+		{"198.18.0.1:0", "has a port that is not a number from 1 to 65535", 0},
 		{"1.1.1.1:1,1.1.1.1:2,1.1.1.1:3,1.1.1.1:4,1.1.1.1:5,1.1.1.1:6,1.1.1.1:7,1.1.1.1:8,"
 		 "1.1.1.1:9",
 		 "lists more than 8", 0},
@@ -285,6 +286,65 @@ START_TEST(hostport_lists)
 			 0);
 	ck_assert_uint_eq(c.hps.hp[1].port, 9580);
 	ck_assert_uint_eq(c.hps.hp[1].ip_be, htonl(0xc6120002));
+}
+END_TEST
+
+/* The command lines' values: what a key of that type takes, and nothing
+ * else; nothing written on a refusal. */
+START_TEST(command_line_values)
+{
+	static const struct {
+		enum cfg_type type;
+		const char *value, *err;
+		uint64_t want;
+	} cases[] = {
+		{CFG_UINT, "9570", NULL, 9570},
+		{CFG_UINT, "010", NULL, 10}, /* decimal, never octal */
+		{CFG_UINT, "0x10", "is not a whole number", 0},
+		{CFG_UINT, "4x", "is not a whole number", 0},
+		{CFG_UINT, "-1", "must not be negative", 0},
+		{CFG_UINT, " 1", "is not a number", 0},
+		{CFG_UINT, "18446744073709551616", "is too large", 0},
+		{CFG_SIZE, "8M", NULL, 8ull << 20},
+		{CFG_SIZE, "1.5K", NULL, 1536},
+		{CFG_SIZE, "16Q", "has an unknown unit", 0},
+		{CFG_SIZE, "17179869184G", "is too large", 0},
+		{CFG_RATE, "10G", NULL, 10000},
+		{CFG_DURATION, "250ms", NULL, 250000},
+		{CFG_DURATION, "2", "has an unknown unit", 0},
+		{CFG_BOOL, "1", "is not of a numeric type", 0},
+	};
+	struct cfg_hostport hp = {.ip_be = 7, .port = 7};
+	uint64_t v;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *err;
+
+		v = 42;
+		err = cfg_parse_num(cases[i].type, cases[i].value, &v);
+		if (cases[i].err) {
+			ck_assert_msg(err && strcmp(err, cases[i].err) == 0 && v == 42,
+				      "'%s': want '%s', got '%s' (%" PRIu64 ")", cases[i].value,
+				      cases[i].err, err ? err : "taken", v);
+			continue;
+		}
+		ck_assert_msg(!err, "'%s': %s", cases[i].value, err);
+		ck_assert_uint_eq(v, cases[i].want);
+	}
+	ck_assert_ptr_null(cfg_parse_hostport("198.18.0.1:9570", &hp));
+	ck_assert_uint_eq(hp.ip_be, htonl(0xc6120001));
+	ck_assert_uint_eq(hp.port, 9570);
+	ck_assert_ptr_null(cfg_parse_hostport("localhost:1", &hp));
+	ck_assert_uint_eq(hp.ip_be, htonl(INADDR_LOOPBACK));
+	hp = (struct cfg_hostport){.ip_be = 7, .port = 7};
+	ck_assert_str_eq(cfg_parse_hostport("198.18.0.1:9570x", &hp),
+			 "has a port that is not a number from 1 to 65535");
+	ck_assert_str_eq(cfg_parse_hostport("198.18.0.1:65536", &hp),
+			 "has a port that is not a number from 1 to 65535");
+	ck_assert_str_eq(cfg_parse_hostport("198.18.0.1", &hp), "is not address:port");
+	ck_assert_ptr_nonnull(cfg_parse_hostport("198.18.0.256:1", &hp));
+	ck_assert_uint_eq(hp.ip_be, 7); /* untouched */
+	ck_assert_uint_eq(hp.port, 7);
 }
 END_TEST
 
@@ -631,6 +691,7 @@ Suite *cfg_suite(void)
 
 	tcase_add_test(tc, numbers_units_bounds);
 	tcase_add_test(tc, hostport_lists);
+	tcase_add_test(tc, command_line_values);
 	tcase_add_test(tc, typed_values);
 	tcase_add_test(tc, all_errors_collected_in_order);
 	tcase_add_test(tc, missing_file);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The --check-config and --plan front ends, run as a user would run them. */
+/* The command-line front ends (--check-config, --plan, pboxctl's options),
+ * run as a user would run them. */
 #include <stdio.h>
 #include <string.h>
 
@@ -80,6 +81,34 @@ START_TEST(worker_check_config_with_env)
 }
 END_TEST
 
+/* pboxctl's usage says every command; a bad --box is named before any key is
+ * read or any connection made (exit 2), a missing key file after it (1). */
+START_TEST(pboxctl_usage_and_box)
+{
+	ck_assert_int_eq(run("", "pboxctl", "--help", NULL), 0);
+	ck_assert_ptr_nonnull(strstr(out, "usage: pboxctl"));
+	ck_assert_ptr_nonnull(strstr(out, "  jobs "));
+	ck_assert_ptr_nonnull(strstr(out, "  request 'LINE'"));
+	ck_assert_int_eq(run("", "pboxctl", "", NULL), 2);
+	ck_assert_int_eq(run("", "pboxctl",
+			     "--box 198.18.0.1:9570x --key-file /nonexistent "
+			     "request LIST",
+			     NULL),
+			 2);
+	ck_assert_msg(strstr(out, "pboxctl: --box '198.18.0.1:9570x' has a port that is not a "
+				  "number from 1 to 65535"),
+		      "got: %s", out);
+	ck_assert_int_eq(run("", "pboxctl", "--box 198.18.0.1 request LIST", NULL), 2);
+	ck_assert_ptr_nonnull(strstr(out, "is not address:port"));
+	ck_assert_int_eq(run("", "pboxctl",
+			     "--box localhost:9570 --key-file /nonexistent "
+			     "request LIST",
+			     NULL),
+			 1);
+	ck_assert_msg(strstr(out, "pboxctl: --key-file /nonexistent"), "got: %s", out);
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -90,6 +119,7 @@ Suite *cli_suite(void)
 	tcase_add_test(tc, pboxd_usage);
 	tcase_add_test(tc, pboxd_plan_on_this_machine);
 	tcase_add_test(tc, worker_check_config_with_env);
+	tcase_add_test(tc, pboxctl_usage_and_box);
 	suite_add_tcase(s, tc);
 	return s;
 }
