@@ -3,7 +3,7 @@
  * pbox-gen: a DPDK traffic generator that plays W workers against one box
  * port, for perf/dataplane and perf/scale.
  *
- *   pbox-gen [EAL args] -- --port VDEV --mode box|echo [--ctl IP:PORT]
+ *   pbox-gen [EAL args] -- --port VDEV --mode box|echo [--ctl HOST:PORT]
  *            [--key-file F] [--mac header|payload|off]
  *            [--workers W] [--bytes M] [--frag F] [--window P]
  *            [--warmup S] [--seconds S] [--job ID] [--hold]
@@ -57,6 +57,7 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
+#include "cfg.h"
 #include "nic_port.h"
 #include "nic_ctl.h"
 #include "nic_wire.h"
@@ -93,6 +94,7 @@ struct gen {
 	uint32_t workers, frag, window, job;
 	uint64_t bytes;
 	double warmup_s, seconds;
+	struct cfg_hostport ctl_at; /* --ctl */
 	/* port */
 	struct nic_port port;
 	struct rte_mempool *pool;
@@ -182,21 +184,13 @@ static int box_register(struct gen *g)
 	struct nic_ctl_session sess;
 	uint8_t box_key[NIC_KEY_LEN];
 	uint64_t deadline = nic_ctl_now() + 10000000000ull;
-	char host[64], err[512], *colon;
-	uint32_t ip_be;
+	char err[512];
 	unsigned e;
 	int rc;
 
-	snprintf(host, sizeof(host), "%s", g->ctl);
-	colon = strrchr(host, ':');
-	if (!colon)
-		return fprintf(stderr, "pbox-gen: --ctl %s: want IP:PORT\n", g->ctl), -1;
-	*colon = 0;
-	if (inet_pton(AF_INET, host, &ip_be) != 1)
-		return fprintf(stderr, "pbox-gen: --ctl %s: bad address\n", g->ctl), -1;
 	if (nic_ctl_key_load(g->key_file, box_key, err, sizeof(err)))
 		return fprintf(stderr, "pbox-gen: --key-file %s\n", err), -1;
-	g->ctl_fd = nic_ctl_connect(ip_be, (uint16_t)atoi(colon + 1), deadline);
+	g->ctl_fd = nic_ctl_connect(g->ctl_at.ip_be, g->ctl_at.port, deadline);
 	if (g->ctl_fd < 0)
 		return fprintf(stderr, "pbox-gen: control plane %s: %s\n", g->ctl, strerror(errno)),
 		       -1;
@@ -465,10 +459,54 @@ static void resend_stalled(struct gen *g, uint64_t now, uint64_t stall)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: pbox-gen [EAL args] -- --port VDEV --mode box|echo [--ctl IP:PORT]\n"
+		"usage: pbox-gen [EAL args] -- --port VDEV --mode box|echo [--ctl HOST:PORT]\n"
 		"                [--key-file F] [--mac header|payload|off]\n"
 		"                [--workers W] [--bytes M] [--frag F] [--window P]\n"
 		"                [--warmup S] [--seconds S] [--job ID] [--hold]\n");
+}
+
+/* --NAME's @arg as a number of @type no larger than @max, or a message
+ * naming the option. */
+static int opt_num(const char *name, const char *arg, enum cfg_type type, uint64_t max,
+		   uint64_t *out)
+{
+	const char *err = cfg_parse_num(type, arg, out);
+
+	if (!err && *out > max)
+		err = "is too large";
+	if (err)
+		fprintf(stderr, "pbox-gen: --%s '%s' %s\n", name, arg, err);
+	return err ? -1 : 0;
+}
+
+static int opt_u32(const char *name, const char *arg, uint32_t *out)
+{
+	uint64_t v;
+
+	if (opt_num(name, arg, CFG_UINT, UINT32_MAX, &v))
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/* Seconds: a decimal ("2", "0.5"), from 0 to a day. */
+static int opt_secs(const char *name, const char *arg, double *out)
+{
+	uint64_t us = 0;
+	char with_unit[64];
+	const char *err =
+		(size_t)snprintf(with_unit, sizeof(with_unit), "%ss", arg) >= sizeof(with_unit)
+			? "is too long"
+			: cfg_parse_num(CFG_DURATION, with_unit, &us);
+
+	if (!err && us > 86400000000ull)
+		err = "is more than a day";
+	if (err) {
+		fprintf(stderr, "pbox-gen: --%s '%s' %s (seconds)\n", name, arg, err);
+		return -1;
+	}
+	*out = (double)us / 1e6;
+	return 0;
 }
 
 static int parse_args(int argc, char **argv, struct gen *g)
@@ -492,29 +530,43 @@ static int parse_args(int argc, char **argv, struct gen *g)
 				return -1;
 			g->mode = strcmp(optarg, "box") ? GEN_ECHO : GEN_BOX;
 			break;
-		case 'c':
+		case 'c': {
+			const char *bad = cfg_parse_hostport(optarg, &g->ctl_at);
+
+			if (bad) {
+				fprintf(stderr, "pbox-gen: --ctl '%s' %s\n", optarg, bad);
+				return -1;
+			}
 			g->ctl = optarg;
 			break;
+		}
 		case 'w':
-			g->workers = (uint32_t)strtoul(optarg, NULL, 0);
+			if (opt_u32("workers", optarg, &g->workers))
+				return -1;
 			break;
 		case 'b':
-			g->bytes = strtoull(optarg, NULL, 0);
+			if (opt_num("bytes", optarg, CFG_SIZE, UINT64_MAX, &g->bytes))
+				return -1;
 			break;
 		case 'f':
-			g->frag = (uint32_t)strtoul(optarg, NULL, 0);
+			if (opt_u32("frag", optarg, &g->frag))
+				return -1;
 			break;
 		case 'W':
-			g->window = (uint32_t)strtoul(optarg, NULL, 0);
+			if (opt_u32("window", optarg, &g->window))
+				return -1;
 			break;
 		case 'u':
-			g->warmup_s = strtod(optarg, NULL);
+			if (opt_secs("warmup", optarg, &g->warmup_s))
+				return -1;
 			break;
 		case 's':
-			g->seconds = strtod(optarg, NULL);
+			if (opt_secs("seconds", optarg, &g->seconds))
+				return -1;
 			break;
 		case 'j':
-			g->job = (uint32_t)strtoul(optarg, NULL, 0);
+			if (opt_u32("job", optarg, &g->job))
+				return -1;
 			break;
 		case 'h':
 			g->hold = true;

@@ -65,6 +65,7 @@
 #include <sodium.h>
 #include <unistd.h>
 
+#include "cfg.h"
 #include "layout.h"
 #include "nic_ctl.h"
 #include "nic_host.h"
@@ -1027,13 +1028,15 @@ static int parse_args(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
 		case 'b': {
-			char ip[32];
-			unsigned port;
+			struct cfg_hostport at;
+			const char *bad = cfg_parse_hostport(optarg, &at);
 
-			if (sscanf(optarg, "%31[0-9.]:%u", ip, &port) != 2 ||
-			    inet_pton(AF_INET, ip, &o.box_ip) != 1 || port > 65535)
+			if (bad) {
+				fprintf(stderr, "pbox-client: --box '%s' %s\n", optarg, bad);
 				return -1;
-			o.box_port = (uint16_t)port;
+			}
+			o.box_ip = at.ip_be;
+			o.box_port = at.port;
 			have_box = true;
 			break;
 		}
