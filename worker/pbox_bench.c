@@ -441,31 +441,26 @@ static void usage(FILE *f)
 		model_names);
 }
 
+/* A decimal count with an optional K, M or G (binary): never octal or hex
+ * ("010" is ten), never wrapped. */
 static int parse_u64(const char *s, uint64_t *out)
 {
-	char *end;
 	unsigned long long v;
+	unsigned shift;
+	char *end;
 
+	if (*s < '0' || *s > '9')
+		return -1;
 	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s || *s == '-')
+	v = strtoull(s, &end, 10);
+	if (errno)
 		return -1;
-	switch (*end) {
-	case 'K':
-		v <<= 10, end++;
-		break;
-	case 'M':
-		v <<= 20, end++;
-		break;
-	case 'G':
-		v <<= 30, end++;
-		break;
-	default:
-		break;
-	}
-	if (*end)
+	shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+	if (shift)
+		end++;
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
 		return -1;
-	*out = v;
+	*out = (uint64_t)v << shift;
 	return 0;
 }
 

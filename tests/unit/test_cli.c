@@ -109,6 +109,28 @@ START_TEST(pboxctl_usage_and_box)
 }
 END_TEST
 
+/* pbox-bench's counts are decimal with K, M or G, never octal, hex or
+ * wrapped: refused (exit 2) before its configuration is read. */
+START_TEST(bench_numbers_strict)
+{
+	static const char *const bad[] = {"--size 0x10", "--size 17179869184G",
+					  "--size ' 5'", "--iters 4294967296",
+					  "--iters -1",	 "--size 16Q"};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char args[128];
+
+		snprintf(args, sizeof(args), "%s --config /nonexistent", bad[i]);
+		ck_assert_msg(run("", "pbox-bench", args, NULL) == 2, "%s: %s", bad[i], out);
+		ck_assert_msg(strstr(out, "is not a number"), "%s: %s", bad[i], out);
+	}
+	/* taken, then the missing configuration named */
+	ck_assert_int_eq(run("", "pbox-bench", "--size 1M --iters 010 --config /nonexistent", NULL),
+			 1);
+	ck_assert_msg(strstr(out, "/nonexistent: cannot open"), "got: %s", out);
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -120,6 +142,7 @@ Suite *cli_suite(void)
 	tcase_add_test(tc, pboxd_plan_on_this_machine);
 	tcase_add_test(tc, worker_check_config_with_env);
 	tcase_add_test(tc, pboxctl_usage_and_box);
+	tcase_add_test(tc, bench_numbers_strict);
 	suite_add_tcase(s, tc);
 	return s;
 }
