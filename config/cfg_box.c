@@ -3,6 +3,7 @@
 #include "cfg_box.h"
 #include "nic_wire.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -126,17 +127,44 @@ static const struct cfg_section box_sections[] = {
 	},
 };
 
-/* DDDD:BB:DD.F or BB:DD.F, hex digits. */
-static int valid_pci(const char *s)
+/* @n hex digits at *@p, no sign, space or 0x; moves *@p past them. */
+static int hex_field(const char **p, unsigned n, unsigned *out)
 {
-	unsigned dom, bus, dev, fn;
-	char tail;
+	unsigned v = 0, i;
 
-	if (sscanf(s, "%4x:%2x:%2x.%1x%c", &dom, &bus, &dev, &fn, &tail) == 4)
-		return dev < 32 && fn < 8;
-	if (sscanf(s, "%2x:%2x.%1x%c", &bus, &dev, &fn, &tail) == 3)
-		return dev < 32 && fn < 8;
+	for (i = 0; i < n; i++) {
+		char c = (*p)[i];
+
+		if (!isxdigit((unsigned char)c))
+			return -1;
+		v = v * 16 +
+		    (unsigned)(isdigit((unsigned char)c) ? c - '0' : (c | 0x20) - 'a' + 10);
+	}
+	*p += n;
+	*out = v;
 	return 0;
+}
+
+/* DDDD:BB:DD.F or BB:DD.F (domain 0), as lspci writes them: one number per
+ * device (domain, bus, device < 32, function < 8), so that two spellings
+ * of one device compare equal; -1 for anything else. */
+static int64_t pci_id(const char *s)
+{
+	unsigned dom = 0, bus, dev, fn;
+	const char *p = s;
+
+	if (strlen(s) == 12 && (hex_field(&p, 4, &dom) || *p++ != ':'))
+		return -1;
+	if (hex_field(&p, 2, &bus) || *p++ != ':' || hex_field(&p, 2, &dev) || *p++ != '.' ||
+	    hex_field(&p, 1, &fn) || *p || dev >= 32 || fn >= 8)
+		return -1;
+	return (int64_t)dom << 16 | bus << 8 | dev << 3 | fn;
+}
+
+static void pci_canonical(char *out, size_t cap, int64_t id)
+{
+	snprintf(out, cap, "%04x:%02x:%02x.%x", (unsigned)(id >> 16), (unsigned)(id >> 8) & 0xff,
+		 (unsigned)(id >> 3) & 0x1f, (unsigned)id & 7);
 }
 
 static void box_validate(struct cfg_ctx *ctx, void *v)
@@ -151,10 +179,12 @@ static void box_validate(struct cfg_ctx *ctx, void *v)
 		if (has_pci == has_vdev)
 			cfg_error_at(ctx, "port", i, has_pci ? "vdev" : NULL,
 				     "[port %s] needs exactly one of 'pci' or 'vdev'", p->name);
-		if (has_pci && !valid_pci(p->pci))
+		if (has_pci && pci_id(p->pci) < 0)
 			cfg_error_at(ctx, "port", i, "pci",
 				     "[port %s] pci: '%s' is not a PCI address (0000:3b:00.0)",
 				     p->name, p->pci);
+		else if (has_pci) /* as sysfs and DPDK name it: "3B:00.0" is 0000:3b:00.0 */
+			pci_canonical(c->port[i].pci, sizeof(c->port[i].pci), pci_id(p->pci));
 		if (p->ip.be == c->mgmt.address.be)
 			cfg_error_at(
 				ctx, "port", i, "ip",
@@ -165,7 +195,8 @@ static void box_validate(struct cfg_ctx *ctx, void *v)
 				cfg_error_at(ctx, "port", i, "ip",
 					     "[port %s] ip: already used by [port %s]", p->name,
 					     c->port[j].name);
-			if ((has_pci && strcmp(p->pci, c->port[j].pci) == 0) ||
+			if ((has_pci && pci_id(p->pci) >= 0 &&
+			     strcmp(p->pci, c->port[j].pci) == 0) ||
 			    (has_vdev && strcmp(p->vdev, c->port[j].vdev) == 0))
 				cfg_error_at(ctx, "port", i, has_pci ? "pci" : "vdev",
 					     "[port %s] names the same device as [port %s]",

@@ -14,6 +14,11 @@
 #include "cfg_worker.h"
 #include "test.h"
 
+/* A box configuration of one port at PCI address %s. */
+#define BOX_ONE_PORT                                                                               \
+	"[management]\naddress = 198.18.0.1\n[port p0]\npci = %s\nip = 198.18.1.1\n"               \
+	"bandwidth = 10G\n"
+
 /* ---- helpers ---------------------------------------------------------- */
 
 static char *write_tmp(const char *text)
@@ -582,6 +587,49 @@ END_TEST
 /* A key with no default and 0 out of its range (bandwidth) prints as not
  * set when it is not: printed as "0M" the configuration would not load
  * back (found by make fuzz). */
+/* A port's PCI address: as lspci writes it and nothing else, kept as sysfs
+ * names the device (lower case, with its domain), so that two spellings of
+ * one device are one device. */
+START_TEST(box_pci_addresses)
+{
+	static const struct {
+		const char *pci, *want;
+	} good[] = {{"0000:3B:00.0", "0000:3b:00.0"},
+		    {"3b:1f.7", "0000:3b:1f.7"},
+		    {"ffff:ff:00.1", "ffff:ff:00.1"}};
+	static const char *const bad[] = {"+3b:00.0",  "3b:00.8",	"3b:20.0",
+					  "0x3b:00.0", "3b:00.0x",	"00000:3b:00.0",
+					  "3b:0.0",    "0000:3b:00.0.", "-1:00.0"};
+	struct box_cfg *c = calloc(1, sizeof(*c));
+	struct cfg_errors errs;
+	char text[512];
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(text, sizeof(text), BOX_ONE_PORT, good[i].pci);
+		ck_assert_msg(cfg_load_text(&box_cfg_schema, "b.ini", text, NULL, c, &errs) == 0,
+			      "%s: %s", good[i].pci, errs.msg[0]);
+		ck_assert_str_eq(c->port[0].pci, good[i].want);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), BOX_ONE_PORT, bad[i]);
+		ck_assert_msg(cfg_load_text(&box_cfg_schema, "b.ini", text, NULL, c, &errs) ==
+					      -EINVAL &&
+				      strstr(errs.msg[0], "is not a PCI address"),
+			      "%s: taken", bad[i]);
+	}
+	ck_assert_int_eq(
+		cfg_load_text(&box_cfg_schema, "b.ini",
+			      "[management]\naddress = 198.18.0.1\n"
+			      "[port p0]\npci = 0000:18:00.0\nip = 198.18.1.1\nbandwidth = 10G\n"
+			      "[port p1]\npci = 18:00.0\nip = 198.18.1.2\nbandwidth = 10G\n",
+			      NULL, c, &errs),
+		-EINVAL);
+	ck_assert_msg(strstr(errs.msg[0], "b.ini:8: [port p1] names the same device as [port p0]"),
+		      "%s", errs.msg[0]);
+	free(c);
+}
+END_TEST
+
 START_TEST(worker_unset_key_prints_back)
 {
 	struct cfg_errors errs;
@@ -692,6 +740,7 @@ Suite *cfg_suite(void)
 	tcase_add_test(tc, numbers_units_bounds);
 	tcase_add_test(tc, hostport_lists);
 	tcase_add_test(tc, command_line_values);
+	tcase_add_test(tc, box_pci_addresses);
 	tcase_add_test(tc, typed_values);
 	tcase_add_test(tc, all_errors_collected_in_order);
 	tcase_add_test(tc, missing_file);
