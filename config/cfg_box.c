@@ -175,16 +175,17 @@ static void box_validate(struct cfg_ctx *ctx, void *v)
 	for (i = 0; i < c->n_ports; i++) {
 		const P *p = &c->port[i];
 		bool has_pci = p->pci[0] != '\0', has_vdev = p->vdev[0] != '\0';
+		int64_t pci = has_pci ? pci_id(p->pci) : -1;
 
 		if (has_pci == has_vdev)
 			cfg_error_at(ctx, "port", i, has_pci ? "vdev" : NULL,
 				     "[port %s] needs exactly one of 'pci' or 'vdev'", p->name);
-		if (has_pci && pci_id(p->pci) < 0)
+		if (has_pci && pci < 0)
 			cfg_error_at(ctx, "port", i, "pci",
 				     "[port %s] pci: '%s' is not a PCI address (0000:3b:00.0)",
 				     p->name, p->pci);
 		else if (has_pci) /* as sysfs and DPDK name it: "3B:00.0" is 0000:3b:00.0 */
-			pci_canonical(c->port[i].pci, sizeof(c->port[i].pci), pci_id(p->pci));
+			pci_canonical(c->port[i].pci, sizeof(c->port[i].pci), pci);
 		if (p->ip.be == c->mgmt.address.be)
 			cfg_error_at(
 				ctx, "port", i, "ip",
@@ -195,8 +196,7 @@ static void box_validate(struct cfg_ctx *ctx, void *v)
 				cfg_error_at(ctx, "port", i, "ip",
 					     "[port %s] ip: already used by [port %s]", p->name,
 					     c->port[j].name);
-			if ((has_pci && pci_id(p->pci) >= 0 &&
-			     strcmp(p->pci, c->port[j].pci) == 0) ||
+			if ((pci >= 0 && strcmp(p->pci, c->port[j].pci) == 0) ||
 			    (has_vdev && strcmp(p->vdev, c->port[j].vdev) == 0))
 				cfg_error_at(ctx, "port", i, has_pci ? "pci" : "vdev",
 					     "[port %s] names the same device as [port %s]",

@@ -584,9 +584,6 @@ START_TEST(worker_env_overrides)
 }
 END_TEST
 
-/* A key with no default and 0 out of its range (bandwidth) prints as not
- * set when it is not: printed as "0M" the configuration would not load
- * back (found by make fuzz). */
 /* A port's PCI address: as lspci writes it and nothing else, kept as sysfs
  * names the device (lower case, with its domain), so that two spellings of
  * one device are one device. */
@@ -630,6 +627,9 @@ START_TEST(box_pci_addresses)
 }
 END_TEST
 
+/* A key with no default and 0 out of its range (bandwidth) prints as not
+ * set when it is not: printed as "0M" the configuration would not load
+ * back (found by make fuzz). */
 START_TEST(worker_unset_key_prints_back)
 {
 	struct cfg_errors errs;
