@@ -133,8 +133,11 @@
 #define RP_F_AT(F, s)                                                                              \
 	F(s, seq, u) F(s, call, U) F(s, key, U) F(s, count, U) F(s, dtype, y) F(s, fresh, u)
 /* new tensors @from to @to - 1 are laid out: push them */
-#define RP_F_GREW(F, s)	  F(s, from, u) F(s, to, u)
-#define RP_F_RESUME(F, s) F(s, entries, u) F(s, broken, u)
+#define RP_F_GREW(F, s) F(s, from, u) F(s, to, u)
+/* RESUME: the tensors' entries that follow, why the rank cannot resume
+ * (0: it can; enum wk_rs_broken) and the sharded collectives' pieces it
+ * had submitted */
+#define RP_F_RESUME(F, s) F(s, entries, u) F(s, broken, u) F(s, pieces, U)
 /* a tensor in flight: its next push-pull, the one interrupted (-1: none)
  * and how many ranges of it this rank holds summed */
 #define RP_F_R(F, s)	F(s, key, U) F(s, next, u) F(s, op, I) F(s, runs, u)

@@ -42,7 +42,16 @@ void wk_resume_free(struct pbox *px)
 	free(px->res);
 	px->res = NULL;
 	px->n_res = 0;
-	px->res_ok = px->res_broken = false;
+	px->res_ok = false;
+	px->res_broken = WK_RS_FINE;
+	px->res_pieces = 0;
+}
+
+/* A sharded collective's piece: dropped at the shrink, its root's data or
+ * sum gone with the incarnation's SS_GPUs (survive.c keep_tensors()). */
+static bool is_piece(const struct wk_tensor *t)
+{
+	return t->kind == WK_REDUCE || t->kind == WK_GATHER || t->kind == WK_BCAST;
 }
 
 /*
@@ -56,10 +65,20 @@ void wk_resume_capture(struct pbox *px)
 	uint32_t cap = 0;
 
 	wk_resume_free(px);
+	px->res_pieces = px->net.pieces;
 	if (px->cuda) { /* its results already in GPU memory: not known here */
-		px->res_broken = true;
+		px->res_broken = WK_RS_CUDA;
 		return;
 	}
+	/* A sharded collective in flight cannot go on where it was: its pieces
+	 * are new tensors in the next incarnation, and a rank that had its
+	 * result would not call it again while this one would (the ranks'
+	 * calls would no longer pair up). The step is redone. */
+	for (uint32_t i = 0; i < px->n_t && !px->loc; i++)
+		if (is_piece(px->t[i]) && px->t[i]->busy && !px->t[i]->busy->done) {
+			px->res_broken = WK_RS_PIECES;
+			return;
+		}
 	for (uint32_t i = 0; i < px->n_t && !px->loc; i++) {
 		struct wk_tensor *t = px->t[i];
 		struct pbox_handle *op = t->busy;
@@ -101,7 +120,8 @@ void wk_resume_capture(struct pbox *px)
 	return;
 nomem: /* then none can be resumed: pbox_shrink() says so to every rank */
 	wk_resume_free(px);
-	px->res_broken = true;
+	px->res_pieces = px->net.pieces;
+	px->res_broken = WK_RS_NOMEM;
 }
 
 int wk_resume_apply(struct pbox *px, uint64_t key, uint64_t count, int dtype, const void **in,

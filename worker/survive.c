@@ -129,6 +129,7 @@ static void rs_free(struct wk_rs_rank *rk)
 static int rs_own(const struct pbox *px, const uint32_t *next, struct wk_rs_rank *rk)
 {
 	rk->broken = px->res_broken;
+	rk->pieces = px->res_pieces;
 	rk->e = calloc(px->n_t + 1, sizeof(*rk->e));
 	if (!rk->e)
 		return -1;
@@ -152,7 +153,8 @@ static int rs_own(const struct pbox *px, const uint32_t *next, struct wk_rs_rank
 
 static int rs_send(int fd, const struct wk_rs_rank *rk)
 {
-	int rc = RP_SEND(fd, RESUME, resume, .entries = rk->n, .broken = rk->broken);
+	int rc = RP_SEND(fd, RESUME, resume, .entries = rk->n, .broken = rk->broken,
+			 .pieces = rk->pieces);
 
 	for (uint32_t i = 0; rc == 0 && i < rk->n; i++) {
 		const struct wk_rs_ent *e = &rk->e[i];
@@ -194,13 +196,14 @@ static int rs_read(struct pbox *px, uint32_t r, uint64_t deadline, struct wk_rs_
 	uint32_t n;
 
 	if (rs_next(px, r, deadline, RP_RESUME, &m, line, sizeof(line)) ||
-	    m.resume.entries > px->n_t) {
+	    m.resume.entries > px->n_t || m.resume.broken >= WK_RS_BROKEN_COUNT) {
 		snprintf(why, cap, "sent '%.80s' for its account of the push-pulls in flight",
 			 line);
 		return -1;
 	}
 	n = m.resume.entries;
-	rk->broken = m.resume.broken != 0;
+	rk->broken = (uint8_t)m.resume.broken;
+	rk->pieces = m.resume.pieces;
 	rk->e = calloc(n + 1, sizeof(*rk->e));
 	if (!rk->e) {
 		snprintf(why, cap, "out of memory");
@@ -439,6 +442,37 @@ static void plans_free(struct wk_rs_plan *pl, uint32_t n)
 }
 
 /* Rank 0: every survivor's account, and the plans; 0, or -1 with @why. */
+/* Whether every survivor can resume (0), from their accounts; else -1 and
+ * @why names the first rank that cannot, and why. Sharded collectives are
+ * never resumed (their pieces are dropped): a rank with one in flight, or
+ * ranks that had submitted different numbers of pieces (one had a
+ * collective's result and went on, another had not yet called it), redo
+ * the step, so that every rank calls the same collectives again. */
+int wk_rs_resumable(const struct wk_rs_rank *rk, uint32_t n, char *why, size_t cap)
+{
+	static const char *const broken[WK_RS_BROKEN_COUNT] = {
+		[WK_RS_CUDA] = "pushes CUDA tensors (their sums so far are in GPU memory)",
+		[WK_RS_NOMEM] = "ran out of memory recording them",
+		[WK_RS_PIECES] = "had a sharded collective in flight",
+	};
+
+	for (uint32_t r = 0; r < n; r++) {
+		if (rk[r].broken) {
+			snprintf(why, cap, "rank %u %s", r, broken[rk[r].broken]);
+			return -1;
+		}
+		if (rk[r].pieces != rk[0].pieces) {
+			snprintf(why, cap,
+				 "rank %u had submitted %" PRIu64 " pieces of sharded "
+				 "collectives, rank 0 %" PRIu64 ": they were at different "
+				 "collectives",
+				 r, rk[r].pieces, rk[0].pieces);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int rs_root(struct pbox *px, const uint32_t *next, uint64_t deadline,
 		   struct wk_rs_plan **out, uint32_t *n_out, char *why, size_t cap)
 {
@@ -459,14 +493,8 @@ static int rs_root(struct pbox *px, const uint32_t *next, uint64_t deadline,
 			goto out;
 		}
 	}
-	for (uint32_t r = 0; r < px->net.n; r++)
-		if (rk[r].broken) {
-			snprintf(why, cap,
-				 "rank %u pushes CUDA tensors, or ran out of memory "
-				 "recording them",
-				 r);
-			goto out;
-		}
+	if (wk_rs_resumable(rk, px->net.n, why, cap))
+		goto out;
 	pl = calloc(px->n_t + 1, sizeof(*pl));
 	if (!pl) {
 		snprintf(why, cap, "rank 0 is out of memory");

@@ -157,11 +157,24 @@ struct wk_rs_ent {
 	uint32_t n_run;
 };
 
-/* One survivor's account: its entries by key; @broken: it cannot tell. */
+/* Why a rank cannot resume what the box's loss interrupted, as its
+ * account says (pbox_shrink() then redoes the step). */
+enum wk_rs_broken {
+	WK_RS_FINE = 0,
+	WK_RS_CUDA,   /* its results already in GPU memory: not known here */
+	WK_RS_NOMEM,  /* out of memory recording them */
+	WK_RS_PIECES, /* a sharded collective in flight: its pieces are dropped */
+	WK_RS_BROKEN_COUNT
+};
+
+/* One survivor's account: its entries by key; @broken why it cannot tell
+ * (enum wk_rs_broken); @pieces the sharded collectives' pieces it had
+ * submitted in the incarnation that failed. */
 struct wk_rs_rank {
 	struct wk_rs_ent *e;
 	uint32_t n;
-	bool broken;
+	uint8_t broken;
+	uint64_t pieces;
 };
 
 /* A tensor's plan: the round resumed, and who gives the sum where
@@ -365,6 +378,7 @@ struct wk_net {
 	/* every rank: its collectives (under mu), and rank 0's question about one */
 	uint64_t calls;
 	struct wk_call hist[WK_HIST];
+	uint64_t pieces; /* of those, the sharded collectives' pieces */
 	bool probe_on;
 	uint32_t probe_seq;
 	uint64_t probe_call;
@@ -475,8 +489,9 @@ struct pbox {
 	/* push-pulls the box's loss interrupted (under mu) */
 	struct wk_resume *res;
 	uint32_t n_res;
-	bool res_ok;	 /* pbox_shrink() agreed on them: their next push-pull resumes them */
-	bool res_broken; /* out of memory recording them: none can be resumed */
+	bool res_ok;	     /* pbox_shrink() agreed on them: their next push-pull resumes them */
+	uint8_t res_broken;  /* enum wk_rs_broken: none can be resumed, and why */
+	uint64_t res_pieces; /* the sharded collectives' pieces submitted before the loss */
 
 	/* the CUDA module's stager, from the first CUDA push-pull */
 	void *cuda;

@@ -100,7 +100,7 @@ static int rank_seeds(void)
 		"AT seq=4 call=12 key=9 count=65536 dtype=fp32 fresh=1",
 		"PAST seq=4 call=11",
 		"GREW from=4 to=6",
-		"RESUME entries=2 broken=1",
+		"RESUME entries=2 broken=1 pieces=12",
 		"R key=9 next=5 op=-1 runs=2",
 		"D from=0 to=32768",
 		"PLAN keys=1",

@@ -700,8 +700,10 @@ check "pboxd back (started again by iteration ${box_back:-?} of 12): pbox_rejoin
 # root in turn) beside the box, every element exact; then a rank killed
 # during reduce-scatters (the survivors redo the iteration as a job of three:
 # new shards, new roots) and pboxd killed during all-gathers (the four go on
-# at k = 0, the interrupted all-gathers called again: the same pieces,
-# agreed anew with their roots)
+# at k = 0 and redo the iteration, the same pieces agreed anew with their
+# roots: a sharded collective is not resumed, since a rank that had its
+# result would not call it again while the others would; they resume only
+# if the box went while every rank was between its all-gathers)
 worker_cfgs 1
 for c in reduce_scatter all_gather broadcast; do
 	check "k=2: $c of every tensor (fp32, bf16, fp16 in turn), every element exact" \

@@ -2081,6 +2081,36 @@ START_TEST(test_resume_plan)
 }
 END_TEST
 
+/* Whether the survivors can resume at all: a sharded collective is never
+ * resumed (its pieces are dropped at the shrink), so one in flight on any
+ * rank, or ranks that had submitted different numbers of pieces (one had a
+ * collective's result and went on, another had not called it yet, and
+ * after a resume only the second would call it), redo the step; so do CUDA
+ * tensors and a rank out of memory. Each refusal names the rank. */
+START_TEST(test_resume_collectives)
+{
+	struct wk_rs_rank rk[4] = {{.pieces = 24}, {.pieces = 24}, {.pieces = 24}, {.pieces = 24}};
+	char why[256] = "";
+
+	ck_assert_int_eq(wk_rs_resumable(rk, 4, why, sizeof(why)), 0);
+	rk[2].pieces = 20; /* all-gather 6 (4 pieces) done on rank 0, not yet called on 2 */
+	ck_assert_int_eq(wk_rs_resumable(rk, 4, why, sizeof(why)), -1);
+	ck_assert_msg(strstr(why, "rank 2 had submitted 20 pieces") && strstr(why, "rank 0 24"),
+		      "%s", why);
+	rk[2].pieces = 24;
+	rk[3].broken = WK_RS_PIECES;
+	ck_assert_int_eq(wk_rs_resumable(rk, 4, why, sizeof(why)), -1);
+	ck_assert_msg(strstr(why, "rank 3 had a sharded collective in flight"), "%s", why);
+	rk[3].broken = WK_RS_FINE;
+	rk[1].broken = WK_RS_CUDA;
+	ck_assert_int_eq(wk_rs_resumable(rk, 4, why, sizeof(why)), -1);
+	ck_assert_msg(strstr(why, "rank 1 pushes CUDA tensors"), "%s", why);
+	rk[1].broken = WK_RS_NOMEM;
+	ck_assert_int_eq(wk_rs_resumable(rk, 4, why, sizeof(why)), -1);
+	ck_assert_msg(strstr(why, "rank 1 ran out of memory"), "%s", why);
+}
+END_TEST
+
 /* A rank of a machine dies mid-run (its own process, gone without
  * finalize): its leader names it, and every rank fails with that. */
 START_TEST(test_local_rank_dies)
@@ -3874,6 +3904,7 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_shrink_root_dies);
 	tcase_add_test(tc, test_shrink_sharded);
 	tcase_add_test(tc, test_resume_plan);
+	tcase_add_test(tc, test_resume_collectives);
 	tcase_add_test(tc, test_shrink_lost_during_shrink);
 	suite_add_tcase(s, tc);
 	return s;

@@ -401,9 +401,13 @@ int pbox_push_pull_async_cuda(struct pbox *px, uint64_t key, const void *in, voi
  *    from that rank's pbox_shrink(), which returns once the others resumed
  *    it. Push the others (not pushed before the loss) as usual.
  *  - PBOX_REDO: a rank was lost (its part of every sum is gone), or the
- *    survivors' push-pulls do not line up (the log says why): their @out
- *    may hold some sums already; redo the step from its inputs (a training
- *    loop recomputes the batch).
+ *    survivors' push-pulls do not line up, or a sharded collective
+ *    (pbox_reduce_scatter(), pbox_all_gather(), pbox_broadcast()) was in
+ *    flight on some rank, or the ranks had called different numbers of
+ *    them (the log says why): their @out may hold some sums already; redo
+ *    the step from its inputs (a training loop recomputes the batch). A
+ *    sharded collective is never resumed: had one rank its result and went
+ *    on, only the others would call it again.
  * Returns once every survivor is in, or fails as pbox_start() does (a
  * survivor that counts other ranks lost: PBOX_EMISMATCH; one lost during
  * the shrink: PBOX_ETIMEDOUT at [tuning] deadline, naming it, and another

@@ -1196,10 +1196,12 @@ def shrink(group=None):
     gets a new group of the survivors (rank() and size() renumbered in
     order; without the box if the box was lost). The old group serves
     nothing more. With group.resumed (the box was lost, every rank is
-    here), every all_reduce of the old group that raised is complete in its
-    tensors, with the exact sums, as if nothing had happened: go on from
-    there. Otherwise (a rank was lost) redo the failed step from its inputs
-    (its tensors may hold some sums already). The new group does all_reduce (through pbox),
+    here, and no rank had a reduce_scatter_tensor, all_gather_into_tensor
+    or broadcast through pbox in flight), every all_reduce of the old group
+    that raised is complete in its tensors, with the exact sums, as if
+    nothing had happened: go on from there. Otherwise (a rank was lost, or a
+    sharded collective was under way: those are never resumed) redo the
+    failed step from its inputs (its tensors may hold some sums already). The new group does all_reduce (through pbox),
     broadcast and barrier; pass it as group= (torch's default group stays
     the old one). group: the failed pbox group (None: the default group)."""
     g = group if group is not None else dist.distributed_c10d._get_default_group()
