@@ -441,7 +441,6 @@ static void plans_free(struct wk_rs_plan *pl, uint32_t n)
 	free(pl);
 }
 
-/* Rank 0: every survivor's account, and the plans; 0, or -1 with @why. */
 /* Whether every survivor can resume (0), from their accounts; else -1 and
  * @why names the first rank that cannot, and why. Sharded collectives are
  * never resumed (their pieces are dropped): a rank with one in flight, or
@@ -473,6 +472,7 @@ int wk_rs_resumable(const struct wk_rs_rank *rk, uint32_t n, char *why, size_t c
 	return 0;
 }
 
+/* Rank 0: every survivor's account, and the plans; 0, or -1 with @why. */
 static int rs_root(struct pbox *px, const uint32_t *next, uint64_t deadline,
 		   struct wk_rs_plan **out, uint32_t *n_out, char *why, size_t cap)
 {
