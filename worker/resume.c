@@ -47,13 +47,6 @@ void wk_resume_free(struct pbox *px)
 	px->res_pieces = 0;
 }
 
-/* A sharded collective's piece: dropped at the shrink, its root's data or
- * sum gone with the incarnation's SS_GPUs (survive.c keep_tensors()). */
-static bool is_piece(const struct wk_tensor *t)
-{
-	return t->kind == WK_REDUCE || t->kind == WK_GATHER || t->kind == WK_BCAST;
-}
-
 /*
  * Every host push-pull of a laid-out tensor still in flight: the byte
  * ranges of its @out that hold their sum (the fragments delivered). After
@@ -75,7 +68,7 @@ void wk_resume_capture(struct pbox *px)
 	 * result would not call it again while this one would (the ranks'
 	 * calls would no longer pair up). The step is redone. */
 	for (uint32_t i = 0; i < px->n_t && !px->loc; i++)
-		if (is_piece(px->t[i]) && px->t[i]->busy && !px->t[i]->busy->done) {
+		if (wk_kind_sharded(px->t[i]->kind) && px->t[i]->busy && !px->t[i]->busy->done) {
 			px->res_broken = WK_RS_PIECES;
 			return;
 		}

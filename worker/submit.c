@@ -337,7 +337,7 @@ static int collective(struct pbox *px, const char *fn, uint64_t key, const void 
 	if (!wk_on_stage() || t->round == 0) /* the stager's known tensors: no place */
 		note_call(px, t, key, count, dtype, kind, root);
 	op->round = t->round++;
-	px->net.pieces += kind == WK_REDUCE || kind == WK_GATHER || kind == WK_BCAST;
+	px->net.pieces += wk_kind_sharded(kind);
 	if (as && as->scheme >= 0 && t->resid) /* the CUDA tensor's, set by its key */
 		t->comp = t->rcomp = (uint8_t)as->scheme;
 	op->comp = t->comp; /* pbox_set_compression() changes it between push-pulls */

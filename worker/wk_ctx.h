@@ -122,6 +122,13 @@ struct wk_tensor {
 	uint32_t *wire_round; /* the round + 1 each wire slot holds */
 };
 
+/* Whether a tensor of @kind is a sharded collective's piece (rooted at one
+ * rank; dropped at a shrink, never resumed). */
+static inline bool wk_kind_sharded(uint8_t kind)
+{
+	return kind == WK_REDUCE || kind == WK_GATHER || kind == WK_BCAST;
+}
+
 /* Whether tensor @t's data starts at its root alone (an all-gather's
  * shard, a broadcast): the others push empty turns, the root gets an empty
  * result. */
