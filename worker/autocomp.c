@@ -145,24 +145,14 @@ static bool gpu_resource(struct pbox *px, const struct comp_spec *c, uint32_t n,
 /* Rank 0's @plan (n bytes) on every rank (this one @rank). */
 static int agree(struct pbox *px, uint32_t rank, uint8_t *plan, uint32_t n)
 {
-	const uint64_t key = AUTO_KEY + n;
-	struct pbox_handle *op = NULL;
 	float *x = calloc(n, sizeof(*x));
-	int rc = x ? PBOX_OK : PBOX_ENOMEM;
+	int rc;
 
-	for (uint32_t i = 0; rc == PBOX_OK && rank == 0 && i < n; i++)
+	if (!x)
+		return PBOX_ENOMEM;
+	for (uint32_t i = 0; rank == 0 && i < n; i++)
 		x[i] = plan[i];
-	if (rc == PBOX_OK) {
-		rc = pbox_declare(px, key, n, PBOX_FP32, 0);
-		if (rc == PBOX_EINVAL) /* declared by an earlier decision */
-			rc = PBOX_OK;
-	}
-	if (rc == PBOX_OK)
-		rc = pbox_set_compression(px, key, "none");
-	if (rc == PBOX_OK)
-		rc = wk_submit(px, key, x, x, n, PBOX_FP32, &op);
-	if (rc == PBOX_OK)
-		rc = pbox_wait(op);
+	rc = wk_own_sum(px, AUTO_KEY + n, x, n);
 	for (uint32_t i = 0; rc == PBOX_OK && i < n; i++)
 		plan[i] = (uint8_t)(x[i] + 0.5f); /* 0 to 10: exact in fp32 */
 	free(x);

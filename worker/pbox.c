@@ -98,7 +98,9 @@ int pbox_init_text(const char *config_text, struct pbox **out)
 	return init(NULL, "(pbox_init_text)", config_text, out);
 }
 
-int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype dtype, int priority)
+/* pbox_declare() of any key, libpbox's own too (wk_own_sum()). */
+static int declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype dtype,
+		   int priority)
 {
 	struct wk_tensor *t;
 	int rc;
@@ -120,6 +122,13 @@ int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype 
 		rc = wk_add_tensor(px, "pbox_declare", key, count, dtype, priority, &t);
 	pthread_mutex_unlock(&px->mu);
 	return rc;
+}
+
+int pbox_declare(struct pbox *px, uint64_t key, uint64_t count, enum pbox_dtype dtype, int priority)
+{
+	int rc = wk_own_key("pbox_declare", key);
+
+	return rc ? rc : declare(px, key, count, dtype, priority);
 }
 
 /* What pbox_set_compression() was told. */
@@ -315,6 +324,20 @@ int wk_submit(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t
 	*opp = NULL;
 	rc = wk_check_tensor("pbox_push_pull", key, count, dtype);
 	return rc ? rc : wk_local_push_pull(px, key, in, out, count, dtype, false, NULL, opp);
+}
+
+int wk_own_sum(struct pbox *px, uint64_t key, float *x, uint32_t n)
+{
+	struct pbox_handle *op = NULL;
+	int rc = declare(px, key, n, PBOX_FP32, 0);
+
+	if (rc == PBOX_EINVAL) /* declared by an earlier call */
+		rc = PBOX_OK;
+	if (rc == PBOX_OK && px->cfg.job.compression != COMP_NONE)
+		rc = pbox_set_compression(px, key, "none");
+	if (rc == PBOX_OK)
+		rc = wk_submit(px, key, x, x, n, PBOX_FP32, &op);
+	return rc == PBOX_OK ? pbox_wait(op) : rc;
 }
 
 int pbox_push_pull_cuda(struct pbox *px, uint64_t key, const void *in, void *out, uint64_t count,

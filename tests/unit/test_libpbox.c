@@ -3278,6 +3278,10 @@ START_TEST(test_cuda_refusals)
 	ck_assert_int_eq(pbox_push_pull(px, 1ull << 63, &x, &x, 1, PBOX_FP32, &op), PBOX_EINVAL);
 	ck_assert_msg(strstr(pbox_last_error(), "keys from 2^63 up are libpbox's own"), "%s",
 		      pbox_last_error());
+	ck_assert_int_eq(pbox_declare(px, ~0ull, 1, PBOX_FP32, 0), PBOX_EINVAL);
+	ck_assert_msg(strstr(pbox_last_error(), "pbox_declare: key 18446744073709551615: keys "
+						"from 2^63 up are libpbox's own"),
+		      "%s", pbox_last_error());
 	for (int i = 0; i < 2; i++) {
 		int rc = pbox_push_pull_cuda(px, 2, &x, &y, 1, PBOX_FP32, NULL, &op);
 
