@@ -702,11 +702,11 @@ static void print_layout(struct pbox *px, const struct model *m, enum pbox_dtype
  * are: they resume) or PBOX_REDO (the iteration again from its inputs);
  * @li the new layout. */
 static int survive(struct pbox *px, struct pbox_handle **ops, uint8_t *ok, uint32_t n,
-		   struct pbox_layout_info *li, uint32_t v)
+		   struct pbox_layout_info *li, uint32_t *v)
 {
 	char why[512];
 	uint32_t was = li->rank, world = li->world_size;
-	uint64_t t0;
+	uint64_t t0, step = *v;
 	int rc;
 
 	snprintf(why, sizeof(why), "%s", pbox_last_error());
@@ -716,14 +716,22 @@ static int survive(struct pbox *px, struct pbox_handle **ops, uint8_t *ok, uint3
 			ops[i] = NULL;
 		}
 	t0 = now_ns();
-	rc = pbox_shrink(px);
+	/* the survivors redo the earliest iteration any of them failed in: a
+	 * rank can finish one that another cannot (the lost rank's SS_GPU
+	 * answered it but not the other before it died) */
+	rc = pbox_shrink_step(px, &step);
 	if (rc < 0) {
-		fprintf(stderr, "pbox-bench: rank %u: iteration %u: %s; pbox_shrink: %s\n", was, v,
-			why, pbox_last_error());
+		fprintf(stderr, "pbox-bench: rank %u: iteration %u: %s; pbox_shrink_step: %s\n",
+			was, *v, why, pbox_last_error());
 		return -1;
 	}
 	pbox_layout(px, li);
-	printf("bench: rank %u: iteration %u failed: %s\n", was, v, why);
+	printf("bench: rank %u: iteration %u failed: %s\n", was, *v, why);
+	if (step != *v)
+		printf("bench: rank %u: the survivors redo iteration %" PRIu64
+		       " (this rank failed in %u)\n",
+		       li->rank, step, *v);
+	*v = (uint32_t)step;
 	printf("bench: rank %u: recovered: rank %u of %u (was %u), k=%.2f, %s, in %.1f ms\n", was,
 	       li->rank, li->world_size, world, li->k,
 	       rc == PBOX_OK ? "resuming the iteration" : "redoing the iteration",
@@ -732,49 +740,14 @@ static int survive(struct pbox *px, struct pbox_handle **ops, uint8_t *ok, uint3
 	return rc;
 }
 
-/* The bench's own bookkeeping (the --sync barrier, the redo agreement)
- * sums @n fp32 under @key exactly: declared on first use (a second
- * declaration is refused, and harmless), and sent uncompressed under
- * [job] compression (without it, pbox_set_compression() refuses, and
- * every push is exact anyway). */
+/* The bench's own bookkeeping (the --sync barrier) sums @n fp32 under
+ * @key exactly: declared on first use (a second declaration is refused,
+ * and harmless), and sent uncompressed under [job] compression (without
+ * it, pbox_set_compression() refuses, and every push is exact anyway). */
 static void exact_key(struct pbox *px, uint64_t key, uint64_t n)
 {
 	if (pbox_declare(px, key, n, PBOX_FP32, 0) == PBOX_OK)
 		(void)pbox_set_compression(px, key, "none");
-}
-
-/* --survive, after a lost rank: the iteration the survivors do again, the
- * earliest any of them failed in (@v: this rank's). A rank can finish an
- * iteration that another cannot (the lost rank's SS_GPU answered it but
- * not the other before it died), and redoing each its own would sum one
- * rank's iteration 8 with another's 7. A one-element-per-rank allreduce
- * says each rank's (a key per world size: the job's tensors are its).
- * 0, or -1 when that failed too. */
-static int agree_redo(struct pbox *px, const struct pbox_layout_info *li, uint32_t *v)
-{
-	uint32_t n = li->world_size, min = UINT32_MAX;
-	struct pbox_handle *op;
-	float *x = calloc(n, sizeof(*x));
-	int rc;
-
-	if (!x)
-		return -1;
-	x[li->rank] = (float)*v + 1; /* the others' slots 0: the sum is each rank's */
-	exact_key(px, (1ull << 62) + n, n);
-	rc = pbox_push_pull(px, (1ull << 62) + n, x, x, n, PBOX_FP32, &op);
-	if (rc == PBOX_OK)
-		rc = pbox_wait(op);
-	for (uint32_t r = 0; rc == PBOX_OK && r < n; r++)
-		if (x[r] >= 1 && (uint32_t)x[r] - 1 < min)
-			min = (uint32_t)x[r] - 1;
-	free(x);
-	if (rc || min == UINT32_MAX)
-		return -1;
-	if (min != *v)
-		printf("bench: rank %u: the survivors redo iteration %u (this rank failed in %u)\n",
-		       li->rank, min, *v);
-	*v = min;
-	return 0;
 }
 
 static void print_traffic(struct pbox *px, uint32_t rank)
@@ -1087,9 +1060,7 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		continue;
 	failed:
-		st = o.survive ? survive(px, ops, ok, m.n, &li, v) : -1;
-		if (st == PBOX_REDO && agree_redo(px, &li, &v))
-			st = -1;
+		st = o.survive ? survive(px, ops, ok, m.n, &li, &v) : -1;
 		if (st < 0) {
 			fprintf(stderr, "pbox-bench: rank %u: iteration %u: %s\n", li.rank, v,
 				pbox_last_error());

@@ -991,6 +991,62 @@ int pbox_shrink(struct pbox *px)
 	return rc;
 }
 
+/* pbox_shrink_step()'s agreement: libpbox's own key, one per world size
+ * (a tensor's count is fixed), apart from ByteComp's and the pieces'
+ * hashes; each rank's step in four 16-bit limbs, each exact in fp32. */
+#define STEP_KEY   (WK_KEY_OWN | 0x57e9000000000000ull)
+#define STEP_LIMBS 4u
+
+int pbox_shrink_step(struct pbox *px, uint64_t *step)
+{
+	struct pbox_layout_info li;
+	uint64_t min = UINT64_MAX;
+	float *x;
+	int rc;
+
+	if (!step)
+		return wk_err(PBOX_EINVAL, "pbox_shrink_step: step is NULL");
+	rc = pbox_shrink(px);
+	if (rc != PBOX_REDO) /* resumed (each rank goes on from its own), or failed */
+		return rc;
+	if ((rc = pbox_layout(px, &li)))
+		return rc;
+	/* a slot per rank, the others' zeros: the sum is every rank's step */
+	x = calloc((size_t)li.world_size * STEP_LIMBS, sizeof(*x));
+	if (!x)
+		return wk_err(PBOX_ENOMEM, "pbox_shrink_step: out of memory");
+	for (uint32_t l = 0; l < STEP_LIMBS; l++)
+		x[li.rank * STEP_LIMBS + l] = (float)((*step >> (16 * l)) & 0xffff);
+	rc = wk_own_sum(px, STEP_KEY + li.world_size, x, li.world_size * STEP_LIMBS);
+	for (uint32_t r = 0; rc == PBOX_OK && r < li.world_size; r++) {
+		uint64_t s = 0;
+
+		for (uint32_t l = 0; l < STEP_LIMBS; l++) {
+			float v = x[r * STEP_LIMBS + l];
+
+			if (!(v >= 0 && v <= 65535) || v != (float)(uint32_t)v) {
+				rc = wk_err(PBOX_EMISMATCH,
+					    "pbox_shrink_step: rank %u's step came back as %g "
+					    "in its limb %u (not an integer of 16 bits)",
+					    r, (double)v, l);
+				break;
+			}
+			s |= (uint64_t)v << (16 * l);
+		}
+		min = s < min ? s : min;
+	}
+	free(x);
+	if (rc)
+		return rc;
+	if (min != *step)
+		wk_log(px, CFG_LOG_WARNING,
+		       "pbox_shrink_step: the survivors redo step %" PRIu64
+		       " (this rank failed in step %" PRIu64 ")",
+		       min, *step);
+	*step = min;
+	return PBOX_REDO;
+}
+
 /*
  * Before pbox_rejoin() ends this incarnation: each other rank says REJOIN
  * to rank 0 (its engine, on its connection), and rank 0 waits for every

@@ -108,7 +108,8 @@ def survive_main(rank, box, ddp):
             try:
                 torch.nn.functional.cross_entropy(net(x), y).backward()
             except RuntimeError as e:
-                pg = pbox.torch.shrink(pg)
+                pg = pbox.torch.shrink(pg, step=step)  # the step every survivor redoes
+                step = pg.step
                 del net
                 net = torch.nn.parallel.DistributedDataParallel(model, process_group=pg)
                 net.register_comm_hook(pbox.torch.hook_state(pg), pbox.torch.allreduce_hook)
@@ -127,10 +128,13 @@ def survive_main(rank, box, ddp):
             try:
                 pg.allreduce([p.grad]).wait()
             except RuntimeError as e:
-                pg = pbox.torch.shrink(pg)
+                failed = step
+                pg = pbox.torch.shrink(pg, step=step)  # resumed: as given; else the earliest
+                step = pg.step
                 print("RANK %d step %d: %s; went on as rank %d of %d in %.3f s, %s" %
-                      (rank, step, e, pg.rank(), pg.size(), time.monotonic() - t0,
-                       "resuming the step" if pg.resumed else "redoing the step"), flush=True)
+                      (rank, failed, e, pg.rank(), pg.size(), time.monotonic() - t0,
+                       "resuming the step" if pg.resumed else
+                       "redoing step %d" % step), flush=True)
                 # resumed (the box was lost): p.grad holds its sum, on with the next;
                 # else (a rank was lost): the step again, from its inputs
                 redo = not pg.resumed

@@ -150,7 +150,12 @@ struct rank_run {
 	bool survive;	      /* a failed iteration: pbox_shrink(), then it again */
 	bool die_in_shrink;   /* survive: the process exits instead of pbox_shrink() */
 	int dead2;	      /* survive: a rank lost during the shrink (-1: none) */
-	int shrink1_rc;	      /* then: the first pbox_shrink()'s result, and its message */
+	/* survive with pbox_shrink_step(): each rank says a step of its own,
+	 * step_of(), and the step the survivors agreed comes back in @agreed */
+	bool step;
+	uint64_t agreed;
+	unsigned failed_at; /* the iteration it shrank in */
+	int shrink1_rc;	    /* then: the first pbox_shrink()'s result, and its message */
 	char msg1[WK_ERR_LEN];
 	bool shrunk;
 	double recovery_ms; /* from the failed wait to the shrink's return */
@@ -186,6 +191,13 @@ struct rank_run {
 	bool gathered[NT]; /* after the decision: summed by all-gather (gsum.c) */
 	char decide_msg[WK_ERR_LEN];
 };
+
+/* The step rank @r says it failed in at iteration @v (pbox_shrink_step()):
+ * every 16-bit limb used, the highest rank's the earliest. */
+static uint64_t step_of(unsigned r, unsigned v)
+{
+	return 0x0123456789ab0000ull + ((uint64_t)(NR - r) << 33) + v;
+}
 
 static float val(unsigned r, uint64_t i, unsigned v)
 {
@@ -493,7 +505,9 @@ static void *rank_main(void *arg)
 			if (rr->die_in_shrink)
 				_exit(0); /* lost during the others' shrink */
 			clock_gettime(CLOCK_MONOTONIC, &a);
-			rc = pbox_shrink(px);
+			rr->agreed = step_of(rr->rank, v);
+			rr->failed_at = v;
+			rc = rr->step ? pbox_shrink_step(px, &rr->agreed) : pbox_shrink(px);
 			if (rc < 0 && rr->dead2 >= 0) { /* one more lost meanwhile: without it */
 				rr->shrink1_rc = rc;
 				snprintf(rr->msg1, sizeof(rr->msg1), "%s", pbox_last_error());
@@ -1877,11 +1891,24 @@ static void went_on(const struct rank_run *rr, unsigned r, unsigned dead)
 	ck_assert_int_eq(rr[r].fin_rc, 0);
 }
 
+/* pbox_shrink_step() on survivor @r: the step it got is the earliest any
+ * survivor said, rank @last's (step_of() gives the highest the earliest),
+ * in the iteration every survivor failed in. */
+static void agreed_earliest(const struct rank_run *rr, unsigned r, unsigned last)
+{
+	ck_assert_uint_eq(rr[r].failed_at, rr[last].failed_at);
+	ck_assert_msg(rr[r].agreed == step_of(last, rr[r].failed_at),
+		      "rank %u: agreed on step %#" PRIx64 ", rank %u said %#" PRIx64
+		      " (this rank %#" PRIx64 ")",
+		      r, rr[r].agreed, last, step_of(last, rr[r].failed_at),
+		      step_of(r, rr[r].failed_at));
+}
+
 /* A rank dies mid-run (its own process, gone without finalize): the three
  * survivors get the error naming it, shrink to a job of three without
  * restarting, do the failed iteration again and finish the run with exact
  * sums of their own parts, one layout, the new ranks 0..2. */
-static void shrink_after(unsigned dead, bool shard)
+static void shrink_after(unsigned dead, bool shard, bool step)
 {
 	struct rank_run rr[NR];
 	unsigned live = dead == 0; /* a survivor */
@@ -1892,6 +1919,7 @@ static void shrink_after(unsigned dead, bool shard)
 		rr[r].dead = (int)dead;
 		rr[r].dead2 = -1;
 		rr[r].shard = shard;
+		rr[r].step = step;
 	}
 	rr[dead].die_after = 2;
 	run_one_dying(rr, dead);
@@ -1899,6 +1927,8 @@ static void shrink_after(unsigned dead, bool shard)
 		if (r == dead)
 			continue;
 		went_on(rr, r, dead);
+		if (step)
+			agreed_earliest(rr, r, dead == NR - 1 ? NR - 2 : NR - 1);
 		ck_assert_uint_eq(rr[r].li.world_size, NR - 1);
 		ck_assert_uint_eq(rr[r].li.rank, r < dead ? r : r - 1);
 		ck_assert_uint_eq(rr[r].n_chunks, rr[live].n_chunks);
@@ -1914,7 +1944,7 @@ static void shrink_after(unsigned dead, bool shard)
 
 START_TEST(test_shrink_rank_dies)
 {
-	shrink_after(2, false);
+	shrink_after(2, false, false);
 }
 END_TEST
 
@@ -1923,14 +1953,16 @@ END_TEST
  * roots: the old world's pieces dropped at the shrink, agreed anew). */
 START_TEST(test_shrink_sharded)
 {
-	shrink_after(3, true);
+	shrink_after(3, true, false);
 }
 END_TEST
 
-/* Rank 0 dies: rank 1 becomes rank 0 of the new incarnation. */
+/* Rank 0 dies: rank 1 becomes rank 0 of the new incarnation. The
+ * survivors shrink with pbox_shrink_step(), each saying another step: every
+ * one gets the earliest. */
 START_TEST(test_shrink_root_dies)
 {
-	shrink_after(0, false);
+	shrink_after(0, false, true);
 }
 END_TEST
 
@@ -2144,7 +2176,7 @@ END_TEST
  * renumbered 0 and 1, does the failed iteration again and finishes with
  * exact sums of its ranks' parts.
  */
-static void local_shrink_after(unsigned dead, unsigned leaves)
+static void local_shrink_after(unsigned dead, unsigned leaves, bool step)
 {
 	struct rank_run rr[NR];
 
@@ -2155,6 +2187,7 @@ static void local_shrink_after(unsigned dead, unsigned leaves)
 		rr[r].survive = true;
 		rr[r].dead = (int)dead;
 		rr[r].dead2 = (int)leaves;
+		rr[r].step = step;
 	}
 	rr[dead].die_after = 2;
 	run_one_dying(rr, dead);
@@ -2167,6 +2200,8 @@ static void local_shrink_after(unsigned dead, unsigned leaves)
 		if (r == dead || r == leaves)
 			continue;
 		went_on(rr, r, dead);
+		if (step) /* the machine's other rank the earliest: it takes part */
+			agreed_earliest(rr, r, r | 1);
 		ck_assert_uint_eq(rr[r].li.world_size, 2);
 		ck_assert_uint_eq(rr[r].li.rank, r % 2);
 		printf("local shrink: rank %u went on as rank %u of %u after %.1f ms\n", r,
@@ -2176,10 +2211,11 @@ static void local_shrink_after(unsigned dead, unsigned leaves)
 }
 
 /* A rank that is not its machine's leader dies: the leader (rank 2) tells
- * rank 0 it leaves. */
+ * rank 0 it leaves. Ranks 0 and 1 shrink with pbox_shrink_step(), rank 1
+ * (not a leader) saying the earlier step: both get it. */
 START_TEST(test_local_shrink_rank_dies)
 {
-	local_shrink_after(3, 2);
+	local_shrink_after(3, 2, true);
 }
 END_TEST
 
@@ -2187,14 +2223,14 @@ END_TEST
  * every other leader it is lost; ranks 2 and 3 go on as 0 and 1. */
 START_TEST(test_local_shrink_root_leaves)
 {
-	local_shrink_after(1, 0);
+	local_shrink_after(1, 0, false);
 }
 END_TEST
 
 /* A machine's leader dies: its other rank cannot go on. */
 START_TEST(test_local_shrink_leader_dies)
 {
-	local_shrink_after(2, 3);
+	local_shrink_after(2, 3, false);
 }
 END_TEST
 

@@ -68,7 +68,7 @@ extern "C" {
  * calling what 3.5 added.
  */
 #define PBOX_VERSION_MAJOR   3
-#define PBOX_VERSION_MINOR   15
+#define PBOX_VERSION_MINOR   16
 #define PBOX_VERSION(ma, mi) ((ma)*1000 + (mi))
 #define PBOX_VERSION_CODE    PBOX_VERSION(PBOX_VERSION_MAJOR, PBOX_VERSION_MINOR)
 
@@ -423,6 +423,27 @@ int pbox_push_pull_async_cuda(struct pbox *px, uint64_t key, const void *in, voi
  * tensors gets PBOX_REDO: their sums so far are in GPU memory.
  */
 int pbox_shrink(struct pbox *px);
+
+/*
+ * pbox_shrink(), and the step to redo agreed by the survivors (libpbox
+ * 3.16). The survivors need not have failed in the same step: a rank that
+ * died after its SS_GPU answered one survivor's last push-pull of a step
+ * and before it answered another's leaves the first one a step ahead, and
+ * were each to redo its own, one rank's step 8 would be summed with
+ * another's 7. Every survivor passes in *@step the step it failed in (the
+ * caller's counter: an iteration, a batch); on PBOX_REDO *@step is the
+ * earliest of all of them, and every survivor redoes that step from its
+ * inputs (a rank that had gone past it goes back to it: keep the last
+ * step's inputs until the next one completes). On PBOX_OK (resumed) each
+ * rank goes on from its own step and *@step is as given. Every survivor
+ * calls this one or every survivor pbox_shrink(), not some of each. The
+ * agreement is a push-pull of 32 bytes a rank in the new incarnation; a
+ * loss during it fails it as any call does (pbox_shrink_step() again, with
+ * the same step). With local aggregation every rank of the surviving
+ * machines takes part. The codes of pbox_shrink(); PBOX_EINVAL (@step
+ * NULL), and those of pbox_push_pull() and pbox_wait().
+ */
+int pbox_shrink_step(struct pbox *px, uint64_t *step);
 
 /*
  * Take back the boxes pbox_shrink() left out, once they are back (libpbox

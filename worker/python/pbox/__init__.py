@@ -20,7 +20,7 @@ __all__ = ["Context", "Error", "FP32", "FP16", "BF16", "COMP_CPU", "COMP_GPU", "
 
 # libpbox's version this package was made with (pbox_version(); the wheel's
 # version): a library of another minor version is said at import
-__version__ = "3.15"
+__version__ = "3.16"
 
 FP32, FP16, BF16 = 0, 1, 2
 # Context.decide_compression(): where a tensor compresses (pbox.h PBOX_COMP_*)
@@ -105,6 +105,10 @@ except AttributeError:
     pass
 try:  # libpbox 3.10
     library.pbox_forget.argtypes = [_P, ctypes.c_uint32, _P]
+except AttributeError:
+    pass
+try:  # libpbox 3.16
+    library.pbox_shrink_step.argtypes = [_P, ctypes.POINTER(ctypes.c_uint64)]
 except AttributeError:
     pass
 library.pbox_layout.argtypes = [_P, _P]
@@ -293,6 +297,18 @@ class Context:
         if rc < 0:
             _check(rc)
         return rc == OK
+
+    def shrink_step(self, step):
+        """shrink(), the survivors agreeing on the step to redo
+        (pbox_shrink_step(), libpbox 3.16): @step is the one this rank failed
+        in (the caller's counter). (True, step): resumed, each rank goes on
+        from its own; (False, s): every survivor redoes step s, the earliest
+        any of them failed in (a rank that had gone past it goes back)."""
+        s = ctypes.c_uint64(step)
+        rc = library.pbox_shrink_step(self._px, ctypes.byref(s))
+        if rc < 0:
+            _check(rc)
+        return rc == OK, s.value
 
     def rejoin(self):
         """Take back the boxes a shrink left out, where they answer again

@@ -627,7 +627,7 @@ class ProcessGroupPbox(ProcessGroup):
             except pbox.Error:
                 pass  # the job's failure was raised where it happened
 
-    def _shrink(self):
+    def _shrink(self, step=None):
         """shrink(): this group's push-pulls reaped, the context shrunk, a new
         group of the survivors on it; this one serves nothing more."""
         if self._ctx is None:
@@ -638,7 +638,10 @@ class ProcessGroupPbox(ProcessGroup):
         flushed.wait()
         self._thr.join()
         ctx, self._ctx = self._ctx, None
-        resumed = ctx.shrink()
+        if step is None:
+            resumed = ctx.shrink()
+        else:
+            resumed, step = ctx.shrink_step(step)
         li = ctx.layout()
         if resumed:  # the allreduces that raised go on where they were, one
             # key's calls one after the other, as they were started
@@ -654,6 +657,7 @@ class ProcessGroupPbox(ProcessGroup):
         self._failed = []
         g = ProcessGroupPbox(None, li.rank, li.world_size, None, ctx=ctx)
         g.resumed = resumed
+        g.step = step
         return g
 
     def _no_gloo(self, what):
@@ -1190,7 +1194,7 @@ class ProcessGroupPbox(ProcessGroup):
         return self._gloo_for("recv", "point to point").recv(tensors, src, tag)
 
 
-def shrink(group=None):
+def shrink(group=None, step=None):
     """Go on with the survivors after a collective raised because a rank or
     the box was lost (libpbox's pbox_shrink()): every survivor calls it, and
     gets a new group of the survivors (rank() and size() renumbered in
@@ -1199,15 +1203,23 @@ def shrink(group=None):
     here, and no rank had a reduce_scatter_tensor, all_gather_into_tensor
     or broadcast through pbox in flight), every all_reduce of the old group
     that raised is complete in its tensors, with the exact sums, as if
-    nothing had happened: go on from there. Otherwise (a rank was lost, or a
-    sharded collective was under way: those are never resumed) redo the
-    failed step from its inputs (its tensors may hold some sums already). The new group does all_reduce (through pbox),
-    broadcast and barrier; pass it as group= (torch's default group stays
-    the old one). group: the failed pbox group (None: the default group)."""
+    nothing had happened: go on from there. Otherwise (a rank was lost, or
+    a sharded collective was under way: those are never resumed) redo the
+    failed step from its inputs (its tensors may hold some sums already).
+    The new group does all_reduce (through pbox), broadcast and barrier;
+    pass it as group= (torch's default group stays the old one).
+
+    group: the failed pbox group (None: the default group). step: the step
+    this rank failed in (its loop's counter), and the survivors agree on
+    the one to redo (pbox_shrink_step()): group.step is the earliest any of
+    them failed in (a rank that died after its sums reached one survivor
+    and not another leaves the first a step ahead: it goes back, from that
+    step's inputs); resumed, group.step is as given. Every survivor passes
+    a step, or none does (group.step None)."""
     g = group if group is not None else dist.distributed_c10d._get_default_group()
     if not isinstance(g, ProcessGroupPbox):
         raise RuntimeError("pbox: shrink() takes a pbox group, not %s" % type(g).__name__)
-    return g._shrink()
+    return g._shrink(step)
 
 
 def stats(group=None):
