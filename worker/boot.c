@@ -69,6 +69,7 @@
 #include "wk_grow.h"
 #include "wk_udp.h"
 #include "wk_boot.h"
+#include "wk_serve.h"
 
 #define LINE_CAP 512
 
@@ -908,6 +909,9 @@ void wk_free_net(struct pbox *px)
 	free(px->net.newt);
 	free(px->net.ag);
 	free(px->net.es.eng);
+	free(px->net.es.nap_fds);
+	px->net.es.nap_fds = NULL;
 	free(px->net.es.grow_ts);
 	px->net.es.grow_ts = NULL;
+	wk_serve_early_free(px);
 }

@@ -196,10 +196,11 @@ static void control_line(struct pbox *px, uint32_t r, char *line)
 	}
 }
 
-/* Every rank's connection: its lines, and whether it closed. */
-static void peers_poll(struct pbox *px, uint64_t now)
+/* Every rank's connection: its lines (how many), and whether it closed. */
+static int peers_poll(struct pbox *px, uint64_t now)
 {
 	char line[RP_LINE_MAX];
+	int lines = 0;
 
 	for (uint32_t r = 0; r < px->net.n; r++) {
 		int fd = px->net.peer_fd[r], rc = 0;
@@ -208,6 +209,7 @@ static void peers_poll(struct pbox *px, uint64_t now)
 						     WK_LINEBUF, line, sizeof(line))) == 1) {
 			px->net.peer_heard[r] = now;
 			control_line(px, r, line);
+			lines++;
 		}
 		if (fd >= 0 && rc < 0) {
 			close(fd);
@@ -220,6 +222,7 @@ static void peers_poll(struct pbox *px, uint64_t now)
 				px->net.es.bye_done = true;
 		}
 	}
+	return lines;
 }
 
 /* The boxes' control connections: a box that closed or timed out its
@@ -320,9 +323,10 @@ static void tell(struct pbox *px)
 
 /* The control side of one engine turn: the ranks' lines, the boxes'
  * connections, REJOIN, heartbeats, telling a failure, the BYE barrier. */
-void wk_ctl_turn(struct pbox *px, uint64_t now, bool finalizing)
+int wk_ctl_turn(struct pbox *px, uint64_t now, bool finalizing)
 {
-	peers_poll(px, now);
+	int lines = peers_poll(px, now);
+
 	boxes_poll(px, now);
 	if (px->net.rank != 0 && px->net.peer_fd[0] >= 0) { /* pbox_rejoin(): REJOIN, once */
 		pthread_mutex_lock(&px->mu);
@@ -337,4 +341,5 @@ void wk_ctl_turn(struct pbox *px, uint64_t now, bool finalizing)
 	tell(px); /* before this rank's caller can exit */
 	if (finalizing)
 		finalize_barrier(px, now);
+	return lines;
 }

@@ -114,24 +114,41 @@ static void publish(struct pbox *px, uint64_t now)
 
 /* ---- the thread ---------------------------------------------------------------- */
 
-/* Nothing to do: wait for a datagram, a wake-up (a new push-pull), the
- * next expiry or pacing slot. */
+/*
+ * Nothing to do: wait for a datagram, a wake-up (a new push-pull), a line
+ * from a rank, the next expiry or pacing slot, or rank 0's agreement on
+ * new tensors. A line wakes the engine for the control turn at once: a
+ * new tensor's agreement is a few of them (NEW, GREW), and each would
+ * otherwise wait out a nap (20 ms).
+ */
 static void nap(struct pbox *px, uint64_t now, bool fin)
 {
-	struct pollfd p[2] = {{.fd = px->net.udp, .events = POLLIN},
-			      {.fd = px->net.efd, .events = POLLIN}};
+	struct pollfd two[2], *p = px->net.es.nap_fds;
 	/* a DPDK port has no descriptor to wait on: nap briefly */
-	uint64_t cnt, wait_ns = wk_flow_next_expiry(px, now,
-						    px->net.tp->nap_ns ? px->net.tp->nap_ns
-						    : fin	       ? 5000000ull
-								       : 20000000ull);
+	uint64_t cnt,
+		wait_ns = wk_grow_wait(px, now,
+				       wk_flow_next_expiry(px, now,
+							   px->net.tp->nap_ns ? px->net.tp->nap_ns
+							   : fin	      ? 5000000ull
+									      : 20000000ull));
 	struct timespec ts = {.tv_sec = (time_t)(wait_ns / 1000000000ull),
 			      .tv_nsec = (long)(wait_ns % 1000000000ull)};
+	nfds_t n = 2;
 
-	if (wait_ns && ppoll(p, 2, &ts, NULL) > 0 && (p[1].revents & POLLIN) &&
-	    read(px->net.efd, &cnt, sizeof(cnt)) < 0) {
+	if (!p && !(p = px->net.es.nap_fds = calloc(px->net.n + 2, sizeof(*p))))
+		p = two; /* out of memory: the lines wait for the next turn */
+	p[0] = (struct pollfd){.fd = px->net.udp, .events = POLLIN};
+	p[1] = (struct pollfd){.fd = px->net.efd, .events = POLLIN};
+	for (uint32_t r = 0; p != two && r < px->net.n; r++) /* -1: not polled */
+		p[n++] = (struct pollfd){.fd = px->net.peer_fd[r], .events = POLLIN};
+	if (!wait_ns || ppoll(p, n, &ts, NULL) <= 0)
+		return;
+	if ((p[1].revents & POLLIN) && read(px->net.efd, &cnt, sizeof(cnt)) < 0) {
 		/* nothing: the counter was read by an earlier wake-up */
 	}
+	for (nfds_t i = 2; i < n; i++)
+		if (p[i].revents)
+			px->net.es.control_ns = 0; /* the control turn, next */
 }
 
 static void *engine(void *arg)
@@ -188,9 +205,11 @@ static void *engine(void *arg)
 		wk_tx_flush(px, e);
 		if (fin ||
 		    now - px->net.es.control_ns > 2000000ull) { /* a syscall per connection */
-			wk_ctl_turn(px, now, fin);
+			work += wk_ctl_turn(px, now, fin);
 			px->net.es.control_ns = now;
 		}
+		if (px->net.es.n_early && !px->fail) /* a growth laid out: its held pushes */
+			work += wk_serve_early(px, e);
 		if (now - px->net.es.published_ns > 20000000ull)
 			publish(px, now);
 		if (fin && px->net.es.bye_done)

@@ -40,8 +40,14 @@
  * (GROW on its control connection, admitted against the box's budget as a
  * registration is) before it says GREW: no push for the new chunks can
  * reach the box before the box has them. A rank's SS_GPU may hear a push
- * for a new chunk before that rank has read GREW: engine.c drops it
- * unanswered, and the sender's resend finds it laid out.
+ * for a new chunk before that rank has read GREW (rank 0 pushes as it
+ * says it): serve.c holds it and sums it once the chunk is laid out (past
+ * what it holds, the sender's resend finds it laid out). Every line wakes
+ * the engine (its nap polls the connections) and rank 0's nap ends when
+ * the quiet moment does: a new tensor's first push-pull takes the quiet
+ * moment and two round trips more than a known one's, where each step
+ * once waited out a nap of up to 20 ms and the pushes a timeout (81 ms a
+ * new tensor on loopback, 4 now).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -434,6 +440,15 @@ void wk_grow_poll(struct pbox *px)
 	}
 	if (px->net.n == 1 && px->net.applied < n_new && !px->fail && !busy)
 		apply(px, px->net.applied, n_new);
+}
+
+uint64_t wk_grow_wait(const struct pbox *px, uint64_t now, uint64_t wait)
+{
+	uint64_t quiet = px->net.ag_last_ns + WK_AGREE_QUIET_NS;
+
+	if (px->net.rank == 0 && px->net.ag_rows && !px->fail && quiet > now && quiet - now < wait)
+		return quiet - now;
+	return wait;
 }
 
 int wk_grow_line(struct pbox *px, uint32_t from, const struct rp_msg *m)

@@ -10,6 +10,8 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "nic_ctl.h"
 #include "wk_ctx.h"
@@ -173,6 +175,77 @@ static void serve_verdict(void *arg, const struct pbox_hdr *h, enum ss_verdict v
 	}
 }
 
+/*
+ * Pushes for chunks not laid out here yet. Rank 0 lays a growth out and
+ * pushes at once, before the others have read its GREW (their engines look
+ * at the connections every 2 ms, and may be asleep): dropped, each push
+ * would wait for its sender's retransmission timeout, 50 ms at least, and
+ * every new tensor's first round with it. Held instead, signed by the job's
+ * key, up to WK_EARLY_MAX of them and WK_EARLY_BYTES of payload (past that
+ * they are dropped, and resent as before), and summed once laid out.
+ */
+#define WK_EARLY_MAX   4096u
+#define WK_EARLY_BYTES (4ull << 20)
+
+static void early_hold(struct pbox *px, const struct pbox_hdr *h, const uint8_t *p,
+		       const struct sockaddr_in *from)
+{
+	struct wk_early *x;
+
+	if (h->op != PBOX_OP_PUSH || px->net.es.n_early >= WK_EARLY_MAX ||
+	    px->net.es.early_bytes + h->len > WK_EARLY_BYTES || !nic_mac_ok(&px->net.mac, h, p))
+		return;
+	if (px->net.es.n_early == px->net.es.cap_early) {
+		uint32_t cap = px->net.es.cap_early ? 2 * px->net.es.cap_early : 64;
+
+		x = realloc(px->net.es.early, cap * sizeof(*x));
+		if (!x)
+			return;
+		px->net.es.early = x;
+		px->net.es.cap_early = cap;
+	}
+	x = &px->net.es.early[px->net.es.n_early];
+	x->p = malloc(h->len ? h->len : 1);
+	if (!x->p)
+		return;
+	memcpy(x->p, p, h->len);
+	x->h = *h;
+	x->from = *from;
+	px->net.es.n_early++;
+	px->net.es.early_bytes += h->len;
+}
+
+int wk_serve_early(struct pbox *px, struct eng *e)
+{
+	uint32_t laid = px->net.unit[px->net.self_unit].n_chunks, kept = 0, n = px->net.es.n_early;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct wk_early x = px->net.es.early[i];
+
+		if (x.h.chunk >= laid) {
+			px->net.es.early[kept++] = x;
+			continue;
+		}
+		wk_serve_push(px, e, &x.h, x.p, &x.from);
+		px->net.es.early_bytes -= x.h.len;
+		free(x.p);
+	}
+	px->net.es.n_early = kept;
+	if (kept < n)
+		wk_tx_flush(px, e);
+	return (int)(n - kept);
+}
+
+void wk_serve_early_free(struct pbox *px)
+{
+	for (uint32_t i = 0; i < px->net.es.n_early; i++)
+		free(px->net.es.early[i].p);
+	free(px->net.es.early);
+	px->net.es.early = NULL;
+	px->net.es.n_early = px->net.es.cap_early = 0;
+	px->net.es.early_bytes = 0;
+}
+
 void wk_serve_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, const uint8_t *p,
 		   const struct sockaddr_in *from)
 {
@@ -183,9 +256,11 @@ void wk_serve_push(struct pbox *px, struct eng *e, const struct pbox_hdr *h, con
 		.src = {.ip_be = from->sin_addr.s_addr, .port = ntohs(from->sin_port)}};
 
 	/* a chunk past what we have laid out: a tensor the others have agreed
-	 * on, before we read rank 0's GREW; their resend will find it */
-	if (!seg && h->chunk >= px->net.unit[px->net.self_unit].n_chunks)
+	 * on, before we read rank 0's GREW (held until we have) */
+	if (!seg && h->chunk >= px->net.unit[px->net.self_unit].n_chunks) {
+		early_hold(px, h, p, from);
 		return;
+	}
 	if (!seg)
 		seg = px->net.es.ssj;
 	if (!seg)

@@ -8,7 +8,8 @@
 
 /* The control side of one engine turn: the ranks' lines, the boxes'
  * connections, REJOIN, heartbeats, telling a failure, the BYE barrier
- * (@finalizing). */
-void wk_ctl_turn(struct pbox *px, uint64_t now, bool finalizing);
+ * (@finalizing). The ranks' lines it read: a line can start work (GREW
+ * lays tensors out, and their push-pulls go). */
+int wk_ctl_turn(struct pbox *px, uint64_t now, bool finalizing);
 
 #endif /* PBOX_WK_CTL_H */

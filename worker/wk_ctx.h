@@ -13,6 +13,8 @@
 #ifndef PBOX_WK_CTX_H
 #define PBOX_WK_CTX_H
 
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -345,6 +347,16 @@ struct wk_box_eps {
 	uint64_t room[WK_MAX_EPS]; /* bytes of state it would take (UINT64_MAX: not said) */
 };
 
+/* A peer's push for a chunk this rank has not laid out yet: a tensor the
+ * others agreed on before this rank read rank 0's GREW (serve.c holds it,
+ * and sums it once the chunk is laid out, where it would otherwise wait
+ * for the sender's retransmission timeout). */
+struct wk_early {
+	struct pbox_hdr h;
+	struct sockaddr_in from;
+	uint8_t *p; /* h.len bytes */
+};
+
 /*
  * One incarnation of the network job: who this rank is and with whom, the
  * key, the boxes, the layout, the connections and the transport, the
@@ -457,12 +469,17 @@ struct wk_net {
 		uint32_t *hash_unit, hash_cap; /* unit by source address */
 		uint64_t nojob_since;	       /* the box said "no such job" first */
 		void *eng;		       /* udp.c's batch buffers (struct eng) */
+		struct pollfd *nap_fds;	       /* the nap's: the socket, the wake-up, the ranks' */
 		void *comp_scratch;	       /* [job] compression: comp_scratch_bytes() */
 		/* rank 0: new tensors [grow_a, grow_b) laid out (@grow_ts, NULL
 		 * but meanwhile), the box client growing the boxes (grow.c): the
 		 * boxes' connections are its */
 		uint32_t grow_a, grow_b;
 		struct wk_tensor **grow_ts;
+		/* pushes for chunks not laid out here yet, held (serve.c) */
+		struct wk_early *early;
+		uint32_t n_early, cap_early;
+		uint64_t early_bytes;
 	} es;
 };
 

@@ -16,5 +16,8 @@ int wk_grow(struct pbox *px, struct wk_tensor *const *ts, uint32_t n, struct wk_
  * was agreed; a control line that is grow.c's (1) or not (0). */
 void wk_grow_poll(struct pbox *px);
 int wk_grow_line(struct pbox *px, uint32_t from, const struct rp_msg *m);
+/* The engine's nap of @wait ns, cut to when rank 0 agrees on the new
+ * tensors announced so far (no NEW for a quiet moment). */
+uint64_t wk_grow_wait(const struct pbox *px, uint64_t now, uint64_t wait);
 
 #endif /* PBOX_WK_GROW_H */
