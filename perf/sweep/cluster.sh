@@ -20,6 +20,7 @@
 #     box_1k_vs_rtt=Z box_1k_min_vs_rtt=W box_1k_b2b_vs_rtt=V rtt_ms=R
 #     box_1k_b2b_vs_warm_rtt=V' rtt_warm_ms=R'
 #     box_cpu_vs_gloo_16m=C box_cpu_ns_per_byte_16m=P gloo_cpu_ns_per_byte_16m=G
+#     box_first_1k_ms=F box_first_vs_gloo_1k=Q worst_box_first_vs_gloo=S
 # (ratios of median times, pbox over Gloo: below 1, pbox is faster;
 # box_1k_vs_rtt: the 1 KiB all_reduce through the box, its median over one
 # round trip to the box; box_1k_min_vs_rtt, its fastest call's: the
@@ -28,7 +29,11 @@
 # box_1k_b2b_vs_warm_rtt, that over the round trip to the box pinged back
 # to back (rtt_warm_ms: its cores awake, as calls back to back keep them);
 # *_cpu_*: the CPU a rank's threads ran per call back to back at 16 MiB,
-# through the box over Gloo's, and each one's per byte of the tensor). Needs root and hugepages (the box), torch.
+# through the box over Gloo's, and each one's per byte of the tensor;
+# box_first_*: each size's first call through the box, which to pbox is a
+# new tensor (agreed by the ranks, and the box's job grown, before its
+# data moves): at 1 KiB in ms and over Gloo's first call, and the worst
+# ratio of any size). Needs root and hugepages (the box), torch.
 #
 #   perf/sweep/cluster.sh [BUILD_DIR]   B (1000), K (2), ITERS (30),
 #                                       RTT_PINGS (50), OUT (BUILD_DIR/perf/sweep),
@@ -101,19 +106,19 @@ join -t, <(tail -n +2 "$log/gloo.csv" | sort -t, -k1,1) <(tail -n +2 "$log/nobox
 	awk -F, -v n="$N" -v b="$B" -v k="$K" -v rtt="$rtt" -v rttw="$rtt_warm" -v csv="$csv" '
 	BEGIN { h = "size_bytes"
 		split("gloo nobox box", run, " ")
-		split("median_ms p90_ms min_ms b2b_median_ms b2b_p90_ms cpu_us caller_us engine_us", col, " ")
-		for (i = 1; i <= 3; i++) for (j = 1; j <= 8; j++) h = h "," run[i] "_" col[j]
-		print h ",nobox_vs_gloo,box_vs_gloo,nobox_vs_gloo_b2b,box_vs_gloo_b2b,nobox_cpu_vs_gloo,box_cpu_vs_gloo" >csv }
-	# gloo: $2-$9, nobox: $10-$17, box: $18-$25 (median, p90, min, b2b median, b2b p90, CPU, caller, engine)
-	{ rn = $10 / $2; rb = $18 / $2; rnb = $13 / $5; rbb = $21 / $5
-	  cn = $7 > 0 ? $15 / $7 : 0; cb = $7 > 0 ? $23 / $7 : 0
-	  printf "%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", $0, rn, rb, rnb, rbb, cn, cb >csv
-	  printf "sweep-cluster: %9d bytes: Gloo %8.3f ms, pbox alone %8.3f ms (%.3f), through the box %8.3f ms (%.3f); back to back: Gloo %8.3f ms, pbox alone %.3f, through the box %.3f; CPU a call: Gloo %.1f us, pbox alone %.3f, through the box %.3f\n", $1, $2, $10, rn, $18, rb, $5, rnb, rbb, $7, cn, cb
+		split("median_ms p90_ms min_ms b2b_median_ms b2b_p90_ms cpu_us caller_us engine_us first_ms", col, " ")
+		for (i = 1; i <= 3; i++) for (j = 1; j <= 9; j++) h = h "," run[i] "_" col[j]
+		print h ",nobox_vs_gloo,box_vs_gloo,nobox_vs_gloo_b2b,box_vs_gloo_b2b,nobox_cpu_vs_gloo,box_cpu_vs_gloo,box_vs_gloo_first" >csv }
+	# gloo: $2-$10, nobox: $11-$19, box: $20-$28 (median, p90, min, b2b median, b2b p90, CPU, caller, engine, the first call)
+	{ rn = $11 / $2; rb = $20 / $2; rnb = $14 / $5; rbb = $23 / $5
+	  cn = $7 > 0 ? $16 / $7 : 0; cb = $7 > 0 ? $25 / $7 : 0; rf = $28 / $10
+	  printf "%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", $0, rn, rb, rnb, rbb, cn, cb, rf >csv
+	  printf "sweep-cluster: %9d bytes: Gloo %8.3f ms, pbox alone %8.3f ms (%.3f), through the box %8.3f ms (%.3f); back to back: Gloo %8.3f ms, pbox alone %.3f, through the box %.3f; CPU a call: Gloo %.1f us, pbox alone %.3f, through the box %.3f; the first call (a new tensor): Gloo %.3f ms, pbox alone %.3f, through the box %.3f ms (%.3f)\n", $1, $2, $11, rn, $20, rb, $5, rnb, rbb, $7, cn, cb, $10, $19, $28, rf
 	  if (rb > wb) { wb = rb; wba = $1 } if (rn > wn) { wn = rn; wna = $1 }
 	  if (rbb > wbb) { wbb = rbb; wbba = $1 } if (rnb > wnb) { wnb = rnb; wnba = $1 }
-	  if ($1 == 1024) { k1 = $18; k1min = $20; k1b = $21 }
-	  if ($1 == 16777216) { c16 = cb; pb16 = $23 * 1e3 / $1; gb16 = $7 * 1e3 / $1 } }
-	END { printf "RESULT sweep-cluster n=%d b=%d k=%d worst_box_vs_gloo=%.3f worst_box_at=%d worst_nobox_vs_gloo=%.3f worst_nobox_at=%d worst_b2b_box_vs_gloo=%.3f worst_b2b_box_at=%d worst_b2b_nobox_vs_gloo=%.3f worst_b2b_nobox_at=%d box_1k_vs_rtt=%.3f box_1k_min_vs_rtt=%.3f box_1k_b2b_vs_rtt=%.3f rtt_ms=%.3f box_1k_b2b_vs_warm_rtt=%.3f rtt_warm_ms=%.3f box_cpu_vs_gloo_16m=%.3f box_cpu_ns_per_byte_16m=%.3f gloo_cpu_ns_per_byte_16m=%.3f\n",
-		n, b, k, wb, wba, wn, wna, wbb, wbba, wnb, wnba, (rtt > 0 ? k1 / rtt : 0), (rtt > 0 ? k1min / rtt : 0), (rtt > 0 ? k1b / rtt : 0), rtt, (rttw > 0 ? k1b / rttw : 0), rttw, c16, pb16, gb16 }'
+	  if (rf > wf) wf = rf; if ($1 == 1024) { k1 = $20; k1min = $22; k1b = $23; f1 = $28; rf1 = rf }
+	  if ($1 == 16777216) { c16 = cb; pb16 = $25 * 1e3 / $1; gb16 = $7 * 1e3 / $1 } }
+	END { printf "RESULT sweep-cluster n=%d b=%d k=%d worst_box_vs_gloo=%.3f worst_box_at=%d worst_nobox_vs_gloo=%.3f worst_nobox_at=%d worst_b2b_box_vs_gloo=%.3f worst_b2b_box_at=%d worst_b2b_nobox_vs_gloo=%.3f worst_b2b_nobox_at=%d box_1k_vs_rtt=%.3f box_1k_min_vs_rtt=%.3f box_1k_b2b_vs_rtt=%.3f rtt_ms=%.3f box_1k_b2b_vs_warm_rtt=%.3f rtt_warm_ms=%.3f box_cpu_vs_gloo_16m=%.3f box_cpu_ns_per_byte_16m=%.3f gloo_cpu_ns_per_byte_16m=%.3f box_first_1k_ms=%.3f box_first_vs_gloo_1k=%.3f worst_box_first_vs_gloo=%.3f\n",
+		n, b, k, wb, wba, wn, wna, wbb, wbba, wnb, wnba, (rtt > 0 ? k1 / rtt : 0), (rtt > 0 ? k1min / rtt : 0), (rtt > 0 ? k1b / rtt : 0), rtt, (rttw > 0 ? k1b / rttw : 0), rttw, c16, pb16, gb16, f1, rf1, wf }'
 echo "sweep-cluster: wrote $csv"
 [ "$fail" -eq 0 ]

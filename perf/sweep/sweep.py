@@ -14,8 +14,10 @@ back, as nccl-tests times them (a training step's calls come so): each
 call's time is from the previous call's end to its own on each rank, the
 slowest rank's, free of the barrier's skew (the ranks leave a call
 together, as its sum reaches them). Writes
-size_bytes,median_ms,p90_ms,min_ms,b2b_median_ms,b2b_p90_ms rows (rank 0),
-and checks every sum."""
+size_bytes,median_ms,p90_ms,min_ms,b2b_median_ms,b2b_p90_ms,cpu_us,caller_us,
+engine_us,first_ms rows (rank 0; first_ms: the size's first call, after a
+barrier, which to pbox is a new tensor: agreed by the ranks and laid out
+before its data moves), and checks every sum."""
 import csv
 import os
 import statistics
@@ -77,6 +79,8 @@ for shift in range(int(os.environ.get("SWEEP_FROM", "10")), int(os.environ.get("
         if not bool((t == want).all()):
             sys.exit("sweep: rank %d: %s, %d bytes: a wrong sum" % (rank, backend, size))
         dist.all_reduce(dt, op=dist.ReduceOp.MAX, group=side)
+        if i == 0:  # the size's first call: a new tensor to pbox (agreed, laid out)
+            first = float(dt) * 1e3
         if i >= 5:
             times.append(float(dt) * 1e3)
     # back to back: one call untimed (it leaves the barrier), then ITERS;
@@ -102,15 +106,17 @@ for shift in range(int(os.environ.get("SWEEP_FROM", "10")), int(os.environ.get("
     dist.all_reduce(mean_cpu, group=side)
     times.sort()
     rows.append((size, statistics.median(times), pct90(times), times[0],
-                 statistics.median(b2b), pct90(b2b)) + tuple(float(x) / n for x in mean_cpu))
+                 statistics.median(b2b), pct90(b2b)) + tuple(float(x) / n for x in mean_cpu)
+                + (first,))
     if rank == 0:
         print("sweep: %s %9d bytes: median %8.3f ms, p90 %8.3f ms, min %8.3f ms; "
               "back to back median %8.3f ms, p90 %8.3f ms; CPU a call (a rank's) %.1f us, "
-              "the caller %.1f, the engine %.1f" % ((backend,) + rows[-1]), flush=True)
+              "the caller %.1f, the engine %.1f; the first call %.3f ms" % ((backend,) + rows[-1]),
+              flush=True)
 if rank == 0:
     with open(out, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")  # join and awk read these: no CR
         w.writerow(["size_bytes", "median_ms", "p90_ms", "min_ms", "b2b_median_ms", "b2b_p90_ms",
-                    "cpu_us", "caller_us", "engine_us"])
+                    "cpu_us", "caller_us", "engine_us", "first_ms"])
         w.writerows(rows)
 dist.destroy_process_group()
