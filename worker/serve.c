@@ -177,10 +177,10 @@ static void serve_verdict(void *arg, const struct pbox_hdr *h, enum ss_verdict v
 
 /*
  * Pushes for chunks not laid out here yet. Rank 0 lays a growth out and
- * pushes at once, before the others have read its GREW (their engines look
- * at the connections every 2 ms, and may be asleep): dropped, each push
- * would wait for its sender's retransmission timeout, 50 ms at least, and
- * every new tensor's first round with it. Held instead, signed by the job's
+ * pushes at once, and its pushes can come before its GREW has crossed the
+ * TCP connection and this engine's control turn has read it: dropped,
+ * each would wait for its sender's retransmission timeout, 50 ms at
+ * least, and every new tensor's first round with it. Held instead, signed by the job's
  * key, up to WK_EARLY_MAX of them and WK_EARLY_BYTES of payload (past that
  * they are dropped, and resent as before), and summed once laid out.
  */
