@@ -180,9 +180,10 @@ static void serve_verdict(void *arg, const struct pbox_hdr *h, enum ss_verdict v
  * pushes at once, and its pushes can come before its GREW has crossed the
  * TCP connection and this engine's control turn has read it: dropped,
  * each would wait for its sender's retransmission timeout, 50 ms at
- * least, and every new tensor's first round with it. Held instead, signed by the job's
- * key, up to WK_EARLY_MAX of them and WK_EARLY_BYTES of payload (past that
- * they are dropped, and resent as before), and summed once laid out.
+ * least, and every new tensor's first round with it. Held instead, signed
+ * by the job's key, up to WK_EARLY_MAX of them and WK_EARLY_BYTES of
+ * payload (past that they are dropped, and resent as before), and summed
+ * once laid out.
  */
 #define WK_EARLY_MAX   4096u
 #define WK_EARLY_BYTES (4ull << 20)
