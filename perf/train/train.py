@@ -25,7 +25,10 @@ and its last step's, applied once at the end, are tail_ms), where the
 time went (fwd_ms, with the scheduled optimizer's waits for sums; bwd_ms,
 with DDP's; opt_ms), then "train: MODE MODEL cpu_ms_per_step=C THREAD:MS ...":
 rank 0's CPU time per timed step by thread (the main thread's is the
-model's compute; the rest is communication), and saves OUT_PREFIX-RANK.pt.
+model's compute; the rest is communication), then "train: MODE MODEL
+host_busy=F": the share of the host's CPUs busy over the timed steps
+(every rank, pboxd and the emulated links; near 1, the host's CPUs bound
+the step, not the links), and saves OUT_PREFIX-RANK.pt.
 With TRAIN_STATS=1, rank 0 also prints its pbox_stats() at the end.
 """
 import os
@@ -100,6 +103,17 @@ def thread_cpu():
     return cpu
 
 
+def host_cpu():
+    """The host's CPU time (/proc/stat, every CPU, in its ticks) as (busy,
+    all): /proc/stat is the host's in every network namespace, so it counts
+    every rank, pboxd and the emulated links' kernel work alike."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle, iowait
+    total = sum(v[:8])  # guest time is in user's already
+    return total - idle, total
+
+
 gen = torch.Generator().manual_seed(1000 + rank)
 data = [(torch.randint(0, 30522, (batch, side), generator=gen) if name == "bert_base" else
          torch.randn(batch, 3, side, side, generator=gen),
@@ -111,6 +125,7 @@ for step, (x, y) in enumerate(data):
         t0 = time.monotonic()
         phase = [0.0, 0.0, 0.0]
         cpu0 = thread_cpu()
+        host0 = host_cpu()
     a = time.monotonic()
     opt.zero_grad()
     loss = torch.nn.functional.cross_entropy(net(x), y)
@@ -125,6 +140,7 @@ for step, (x, y) in enumerate(data):
         phase[i] += t
 t1 = time.monotonic()
 cpu1 = thread_cpu()
+host1 = host_cpu()
 if mode.startswith("sched") or mode.startswith("async"):  # once per run, not per step
     opt.synchronize()
 tail = (time.monotonic() - t1) * 1000
@@ -140,6 +156,9 @@ if rank == 0:
         mode, name, sum(cpu.values()), " ".join("%s:%.1f" % kv for kv in
                                                 sorted(cpu.items(), key=lambda kv: -kv[1]) if kv[1] >= 0.1)),
           flush=True)
+    busy, total = host1[0] - host0[0], host1[1] - host0[1]
+    print("train: %s %s host_busy=%.3f of %d CPUs" % (mode, name, busy / total if total else 0,
+                                                       os.cpu_count()), flush=True)
 # what pbox laid out (the keys' state on the SSes; the box's share), against
 # which train.sh holds the box's state
 pg = hs.group if mode == "hook" else None if mode == "gloo" else \

@@ -19,9 +19,13 @@
 # with t_ring replaced by t_opt (no overlap assumed). Writes
 # $OUT/train.csv, a chart ($OUT/train.png: each mode's speedup per model
 # beside the theory's) and one line per model:
-#   RESULT train model=M k=K b=B ddp_vs_gloo= hook_vs_gloo= sched_vs_gloo= sched_vs_ddp= box_state= theory=
+#   RESULT train model=M k=K b=B ddp_vs_gloo= hook_vs_gloo= sched_vs_gloo= sched_vs_ddp= box_state=
+#     busy_gloo= busy_ddp= busy_sched= theory=
 # (speedups: Gloo's step time over the mode's, one run; theory: the step's;
 # box_state: the box's state over two buffers of its share of the model;
+# busy_gloo, busy_ddp, busy_sched: the share of the host's CPUs busy over
+# those runs' timed steps, near 1 where the host's CPUs, not the links,
+# bound the step (4 ranks, pboxd and the emulated links on this host);
 # theory_laid, where the box's memory held less than its Theorem 1 share:
 # the step's speedup for the layout DDP's run had)
 # Needs root, hugepages, torch and torchvision (deploy/host-setup.sh --perf).
@@ -50,6 +54,7 @@ train() {
 	torch_ranks "$1" "$2-$1" "$3" 900 "$src/perf/train/train.py" "$1" "$2" "$log/$2-$1"
 }
 step_ms() { grep -oh "train: $1 $2 step_ms=[0-9.]*" "$log/$2-$1-h0.log" | sed 's/.*=//'; }
+busy() { grep -oh "train: $1 $2 host_busy=[0-9.]*" "$log/$2-$1-h0.log" | sed 's/.*=//'; }
 # box_state MODE MODEL LINE: the box's state for the run's job (its last
 # registration or growth after pboxd.log's LINE) against two buffers of
 # the box's share of the model (of what pbox laid out, the gradients'
@@ -95,16 +100,17 @@ else # k = 0: the workers' SS_GPUs alone
 	boxaddr=
 	: >"$log/pboxd.log"
 fi
-echo "model,mode,step_ms,speedup_vs_gloo,max_param_diff_vs_gloo,ranks_agree,grads_mb,theory_step,theory_comm,k,b_mbps" >"$csv"
+echo "model,mode,step_ms,speedup_vs_gloo,max_param_diff_vs_gloo,ranks_agree,grads_mb,theory_step,theory_comm,k,b_mbps,host_busy" >"$csv"
 port=29700
 for m in $MODELS; do
-	declare -A t=()
+	declare -A t=() u=()
 	for mode in $MODES; do
 		port=$((port + 1))
 		at=$(wc -l <"$log/pboxd.log")
 		if train "$mode" "$m" "$port"; then
 			t[$mode]=$(step_ms "$mode" "$m")
-			echo "train: $m $mode: ${t[$mode]} ms per step;" \
+			u[$mode]=$(busy "$mode" "$m")
+			echo "train: $m $mode: ${t[$mode]} ms per step, the host's CPUs ${u[$mode]:-?} busy;" \
 				"$(grep -oh "cpu_ms_per_step=.*" "$log/$m-$mode-h0.log" | sed 's/cpu_ms_per_step=/rank 0 CPU ms per step /')"
 			box_state "$mode" "$m" "$at"
 		else
@@ -136,7 +142,7 @@ for m in $MODELS; do
 		[ -n "${t[$mode]:-}" ] || continue
 		read -r d agree < <(diff_from "$mode" "$m" gloo)
 		sp=$(awk -v g="${t[gloo]}" -v x="${t[$mode]}" 'BEGIN { printf "%.3f", g / x }')
-		echo "$m,$mode,${t[$mode]},$sp,$d,$agree,$mb,$theory,$comm,$K,$B" >>"$csv"
+		echo "$m,$mode,${t[$mode]},$sp,$d,$agree,$mb,$theory,$comm,$K,$B,${u[$mode]:-}" >>"$csv"
 		echo "train: $m $mode: ${sp}x Gloo, parameters $d from Gloo's, ranks agree: $agree"
 		[ "$agree" = yes ] || bad "$m $mode: every rank's parameters equal"
 		case $mode in
@@ -152,9 +158,12 @@ for m in $MODELS; do
 	[ -n "${t[sched]:-}" ] && [ -n "${t[pbox]:-}" ] &&
 		line+=" sched_vs_ddp=$(awk -v a="${t[pbox]}" -v b="${t[sched]}" 'BEGIN { printf "%.3f", a / b }')"
 	[ -n "$worst_state" ] && line+=" box_state=$worst_state"
+	for mode in gloo pbox sched; do # the host's CPUs: near 1, they bound the step
+		[ -n "${u[$mode]:-}" ] && line+=" busy_${mode/pbox/ddp}=${u[$mode]}"
+	done
 	worst_state=
 	echo "$line theory=$theory theory_comm=$comm${laid:+ theory_laid=$laid}"
-	unset t
+	unset t u
 done
 # the chart: each mode's speedup over Gloo per model, beside the theory's
 if command -v gnuplot >/dev/null && [ "$(wc -l <"$csv")" -gt 1 ]; then
