@@ -8,7 +8,7 @@ under torchrun. Prints the time per step and saves the final parameters.
 MODE: gloo (DDP on a Gloo group), pbox (DDP on the pbox backend), hook (DDP
 on Gloo, its buckets summed by pbox.torch.allreduce_hook), sched
 (pbox.torch.ScheduledOptimizer on the pbox group, no DDP), sched-fifo (the
-same, every parameter at one priority), async (pbox.torch.AsyncOptimizer:
+same, first come, first served: priority=False), async (pbox.torch.AsyncOptimizer:
 BytePS's asynchronous mode, no DDP), async-slow (the same, the last rank
 at half speed: it sleeps as long as its step took). MODEL: a
 torchvision model name (resnet18, resnet50, vgg16, ...), 10 classes, or

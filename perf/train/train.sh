@@ -8,7 +8,7 @@
 #   pbox   DDP on the pbox backend, through the box
 #   hook   DDP on Gloo with pbox.torch.allreduce_hook, through the box
 #   sched  pbox.torch.ScheduledOptimizer (no DDP), through the box
-#   sched-fifo  the same with every parameter at one priority (MODES=...)
+#   sched-fifo  the same first come, first served, not by layer (MODES=...)
 #   async  pbox.torch.AsyncOptimizer (BytePS's asynchronous mode, no DDP)
 #   async-slow  the same, the last rank at half speed; async_fast_rank=
 #          rank 0's step rate there over its rate in async (goal >= 0.9)

@@ -1434,8 +1434,12 @@ class ScheduledOptimizer:
     A second backward before step() is refused (use no_sync()).
 
     group: a pbox group (None: the default group, which must be pbox's).
-    priority: False sends every parameter at one priority, first come first
-    served (perf-train's comparison of the two).
+    priority: False sends the parameters first come, first served, in the
+    order backward makes their gradients (perf-train's comparison of the
+    two). Until the ranks agree on one order of sends (ByteScheduler's
+    master), a later, more urgent gradient overtakes at a different point
+    on each rank, and every rank then holds sends that wait for the others:
+    on links the step fills, priority costs throughput (docs/performance.md).
     Parameters must be fp32, fp16 or bf16, on the CPU or one CUDA device.
     Other attributes (param_groups, state_dict(), ...) are the optimizer's.
     """
@@ -1463,7 +1467,11 @@ class ScheduledOptimizer:
                                    "or bf16 only)" % (i, p.dtype))
             key = (zlib.crc32(b"sched:%d:%d:%d" % (self._made, i, p.numel())) &
                    0x7FFFFFFF) << 32 | (i & 0x1FFFFFFF) << 3 | 1  # never a _key()
-            self._ctx.declare(key, p.numel(), _DTYPES[p.dtype], i if priority else 0)
+            # by layer, the input's first; or first come, first served:
+            # backward makes the gradients in about the reverse order. A
+            # priority each, and not one for all: libpbox orders equal
+            # priorities by key, a hash here, which would preempt at random
+            self._ctx.declare(key, p.numel(), _DTYPES[p.dtype], i if priority else n - 1 - i)
             self._keys.append(key)
             self._bufs.append(torch.empty(p.numel(), dtype=p.dtype, device=p.device))
         # rank 0's parameters, as DDP starts: one broadcast per dtype and
