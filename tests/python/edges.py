@@ -15,6 +15,8 @@
   a later call of its tensor waits behind it, or its future is taken
   (AVG's division done in each), and the same for plain SUM calls (their
   futures made only when asked for);
+- ScheduledOptimizer declares its parameters by layer, or in backward's
+  order with priority=False (first come, first served);
 - pbox.torch.stats() counts what the rank did (ops, bytes);
 - a failure is a PboxError (torch's DistBackendError where torch has one)
   carrying libpbox's code: rank 1 leaves, rank 0's all_reduce raises with
@@ -149,6 +151,26 @@ if not bool((got == 4.0).all()):
 st = pbox.torch.stats()
 if st["ops"] < 1 or st["rx_bytes"] < 2000 or "srtt_ns" not in st:  # the 1000-float sum
     fails.append("stats(): %s" % st)
+
+# ScheduledOptimizer's priorities (after stats(): its broadcast, let go of
+# at once, begins a new incarnation, whose counters start at 0): by layer
+# (parameter i at i), or first come, first served (priority=False: in
+# backward's order, the last parameter's first), never one for all
+# (libpbox would order a tie by key, a hash: a random order)
+ctx = dist.distributed_c10d._get_default_group()._ctx
+for by_layer in (True, False):
+    said = []
+    ctx.declare = lambda key, count, dtype, prio=0, said=said: said.append(prio)
+    try:
+        net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+        pbox.torch.ScheduledOptimizer(torch.optim.SGD(net.parameters(), lr=0.1), net,
+                                      priority=by_layer)
+    finally:
+        del ctx.declare
+    want = [0, 1, 2, 3] if by_layer else [3, 2, 1, 0]
+    if said != want:
+        fails.append("ScheduledOptimizer(priority=%s) declared priorities %s, not %s" %
+                     (by_layer, said, want))
 
 # a failure carries its code: rank 1 leaves without a word
 dist.barrier()

@@ -243,7 +243,7 @@ if timeout 120 $py -m torch.distributed.run --redirects 2 --tee 2 --nproc_per_no
 	--master_addr 127.0.0.1 --master_port 29588 tests/python/edges.py >"$out/edges.log" 2>&1 &&
 	grep -q "edges: rank 0 ok" "$out/edges.log" &&
 	[ "$(grep -c 'pbox: allreduce goes to Gloo: op MAX' "$out/edges.log")" = 2 ]; then
-	ok "MAX all_reduce through Gloo, said once per rank; all_reduce_coalesced with MAX or int64 to Gloo's allreduce_coalesced, SUM of floats summed by pbox; a sparse tensor through Gloo's sparse path; Work.wait(timeout) honoured; a lost rank's PboxError carries pbox.EPEER"
+	ok "MAX all_reduce through Gloo, said once per rank; ScheduledOptimizer's priorities by layer, or in backward's order with priority=False; all_reduce_coalesced with MAX or int64 to Gloo's allreduce_coalesced, SUM of floats summed by pbox; a sparse tensor through Gloo's sparse path; Work.wait(timeout) honoured; a lost rank's PboxError carries pbox.EPEER"
 else
 	bad "the backend's edges (Gloo hand-off said once, Work.wait(timeout), PboxError's code)"
 	grep -v '^\[default[0-9]\]:\s*$' "$out/edges.log" | grep -v '^ ' | tail -8 | sed 's/^/        /'
