@@ -13,8 +13,9 @@
 #     memory (local_cuda = host);
 #   - PyTorch: DDP on CUDA tensors, 4 ranks under torchrun, on the pbox
 #     backend and through pbox.torch.allreduce_hook: parameters equal on
-#     every rank and within 1e-4 of the same run on CPU tensors; and the 4
-#     processes as one machine, CUDA IPC between them.
+#     every rank and within 1e-4 of the same run on CPU tensors; the
+#     ScheduledOptimizer and the AsyncOptimizer on CUDA parameters; and
+#     the 4 processes as one machine, CUDA IPC between them.
 # Runs from a build carried to a host without DPDK: tests/gpu/run.sh BUILD
 # (PY: the python with torch, python3 by default).
 set -uo pipefail
@@ -91,6 +92,20 @@ if run cuda hook fp32 29624 && compare cuda-hook-fp32 cpu-pbox-fp32; then
 else
 	bad "DDP on CUDA tensors with pbox.torch.allreduce_hook"
 fi
+# ByteScheduler's and BytePS's async optimizers on CUDA parameters
+if run cuda sched fp32 29631 && compare cuda-sched-fp32 cpu-pbox-fp32; then
+	ok "pbox.torch.ScheduledOptimizer on CUDA tensors: equal on every rank, within 1e-4 of DDP on CPU tensors"
+else
+	bad "ScheduledOptimizer on CUDA tensors"
+fi
+if PBOX_JOB_STALENESS=4 ASYNC_DEVICE=cuda timeout 200 $py -m torch.distributed.run --nproc_per_node 4 \
+	--master_addr 127.0.0.1 --master_port 29632 tests/python/async_train.py >"$out/async.log" 2>&1 &&
+	[ "$(grep -o 'async: rank [0-9] ok' "$out/async.log" | wc -l)" = 4 ]; then
+	ok "pbox.torch.AsyncOptimizer on CUDA parameters: least squares within 2% of sync SGD's loss ($(grep -m1 -o 'loss sync=[0-9.]* async=[0-9.]*' "$out/async.log"))"
+else
+	bad "AsyncOptimizer on CUDA parameters"
+	grep -iE 'error|fail|async:' "$out/async.log" | tail -8 | sed 's/^/        /'
+fi
 # one machine of 4 processes: CUDA IPC between them, one push for all
 if TAG=-local PBOX_WORKER_LOCAL_AGGREGATION=on PBOX_WORKER_LOCAL_CUDA=ipc run cuda pbox fp32 29625 &&
 	compare cuda-pbox-fp32-local cpu-pbox-fp32; then
@@ -127,5 +142,5 @@ else
 	bad "FSDP on CUDA tensors on the pbox group"
 	grep -v '^\s*$' "$out/fsdp.log" | grep -iE 'error|fail|fsdp:|gloo' | tail -8 | sed 's/^/        /'
 fi
-echo "test-gpu: $((14 - fails)) passed, $fails failed"
+echo "test-gpu: $((16 - fails)) passed, $fails failed"
 [ $fails = 0 ]

@@ -12,8 +12,12 @@ Checks: every rank ends with parameters the store gave it (a last call of
 nothing: every rank's equal); the async run's loss on the whole data is
 within 2% of the sync run's, and both well below the start's.
 
+ASYNC_DEVICE=cuda (make test-gpu): the models, and so AsyncOptimizer's
+parameters, on the GPU (the data and the sync run's Gloo sums on the CPU).
+
 Prints "async: rank R ok loss sync=... async=..." or the failures.
 """
+import os
 import sys
 import time
 
@@ -33,6 +37,8 @@ w_true = torch.randn(D, generator=g)
 X = torch.randn(n * PER, D, generator=g)
 y = X @ w_true + 0.1 * torch.randn(n * PER, generator=g)
 mine = slice(rank * PER, (rank + 1) * PER)
+dev = torch.device(os.environ.get("ASYNC_DEVICE", "cpu"))
+Xd, yd = X[mine].to(dev), y[mine].to(dev)
 
 
 def loss_of(w):
@@ -40,7 +46,7 @@ def loss_of(w):
 
 
 def model():
-    m = torch.nn.Linear(D, 1, bias=False)
+    m = torch.nn.Linear(D, 1, bias=False).to(dev)
     with torch.no_grad():
         m.weight.zero_()
     return m
@@ -48,7 +54,7 @@ def model():
 
 def grad_step(m, opt):
     opt.zero_grad()
-    loss = ((m(X[mine]).squeeze(1) - y[mine]) ** 2).mean()
+    loss = ((m(Xd).squeeze(1) - yd) ** 2).mean()
     loss.backward()
 
 
@@ -58,10 +64,11 @@ ms = model()
 opt = torch.optim.SGD(ms.parameters(), lr=LR)
 for _ in range(STEPS):
     grad_step(ms, opt)
-    dist.all_reduce(ms.weight.grad, group=gloo)
-    ms.weight.grad /= n
+    g = ms.weight.grad.cpu()
+    dist.all_reduce(g, group=gloo)
+    ms.weight.grad.copy_(g / n)
     opt.step()
-sync_loss = loss_of(ms.weight.detach().reshape(-1))
+sync_loss = loss_of(ms.weight.detach().reshape(-1).cpu())
 # async: n times the updates, each lr / n
 ma = model()
 aopt = pbox.torch.AsyncOptimizer(torch.optim.SGD(ma.parameters(), lr=LR / n), ma)
@@ -75,7 +82,7 @@ aopt.zero_grad()
 for p in ma.parameters():
     p.grad = torch.zeros_like(p)
 aopt.step()  # a step of nothing: the store as it ends
-w = ma.weight.detach().reshape(-1).clone()
+w = ma.weight.detach().reshape(-1).cpu().clone()
 ref = w.clone()
 dist.broadcast(ref, 0, group=gloo)
 if not torch.equal(w, ref):
