@@ -94,6 +94,12 @@ static const struct cfg_key job_keys[] = {
 		"so that it is bitwise the same on every run (each summation service keeps "
 		"n - 1 more buffers per fragment for the pushes that come early); the same on "
 		"every rank"),
+	CFG_KEY(W, job.leader_order, "leader_order", CFG_BOOL, 0, 0, 0, "off",
+		"on: rank 0 decides the order in which every rank sends its all-reduces' "
+		"partitions and tells the others (ByteScheduler's master Core), so that a "
+		"later, more urgent tensor overtakes at the same point on every rank and no "
+		"rank holds sends that wait for the others; off: each rank its own order, by "
+		"priority; not with local aggregation; the same on every rank"),
 	CFG_KEY(W, job.staleness, "staleness", CFG_UINT, 0, 0, 1000000, "0",
 		"asynchronous training (pbox_push_pull_async()): the most calls a rank may be "
 		"ahead of the slowest rank on a key before its answers wait for the slowest "

@@ -26,6 +26,7 @@ struct wrk_cfg {
 		uint32_t compression_ppm; /* topk, randk: the rate */
 		unsigned compression_sum; /* 0: by the summation services; 1: by all-gather */
 		bool deterministic;	  /* sums in rank order (ss_job_desc.in_order) */
+		bool leader_order;	  /* rank 0 orders every rank's sends (flow.c) */
 		uint32_t staleness;	  /* async stores: ss_job_desc.staleness */
 	} job;
 	struct {

@@ -87,6 +87,7 @@
 	_(heartbeat)                                                                               \
 	_(compression)                                                                             \
 	_(deterministic)                                                                           \
+	_(leader_order)                                                                            \
 	_(tensors)
 
 enum {
@@ -168,6 +169,7 @@ static void own_hello(const struct pbox *px, struct hello *h)
 			 ? px->cfg.job.compression_ppm
 			 : 0);
 	h->v[HF_deterministic] = px->cfg.job.deterministic;
+	h->v[HF_leader_order] = px->cfg.job.leader_order;
 	h->v[HF_tensors] = px->n_t;
 }
 
@@ -301,7 +303,7 @@ static void field_str(int f, uint64_t v, char *buf, size_t cap)
 	else if (f == HF_compression)
 		snprintf(buf, cap, "%s%s", comp_scheme_name((enum comp_scheme)(v >> 32)),
 			 v >> 31 & 1 ? ", summed by all-gather" : "");
-	else if (f == HF_deterministic)
+	else if (f == HF_deterministic || f == HF_leader_order)
 		snprintf(buf, cap, "%s", v ? "on" : "off");
 	else if (f == HF_token || f == HF_peers)
 		snprintf(buf, cap, "%#" PRIx64, v);
@@ -903,6 +905,8 @@ void wk_free_net(struct pbox *px)
 		px->net.es.ssj = next;
 	}
 	free(px->net.es.heap);
+	free(px->net.es.ord);
+	free(px->net.es.annq);
 	free(px->net.es.turns);
 	free(px->net.es.hash_unit);
 	free(px->net.ss_pub);

@@ -10,6 +10,8 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -148,6 +150,40 @@ static void heartbeat(struct pbox *px, uint64_t now)
 	}
 }
 
+/* Rank 0 starts a partition ([job] leader_order): into our FIFO of its
+ * order (flow.c sends in it). */
+static void ord_heard(struct pbox *px, uint32_t r, const struct rp_ord *o)
+{
+	struct wk_eng_state *es = &px->net.es;
+
+	if (r != 0 || px->net.rank == 0 || !px->cfg.job.leader_order)
+		return;
+	if (es->annq_head && es->annq_head == es->annq_n)
+		es->annq_head = es->annq_n = 0;
+	if (es->annq_n == es->annq_cap) {
+		uint32_t c = es->annq_cap ? es->annq_cap * 2 : 256;
+		struct wk_ord *v;
+
+		if (es->annq_head) { /* room at the front first */
+			memmove(es->annq, es->annq + es->annq_head,
+				(es->annq_n - es->annq_head) * sizeof(*es->annq));
+			es->annq_n -= es->annq_head;
+			es->annq_head = 0;
+		}
+		if (es->annq_n == es->annq_cap) {
+			v = realloc(es->annq, c * sizeof(*v));
+			if (!v) {
+				wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0,
+					 "out of memory for rank 0's order of sends");
+				return;
+			}
+			es->annq = v;
+			es->annq_cap = c;
+		}
+	}
+	es->annq[es->annq_n++] = (struct wk_ord){.key = o->key, .round = o->round, .row = o->row};
+}
+
 /* One control line from rank @r's connection. A line this rank cannot
  * read fails the job (the ranks proved they run one job: a garbled line is
  * a fault, not something to guess at); one of a verb this rank is not
@@ -189,6 +225,9 @@ static void control_line(struct pbox *px, uint32_t r, char *line)
 		break;
 	case RP_FAIL:
 		told_failure(px, r, &m.fail);
+		break;
+	case RP_ORD:
+		ord_heard(px, r, &m.ord);
 		break;
 	default:
 		wk_grow_line(px, r, &m); /* a new tensor's agreement, or nothing */

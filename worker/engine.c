@@ -151,6 +151,15 @@ static void nap(struct pbox *px, uint64_t now, bool fin)
 			px->net.es.control_ns = 0; /* the control turn, next */
 }
 
+/* How often a busy engine reads the connections: every 2 ms (a syscall
+ * per connection); every 100 us while it has all-reduce partitions waiting
+ * for rank 0's word ([job] leader_order: a line per partition rank 0
+ * starts, and a tensor's small partitions go out one after another). */
+static uint64_t control_gap(const struct pbox *px)
+{
+	return px->net.es.ord_n ? 100000ull : 2000000ull;
+}
+
 static void *engine(void *arg)
 {
 	struct pbox *px = arg;
@@ -180,6 +189,7 @@ static void *engine(void *arg)
 			pthread_mutex_unlock(&px->mu);
 			px->net.es.heap_n = px->net.es.turns_n = px->net.es.turns_out = 0;
 			px->net.es.over = NULL;
+			wk_order_reset(px);
 			px->net.es.active = px->net.es.tactive = NULL;
 		}
 		if (!px->fail) {
@@ -203,8 +213,7 @@ static void *engine(void *arg)
 			wk_tune_turn(px, now);
 		}
 		wk_tx_flush(px, e);
-		if (fin ||
-		    now - px->net.es.control_ns > 2000000ull) { /* a syscall per connection */
+		if (fin || now - px->net.es.control_ns > control_gap(px)) {
 			work += wk_ctl_turn(px, now, fin);
 			px->net.es.control_ns = now;
 		}

@@ -324,21 +324,108 @@ static bool inside_chunk(const struct pbox *px, const struct wk_part *p)
 	return p->g % px->net.fpc && t->kind == WK_REDUCE && t->root != px->net.rank;
 }
 
+/* [job] leader_order (sched.c's wk_ordered()): rank 0's partition being
+ * sent (es.cur) out of the heap once sent to its end; and, on the others,
+ * a partition of theirs out of the list where it waits for rank 0's word. */
+static void cur_pop(struct pbox *px)
+{
+	wk_heap_remove(px, px->net.es.cur);
+}
+
+static void ord_pop(struct pbox *px)
+{
+	struct wk_eng_state *es = &px->net.es;
+
+	for (uint32_t i = 0; i < es->ord_n; i++)
+		if (es->ord[i] == es->cur) {
+			es->ord[i] = es->ord[--es->ord_n];
+			break;
+		}
+	es->cur = NULL;
+	es->annq_head++;
+}
+
+/* Rank 0: partition @p's start, said to the others once. */
+static void tell_start(struct pbox *px, struct wk_part *p)
+{
+	if (p->told || !wk_ordered(px, p->op))
+		return;
+	p->told = true;
+	for (uint32_t r = 1; r < px->net.n; r++)
+		if (px->net.peer_fd[r] >= 0)
+			RP_SEND(px->net.peer_fd[r], ORD, ord, .key = p->op->t->key,
+				.round = p->op->round, .row = p->row);
+}
+
+/* The others: our partition of rank 0's next word, or NULL while we have
+ * not taken its push-pull yet (we never send one before rank 0 says it). */
+static struct wk_part *ord_next(struct pbox *px)
+{
+	struct wk_eng_state *es = &px->net.es;
+	const struct wk_ord *o = &es->annq[es->annq_head];
+
+	if (es->cur)
+		return es->cur;
+	for (uint32_t i = 0; i < es->ord_n; i++) {
+		struct wk_part *p = es->ord[i];
+
+		if (p->op->t->key == o->key && p->op->round == o->round && p->row == o->row)
+			return es->cur = p;
+	}
+	return NULL;
+}
+
+/* The others: our all-reduces' partitions in rank 0's order, each to its
+ * end, beyond the credit (rank 0's credit holds the job's). */
+static int send_ordered(struct pbox *px, struct eng *e, uint64_t now)
+{
+	struct wk_eng_state *es = &px->net.es;
+	int sent = 0;
+
+	while (es->annq_head < es->annq_n && !px->fail && !wk_pace_busy(px)) {
+		struct wk_part *p = ord_next(px);
+		uint32_t g;
+
+		if (!p)
+			break;
+		g = next_frag(px, p, ord_pop); /* ord_pop() before the last send */
+		if (g == UINT32_MAX)
+			continue;
+		start_frag(px, e, g, now);
+		sent++;
+	}
+	return sent;
+}
+
 /* New fragments, the most urgent partition first, while credit lasts. */
 int wk_flow_send_new(struct pbox *px, struct eng *e, uint64_t now)
 {
+	const bool lead = px->cfg.job.leader_order && px->net.rank == 0;
 	int sent = send_turns(px, e, now);
 
 	if (wk_pace_short(px))
 		return sent;
+	if (px->cfg.job.leader_order && px->net.rank != 0)
+		sent += send_ordered(px, e, now);
 	while (px->net.es.heap_n && !px->fail && !wk_pace_busy(px)) {
-		struct wk_part *p = px->net.es.heap[0];
+		struct wk_part *p = px->net.es.heap[0], *c = px->net.es.cur;
+		/* rank 0 leading: the partition started goes to its end first */
+		bool sticky = lead && c && c != p && px->net.es.credit_used < px->net.es.cwnd &&
+			      wk_heap_has(px, c);
 		uint32_t g;
 
-		if (px->net.es.credit_used >= px->net.es.cwnd && !inside_chunk(px, p) &&
-		    !wk_beyond_credit(px, p))
+		if (sticky)
+			p = c;
+		else if (px->net.es.credit_used >= px->net.es.cwnd && !inside_chunk(px, p) &&
+			 !wk_beyond_credit(px, p))
 			break;
-		g = next_frag(px, p, wk_heap_pop);
+		if (lead) {
+			px->net.es.cur = p;
+			tell_start(px, p);
+		}
+		g = next_frag(px, p, sticky ? cur_pop : wk_heap_pop);
+		if (lead && p->g == p->g_end)
+			px->net.es.cur = NULL;
 		if (g == UINT32_MAX)
 			continue;
 		start_frag(px, e, g, now);
@@ -408,7 +495,7 @@ uint64_t wk_flow_next_expiry(struct pbox *px, uint64_t now, uint64_t cap)
 		uint64_t slot = px->net.es.tx_clock_ns + px->net.es.pace_quantum_ns -
 				px->net.es.pace_burst_ns - now;
 
-		if (px->net.es.heap_n && slot < best)
+		if ((px->net.es.heap_n || px->net.es.annq_head < px->net.es.annq_n) && slot < best)
 			best = slot;
 	}
 

@@ -155,7 +155,8 @@ void wk_fail_ops(struct pbox *px)
 	wk_fail_all_locked(px, px->fail, px->fail_msg);
 	pthread_mutex_unlock(&px->mu);
 	px->net.es.heap_n = px->net.es.turns_n = px->net.es.turns_out = 0;
-	px->net.es.over = NULL;
+	px->net.es.over = px->net.es.cur = NULL;
+	px->net.es.ord_n = px->net.es.annq_n = px->net.es.annq_head = 0;
 	px->net.es.credit_used = 0;
 	px->net.es.active = px->net.es.tactive = NULL;
 	px->net.es.eng_failed = true;

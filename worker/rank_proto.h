@@ -72,6 +72,8 @@
 	X(PAST, past, RP_F_WAIT)                                                                   \
 	X(MISMATCH, mismatch, RP_F_LEAVE)                                                          \
 	X(GREW, grew, RP_F_GREW)                                                                   \
+	/* rank 0's order of sends ([job] leader_order: flow.c) */                                 \
+	X(ORD, ord, RP_F_ORD)                                                                      \
 	/* resuming after a lost box (survive.c): a RESUME account each way,                       \
 	 * R per tensor and D per range; rank 0's PLAN, P per tensor, O per                        \
 	 * owned range, END, or REDO */                                                            \
@@ -102,6 +104,7 @@
 	F(s, heartbeat, U)                                                                         \
 	F(s, compression, U)                                                                       \
 	F(s, deterministic, U)                                                                     \
+	F(s, leader_order, U)                                                                      \
 	F(s, tensors, U)
 /* a declared tensor */
 #define RP_F_T(F, s) F(s, key, U) F(s, count, U) F(s, dtype, y) F(s, prio, i)
@@ -134,6 +137,8 @@
 	F(s, seq, u) F(s, call, U) F(s, key, U) F(s, count, U) F(s, dtype, y) F(s, fresh, u)
 /* new tensors @from to @to - 1 are laid out: push them */
 #define RP_F_GREW(F, s) F(s, from, u) F(s, to, u)
+/* rank 0 starts sending partition @row of tensor @key's push-pull @round */
+#define RP_F_ORD(F, s) F(s, key, U) F(s, round, u) F(s, row, u)
 /* RESUME: the tensors' entries that follow, why the rank cannot resume
  * (0: it can; enum wk_rs_broken) and the sharded collectives' pieces it
  * had submitted */

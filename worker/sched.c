@@ -81,11 +81,17 @@ static int heap_in(struct wk_part ***h, uint32_t *n, uint32_t *cap, struct wk_pa
 	return 0;
 }
 
-/* The top of heap @h of @n out. */
-static void heap_out(struct wk_part **h, uint32_t *n)
+/* Element @i of heap @h of @n out. */
+static void heap_out_at(struct wk_part **h, uint32_t *n, uint32_t i)
 {
 	struct wk_part *last = h[--*n];
-	uint32_t i = 0;
+
+	if (i == *n)
+		return;
+	while (i && wk_part_before(last, h[(i - 1) / 2])) { /* up, where it came from below */
+		h[i] = h[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
 
 	for (;;) {
 		uint32_t l = 2 * i + 1, m = l;
@@ -99,8 +105,13 @@ static void heap_out(struct wk_part **h, uint32_t *n)
 		h[i] = h[m];
 		i = m;
 	}
-	if (*n)
-		h[i] = last;
+	h[i] = last;
+}
+
+/* The top of heap @h of @n out. */
+static void heap_out(struct wk_part **h, uint32_t *n)
+{
+	heap_out_at(h, n, 0);
 }
 
 int wk_heap_push(struct pbox *px, struct wk_part *p)
@@ -115,6 +126,68 @@ void wk_heap_pop(struct pbox *px)
 	if (px->net.es.over == px->net.es.heap[0])
 		px->net.es.over = NULL;
 	heap_out(px->net.es.heap, &px->net.es.heap_n);
+}
+
+bool wk_heap_has(const struct pbox *px, const struct wk_part *p)
+{
+	for (uint32_t i = 0; i < px->net.es.heap_n; i++)
+		if (px->net.es.heap[i] == p)
+			return true;
+	return false;
+}
+
+void wk_heap_remove(struct pbox *px, const struct wk_part *p)
+{
+	for (uint32_t i = 0; i < px->net.es.heap_n; i++)
+		if (px->net.es.heap[i] == p) {
+			if (px->net.es.over == p)
+				px->net.es.over = NULL;
+			heap_out_at(px->net.es.heap, &px->net.es.heap_n, i);
+			return;
+		}
+}
+
+/*
+ * [job] leader_order: ByteScheduler's master Core. Each rank choosing its
+ * own order lets a later, more urgent tensor overtake at a different point
+ * on each rank (its gradients come at its own moments), and every rank
+ * then holds sends whose sums wait for the others until they come back to
+ * them: on full links priority cost resnet18's step 15% (docs/
+ * performance.md). So rank 0 alone chooses: it sends each partition to its
+ * end (a more urgent one waits at most a partition) and says which it
+ * starts (ORD), and the others send their all-reduces' partitions in that
+ * order, each as soon as they have it. Not the sharded collectives (their
+ * turns have an order of their own), async stores (no round to wait for),
+ * the CUDA module's pieces, or local aggregation.
+ */
+bool wk_ordered(const struct pbox *px, const struct pbox_handle *op)
+{
+	const struct wk_tensor *t = op->t;
+
+	return px->cfg.job.leader_order && px->net.n > 1 && !px->loc && t &&
+	       t->kind == WK_ALLREDUCE && !t->group;
+}
+
+void wk_order_reset(struct pbox *px)
+{
+	px->net.es.cur = NULL;
+	px->net.es.ord_n = px->net.es.annq_n = px->net.es.annq_head = 0;
+}
+
+/* A follower's partition of an ordered push-pull, kept for rank 0's word. */
+static int ord_in(struct pbox *px, struct wk_part *p)
+{
+	if (px->net.es.ord_n == px->net.es.ord_cap) {
+		uint32_t c = px->net.es.ord_cap ? px->net.es.ord_cap * 2 : 256;
+		struct wk_part **v = realloc(px->net.es.ord, c * sizeof(*v));
+
+		if (!v)
+			return -1;
+		px->net.es.ord = v;
+		px->net.es.ord_cap = c;
+	}
+	px->net.es.ord[px->net.es.ord_n++] = p;
+	return 0;
 }
 
 void wk_turns_pop(struct pbox *px)
@@ -163,10 +236,13 @@ void wk_sched_take(struct pbox *px, struct pbox_handle *op)
 		px->net.es.frag[g].state = WK_IDLE;
 		px->net.es.frag[g].op = op;
 	}
+	bool follow = wk_ordered(px, op) && px->net.rank != 0;
+
 	for (uint32_t p = 0; p < op->n_parts; p++) {
 		op->parts[p].seq = px->net.es.seq++;
 		if (all_turns(px, op) ? heap_in(&px->net.es.turns, &px->net.es.turns_n,
 						&px->net.es.turns_cap, &op->parts[p])
+		    : follow	      ? ord_in(px, &op->parts[p])
 				      : wk_heap_push(px, &op->parts[p]))
 			wk_raise(px, WK_FK_LOCAL, PBOX_ENOMEM, 0,
 				 "out of memory for the scheduler");

@@ -117,7 +117,8 @@ void wk_tune_window(struct pbox *px, double g)
 void wk_tune_turn(struct pbox *px, uint64_t now)
 {
 	struct wk_tune *t = &px->net.es.tune;
-	bool busy = px->net.es.heap_n || px->net.es.turns_n || px->net.es.active;
+	bool busy =
+		px->net.es.heap_n || px->net.es.ord_n || px->net.es.turns_n || px->net.es.active;
 
 	if (!px->cfg.tuning.autotune || t->phase == WK_TUNE_DONE)
 		return;

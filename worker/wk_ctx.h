@@ -272,6 +272,7 @@ struct wk_part {
 	int prio;
 	uint32_t row; /* its place among its push-pull's partitions */
 	uint64_t seq;
+	bool told; /* [job] leader_order, rank 0: its start said to the others */
 };
 
 struct pbox_handle {
@@ -449,6 +450,17 @@ struct wk_net {
 					 tuned) */
 		struct wk_tune tune;  /* [tuning] autotune (tune.c) */
 		struct wk_part *over; /* the partition going out beyond the credit (engine.c) */
+		/* [job] leader_order (flow.c): the partition being sent, sent to its
+		 * end first; on the other ranks, the all-reduces' partitions (not in
+		 * the heap) and rank 0's order of them (ORD lines, a FIFO) */
+		struct wk_part *cur;
+		struct wk_part **ord;
+		uint32_t ord_n, ord_cap;
+		struct wk_ord {
+			uint64_t key;
+			uint32_t round, row;
+		} * annq;
+		uint32_t annq_head, annq_n, annq_cap;
 		uint64_t cwnd, ssthresh, cwnd_cut_ns; /* congestion window */
 		uint64_t rto_ns, rto_min_ns, deadline_ns;
 		uint64_t srtt_ns, rttvar_ns; /* time to a sum, smoothed */

@@ -7,7 +7,8 @@
 #   gloo   DDP on a Gloo group (its ring allreduce over the same links)
 #   pbox   DDP on the pbox backend, through the box
 #   hook   DDP on Gloo with pbox.torch.allreduce_hook, through the box
-#   sched  pbox.torch.ScheduledOptimizer (no DDP), through the box
+#   sched  pbox.torch.ScheduledOptimizer (no DDP), through the box, with
+#          [job] leader_order = on (LEADER_ORDER=off: without)
 #   sched-fifo  the same first come, first served, not by layer (MODES=...)
 #   async  pbox.torch.AsyncOptimizer (BytePS's asynchronous mode, no DDP)
 #   async-slow  the same, the last rank at half speed; async_fast_rank=
@@ -49,9 +50,16 @@ harness train
 $py -c 'import torchvision' 2>/dev/null ||
 	{ echo "train: no torchvision for $py (deploy/host-setup.sh --perf)"; exit 1; }
 
-# train MODE MODEL PORT: every rank under its own torchrun (torch_ranks)
+# train MODE MODEL PORT: every rank under its own torchrun (torch_ranks);
+# the scheduled optimizer's runs with rank 0 ordering every rank's sends
+# ([job] leader_order, as docs/pytorch.md has it; LEADER_ORDER=off: each
+# rank its own order)
 train() {
-	torch_ranks "$1" "$2-$1" "$3" 900 "$src/perf/train/train.py" "$1" "$2" "$log/$2-$1"
+	case $1 in
+	sched*) PBOX_JOB_LEADER_ORDER=${LEADER_ORDER:-on} torch_ranks "$1" "$2-$1" "$3" 900 \
+		"$src/perf/train/train.py" "$1" "$2" "$log/$2-$1" ;;
+	*) torch_ranks "$1" "$2-$1" "$3" 900 "$src/perf/train/train.py" "$1" "$2" "$log/$2-$1" ;;
+	esac
 }
 step_ms() { grep -oh "train: $1 $2 step_ms=[0-9.]*" "$log/$2-$1-h0.log" | sed 's/.*=//'; }
 busy() { grep -oh "train: $1 $2 host_busy=[0-9.]*" "$log/$2-$1-h0.log" | sed 's/.*=//'; }

@@ -83,7 +83,7 @@ static int rank_seeds(void)
 		"NONCE nonce=00112233445566778899aabbccddeeff",
 		"HELLO rank=1 world_size=4 job=7 token=123 chunk_size=32768 mtu=1500 "
 		"bandwidth=25000 peers=0 layout=0 heartbeat=100000 compression=0 deterministic=0 "
-		"tensors=2",
+		"leader_order=1 tensors=2",
 		"T key=3 count=1000 dtype=fp16 prio=-2",
 		"END",
 		"ERR code=-5 gone=1,5,7 why=rank 1 is gone",
@@ -100,6 +100,7 @@ static int rank_seeds(void)
 		"AT seq=4 call=12 key=9 count=65536 dtype=fp32 fresh=1",
 		"PAST seq=4 call=11",
 		"GREW from=4 to=6",
+		"ORD key=9 round=3 row=1",
 		"RESUME entries=2 broken=1 pieces=12",
 		"R key=9 next=5 op=-1 runs=2",
 		"D from=0 to=32768",

@@ -777,7 +777,8 @@ START_TEST(test_deterministic)
 END_TEST
 
 /* The same configuration on every rank: rank 0 names the rank whose
- * [job] deterministic or compression differs, and every rank fails. */
+ * [job] deterministic, compression or leader_order differs, and every rank
+ * fails. */
 START_TEST(test_deterministic_mismatch)
 {
 	struct rank_run rr[NR];
@@ -800,6 +801,16 @@ START_TEST(test_deterministic_mismatch)
 		ck_assert_msg(rr[r].start_rc != PBOX_OK, "rank %u started", r);
 	ck_assert_msg(strstr(rr[0].msg, "rank 2 and rank 0 disagree on compression: topk at 20000 "
 					"ppm (rank 2) vs topk at 10000 ppm (rank 0)"),
+		      "%s", rr[0].msg);
+	/* and [job] leader_order: a rank that waits for rank 0's order while
+	 * rank 0 says none would never send */
+	setup_runs(rr, NR, PBOX_FP32, 1);
+	rr[1].extra = "[job]\nleader_order = on";
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r++)
+		ck_assert_msg(rr[r].start_rc != PBOX_OK, "rank %u started", r);
+	ck_assert_msg(strstr(rr[0].msg, "rank 1 and rank 0 disagree on leader_order: on (rank 1) "
+					"vs off (rank 0)"),
 		      "%s", rr[0].msg);
 }
 END_TEST
@@ -2666,6 +2677,8 @@ START_TEST(test_gather_sum)
 }
 END_TEST
 
+static bool prio_leader; /* [job] leader_order = on */
+
 static void *prio_main(void *arg)
 {
 	struct prio_run *pr = arg;
@@ -2675,7 +2688,10 @@ static void *prio_main(void *arg)
 	struct pbox_handle *ob = NULL, *os = NULL;
 	const struct timespec gap = {0, 20000000};
 
-	write_cfg(path, sizeof(path), pr->rank, NR, "credit_bytes = 1M\npartition_size = 256K", 0);
+	write_cfg(path, sizeof(path), pr->rank, NR,
+		  prio_leader ? "credit_bytes = 1M\npartition_size = 256K\n[job]\nleader_order = on"
+			      : "credit_bytes = 1M\npartition_size = 256K",
+		  0);
 	pr->rc = pbox_init(path, &px);
 	if (pr->rc)
 		goto out;
@@ -2719,13 +2735,14 @@ out:
 	return NULL;
 }
 
-START_TEST(test_priority_overtakes)
+static void prio_runs(bool leader)
 {
 	struct prio_run pr[NR];
 
 	memset(pr, 0, sizeof(pr));
 	for (unsigned r = 0; r < NR; r++)
 		pr[r].rank = r;
+	prio_leader = leader;
 	run_threads(prio_main, pr, sizeof(pr[0]), NR);
 	for (unsigned r = 0; r < NR; r++) {
 		ck_assert_msg(pr[r].rc == 0, "rank %u: %s", r, pr[r].msg);
@@ -2738,8 +2755,109 @@ START_TEST(test_priority_overtakes)
 			      "rank %u: the priority-0 tensor waited for %" PRIu64 " of %" PRIu64
 			      " bytes",
 			      r, pr[r].mid.rx_bytes, pr[r].st.rx_bytes);
-		ck_assert_uint_le(pr[r].st.max_inflight, (1u << 20) + (256u << 10));
+		/* rank 0 leading: the others follow its order beyond their credit */
+		if (!leader || r == 0)
+			ck_assert_uint_le(pr[r].st.max_inflight, (1u << 20) + (256u << 10));
 		ck_assert_uint_gt(pr[r].st.max_inflight, 0);
+	}
+}
+
+START_TEST(test_priority_overtakes)
+{
+	prio_runs(false);
+}
+END_TEST
+
+/* The same with rank 0 choosing every rank's order ([job] leader_order):
+ * the partition started goes to its end (256K), then the urgent one. */
+START_TEST(test_priority_overtakes_led)
+{
+	prio_runs(true);
+}
+END_TEST
+
+/*
+ * [job] leader_order with ranks that submit their tensors in different
+ * orders: 12 tensors of priority t (two partitions each, at most, and one
+ * of a single fragment), each rank starting with its own (rank r at tensor
+ * 5r), a millisecond apart, three rounds. The others send only in rank 0's
+ * order, so each waits for the tensor rank 0 started before any other of
+ * its own: every sum exact, no rank waiting forever.
+ */
+#define LEAD_T 12
+
+struct lead_run {
+	unsigned rank;
+	int rc;
+	bool wrong;
+	char msg[WK_ERR_LEN];
+};
+
+static uint32_t lead_count(unsigned t)
+{
+	return t == 3 ? 7 : 3000u + 9000u * t; /* 12 KB to 420 KB; tensor 3 one fragment */
+}
+
+static void *lead_main(void *arg)
+{
+	struct lead_run *lr = arg;
+	const struct timespec gap = {0, 1000000};
+	struct pbox_handle *op[LEAD_T];
+	float *x[LEAD_T];
+	char path[128];
+	struct pbox *px;
+
+	write_cfg(path, sizeof(path), lr->rank, NR,
+		  "credit_bytes = 128K\npartition_size = 64K\n[job]\nleader_order = on", 0);
+	lr->rc = pbox_init(path, &px);
+	for (unsigned t = 0; t < LEAD_T; t++) {
+		x[t] = malloc(lead_count(t) * sizeof(float));
+		if (!lr->rc)
+			lr->rc = pbox_declare(px, 700 + t, lead_count(t), PBOX_FP32, (int)t);
+	}
+	if (!lr->rc)
+		lr->rc = pbox_start(px);
+	for (unsigned round = 0; round < 3 && !lr->rc; round++) {
+		for (unsigned k = 0; k < LEAD_T && !lr->rc; k++) {
+			unsigned t = (5 * lr->rank + k) % LEAD_T;
+
+			for (uint32_t i = 0; i < lead_count(t); i++)
+				x[t][i] = val(lr->rank, i, t + round);
+			lr->rc = pbox_push_pull(px, 700 + t, x[t], x[t], lead_count(t), PBOX_FP32,
+						&op[t]);
+			nanosleep(&gap, NULL);
+		}
+		for (unsigned t = 0; t < LEAD_T && !lr->rc; t++)
+			lr->rc = pbox_wait(op[t]);
+		for (unsigned t = 0; t < LEAD_T && !lr->rc; t++)
+			for (uint32_t i = 0; i < lead_count(t); i += 101) {
+				float want = 0;
+
+				for (unsigned r = 0; r < NR; r++)
+					want += val(r, i, t + round);
+				lr->wrong |= x[t][i] != want;
+			}
+	}
+	if (lr->rc)
+		snprintf(lr->msg, sizeof(lr->msg), "%s", pbox_last_error());
+	pbox_finalize(px);
+	for (unsigned t = 0; t < LEAD_T; t++)
+		free(x[t]);
+	unlink(path);
+	return NULL;
+}
+
+START_TEST(test_leader_order)
+{
+	struct lead_run lr[NR];
+
+	memset(lr, 0, sizeof(lr));
+	for (unsigned r = 0; r < NR; r++)
+		lr[r].rank = r;
+	run_threads(lead_main, lr, sizeof(lr[0]), NR);
+	for (unsigned r = 0; r < NR; r++) {
+		ck_assert_msg(lr[r].rc == 0, "rank %u: %s", r, lr[r].msg);
+		ck_assert_msg(!lr[r].wrong, "rank %u: a wrong sum", r);
 	}
 }
 END_TEST
@@ -3890,6 +4008,8 @@ Suite *libpbox_suite(void)
 	tcase_add_test(tc, test_missing_rank_named);
 	tcase_add_test(tc, test_priority_mismatch_named);
 	tcase_add_test(tc, test_priority_overtakes);
+	tcase_add_test(tc, test_priority_overtakes_led);
+	tcase_add_test(tc, test_leader_order);
 	tcase_add_test(tc, test_async_training);
 	tcase_add_test(tc, test_async_cuda);
 	tcase_add_test(tc, test_api_refusals);
