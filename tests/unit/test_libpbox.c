@@ -739,18 +739,24 @@ static void *turns_main(void *arg)
 	return NULL;
 }
 
-START_TEST(test_turns_preempted)
+/* @fn on every rank (a struct tw_run each): every rank done, nothing @wrong. */
+static void run_exact(void *(*fn)(void *), const char *wrong)
 {
 	struct tw_run tr[NR];
 
 	memset(tr, 0, sizeof(tr));
 	for (unsigned r = 0; r < NR; r++)
 		tr[r].rank = r;
-	run_threads(turns_main, tr, sizeof(tr[0]), NR);
+	run_threads(fn, tr, sizeof(tr[0]), NR);
 	for (unsigned r = 0; r < NR; r++) {
 		ck_assert_msg(tr[r].rc == 0, "rank %u: %s", r, tr[r].msg);
-		ck_assert_msg(!tr[r].wrong, "rank %u: a gathered element is wrong", r);
+		ck_assert_msg(!tr[r].wrong, "rank %u: %s", r, wrong);
 	}
+}
+
+START_TEST(test_turns_preempted)
+{
+	run_exact(turns_main, "a gathered element is wrong");
 }
 END_TEST
 
@@ -779,39 +785,36 @@ END_TEST
 /* The same configuration on every rank: rank 0 names the rank whose
  * [job] deterministic, compression or leader_order differs, and every rank
  * fails. */
+/* @rr run: no rank starts, and rank 0 says @want. */
+static void config_refused(struct rank_run *rr, const char *want)
+{
+	run_ranks(rr, NR);
+	for (unsigned r = 0; r < NR; r++)
+		ck_assert_msg(rr[r].start_rc != PBOX_OK, "rank %u started", r);
+	ck_assert_msg(strstr(rr[0].msg, want), "%s", rr[0].msg);
+}
+
 START_TEST(test_deterministic_mismatch)
 {
 	struct rank_run rr[NR];
 
 	setup_runs(rr, NR, PBOX_FP32, 1);
 	rr[3].extra = "[job]\ndeterministic = on";
-	run_ranks(rr, NR);
-	for (unsigned r = 0; r < NR; r++)
-		ck_assert_msg(rr[r].start_rc != PBOX_OK, "rank %u started", r);
-	ck_assert_msg(strstr(rr[0].msg, "rank 3 and rank 0 disagree on deterministic: on (rank 3) "
-					"vs off (rank 0)"),
-		      "%s", rr[0].msg);
+	config_refused(rr,
+		       "rank 3 and rank 0 disagree on deterministic: on (rank 3) vs off (rank 0)");
 	/* and [job] compression, with its rate where the scheme takes one */
 	setup_runs(rr, NR, PBOX_FP32, 1);
 	for (unsigned r = 0; r < NR; r++)
 		rr[r].extra = "[job]\ncompression = topk";
 	rr[2].extra = "[job]\ncompression = topk\ncompression_rate = 20000";
-	run_ranks(rr, NR);
-	for (unsigned r = 0; r < NR; r++)
-		ck_assert_msg(rr[r].start_rc != PBOX_OK, "rank %u started", r);
-	ck_assert_msg(strstr(rr[0].msg, "rank 2 and rank 0 disagree on compression: topk at 20000 "
-					"ppm (rank 2) vs topk at 10000 ppm (rank 0)"),
-		      "%s", rr[0].msg);
+	config_refused(rr, "rank 2 and rank 0 disagree on compression: topk at 20000 ppm (rank 2) "
+			   "vs topk at 10000 ppm (rank 0)");
 	/* and [job] leader_order: a rank that waits for rank 0's order while
 	 * rank 0 says none would never send */
 	setup_runs(rr, NR, PBOX_FP32, 1);
 	rr[1].extra = "[job]\nleader_order = on";
-	run_ranks(rr, NR);
-	for (unsigned r = 0; r < NR; r++)
-		ck_assert_msg(rr[r].start_rc != PBOX_OK, "rank %u started", r);
-	ck_assert_msg(strstr(rr[0].msg, "rank 1 and rank 0 disagree on leader_order: on (rank 1) "
-					"vs off (rank 0)"),
-		      "%s", rr[0].msg);
+	config_refused(rr,
+		       "rank 1 and rank 0 disagree on leader_order: on (rank 1) vs off (rank 0)");
 }
 END_TEST
 
@@ -2786,13 +2789,6 @@ END_TEST
  */
 #define LEAD_T 12
 
-struct lead_run {
-	unsigned rank;
-	int rc;
-	bool wrong;
-	char msg[WK_ERR_LEN];
-};
-
 static uint32_t lead_count(unsigned t)
 {
 	return t == 3 ? 7 : 3000u + 9000u * t; /* 12 KB to 420 KB; tensor 3 one fragment */
@@ -2800,7 +2796,7 @@ static uint32_t lead_count(unsigned t)
 
 static void *lead_main(void *arg)
 {
-	struct lead_run *lr = arg;
+	struct tw_run *lr = arg;
 	const struct timespec gap = {0, 1000000};
 	struct pbox_handle *op[LEAD_T];
 	float *x[LEAD_T];
@@ -2849,16 +2845,7 @@ static void *lead_main(void *arg)
 
 START_TEST(test_leader_order)
 {
-	struct lead_run lr[NR];
-
-	memset(lr, 0, sizeof(lr));
-	for (unsigned r = 0; r < NR; r++)
-		lr[r].rank = r;
-	run_threads(lead_main, lr, sizeof(lr[0]), NR);
-	for (unsigned r = 0; r < NR; r++) {
-		ck_assert_msg(lr[r].rc == 0, "rank %u: %s", r, lr[r].msg);
-		ck_assert_msg(!lr[r].wrong, "rank %u: a wrong sum", r);
-	}
+	run_exact(lead_main, "a wrong sum");
 }
 END_TEST
 

@@ -1436,10 +1436,12 @@ class ScheduledOptimizer:
     group: a pbox group (None: the default group, which must be pbox's).
     priority: False sends the parameters first come, first served, in the
     order backward makes their gradients (perf-train's comparison of the
-    two). Until the ranks agree on one order of sends (ByteScheduler's
-    master), a later, more urgent gradient overtakes at a different point
-    on each rank, and every rank then holds sends that wait for the others:
-    on links the step fills, priority costs throughput (docs/performance.md).
+    two). Run the job with [job] leader_order = on (PBOX_JOB_LEADER_ORDER=on):
+    rank 0 then orders every rank's sends, as ByteScheduler's master Core
+    does; without it a later, more urgent gradient overtakes at a different
+    point on each rank, and every rank holds sends that wait for the others
+    (on links the step fills, 0.84-0.91x DDP's step on resnet18, 1.05x with
+    it: docs/performance.md).
     Parameters must be fp32, fp16 or bf16, on the CPU or one CUDA device.
     Other attributes (param_groups, state_dict(), ...) are the optimizer's.
     """
