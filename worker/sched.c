@@ -158,7 +158,7 @@ void wk_heap_remove(struct pbox *px, const struct wk_part *p)
  * starts (ORD), and the others send their all-reduces' partitions in that
  * order, each as soon as they have it. Not the sharded collectives (their
  * turns have an order of their own), async stores (no round to wait for),
- * the CUDA module's pieces, or local aggregation.
+ * or local aggregation (a machine's leader pushes for it).
  */
 bool wk_ordered(const struct pbox *px, const struct pbox_handle *op)
 {
