@@ -62,7 +62,7 @@ def messages(mode, args):
         def hello(rank, th):
             return ("HELLO rank=%d world_size=%d job=%d token=%d chunk_size=32768 mtu=9000 "
                     "bandwidth=1000 peers=0 layout=0 heartbeat=3000000 compression=0 deterministic=0 "
-                    "tensors=0" %
+                    "leader_order=0 tensors=0" %
                     (rank, n, job, th))
         conflict = hello(3, 1) + "\nEND\n"
         forged = hello(1, token_hash) + " proof=" + "5a" * 32 + "\nEND\n"
