@@ -187,10 +187,7 @@ static void *engine(void *arg)
 			wk_fail_all_locked(px, PBOX_EFAILED,
 					   "pbox_finalize() was called while it was in flight");
 			pthread_mutex_unlock(&px->mu);
-			px->net.es.heap_n = px->net.es.turns_n = px->net.es.turns_out = 0;
-			px->net.es.over = NULL;
-			wk_order_reset(px);
-			px->net.es.active = px->net.es.tactive = NULL;
+			wk_drop_schedule(px);
 		}
 		if (!px->fail) {
 			wk_flow_take_new(px);

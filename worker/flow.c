@@ -409,9 +409,10 @@ int wk_flow_send_new(struct pbox *px, struct eng *e, uint64_t now)
 		sent += send_ordered(px, e, now);
 	while (px->net.es.heap_n && !px->fail && !wk_pace_busy(px)) {
 		struct wk_part *p = px->net.es.heap[0], *c = px->net.es.cur;
-		/* rank 0 leading: the partition started goes to its end first */
-		bool sticky = lead && c && c != p && px->net.es.credit_used < px->net.es.cwnd &&
-			      wk_heap_has(px, c);
+		/* rank 0 leading: the partition started goes to its end first (a
+		 * partition leaves the heap only below, which clears es.cur as it
+		 * does, and so does every drop of the heap: es.cur is in it) */
+		bool sticky = lead && c && c != p && px->net.es.credit_used < px->net.es.cwnd;
 		uint32_t g;
 
 		if (sticky)

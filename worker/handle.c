@@ -146,6 +146,14 @@ int pbox_wait(struct pbox_handle *op)
 	return fin ? fin(arg, st) : st;
 }
 
+void wk_drop_schedule(struct pbox *px)
+{
+	px->net.es.heap_n = px->net.es.turns_n = px->net.es.turns_out = 0;
+	px->net.es.over = px->net.es.cur = NULL;
+	px->net.es.ord_n = px->net.es.annq_n = px->net.es.annq_head = 0;
+	px->net.es.active = px->net.es.tactive = NULL;
+}
+
 /* The failure's ops failed, and the engine's pointers into them dropped:
  * by the engine on its own turn, or by the failure machine where no engine
  * runs (wk_raise()). */
@@ -154,10 +162,7 @@ void wk_fail_ops(struct pbox *px)
 	pthread_mutex_lock(&px->mu);
 	wk_fail_all_locked(px, px->fail, px->fail_msg);
 	pthread_mutex_unlock(&px->mu);
-	px->net.es.heap_n = px->net.es.turns_n = px->net.es.turns_out = 0;
-	px->net.es.over = px->net.es.cur = NULL;
-	px->net.es.ord_n = px->net.es.annq_n = px->net.es.annq_head = 0;
+	wk_drop_schedule(px);
 	px->net.es.credit_used = 0;
-	px->net.es.active = px->net.es.tactive = NULL;
 	px->net.es.eng_failed = true;
 }

@@ -128,14 +128,6 @@ void wk_heap_pop(struct pbox *px)
 	heap_out(px->net.es.heap, &px->net.es.heap_n);
 }
 
-bool wk_heap_has(const struct pbox *px, const struct wk_part *p)
-{
-	for (uint32_t i = 0; i < px->net.es.heap_n; i++)
-		if (px->net.es.heap[i] == p)
-			return true;
-	return false;
-}
-
 void wk_heap_remove(struct pbox *px, const struct wk_part *p)
 {
 	for (uint32_t i = 0; i < px->net.es.heap_n; i++)
@@ -166,12 +158,6 @@ bool wk_ordered(const struct pbox *px, const struct pbox_handle *op)
 
 	return px->cfg.job.leader_order && px->net.n > 1 && !px->loc && t &&
 	       t->kind == WK_ALLREDUCE && !t->group;
-}
-
-void wk_order_reset(struct pbox *px)
-{
-	px->net.es.cur = NULL;
-	px->net.es.ord_n = px->net.es.annq_n = px->net.es.annq_head = 0;
 }
 
 /* A follower's partition of an ordered push-pull, kept for rank 0's word. */

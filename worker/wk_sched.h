@@ -18,14 +18,10 @@ void wk_sched_take(struct pbox *px, struct pbox_handle *op);
 /* The heap of partitions: a partition in (0, or -1 out of memory), the top out. */
 int wk_heap_push(struct pbox *px, struct wk_part *p);
 void wk_heap_pop(struct pbox *px);
-/* Whether @p is in the heap. */
-bool wk_heap_has(const struct pbox *px, const struct wk_part *p);
 /* @p (in the heap) out of it. */
 void wk_heap_remove(struct pbox *px, const struct wk_part *p);
 /* Whether @op's partitions go in rank 0's order ([job] leader_order). */
 bool wk_ordered(const struct pbox *px, const struct pbox_handle *op);
-/* Rank 0's order forgotten, the partitions with it (the ops failed). */
-void wk_order_reset(struct pbox *px);
 /* The turns' heap's top out (px->net.es.turns: empty pushes). */
 void wk_turns_pop(struct pbox *px);
 /* The credit window @credit bytes, and the retransmit timeout's floor the

@@ -55,11 +55,8 @@ $py -c 'import torchvision' 2>/dev/null ||
 # ([job] leader_order, as docs/pytorch.md has it; LEADER_ORDER=off: each
 # rank its own order)
 train() {
-	case $1 in
-	sched*) PBOX_JOB_LEADER_ORDER=${LEADER_ORDER:-on} torch_ranks "$1" "$2-$1" "$3" 900 \
-		"$src/perf/train/train.py" "$1" "$2" "$log/$2-$1" ;;
-	*) torch_ranks "$1" "$2-$1" "$3" 900 "$src/perf/train/train.py" "$1" "$2" "$log/$2-$1" ;;
-	esac
+	case $1 in sched*) local -x PBOX_JOB_LEADER_ORDER=${LEADER_ORDER:-on} ;; esac
+	torch_ranks "$1" "$2-$1" "$3" 900 "$src/perf/train/train.py" "$1" "$2" "$log/$2-$1"
 }
 step_ms() { grep -oh "train: $1 $2 step_ms=[0-9.]*" "$log/$2-$1-h0.log" | sed 's/.*=//'; }
 busy() { grep -oh "train: $1 $2 host_busy=[0-9.]*" "$log/$2-$1-h0.log" | sed 's/.*=//'; }
